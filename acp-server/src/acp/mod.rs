@@ -1,0 +1,320 @@
+//! The ACP adapter: the only module that speaks ACP. Each handler translates
+//! a request into a call on [`Agent`] and the answer back. Handlers never
+//! await long work inline (the SDK's dispatch loop would stall): prompts,
+//! loads, closes and deletes run in spawned tasks.
+
+pub mod convert;
+pub mod error;
+pub mod transport;
+
+use std::sync::Arc;
+
+use agent_client_protocol::v1::schema::{
+    AgentAuthCapabilities, AgentCapabilities, AuthMethod, AuthMethodAgent, AuthenticateRequest,
+    AuthenticateResponse, CancelNotification, CloseSessionRequest, CloseSessionResponse, DeleteSessionRequest,
+    DeleteSessionResponse, Implementation, InitializeRequest, InitializeResponse, ListSessionsRequest,
+    ListSessionsResponse, LoadSessionRequest, LoadSessionResponse, LogoutCapabilities, LogoutRequest,
+    LogoutResponse, McpCapabilities, NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest,
+    PromptResponse, ResumeSessionRequest, ResumeSessionResponse, SessionAdditionalDirectoriesCapabilities,
+    SessionCapabilities, SessionCloseCapabilities, SessionDeleteCapabilities, SessionId, SessionInfo,
+    SessionListCapabilities, SessionNotification, SessionResumeCapabilities, SetSessionConfigOptionRequest,
+    SetSessionConfigOptionResponse, StopReason as AcpStopReason,
+};
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::{Agent as AgentRole, Client, ConnectTo};
+
+use crate::agent::{Agent, AgentUpdate, StopReason, UpdateSink};
+use crate::error::AgentError;
+use error::{invalid_params, to_acp};
+
+/// The id of the environment-variable auth method.
+pub const AUTH_METHOD_ENV: &str = "deepseek-api-key";
+
+/// Sends a session's updates as `session/update` notifications.
+struct AcpSink {
+    cx: ConnectionTo<Client>,
+    session_id: SessionId,
+}
+
+impl UpdateSink for AcpSink {
+    fn send(&self, update: AgentUpdate) {
+        let notification = SessionNotification::new(self.session_id.clone(), convert::session_update(update));
+        if let Err(err) = self.cx.send_notification(notification) {
+            tracing::debug!(error = ?err, "client connection gone; dropping update");
+        }
+    }
+}
+
+fn stop_reason(stop: StopReason) -> AcpStopReason {
+    match stop {
+        StopReason::EndTurn => AcpStopReason::EndTurn,
+        StopReason::MaxTokens => AcpStopReason::MaxTokens,
+        StopReason::MaxTurnRequests => AcpStopReason::MaxTurnRequests,
+        StopReason::Refusal => AcpStopReason::Refusal,
+        StopReason::Cancelled => AcpStopReason::Cancelled,
+    }
+}
+
+fn mcp_servers_json<T: serde::Serialize>(servers: &[T]) -> serde_json::Value {
+    // Recorded for the MCP issue; values of `env`/`headers` may hold secrets,
+    // so only names and commands are kept.
+    let value = serde_json::to_value(servers).unwrap_or_default();
+    let scrub = |mut server: serde_json::Value| {
+        for key in ["env", "headers"] {
+            if let Some(list) = server.get_mut(key).and_then(|v| v.as_array_mut()) {
+                for item in list {
+                    if let Some(object) = item.as_object_mut() {
+                        object.remove("value");
+                    }
+                }
+            }
+        }
+        server
+    };
+    match value {
+        serde_json::Value::Array(items) => serde_json::Value::Array(items.into_iter().map(scrub).collect()),
+        other => other,
+    }
+}
+
+/// The `initialize` answer.
+pub fn initialize_response(request: &InitializeRequest, agent: &Agent) -> InitializeResponse {
+    if request.protocol_version != ProtocolVersion::V1 {
+        tracing::info!(client = ?request.protocol_version, "client asked for another protocol version; answering 1");
+    }
+    let env = &agent.config().api_key_env;
+    let mut methods = Vec::new();
+    if agent.config().needs_key() {
+        methods.push(AuthMethod::Agent(
+            AuthMethodAgent::new(AUTH_METHOD_ENV, format!("{env} environment variable")).description(format!(
+                "dsh reads the DeepSeek API key from {env}. Set it in the environment the editor launches dsh with (Zed: agent_servers.<name>.env in settings.json), then restart the agent."
+            )),
+        ));
+    }
+    InitializeResponse::new(ProtocolVersion::V1)
+        .agent_info(Implementation::new("dsh", crate::VERSION).title("dsh".to_owned()))
+        .auth_methods(methods)
+        .agent_capabilities(
+            AgentCapabilities::new()
+                .load_session(true)
+                .prompt_capabilities(PromptCapabilities::new().image(true).embedded_context(true).audio(false))
+                .mcp_capabilities(McpCapabilities::new().http(false).sse(false))
+                .auth(AgentAuthCapabilities::new().logout(LogoutCapabilities::new()))
+                .session_capabilities(
+                    SessionCapabilities::new()
+                        .list(SessionListCapabilities::new())
+                        .delete(SessionDeleteCapabilities::new())
+                        .additional_directories(SessionAdditionalDirectoriesCapabilities::new())
+                        .resume(SessionResumeCapabilities::new())
+                        .close(SessionCloseCapabilities::new()),
+                ),
+        )
+}
+
+/// Serves ACP on `transport` until the client disconnects.
+///
+/// # Errors
+/// The connection failed fatally.
+pub async fn serve(agent: Arc<Agent>, transport: impl ConnectTo<AgentRole>) -> Result<(), agent_client_protocol::Error> {
+    let a_init = agent.clone();
+    let a_auth = agent.clone();
+    let a_new = agent.clone();
+    let a_load = agent.clone();
+    let a_resume = agent.clone();
+    let a_list = agent.clone();
+    let a_close = agent.clone();
+    let a_delete = agent.clone();
+    let a_config = agent.clone();
+    let a_prompt = agent.clone();
+    let a_cancel = agent.clone();
+    AgentRole
+        .v1()
+        .name("dsh")
+        .on_receive_request(
+            async move |request: InitializeRequest, responder, _cx| responder.respond(initialize_response(&request, &a_init)),
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: AuthenticateRequest, responder, _cx| {
+                if request.method_id.0.as_ref() != AUTH_METHOD_ENV {
+                    return responder.respond_with_error(invalid_params(format!(
+                        "unknown auth method {:?}; dsh offers {AUTH_METHOD_ENV:?}",
+                        request.method_id.0
+                    )));
+                }
+                match a_auth.authenticate() {
+                    Ok(()) => responder.respond(AuthenticateResponse::new()),
+                    Err(error) => responder.respond_with_error(to_acp(&error)),
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |_request: LogoutRequest, responder, _cx| {
+                // The key lives in the editor's environment; nothing is stored to forget.
+                responder.respond(LogoutResponse::new())
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: NewSessionRequest, responder, _cx| {
+                let mcp = mcp_servers_json(&request.mcp_servers);
+                match a_new.new_session(&request.cwd, &request.additional_directories, mcp) {
+                    Ok((session, options)) => responder.respond(
+                        NewSessionResponse::new(session.id.clone()).config_options(convert::config_options(options)),
+                    ),
+                    Err(error) => responder.respond_with_error(to_acp(&error)),
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: LoadSessionRequest, responder, cx: ConnectionTo<Client>| {
+                let agent = a_load.clone();
+                cx.clone().spawn(async move {
+                    let id = request.session_id.0.to_string();
+                    let loaded = tokio::task::spawn_blocking(move || agent.load_session(&id))
+                        .await
+                        .unwrap_or_else(|err| Err(AgentError::Internal(format!("load panicked: {err}"))));
+                    match loaded {
+                        Ok((_session, updates, options)) => {
+                            let sink = AcpSink { cx, session_id: request.session_id.clone() };
+                            for update in updates {
+                                sink.send(update);
+                            }
+                            responder.respond(LoadSessionResponse::new().config_options(convert::config_options(options)))
+                        }
+                        Err(error) => responder.respond_with_error(to_acp(&error)),
+                    }
+                })
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: ResumeSessionRequest, responder, cx: ConnectionTo<Client>| {
+                let agent = a_resume.clone();
+                cx.spawn(async move {
+                    let id = request.session_id.0.to_string();
+                    let resumed = tokio::task::spawn_blocking(move || agent.resume_session(&id))
+                        .await
+                        .unwrap_or_else(|err| Err(AgentError::Internal(format!("resume panicked: {err}"))));
+                    match resumed {
+                        Ok((_session, options)) => {
+                            responder.respond(ResumeSessionResponse::new().config_options(convert::config_options(options)))
+                        }
+                        Err(error) => responder.respond_with_error(to_acp(&error)),
+                    }
+                })
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: ListSessionsRequest, responder, _cx| {
+                match a_list.list_sessions(request.cwd.as_deref(), request.cursor.as_deref()) {
+                    Ok(page) => {
+                        let sessions = page
+                            .sessions
+                            .into_iter()
+                            .map(|listing| {
+                                SessionInfo::new(listing.id, listing.cwd)
+                                    .additional_directories(listing.roots.into_iter().map(Into::into).collect())
+                                    .title(listing.title)
+                                    .updated_at(listing.updated_at)
+                            })
+                            .collect();
+                        responder.respond(ListSessionsResponse::new(sessions).next_cursor(page.next_cursor))
+                    }
+                    Err(error) => responder.respond_with_error(to_acp(&error)),
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: CloseSessionRequest, responder, cx: ConnectionTo<Client>| {
+                let agent = a_close.clone();
+                cx.spawn(async move {
+                    match agent.close_session(&request.session_id.0).await {
+                        Ok(()) => responder.respond(CloseSessionResponse::new()),
+                        Err(error) => responder.respond_with_error(to_acp(&error)),
+                    }
+                })
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: DeleteSessionRequest, responder, cx: ConnectionTo<Client>| {
+                let agent = a_delete.clone();
+                cx.spawn(async move {
+                    match agent.delete_session(&request.session_id.0).await {
+                        Ok(()) => responder.respond(DeleteSessionResponse::new()),
+                        Err(error) => responder.respond_with_error(to_acp(&error)),
+                    }
+                })
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: SetSessionConfigOptionRequest, responder, _cx| {
+                let Some(value) = request.value.as_value_id() else {
+                    return responder.respond_with_error(invalid_params(format!(
+                        "config option {:?} takes a value id, not a boolean",
+                        request.config_id.0
+                    )));
+                };
+                match a_config.set_config_option(&request.session_id.0, &request.config_id.0, &value.0) {
+                    Ok(options) => responder.respond(SetSessionConfigOptionResponse::new(convert::config_options(options))),
+                    Err(error) => responder.respond_with_error(to_acp(&error)),
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: PromptRequest, responder, cx: ConnectionTo<Client>| {
+                let content = match convert::prompt_content(request.prompt) {
+                    Ok(content) => content,
+                    Err(error) => return responder.respond_with_error(to_acp(&error)),
+                };
+                // Reserve the session now, inside the dispatch loop, so a
+                // session/cancel right behind this request finds the turn.
+                let ticket = match a_prompt.begin_prompt(&request.session_id.0) {
+                    Ok(ticket) => ticket,
+                    Err(error) => return responder.respond_with_error(to_acp(&error)),
+                };
+                let cancel = ticket.cancel_token();
+                let request_cancelled = responder.cancellation();
+                let agent = a_prompt.clone();
+                let sink = AcpSink { cx: cx.clone(), session_id: request.session_id.clone() };
+                let mut work = tokio::spawn(async move { agent.prompt(ticket, content, &sink).await });
+                cx.spawn(async move {
+                    let joined = tokio::select! {
+                        joined = &mut work => joined,
+                        () = request_cancelled.cancelled() => {
+                            cancel.cancel();
+                            work.await
+                        }
+                    };
+                    match joined {
+                        Ok(Ok(stop)) => responder.respond(PromptResponse::new(stop_reason(stop))),
+                        Ok(Err(error)) => responder.respond_with_error(to_acp(&error)),
+                        Err(join_error) => {
+                            tracing::error!(%join_error, "prompt turn panicked");
+                            responder.respond_with_error(to_acp(&AgentError::Internal(
+                                "the turn failed unexpectedly (a bug in dsh); the session is still usable".to_owned(),
+                            )))
+                        }
+                    }
+                })
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_notification(
+            async move |notification: CancelNotification, _cx| {
+                a_cancel.cancel(&notification.session_id.0);
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .connect_to(transport)
+        .await
+}

@@ -1,0 +1,254 @@
+//! stdio framing that survives bad input. The SDK's stock `Stdio` reads
+//! lines as UTF-8 and ends the connection on the first invalid byte; this
+//! transport reads raw bytes instead:
+//!
+//! - a line that is not UTF-8, or longer than the limit, is answered here
+//!   with a JSON-RPC error (parse error -32700, or -32600 for an oversized
+//!   frame) carrying the request id when one can be recovered, and skipped;
+//! - everything else goes to the SDK, which answers malformed JSON itself;
+//! - all output, SDK frames and ours, goes through one writer task that owns
+//!   stdout, so frames never interleave; it flushes when its queue drains.
+
+use std::io;
+
+use futures::channel::mpsc;
+use futures::{SinkExt, StreamExt};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+
+/// The largest frame accepted, bytes (images are base64 inside prompts).
+pub const DEFAULT_MAX_FRAME: usize = 64 * 1024 * 1024;
+
+/// The transport plus the writer task to await after the connection ends.
+pub struct StdioTransport {
+    /// What the SDK connects to.
+    pub lines: agent_client_protocol::Lines<
+        std::pin::Pin<Box<dyn futures::Sink<String, Error = io::Error> + Send>>,
+        std::pin::Pin<Box<dyn futures::Stream<Item = io::Result<String>> + Send>>,
+    >,
+    /// Finishes when every queued frame is written.
+    pub writer: tokio::task::JoinHandle<()>,
+}
+
+/// Builds the transport over any reader and writer (stdin/stdout in `dsh acp`).
+pub fn transport<R, W>(input: R, output: W, max_frame: usize) -> StdioTransport
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (out_tx, out_rx) = mpsc::channel::<String>(1024);
+    let (error_tx, error_rx) = mpsc::channel::<String>(64);
+    let writer = tokio::spawn(write_frames(output, out_rx, error_rx));
+    let (in_tx, in_rx) = mpsc::channel::<io::Result<String>>(64);
+    tokio::spawn(read_frames(input, max_frame, in_tx, error_tx));
+    let sink = out_tx.sink_map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "stdout writer stopped"));
+    StdioTransport {
+        lines: agent_client_protocol::Lines::new(Box::pin(sink), Box::pin(in_rx)),
+        writer,
+    }
+}
+
+/// Writes SDK frames and transport error frames. Ends when the SDK side
+/// closes (the stdin reader may still be blocked in a read).
+async fn write_frames<W: AsyncWrite + Unpin>(
+    output: W,
+    mut frames: mpsc::Receiver<String>,
+    mut errors: mpsc::Receiver<String>,
+) {
+    let mut output = tokio::io::BufWriter::with_capacity(64 * 1024, output);
+    let mut errors_open = true;
+    loop {
+        let frame = tokio::select! {
+            frame = frames.next() => match frame {
+                Some(frame) => frame,
+                None => break,
+            },
+            error = errors.next(), if errors_open => match error {
+                Some(error) => error,
+                None => {
+                    errors_open = false;
+                    continue;
+                }
+            },
+        };
+        let mut result = write_frame(&mut output, &frame).await;
+        // Batch whatever is already queued, then flush once.
+        while result.is_ok() {
+            match frames.try_recv() {
+                Ok(frame) => result = write_frame(&mut output, &frame).await,
+                _ => break,
+            }
+        }
+        if result.is_ok() {
+            result = output.flush().await;
+        }
+        if let Err(err) = result {
+            tracing::warn!(%err, "stdout closed; dropping further output");
+            return;
+        }
+    }
+    while let Ok(error) = errors.try_recv() {
+        if write_frame(&mut output, &error).await.is_err() {
+            return;
+        }
+    }
+    if let Err(err) = output.flush().await {
+        tracing::debug!(%err, "final stdout flush failed");
+    }
+}
+
+async fn write_frame<W: AsyncWrite + Unpin>(output: &mut W, frame: &str) -> io::Result<()> {
+    // The SDK never emits embedded newlines; guard anyway, a stray one would
+    // split the frame for the client.
+    if frame.contains('\n') {
+        output.write_all(frame.replace('\n', "\\n").as_bytes()).await?;
+    } else {
+        output.write_all(frame.as_bytes()).await?;
+    }
+    output.write_all(b"\n").await
+}
+
+async fn read_frames<R: AsyncRead + Unpin>(
+    input: R,
+    max_frame: usize,
+    mut lines: mpsc::Sender<io::Result<String>>,
+    mut errors: mpsc::Sender<String>,
+) {
+    let mut reader = BufReader::with_capacity(64 * 1024, input);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let (oversized, eof) = match read_line_capped(&mut reader, &mut line, max_frame).await {
+            Ok(result) => result,
+            Err(err) => {
+                tracing::warn!(%err, "cannot read stdin; closing the connection");
+                break;
+            }
+        };
+        if line.last() == Some(&b'\n') {
+            line.pop();
+        }
+        if line.last() == Some(&b'\r') {
+            line.pop();
+        }
+        if oversized {
+            tracing::warn!(limit = max_frame, "dropping an oversized frame");
+            let id = recover_id(&String::from_utf8_lossy(&line[..line.len().min(4096)]));
+            let error = error_frame(id, -32600, "Invalid request", format!("frame exceeds the {max_frame}-byte limit and was dropped"));
+            if errors.send(error).await.is_err() {
+                break;
+            }
+        } else if !line.iter().all(u8::is_ascii_whitespace) {
+            match String::from_utf8(std::mem::take(&mut line)) {
+                Ok(text) => {
+                    if lines.send(Ok(text)).await.is_err() {
+                        break;
+                    }
+                }
+                Err(err) => {
+                    let valid_up_to = err.utf8_error().valid_up_to();
+                    let lossy = String::from_utf8_lossy(err.as_bytes()).into_owned();
+                    tracing::warn!(byte = valid_up_to, "dropping a frame that is not valid UTF-8");
+                    let error = error_frame(
+                        recover_id(&lossy),
+                        -32700,
+                        "Parse error",
+                        format!("frame is not valid UTF-8 (invalid byte at offset {valid_up_to})"),
+                    );
+                    if errors.send(error).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        if eof {
+            break;
+        }
+    }
+    tracing::debug!("stdin closed");
+}
+
+/// Reads one line into `line`, keeping at most `max` bytes; returns
+/// (oversized, eof).
+async fn read_line_capped<R: AsyncRead + Unpin>(
+    reader: &mut BufReader<R>,
+    line: &mut Vec<u8>,
+    max: usize,
+) -> io::Result<(bool, bool)> {
+    let mut oversized = false;
+    loop {
+        let buf = reader.fill_buf().await?;
+        if buf.is_empty() {
+            return Ok((oversized, true));
+        }
+        let (chunk, done) = match buf.iter().position(|b| *b == b'\n') {
+            Some(pos) => (&buf[..=pos], true),
+            None => (buf, false),
+        };
+        let used = chunk.len();
+        if !oversized {
+            if line.len() + chunk.len() > max + 1 {
+                oversized = true;
+                // Keep a prefix for id recovery, drop the rest.
+                let keep = 4096usize.saturating_sub(line.len()).min(chunk.len());
+                line.extend_from_slice(&chunk[..keep]);
+            } else {
+                line.extend_from_slice(chunk);
+            }
+        }
+        reader.consume(used);
+        if done {
+            return Ok((oversized, false));
+        }
+    }
+}
+
+/// Finds `"id": <number|string>` near the start of a frame, for answering
+/// frames we cannot parse. Only a top-level-looking id is taken.
+fn recover_id(text: &str) -> serde_json::Value {
+    if let Ok(value) = serde_json::from_str::<serde_json::Value>(text) {
+        return match value.get("id") {
+            Some(id @ (serde_json::Value::Number(_) | serde_json::Value::String(_))) => id.clone(),
+            _ => serde_json::Value::Null,
+        };
+    }
+    let Some(pos) = text.find("\"id\"") else {
+        return serde_json::Value::Null;
+    };
+    let rest = text[pos + 4..].trim_start();
+    let Some(rest) = rest.strip_prefix(':') else {
+        return serde_json::Value::Null;
+    };
+    let rest = rest.trim_start();
+    if let Some(rest) = rest.strip_prefix('"') {
+        if let Some(end) = rest.find('"') {
+            return serde_json::Value::String(rest[..end].to_owned());
+        }
+    } else {
+        let digits: String = rest.chars().take_while(|c| c.is_ascii_digit() || *c == '-').collect();
+        if let Ok(number) = digits.parse::<i64>() {
+            return serde_json::Value::from(number);
+        }
+    }
+    serde_json::Value::Null
+}
+
+fn error_frame(id: serde_json::Value, code: i32, message: &str, detail: String) -> String {
+    serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": { "code": code, "message": message, "data": { "detail": detail } },
+    })
+    .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recovers_ids() {
+        assert_eq!(recover_id(r#"{"jsonrpc":"2.0","id":7,"method":"x"}"#), serde_json::json!(7));
+        assert_eq!(recover_id(r#"{"jsonrpc":"2.0","id":"a-1","method":"x","params":{"t":"tr"#), serde_json::json!("a-1"));
+        assert_eq!(recover_id("garbage"), serde_json::Value::Null);
+    }
+}

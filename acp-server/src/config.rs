@@ -1,0 +1,358 @@
+//! Configuration: `$DSH_HOME/config.toml` layered under environment
+//! variables. Two stages, like ripgrep's: [`RawConfig`] is what serde reads,
+//! [`Config`] is validated and complete.
+//!
+//! The API key is never stored here: only the *name* of the variable that
+//! holds it, resolved per request by [`Config::api_key`].
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// Which wire dialect the provider speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderKind {
+    /// DeepSeek's API: OpenAI-compatible plus `thinking`, `reasoning_effort`
+    /// and `reasoning_content`.
+    Deepseek,
+    /// A plain OpenAI-compatible endpoint (llama.cpp, vLLM, Ollama, ...).
+    Openai,
+    /// Scripted responses from a JSONL file; no network, no key.
+    Replay,
+}
+
+/// Reasoning effort, exposed as the `thought_level` session option.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThoughtLevel {
+    /// Thinking disabled.
+    Off,
+    /// Low effort.
+    Low,
+    /// High effort (the DeepSeek default).
+    High,
+    /// Maximum effort.
+    Max,
+}
+
+impl ThoughtLevel {
+    /// All levels, in menu order.
+    pub const ALL: [ThoughtLevel; 4] = [ThoughtLevel::Off, ThoughtLevel::Low, ThoughtLevel::High, ThoughtLevel::Max];
+
+    /// The option value id.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ThoughtLevel::Off => "off",
+            ThoughtLevel::Low => "low",
+            ThoughtLevel::High => "high",
+            ThoughtLevel::Max => "max",
+        }
+    }
+
+    /// Parses an option value id.
+    pub fn parse(value: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|level| level.as_str() == value)
+    }
+}
+
+/// One model in the catalog.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct ModelInfo {
+    /// Provider model id.
+    pub id: String,
+    /// Display name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Description for the picker.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Context window in tokens.
+    #[serde(default = "default_context_window")]
+    pub context_window: u64,
+    /// Output cap per request.
+    #[serde(default)]
+    pub max_tokens: Option<u64>,
+    /// Whether the model accepts images.
+    #[serde(default)]
+    pub images: bool,
+}
+
+impl ModelInfo {
+    /// Name for menus.
+    pub fn display_name(&self) -> &str {
+        self.name.as_deref().unwrap_or(&self.id)
+    }
+}
+
+fn default_context_window() -> u64 {
+    1_000_000
+}
+
+/// `config.toml` as written by the user. Every field is optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    /// Provider settings.
+    #[serde(default)]
+    pub provider: RawProvider,
+    /// Model catalog; replaces the built-in one when present.
+    #[serde(default)]
+    pub models: Vec<ModelInfo>,
+    /// Default model id.
+    pub default_model: Option<String>,
+    /// Default reasoning effort.
+    pub default_thought_level: Option<ThoughtLevel>,
+    /// Session settings.
+    #[serde(default)]
+    pub session: RawSession,
+}
+
+/// `[provider]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawProvider {
+    /// Wire dialect.
+    pub kind: Option<ProviderKind>,
+    /// Base URL (`{base}/chat/completions`).
+    pub base_url: Option<String>,
+    /// Name of the environment variable that holds the key.
+    pub api_key_env: Option<String>,
+    /// Script for the replay provider.
+    pub replay_file: Option<PathBuf>,
+    /// Idle timeout between stream reads.
+    pub stream_idle_timeout_ms: Option<u64>,
+    /// Timeout for connecting and receiving response headers.
+    pub request_timeout_ms: Option<u64>,
+    /// Retries before the first byte.
+    pub max_retries: Option<u32>,
+    /// First backoff delay.
+    pub retry_initial_delay_ms: Option<u64>,
+    /// Backoff cap; a longer `Retry-After` gives up.
+    pub retry_max_delay_ms: Option<u64>,
+}
+
+/// `[session]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSession {
+    /// Page size of `session/list`.
+    pub list_page_size: Option<usize>,
+    /// Model calls allowed in one turn.
+    pub max_steps: Option<u64>,
+    /// Largest accepted image, bytes.
+    pub max_image_bytes: Option<usize>,
+}
+
+/// Validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `$DSH_HOME`.
+    pub home: PathBuf,
+    /// Provider dialect.
+    pub provider: ProviderKind,
+    /// Base URL without a trailing slash.
+    pub base_url: String,
+    /// Environment variable holding the key.
+    pub api_key_env: String,
+    /// Replay script, for the replay provider.
+    pub replay_file: Option<PathBuf>,
+    /// Idle timeout between stream reads.
+    pub stream_idle_timeout: Duration,
+    /// Timeout up to response headers.
+    pub request_timeout: Duration,
+    /// Retry policy.
+    pub retry: RetryPolicy,
+    /// Model catalog (never empty).
+    pub models: Vec<ModelInfo>,
+    /// Default model id (in the catalog).
+    pub default_model: String,
+    /// Default reasoning effort.
+    pub default_thought_level: ThoughtLevel,
+    /// `session/list` page size.
+    pub list_page_size: usize,
+    /// Model calls per turn.
+    pub max_steps: u64,
+    /// Largest accepted image, bytes.
+    pub max_image_bytes: usize,
+}
+
+/// Retries before the first byte of a response.
+#[derive(Debug, Clone, Copy)]
+pub struct RetryPolicy {
+    /// Retries after the first attempt.
+    pub max_retries: u32,
+    /// First delay.
+    pub initial_delay: Duration,
+    /// Cap.
+    pub max_delay: Duration,
+}
+
+/// DeepSeek's public API.
+pub const DEFAULT_BASE_URL: &str = "https://api.deepseek.com";
+/// The default key variable.
+pub const DEFAULT_API_KEY_ENV: &str = "DEEPSEEK_API_KEY";
+
+/// The built-in DeepSeek catalog (the seeds' V4 Flash, V4 Pro and the
+/// vision preview), 1M context, 256k output cap.
+pub fn builtin_models() -> Vec<ModelInfo> {
+    let model = |id: &str, name: &str, description: &str, images: bool| ModelInfo {
+        id: id.to_owned(),
+        name: Some(name.to_owned()),
+        description: Some(description.to_owned()),
+        context_window: 1_000_000,
+        max_tokens: Some(256_000),
+        images,
+    };
+    vec![
+        model("deepseek-v4-flash", "DeepSeek V4 Flash", "Fast and inexpensive; the default", false),
+        model("deepseek-v4-pro", "DeepSeek V4 Pro", "Strongest reasoning", false),
+        model("deepseek-v4-flash-vision-exp", "DeepSeek V4 Flash Vision (exp)", "Accepts images", true),
+    ]
+}
+
+/// Environment lookups, injectable for tests.
+pub trait Env {
+    /// The variable's value, if set and non-empty.
+    fn var(&self, name: &str) -> Option<String>;
+}
+
+/// The process environment.
+pub struct ProcessEnv;
+
+impl Env for ProcessEnv {
+    fn var(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok().filter(|value| !value.is_empty())
+    }
+}
+
+impl Config {
+    /// Loads `$DSH_HOME/config.toml` (if present) and applies the environment.
+    ///
+    /// # Errors
+    /// An unreadable or invalid config file, with its path in the message.
+    pub fn load(env: &dyn Env) -> Result<Config, String> {
+        let home = match env.var("DSH_HOME") {
+            Some(home) => PathBuf::from(home),
+            None => match env.var("HOME") {
+                Some(home) => Path::new(&home).join(".dsh"),
+                None => return Err("cannot find a home for dsh state: set DSH_HOME or HOME".to_owned()),
+            },
+        };
+        let path = home.join("config.toml");
+        let raw = match std::fs::read_to_string(&path) {
+            Ok(text) => toml::from_str::<RawConfig>(&text)
+                .map_err(|err| format!("invalid config file {}: {err}", path.display()))?,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => RawConfig::default(),
+            Err(err) => return Err(format!("cannot read config file {}: {err}", path.display())),
+        };
+        Self::from_raw(raw, home, env)
+    }
+
+    /// Validates a raw config.
+    ///
+    /// # Errors
+    /// A default model missing from the catalog, or an empty replay path.
+    pub fn from_raw(raw: RawConfig, home: PathBuf, env: &dyn Env) -> Result<Config, String> {
+        let provider = match env.var("DSH_PROVIDER") {
+            Some(kind) => match kind.as_str() {
+                "deepseek" => ProviderKind::Deepseek,
+                "openai" => ProviderKind::Openai,
+                "replay" => ProviderKind::Replay,
+                other => return Err(format!("DSH_PROVIDER={other:?} is not one of deepseek, openai, replay")),
+            },
+            None => raw.provider.kind.unwrap_or(ProviderKind::Deepseek),
+        };
+        let base_url = env
+            .var("DEEPSEEK_BASE_URL")
+            .or(raw.provider.base_url)
+            .unwrap_or_else(|| DEFAULT_BASE_URL.to_owned())
+            .trim_end_matches('/')
+            .to_owned();
+        let replay_file = env.var("DSH_REPLAY_FILE").map(PathBuf::from).or(raw.provider.replay_file);
+        let models = if raw.models.is_empty() { builtin_models() } else { raw.models };
+        let default_model = raw.default_model.unwrap_or_else(|| models[0].id.clone());
+        if !models.iter().any(|model| model.id == default_model) {
+            return Err(format!("default_model {default_model:?} is not in the model catalog"));
+        }
+        let ms = Duration::from_millis;
+        Ok(Config {
+            home,
+            provider,
+            base_url,
+            api_key_env: raw.provider.api_key_env.unwrap_or_else(|| DEFAULT_API_KEY_ENV.to_owned()),
+            replay_file,
+            stream_idle_timeout: ms(raw.provider.stream_idle_timeout_ms.unwrap_or(300_000)),
+            request_timeout: ms(raw.provider.request_timeout_ms.unwrap_or(120_000)),
+            retry: RetryPolicy {
+                max_retries: raw.provider.max_retries.unwrap_or(5),
+                initial_delay: ms(raw.provider.retry_initial_delay_ms.unwrap_or(500)),
+                max_delay: ms(raw.provider.retry_max_delay_ms.unwrap_or(10_000)),
+            },
+            models,
+            default_model,
+            default_thought_level: raw.default_thought_level.unwrap_or(ThoughtLevel::High),
+            list_page_size: raw.session.list_page_size.unwrap_or(50).max(1),
+            max_steps: raw.session.max_steps.unwrap_or(100).max(1),
+            max_image_bytes: raw.session.max_image_bytes.unwrap_or(20 * 1024 * 1024),
+        })
+    }
+
+    /// Whether this provider needs an API key at all.
+    pub fn needs_key(&self) -> bool {
+        self.provider != ProviderKind::Replay
+    }
+
+    /// Resolves the API key now (keys rotate; never cache it).
+    pub fn api_key(&self) -> Option<String> {
+        ProcessEnv.var(&self.api_key_env)
+    }
+
+    /// A model from the catalog.
+    pub fn model(&self, id: &str) -> Option<&ModelInfo> {
+        self.models.iter().find(|model| model.id == id)
+    }
+
+    /// Where session logs live.
+    pub fn sessions_dir(&self) -> PathBuf {
+        self.home.join("sessions")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    struct MapEnv(HashMap<&'static str, &'static str>);
+    impl Env for MapEnv {
+        fn var(&self, name: &str) -> Option<String> {
+            self.0.get(name).map(|v| (*v).to_owned())
+        }
+    }
+
+    #[test]
+    fn env_overrides_file_and_defaults_hold() {
+        let raw: RawConfig = toml::from_str(
+            "[provider]\nkind = \"openai\"\nbase_url = \"http://file/\"\napi_key_env = \"MY_KEY\"\n",
+        )
+        .unwrap();
+        let env = MapEnv(HashMap::from([("DEEPSEEK_BASE_URL", "http://env/v1/")]));
+        let config = Config::from_raw(raw, "/h".into(), &env).unwrap();
+        assert_eq!(config.base_url, "http://env/v1");
+        assert_eq!(config.provider, ProviderKind::Openai);
+        assert_eq!(config.api_key_env, "MY_KEY");
+        assert_eq!(config.default_model, "deepseek-v4-flash");
+        assert_eq!(config.retry.max_retries, 5);
+        assert_eq!(config.default_thought_level, ThoughtLevel::High);
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_default_model_are_errors() {
+        assert!(toml::from_str::<RawConfig>("[provider]\nbase = 1\n").is_err());
+        let raw: RawConfig = toml::from_str("default_model = \"nope\"\n").unwrap();
+        let err = Config::from_raw(raw, "/h".into(), &MapEnv(HashMap::new())).unwrap_err();
+        assert!(err.contains("nope"));
+    }
+}

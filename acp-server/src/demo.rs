@@ -1,0 +1,243 @@
+//! `dsh demo`: a complete scripted session with no API key. It copies a
+//! small fixture workspace to a scratch directory, starts `dsh acp` as a
+//! child with the replay model, drives it as an editor would over ACP, and
+//! prints the conversation as a person would see it. A second child then
+//! reloads the session from disk to show that the log is the truth.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use agent_client_protocol::v1::schema::{
+    ContentBlock, InitializeRequest, ListSessionsRequest, LoadSessionRequest, NewSessionRequest, PromptRequest,
+    SessionConfigKind, SessionConfigOption, SessionNotification, SessionUpdate,
+    SetSessionConfigOptionRequest, TextContent,
+};
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::{Agent, ByteStreams, Client};
+use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
+
+const SCRIPT: &str = include_str!("../../fixtures/transcripts/demo.jsonl");
+const WORKSPACE: &[(&str, &str)] = &[
+    ("README.md", include_str!("../../fixtures/workspaces/demo/README.md")),
+    ("src/main.rs", include_str!("../../fixtures/workspaces/demo/src/main.rs")),
+];
+const PROMPTS: &[&str] = &["What does this project do?", "How does count_words treat runs of spaces?"];
+
+type Out = Arc<Mutex<Box<dyn Write + Send>>>;
+
+/// What the printer is in the middle of.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Block {
+    None,
+    Thought,
+    Message,
+}
+
+struct Printer {
+    out: Out,
+    block: Mutex<Block>,
+    replayed: Mutex<usize>,
+    live: Mutex<bool>,
+}
+
+impl Printer {
+    fn line(&self, text: &str) {
+        let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = writeln!(out, "{text}");
+        let _ = out.flush();
+    }
+
+    fn update(&self, update: SessionUpdate) {
+        if !*self.live.lock().unwrap_or_else(|p| p.into_inner()) {
+            *self.replayed.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+            return;
+        }
+        let mut block = self.block.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
+        let text_of = |chunk: &agent_client_protocol::v1::schema::ContentChunk| match &chunk.content {
+            ContentBlock::Text(text) => text.text.clone(),
+            _ => "[non-text content]".to_owned(),
+        };
+        let _ = match update {
+            SessionUpdate::AgentThoughtChunk(chunk) => {
+                let text = text_of(&chunk);
+                if *block != Block::Thought {
+                    *block = Block::Thought;
+                    write!(out, "  thinking: {text}")
+                } else {
+                    write!(out, "{text}")
+                }
+            }
+            SessionUpdate::AgentMessageChunk(chunk) => {
+                let text = text_of(&chunk).replace('\n', "\n  ");
+                if *block != Block::Message {
+                    let sep = if *block == Block::Thought { "\n\n" } else { "" };
+                    *block = Block::Message;
+                    write!(out, "{sep}  {text}")
+                } else {
+                    write!(out, "{text}")
+                }
+            }
+            SessionUpdate::UsageUpdate(usage) => {
+                *block = Block::None;
+                write!(out, "\n  [context: {} of {} tokens]\n", usage.used, usage.size)
+            }
+            SessionUpdate::SessionInfoUpdate(info) => match info.title {
+                agent_client_protocol::schema::MaybeUndefined::Value(title) => writeln!(out, "  [session title: {title}]"),
+                _ => Ok(()),
+            },
+            SessionUpdate::ToolCall(call) => writeln!(out, "\n  [tool] {}", call.title),
+            _ => Ok(()),
+        };
+        let _ = out.flush();
+    }
+}
+
+fn describe(options: &[SessionConfigOption]) -> String {
+    options
+        .iter()
+        .filter_map(|option| match &option.kind {
+            SessionConfigKind::Select(select) => Some(format!("{} = {}", option.id.0, select.current_value.0)),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Runs the demo, printing to `out`.
+///
+/// # Errors
+/// The scratch directory cannot be written, the child cannot start, or the
+/// protocol exchange fails.
+pub async fn run(out: Box<dyn Write + Send>) -> anyhow::Result<()> {
+    let buffer: Out = Arc::new(Mutex::new(out));
+    let scratch = std::env::temp_dir().join(format!("dsh-demo-{}", std::process::id()));
+    let result = run_in(&scratch, buffer).await;
+    if let Err(err) = std::fs::remove_dir_all(&scratch) {
+        tracing::debug!(%err, "cannot remove the demo scratch directory");
+    }
+    result
+}
+
+async fn run_in(scratch: &Path, out: Out) -> anyhow::Result<()> {
+    let workspace = scratch.join("workspace");
+    for (path, text) in WORKSPACE {
+        let path = workspace.join(path);
+        std::fs::create_dir_all(path.parent().unwrap_or(&workspace))?;
+        std::fs::write(&path, text)?;
+    }
+    let script = scratch.join("demo.jsonl");
+    std::fs::write(&script, SCRIPT)?;
+    let home = scratch.join("home");
+
+    let printer = Arc::new(Printer { out, block: Mutex::new(Block::None), replayed: Mutex::new(0), live: Mutex::new(true) });
+    printer.line("dsh demo: a scripted session over ACP (replay model, no network, no API key)");
+    printer.line(&format!("workspace: {}", workspace.display()));
+    printer.line("");
+
+    let session_id = {
+        let printer = printer.clone();
+        let workspace = workspace.clone();
+        connect(&home, &script, printer.clone(), async move |cx: ConnectionTo<Agent>| {
+            let init = cx.send_request(InitializeRequest::new(ProtocolVersion::V1)).block_task().await?;
+            let info = init.agent_info.map(|i| format!("{} {}", i.name, i.version)).unwrap_or_default();
+            printer.line(&format!("agent: {info} (ACP protocol {})", serde_json::to_string(&init.protocol_version).unwrap_or_default()));
+            let session = cx.send_request(NewSessionRequest::new(workspace.clone())).block_task().await?;
+            printer.line(&format!("session: {}", session.session_id.0));
+            printer.line(&format!("settings: {}", describe(session.config_options.as_deref().unwrap_or_default())));
+            for (index, prompt) in PROMPTS.iter().enumerate() {
+                if index == 1 {
+                    let options = cx
+                        .send_request(SetSessionConfigOptionRequest::new(session.session_id.clone(), "thought_level", "off"))
+                        .block_task()
+                        .await?;
+                    printer.line(&format!("\n(settings changed: {})", describe(&options.config_options)));
+                }
+                printer.line(&format!("\n> {prompt}"));
+                let response = cx
+                    .send_request(PromptRequest::new(
+                        session.session_id.clone(),
+                        vec![ContentBlock::Text(TextContent::new(*prompt))],
+                    ))
+                    .block_task()
+                    .await?;
+                printer.line(&format!("  [stop: {}]", serde_json::to_string(&response.stop_reason).unwrap_or_default().trim_matches('"')));
+            }
+            Ok(session.session_id)
+        })
+        .await?
+    };
+
+    printer.line("\nA fresh dsh process reloads the session from its log:");
+    *printer.live.lock().unwrap_or_else(|p| p.into_inner()) = false;
+    {
+        let printer = printer.clone();
+        let workspace = workspace.clone();
+        let session_id = session_id.clone();
+        connect(&home, &script, printer.clone(), async move |cx: ConnectionTo<Agent>| {
+            cx.send_request(InitializeRequest::new(ProtocolVersion::V1)).block_task().await?;
+            let list = cx.send_request(ListSessionsRequest::new()).block_task().await?;
+            for session in &list.sessions {
+                printer.line(&format!(
+                    "  listed: {} \"{}\" updated {}",
+                    session.session_id.0,
+                    session.title.as_deref().unwrap_or(""),
+                    session.updated_at.as_deref().unwrap_or("")
+                ));
+            }
+            cx.send_request(LoadSessionRequest::new(session_id, workspace)).block_task().await?;
+            Ok(())
+        })
+        .await?;
+    }
+    let replayed = *printer.replayed.lock().unwrap_or_else(|p| p.into_inner());
+    printer.line(&format!("  session/load replayed {replayed} updates (prompts, thoughts, replies, usage) before answering"));
+    let log = home.join("sessions").join(format!("{}.jsonl", session_id.0));
+    let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+    printer.line(&format!(
+        "\nsession log: {} lines, {} bytes of JSONL (header + events); the scratch directory is removed now",
+        log_text.lines().count(),
+        log_text.len()
+    ));
+    Ok(())
+}
+
+async fn connect<T: Send + 'static>(
+    home: &Path,
+    script: &Path,
+    printer: Arc<Printer>,
+    body: impl AsyncFnOnce(ConnectionTo<Agent>) -> Result<T, agent_client_protocol::Error> + Send + 'static,
+) -> anyhow::Result<T> {
+    let exe: PathBuf = std::env::current_exe()?;
+    let mut child = tokio::process::Command::new(exe)
+        .arg("acp")
+        .env("DSH_HOME", home)
+        .env("DSH_PROVIDER", "replay")
+        .env("DSH_REPLAY_FILE", script)
+        .env("DSH_LOG", "warn")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()?;
+    let stdin = child.stdin.take().ok_or_else(|| anyhow::anyhow!("child stdin missing"))?;
+    let stdout = child.stdout.take().ok_or_else(|| anyhow::anyhow!("child stdout missing"))?;
+    let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
+    let result = Client
+        .v1()
+        .on_receive_notification(
+            async move |notification: SessionNotification, _cx| {
+                printer.update(notification.update);
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .connect_with(transport, body)
+        .await
+        .map_err(|err| anyhow::anyhow!("ACP exchange failed: {err:?}"));
+    drop(child.stdin.take());
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(3), child.wait()).await;
+    result
+}

@@ -1,0 +1,70 @@
+//! The agent's one domain error. Every variant has a stable code; the ACP
+//! adapter turns it into a JSON-RPC error in one place (`acp::error`).
+
+use dsh_protocol::log::LogError;
+use dsh_protocol::ErrorCode;
+
+use crate::model::ModelError;
+
+/// Anything a front end can get back from the agent core.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// Bad request parameters; the message names the offending value.
+    #[error("{0}")]
+    InvalidParams(String),
+    /// No such session.
+    #[error("session {0} not found")]
+    SessionNotFound(String),
+    /// A prompt is already running.
+    #[error("session {0} is already running a prompt; wait for it to finish or cancel it first")]
+    SessionBusy(String),
+    /// No API key.
+    #[error("{0}")]
+    AuthRequired(String),
+    /// The model call failed.
+    #[error("{0}")]
+    Model(ModelError),
+    /// The log could not be read.
+    #[error("cannot open session: {0}")]
+    Log(LogError),
+    /// The log could not be written.
+    #[error("cannot write the session log {path}: {source}; check that DSH_HOME is writable and the disk is not full")]
+    LogWrite {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The configuration is invalid.
+    #[error("dsh is misconfigured: {0}")]
+    Config(String),
+    /// A bug.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl AgentError {
+    /// The stable code.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            AgentError::InvalidParams(_) => ErrorCode::InvalidParams,
+            AgentError::SessionNotFound(_) => ErrorCode::SessionNotFound,
+            AgentError::SessionBusy(_) => ErrorCode::SessionBusy,
+            AgentError::AuthRequired(_) => ErrorCode::MissingCredential,
+            AgentError::Model(error) => error.code,
+            AgentError::Log(error) => error.code,
+            AgentError::LogWrite { .. } => ErrorCode::SessionLogWrite,
+            AgentError::Config(_) | AgentError::Internal(_) => ErrorCode::Internal,
+        }
+    }
+}
+
+impl From<ModelError> for AgentError {
+    fn from(error: ModelError) -> Self {
+        if error.code == ErrorCode::MissingCredential {
+            AgentError::AuthRequired(error.message)
+        } else {
+            AgentError::Model(error)
+        }
+    }
+}

@@ -1,0 +1,20 @@
+//! dsh: a coding agent served over the Agent Client Protocol.
+//!
+//! The agent core ([`agent`], [`turn`], [`model`], [`store`]) knows nothing of
+//! ACP; [`acp`] translates between the wire and the core, so other front ends
+//! (a headless runner, an SDK server) reuse the same core.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+#![forbid(unsafe_code)]
+
+pub mod acp;
+pub mod agent;
+pub mod config;
+pub mod demo;
+pub mod error;
+pub mod model;
+pub mod prompt;
+pub mod store;
+pub mod turn;
+
+/// The version printed by `dsh --version` and sent as `agentInfo.version`.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,0 +1,126 @@
+//! The `dsh` command: flags, logging, runtime. Everything else lives in the
+//! library so tests and other front ends can drive it.
+#![deny(clippy::print_stdout)]
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use dsh_acp_server::acp::transport;
+use dsh_acp_server::agent::Agent;
+use dsh_acp_server::config::{Config, ProcessEnv};
+
+const HELP: &str = "\
+dsh — a coding agent for editors, served over the Agent Client Protocol (ACP)
+
+USAGE:
+    dsh acp        Serve ACP on stdin/stdout (editors run this)
+    dsh demo       Run a scripted demo session (no API key needed) and print it
+    dsh --help     Show this help
+    dsh --version  Show the version
+
+ENVIRONMENT:
+    DEEPSEEK_API_KEY    API key for DeepSeek (or the variable named in config.toml)
+    DEEPSEEK_BASE_URL   OpenAI-compatible base URL (default https://api.deepseek.com)
+    DSH_HOME            State directory (default ~/.dsh); holds config.toml and sessions/
+    DSH_LOG             Log filter for stderr, e.g. info or dsh_acp_server=debug
+
+Zed: add to settings.json
+    \"agent_servers\": { \"dsh\": { \"type\": \"custom\", \"command\": \"/path/to/dsh\", \"args\": [\"acp\"],
+                               \"env\": { \"DEEPSEEK_API_KEY\": \"sk-...\" } } }
+";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut stdout = std::io::stdout();
+    match args.first().map(String::as_str) {
+        Some("acp") if args.len() == 1 => run(serve_acp),
+        Some("demo") if args.len() == 1 => run(|| async move {
+            match dsh_acp_server::demo::run(Box::new(std::io::stdout())).await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(err) => {
+                    tracing::error!("{err:#}");
+                    // The user ran this in a terminal; tell them plainly.
+                    let _ = writeln!(std::io::stderr(), "dsh demo failed: {err:#}");
+                    ExitCode::FAILURE
+                }
+            }
+        }),
+        Some("--version" | "-V" | "version") => {
+            let _ = writeln!(stdout, "dsh {}", dsh_acp_server::VERSION);
+            ExitCode::SUCCESS
+        }
+        Some("--help" | "-h" | "help") | None => {
+            let _ = write!(stdout, "{HELP}");
+            ExitCode::SUCCESS
+        }
+        Some(other) => {
+            let _ = writeln!(std::io::stderr(), "dsh: unknown command {other:?}\n\n{HELP}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run<F, Fut>(body: F) -> ExitCode
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = ExitCode>,
+{
+    init_tracing();
+    let workers = std::thread::available_parallelism().map(|n| n.get().min(4)).unwrap_or(2);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(workers).enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            let _ = writeln!(std::io::stderr(), "dsh: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let code = runtime.block_on(body());
+    // Blocking stdin reads cannot be interrupted; do not wait for them.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    code
+}
+
+fn init_tracing() {
+    let filter = std::env::var("DSH_LOG")
+        .or_else(|_| std::env::var("RUST_LOG"))
+        .unwrap_or_else(|_| "warn,dsh_acp_server=info".to_owned());
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
+}
+
+async fn serve_acp() -> ExitCode {
+    let agent = Agent::new(Config::load(&ProcessEnv));
+    let transport = transport::transport(tokio::io::stdin(), tokio::io::stdout(), transport::DEFAULT_MAX_FRAME);
+    let served = tokio::select! {
+        served = dsh_acp_server::acp::serve(agent.clone(), transport.lines) => served.map_err(|err| format!("{err:?}")),
+        signal = shutdown_signal() => {
+            tracing::info!(signal, "shutting down");
+            Ok(())
+        }
+    };
+    agent.shutdown().await;
+    if tokio::time::timeout(std::time::Duration::from_secs(2), transport.writer).await.is_err() {
+        tracing::warn!("stdout did not drain within 2 s");
+    }
+    match served {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            tracing::error!(error = %err, "ACP connection failed");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn shutdown_signal() -> &'static str {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    }
+}

@@ -1,0 +1,66 @@
+//! What a user can put into a prompt, in a provider- and protocol-neutral form.
+
+use serde::{Deserialize, Serialize};
+
+/// One block of user input, as recorded in the session log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum UserContent {
+    /// Plain text.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// An image, base64 encoded.
+    Image {
+        /// MIME type (`image/png`, `image/jpeg`, `image/webp`, `image/gif`).
+        mime_type: String,
+        /// Base64 data without a `data:` prefix.
+        data: String,
+    },
+    /// A link to a resource the model may read with its tools.
+    ResourceLink {
+        /// The resource URI.
+        uri: String,
+        /// Display name.
+        name: String,
+    },
+    /// An embedded text resource (for example a file the user attached).
+    Resource {
+        /// The resource URI.
+        uri: String,
+        /// The resource text.
+        text: String,
+        /// MIME type, when known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mime_type: Option<String>,
+    },
+}
+
+impl UserContent {
+    /// A text block.
+    pub fn text(text: impl Into<String>) -> Self {
+        UserContent::Text { text: text.into() }
+    }
+
+    /// The first non-empty line of text in a prompt, used as a session title.
+    pub fn title_of(content: &[UserContent]) -> Option<String> {
+        content.iter().find_map(|block| match block {
+            UserContent::Text { text } => text
+                .lines()
+                .map(str::trim)
+                .find(|line| !line.is_empty())
+                .map(|line| truncate_chars(line, 100)),
+            _ => None,
+        })
+    }
+}
+
+/// Truncates to at most `max` characters, adding an ellipsis when cut.
+pub fn truncate_chars(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        None => text.to_owned(),
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+    }
+}

@@ -1,0 +1,17 @@
+//! Plain data shared by every dsh crate: the versioned session event log,
+//! the model message and stream vocabulary, tool presentation types and
+//! stable error codes.
+//!
+//! This crate does no I/O. Its types are persisted (the session log) or
+//! cross process boundaries, so they change like a file format: fields are
+//! added with defaults, tags are never reused.
+#![warn(missing_docs)]
+
+pub mod content;
+pub mod error;
+pub mod log;
+pub mod model;
+pub mod tool;
+
+pub use content::UserContent;
+pub use error::ErrorCode;

@@ -1,0 +1,109 @@
+//! The provider-neutral model vocabulary: chat messages sent to a model and
+//! the stream events that come back.
+
+use serde::{Deserialize, Serialize};
+
+use crate::content::UserContent;
+
+/// One tool call the model asked for. `arguments` stays the raw JSON text
+/// the model produced, so a malformed call can still be logged and answered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCallRequest {
+    /// Provider call id, echoed in the tool result.
+    pub id: String,
+    /// Tool name as the model wrote it.
+    pub name: String,
+    /// Raw JSON arguments.
+    pub arguments: String,
+}
+
+/// A message in the model conversation, derived from the session log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChatMessage {
+    /// The system prompt.
+    System(String),
+    /// User input.
+    User(Vec<UserContent>),
+    /// A model reply.
+    Assistant {
+        /// Visible text.
+        text: String,
+        /// Reasoning text (DeepSeek `reasoning_content`).
+        reasoning: String,
+        /// Tool calls the model made.
+        tool_calls: Vec<ToolCallRequest>,
+    },
+    /// The result of one tool call.
+    Tool {
+        /// The call this answers.
+        call_id: String,
+        /// Text the model sees.
+        content: String,
+    },
+}
+
+/// Token usage of one model call. Buckets are disjoint: `input_tokens`
+/// excludes cache hits, `reasoning_tokens` is part of `output_tokens`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Uncached prompt tokens.
+    pub input_tokens: u64,
+    /// Completion tokens, reasoning included.
+    pub output_tokens: u64,
+    /// Prompt tokens served from the provider cache.
+    #[serde(default)]
+    pub cache_read_tokens: u64,
+    /// Reasoning tokens (a part of `output_tokens`).
+    #[serde(default)]
+    pub reasoning_tokens: u64,
+}
+
+impl Usage {
+    /// All tokens the call put into the context window.
+    pub fn context_tokens(&self) -> u64 {
+        self.input_tokens + self.cache_read_tokens + self.output_tokens
+    }
+}
+
+/// Why a model call finished.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum FinishReason {
+    /// The model finished its answer.
+    Stop,
+    /// The model wants tool results.
+    ToolCalls,
+    /// The output token limit was reached.
+    MaxTokens,
+    /// The provider filtered the content.
+    ContentFilter,
+    /// The call was cancelled by the user.
+    Cancelled,
+    /// The stream failed part way.
+    Error,
+}
+
+/// One event of a model stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StreamEvent {
+    /// Visible text.
+    TextDelta(String),
+    /// Reasoning text.
+    ReasoningDelta(String),
+    /// A fragment of a tool call, assembled by `index`.
+    ToolCallDelta {
+        /// Position of the call in the reply.
+        index: usize,
+        /// Call id (first fragment).
+        id: Option<String>,
+        /// Tool name (first fragment).
+        name: Option<String>,
+        /// A piece of the JSON arguments.
+        arguments: String,
+    },
+    /// Usage for the whole call.
+    Usage(Usage),
+    /// The end of the call; nothing follows.
+    Finish(FinishReason),
+}

@@ -1,0 +1,100 @@
+//! Tool presentation vocabulary: how a tool call looks in an editor. It maps
+//! one-for-one onto ACP tool calls but does not depend on ACP.
+
+use serde::{Deserialize, Serialize};
+
+/// What kind of work a tool call does; editors pick icons from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ToolKind {
+    /// Reads files or data.
+    Read,
+    /// Modifies files.
+    Edit,
+    /// Deletes files.
+    Delete,
+    /// Moves or renames files.
+    Move,
+    /// Searches.
+    Search,
+    /// Runs a command.
+    Execute,
+    /// Fetches from the network.
+    Fetch,
+    /// Internal reasoning or planning.
+    Think,
+    /// Anything else.
+    Other,
+}
+
+/// A file position the editor can jump to. `path` is absolute, `line` 1-based.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileLocation {
+    /// Absolute path.
+    pub path: String,
+    /// 1-based line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+}
+
+/// A whole-file diff. `old_text` is `None` for a new file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileDiff {
+    /// Absolute path.
+    pub path: String,
+    /// Text before, or `None` when the file is new.
+    pub old_text: Option<String>,
+    /// Text after.
+    pub new_text: String,
+}
+
+/// Status of a tool call as the editor shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolStatus {
+    /// Waiting (for permission or a slot).
+    Pending,
+    /// Running.
+    InProgress,
+    /// Finished successfully.
+    Completed,
+    /// Failed, rejected or cancelled.
+    Failed,
+}
+
+/// One piece of tool-call content shown in the editor.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ToolContent {
+    /// Text (markdown).
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// A diff.
+    Diff(FileDiff),
+    /// A client terminal embedded by id.
+    Terminal {
+        /// The client's terminal id.
+        terminal_id: String,
+    },
+}
+
+/// How a tool call is presented: title, kind, locations and content.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ToolView {
+    /// A title a person can scan ("Edit src/main.rs").
+    #[serde(default)]
+    pub title: String,
+    /// Kind, for the icon.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<ToolKind>,
+    /// Files touched.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub locations: Vec<FileLocation>,
+    /// Content blocks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub content: Vec<ToolContent>,
+}
