@@ -174,7 +174,9 @@ pub struct Session {
 
 impl Session {
     pub(crate) fn state(&self) -> MutexGuard<'_, SessionState> {
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Appends an event to the log and the in-memory copy.
@@ -194,7 +196,12 @@ impl Session {
     }
 
     fn cancel_turn(&self) {
-        if let Some(token) = self.turn_cancel.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+        if let Some(token) = self
+            .turn_cancel
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
             token.cancel();
         }
     }
@@ -211,7 +218,9 @@ fn apply(state: &mut SessionState, event: &Event) {
         }
         EventData::Title { title } => state.title = Some(title.clone()),
         EventData::TurnStart { turn } => state.turns = state.turns.max(*turn),
-        EventData::AssistantMessage { usage: Some(usage), .. } => state.last_usage = Some(*usage),
+        EventData::AssistantMessage {
+            usage: Some(usage), ..
+        } => state.last_usage = Some(*usage),
         _ => {}
     }
 }
@@ -232,7 +241,11 @@ impl TurnTicket {
 
 impl Drop for TurnTicket {
     fn drop(&mut self) {
-        *self.session.turn_cancel.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        *self
+            .session
+            .turn_cancel
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = None;
     }
 }
 
@@ -253,8 +266,12 @@ impl Agent {
         let (config, mut config_error) = match config {
             Ok(config) => (config, None),
             Err(error) => {
-                let fallback = Config::from_raw(Default::default(), PathBuf::from("/nonexistent-dsh-home"), &NoEnv)
-                    .unwrap_or_else(|_| unreachable!("the default config is valid"));
+                let fallback = Config::from_raw(
+                    Default::default(),
+                    PathBuf::from("/nonexistent-dsh-home"),
+                    &NoEnv,
+                )
+                .unwrap_or_else(|_| unreachable!("the default config is valid"));
                 (fallback, Some(error))
             }
         };
@@ -322,7 +339,9 @@ impl Agent {
     }
 
     fn sessions(&self) -> MutexGuard<'_, HashMap<String, Arc<Session>>> {
-        self.sessions.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.sessions
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn live(&self, id: &str) -> Option<Arc<Session>> {
@@ -334,7 +353,8 @@ impl Agent {
     /// # Errors
     /// `session.not_found` when the session is not open in this process.
     pub fn session(&self, id: &str) -> Result<Arc<Session>, AgentError> {
-        self.live(id).ok_or_else(|| AgentError::SessionNotFound(id.to_owned()))
+        self.live(id)
+            .ok_or_else(|| AgentError::SessionNotFound(id.to_owned()))
     }
 
     /// Creates a session.
@@ -408,14 +428,21 @@ impl Agent {
     ///
     /// # Errors
     /// Unknown session, unreadable log, a prompt already running.
-    pub fn load_session(&self, id: &str) -> Result<(Arc<Session>, Vec<AgentUpdate>, Vec<ConfigOption>), AgentError> {
+    pub fn load_session(
+        &self,
+        id: &str,
+    ) -> Result<(Arc<Session>, Vec<AgentUpdate>, Vec<ConfigOption>), AgentError> {
         let session = self.open(id)?;
         if session.turn_lock.try_lock().is_err() {
             return Err(AgentError::SessionBusy(id.to_owned()));
         }
         let updates = {
             let state = session.state();
-            let size = self.config.model(&state.model).map(|m| m.context_window).unwrap_or(0);
+            let size = self
+                .config
+                .model(&state.model)
+                .map(|m| m.context_window)
+                .unwrap_or(0);
             replay_updates(&state.events, size)
         };
         let options = self.config_options(&session);
@@ -426,7 +453,10 @@ impl Agent {
     ///
     /// # Errors
     /// Unknown session or unreadable log.
-    pub fn resume_session(&self, id: &str) -> Result<(Arc<Session>, Vec<ConfigOption>), AgentError> {
+    pub fn resume_session(
+        &self,
+        id: &str,
+    ) -> Result<(Arc<Session>, Vec<ConfigOption>), AgentError> {
         let session = self.open(id)?;
         let options = self.config_options(&session);
         Ok((session, options))
@@ -438,11 +468,17 @@ impl Agent {
     /// # Errors
     /// The session is not open.
     pub async fn close_session(&self, id: &str) -> Result<(), AgentError> {
-        let session = self.sessions().remove(id).ok_or_else(|| AgentError::SessionNotFound(id.to_owned()))?;
+        let session = self
+            .sessions()
+            .remove(id)
+            .ok_or_else(|| AgentError::SessionNotFound(id.to_owned()))?;
         session.closed.cancel();
         session.cancel_turn();
         let lock = session.turn_lock.clone();
-        if tokio::time::timeout(std::time::Duration::from_secs(5), lock.lock_owned()).await.is_err() {
+        if tokio::time::timeout(std::time::Duration::from_secs(5), lock.lock_owned())
+            .await
+            .is_err()
+        {
             tracing::warn!(session = id, "turn did not stop within 5 s of close");
         }
         session.sync();
@@ -466,16 +502,27 @@ impl Agent {
     ///
     /// # Errors
     /// A malformed cursor.
-    pub fn list_sessions(&self, cwd: Option<&Path>, cursor: Option<&str>) -> Result<SessionPage, AgentError> {
+    pub fn list_sessions(
+        &self,
+        cwd: Option<&Path>,
+        cursor: Option<&str>,
+    ) -> Result<SessionPage, AgentError> {
         let wanted = cwd.map(|cwd| {
             let canonical = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
-            (cwd.to_string_lossy().into_owned(), canonical.to_string_lossy().into_owned())
+            (
+                cwd.to_string_lossy().into_owned(),
+                canonical.to_string_lossy().into_owned(),
+            )
         });
         let all: Vec<_> = self
             .store
             .list()
             .into_iter()
-            .filter(|summary| wanted.as_ref().is_none_or(|(raw, canonical)| &summary.cwd == raw || &summary.cwd == canonical))
+            .filter(|summary| {
+                wanted
+                    .as_ref()
+                    .is_none_or(|(raw, canonical)| &summary.cwd == raw || &summary.cwd == canonical)
+            })
             .collect();
         let start = match cursor {
             None => 0,
@@ -483,10 +530,16 @@ impl Agent {
                 let (millis, id) = cursor
                     .split_once(':')
                     .and_then(|(millis, id)| Some((millis.parse::<u128>().ok()?, id)))
-                    .ok_or_else(|| AgentError::InvalidParams(format!("invalid session/list cursor {cursor:?}")))?;
+                    .ok_or_else(|| {
+                        AgentError::InvalidParams(format!("invalid session/list cursor {cursor:?}"))
+                    })?;
                 all.iter()
                     .position(|summary| {
-                        let updated = summary.updated_at.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis();
+                        let updated = summary
+                            .updated_at
+                            .duration_since(UNIX_EPOCH)
+                            .unwrap_or_default()
+                            .as_millis();
                         updated < millis || (updated == millis && summary.id.as_str() > id)
                     })
                     .unwrap_or(all.len())
@@ -495,8 +548,17 @@ impl Agent {
         let page_size = self.config.list_page_size;
         let page: Vec<_> = all[start..].iter().take(page_size).collect();
         let next_cursor = (start + page.len() < all.len()).then(|| {
-            let last = page.last().unwrap_or_else(|| unreachable!("a short page has no next cursor"));
-            format!("{}:{}", last.updated_at.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis(), last.id)
+            let last = page
+                .last()
+                .unwrap_or_else(|| unreachable!("a short page has no next cursor"));
+            format!(
+                "{}:{}",
+                last.updated_at
+                    .duration_since(UNIX_EPOCH)
+                    .unwrap_or_default()
+                    .as_millis(),
+                last.id
+            )
         });
         let sessions = page
             .into_iter()
@@ -508,7 +570,10 @@ impl Agent {
                 updated_at: humantime::format_rfc3339_millis(summary.updated_at).to_string(),
             })
             .collect();
-        Ok(SessionPage { sessions, next_cursor })
+        Ok(SessionPage {
+            sessions,
+            next_cursor,
+        })
     }
 
     /// The full list of settings with current values.
@@ -569,12 +634,18 @@ impl Agent {
     ///
     /// # Errors
     /// Unknown session, option or value.
-    pub fn set_config_option(&self, id: &str, key: &str, value: &str) -> Result<Vec<ConfigOption>, AgentError> {
+    pub fn set_config_option(
+        &self,
+        id: &str,
+        key: &str,
+        value: &str,
+    ) -> Result<Vec<ConfigOption>, AgentError> {
         let session = self.session(id)?;
         match key {
             "model" => {
                 if self.config.model(value).is_none() {
-                    let known: Vec<&str> = self.config.models.iter().map(|m| m.id.as_str()).collect();
+                    let known: Vec<&str> =
+                        self.config.models.iter().map(|m| m.id.as_str()).collect();
                     return Err(AgentError::InvalidParams(format!(
                         "unknown model {value:?}; available: {}",
                         known.join(", ")
@@ -594,7 +665,10 @@ impl Agent {
                 )))
             }
         }
-        session.append(EventData::Config { key: key.to_owned(), value: value.to_owned() })?;
+        session.append(EventData::Config {
+            key: key.to_owned(),
+            value: value.to_owned(),
+        })?;
         Ok(self.config_options(&session))
     }
 
@@ -607,10 +681,21 @@ impl Agent {
         self.check_config()?;
         let session = self.session(id)?;
         self.require_credential()?;
-        let guard = session.turn_lock.clone().try_lock_owned().map_err(|_| AgentError::SessionBusy(id.to_owned()))?;
+        let guard = session
+            .turn_lock
+            .clone()
+            .try_lock_owned()
+            .map_err(|_| AgentError::SessionBusy(id.to_owned()))?;
         let cancel = session.closed.child_token();
-        *session.turn_cancel.lock().unwrap_or_else(|p| p.into_inner()) = Some(cancel.clone());
-        Ok(TurnTicket { session, cancel, _guard: guard })
+        *session
+            .turn_cancel
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(cancel.clone());
+        Ok(TurnTicket {
+            session,
+            cancel,
+            _guard: guard,
+        })
     }
 
     /// `session/cancel`: cancels the running turn, if any. Idempotent; an
@@ -632,7 +717,10 @@ impl Agent {
         }
         for block in content {
             if let UserContent::Image { mime_type, data } = block {
-                if !matches!(mime_type.as_str(), "image/png" | "image/jpeg" | "image/webp" | "image/gif") {
+                if !matches!(
+                    mime_type.as_str(),
+                    "image/png" | "image/jpeg" | "image/webp" | "image/gif"
+                ) {
                     return Err(AgentError::InvalidParams(format!(
                         "image type {mime_type:?} is not supported; use PNG, JPEG, WebP or GIF"
                     )));
@@ -645,8 +733,13 @@ impl Agent {
                         self.config.max_image_bytes / (1024 * 1024)
                     )));
                 }
-                if base64::engine::general_purpose::STANDARD.decode(data).is_err() {
-                    return Err(AgentError::InvalidParams("the image data is not valid base64".to_owned()));
+                if base64::engine::general_purpose::STANDARD
+                    .decode(data)
+                    .is_err()
+                {
+                    return Err(AgentError::InvalidParams(
+                        "the image data is not valid base64".to_owned(),
+                    ));
                 }
             }
         }
@@ -656,10 +749,17 @@ impl Agent {
     /// Stops every session (client EOF or signal): cancels turns and flushes logs.
     pub async fn shutdown(&self) {
         self.shutdown.cancel();
-        let sessions: Vec<Arc<Session>> = self.sessions().drain().map(|(_, session)| session).collect();
+        let sessions: Vec<Arc<Session>> = self
+            .sessions()
+            .drain()
+            .map(|(_, session)| session)
+            .collect();
         for session in sessions {
             let lock = session.turn_lock.clone();
-            if tokio::time::timeout(std::time::Duration::from_secs(2), lock.lock_owned()).await.is_err() {
+            if tokio::time::timeout(std::time::Duration::from_secs(2), lock.lock_owned())
+                .await
+                .is_err()
+            {
                 tracing::warn!(session = %session.id, "turn did not stop within 2 s of shutdown");
             }
             session.sync();
@@ -684,26 +784,34 @@ impl crate::config::Env for NoEnv {
 fn build_provider(config: &Arc<Config>) -> Result<Provider, String> {
     match config.provider {
         ProviderKind::Replay => {
-            let path = config
-                .replay_file
-                .as_ref()
-                .ok_or("the replay provider needs a script: set DSH_REPLAY_FILE or provider.replay_file")?;
+            let path = config.replay_file.as_ref().ok_or(
+                "the replay provider needs a script: set DSH_REPLAY_FILE or provider.replay_file",
+            )?;
             Ok(Provider::Replay(ReplayProvider::from_file(path)?))
         }
-        ProviderKind::Deepseek | ProviderKind::Openai => {
-            Ok(Provider::Http(crate::model::http::HttpProvider::new(config.clone())?))
-        }
+        ProviderKind::Deepseek | ProviderKind::Openai => Ok(Provider::Http(
+            crate::model::http::HttpProvider::new(config.clone())?,
+        )),
     }
 }
 
 fn check_dir(what: &str, path: &Path) -> Result<String, AgentError> {
     if !path.is_absolute() {
-        return Err(AgentError::InvalidParams(format!("{what} must be an absolute path, got {:?}", path.display().to_string())));
+        return Err(AgentError::InvalidParams(format!(
+            "{what} must be an absolute path, got {:?}",
+            path.display().to_string()
+        )));
     }
     match std::fs::metadata(path) {
         Ok(meta) if meta.is_dir() => Ok(path.display().to_string()),
-        Ok(_) => Err(AgentError::InvalidParams(format!("{what} {} is not a directory", path.display()))),
-        Err(err) => Err(AgentError::InvalidParams(format!("{what} {} does not exist or cannot be read: {err}", path.display()))),
+        Ok(_) => Err(AgentError::InvalidParams(format!(
+            "{what} {} is not a directory",
+            path.display()
+        ))),
+        Err(err) => Err(AgentError::InvalidParams(format!(
+            "{what} {} does not exist or cannot be read: {err}",
+            path.display()
+        ))),
     }
 }
 
@@ -712,14 +820,21 @@ fn check_dir(what: &str, path: &Path) -> Result<String, AgentError> {
 /// latest plan, and the last context usage.
 pub fn replay_updates(events: &[Event], context_window: u64) -> Vec<AgentUpdate> {
     let mut updates = Vec::new();
-    let last_plan = events.iter().rposition(|event| matches!(event.data, EventData::Plan { .. }));
+    let last_plan = events
+        .iter()
+        .rposition(|event| matches!(event.data, EventData::Plan { .. }));
     let mut last_usage = None;
     for (index, event) in events.iter().enumerate() {
         match &event.data {
             EventData::UserMessage { content, .. } => {
                 updates.extend(content.iter().cloned().map(AgentUpdate::UserChunk));
             }
-            EventData::AssistantMessage { text, reasoning, usage, .. } => {
+            EventData::AssistantMessage {
+                text,
+                reasoning,
+                usage,
+                ..
+            } => {
                 if !reasoning.is_empty() {
                     updates.push(AgentUpdate::ThoughtChunk(reasoning.clone()));
                 }
@@ -730,23 +845,38 @@ pub fn replay_updates(events: &[Event], context_window: u64) -> Vec<AgentUpdate>
                     last_usage = *usage;
                 }
             }
-            EventData::ToolCall { call_id, arguments, view, .. } => updates.push(AgentUpdate::ToolCall {
+            EventData::ToolCall {
+                call_id,
+                arguments,
+                view,
+                ..
+            } => updates.push(AgentUpdate::ToolCall {
                 call_id: call_id.clone(),
                 arguments: arguments.clone(),
                 view: view.clone(),
                 status: ToolStatus::Pending,
             }),
-            EventData::ToolResult { call_id, status, view, .. } => updates.push(AgentUpdate::ToolCallUpdate {
+            EventData::ToolResult {
+                call_id,
+                status,
+                view,
+                ..
+            } => updates.push(AgentUpdate::ToolCallUpdate {
                 call_id: call_id.clone(),
                 status: *status,
                 view: view.clone(),
             }),
-            EventData::Plan { entries } if Some(index) == last_plan => updates.push(AgentUpdate::Plan(entries.clone())),
+            EventData::Plan { entries } if Some(index) == last_plan => {
+                updates.push(AgentUpdate::Plan(entries.clone()))
+            }
             _ => {}
         }
     }
     if let Some(usage) = last_usage {
-        updates.push(AgentUpdate::Usage { used: usage.context_tokens(), size: context_window });
+        updates.push(AgentUpdate::Usage {
+            used: usage.context_tokens(),
+            size: context_window,
+        });
     }
     updates
 }

@@ -39,7 +39,12 @@ pub enum ThoughtLevel {
 
 impl ThoughtLevel {
     /// All levels, in menu order.
-    pub const ALL: [ThoughtLevel; 4] = [ThoughtLevel::Off, ThoughtLevel::Low, ThoughtLevel::High, ThoughtLevel::Max];
+    pub const ALL: [ThoughtLevel; 4] = [
+        ThoughtLevel::Off,
+        ThoughtLevel::Low,
+        ThoughtLevel::High,
+        ThoughtLevel::Max,
+    ];
 
     /// The option value id.
     pub fn as_str(self) -> &'static str {
@@ -206,9 +211,24 @@ pub fn builtin_models() -> Vec<ModelInfo> {
         images,
     };
     vec![
-        model("deepseek-v4-flash", "DeepSeek V4 Flash", "Fast and inexpensive; the default", false),
-        model("deepseek-v4-pro", "DeepSeek V4 Pro", "Strongest reasoning", false),
-        model("deepseek-v4-flash-vision-exp", "DeepSeek V4 Flash Vision (exp)", "Accepts images", true),
+        model(
+            "deepseek-v4-flash",
+            "DeepSeek V4 Flash",
+            "Fast and inexpensive; the default",
+            false,
+        ),
+        model(
+            "deepseek-v4-pro",
+            "DeepSeek V4 Pro",
+            "Strongest reasoning",
+            false,
+        ),
+        model(
+            "deepseek-v4-flash-vision-exp",
+            "DeepSeek V4 Flash Vision (exp)",
+            "Accepts images",
+            true,
+        ),
     ]
 }
 
@@ -237,7 +257,9 @@ impl Config {
             Some(home) => PathBuf::from(home),
             None => match env.var("HOME") {
                 Some(home) => Path::new(&home).join(".dsh"),
-                None => return Err("cannot find a home for dsh state: set DSH_HOME or HOME".to_owned()),
+                None => {
+                    return Err("cannot find a home for dsh state: set DSH_HOME or HOME".to_owned())
+                }
             },
         };
         let path = home.join("config.toml");
@@ -260,7 +282,11 @@ impl Config {
                 "deepseek" => ProviderKind::Deepseek,
                 "openai" => ProviderKind::Openai,
                 "replay" => ProviderKind::Replay,
-                other => return Err(format!("DSH_PROVIDER={other:?} is not one of deepseek, openai, replay")),
+                other => {
+                    return Err(format!(
+                        "DSH_PROVIDER={other:?} is not one of deepseek, openai, replay"
+                    ))
+                }
             },
             None => raw.provider.kind.unwrap_or(ProviderKind::Deepseek),
         };
@@ -270,18 +296,30 @@ impl Config {
             .unwrap_or_else(|| DEFAULT_BASE_URL.to_owned())
             .trim_end_matches('/')
             .to_owned();
-        let replay_file = env.var("DSH_REPLAY_FILE").map(PathBuf::from).or(raw.provider.replay_file);
-        let models = if raw.models.is_empty() { builtin_models() } else { raw.models };
+        let replay_file = env
+            .var("DSH_REPLAY_FILE")
+            .map(PathBuf::from)
+            .or(raw.provider.replay_file);
+        let models = if raw.models.is_empty() {
+            builtin_models()
+        } else {
+            raw.models
+        };
         let default_model = raw.default_model.unwrap_or_else(|| models[0].id.clone());
         if !models.iter().any(|model| model.id == default_model) {
-            return Err(format!("default_model {default_model:?} is not in the model catalog"));
+            return Err(format!(
+                "default_model {default_model:?} is not in the model catalog"
+            ));
         }
         let ms = Duration::from_millis;
         Ok(Config {
             home,
             provider,
             base_url,
-            api_key_env: raw.provider.api_key_env.unwrap_or_else(|| DEFAULT_API_KEY_ENV.to_owned()),
+            api_key_env: raw
+                .provider
+                .api_key_env
+                .unwrap_or_else(|| DEFAULT_API_KEY_ENV.to_owned()),
             replay_file,
             stream_idle_timeout: ms(raw.provider.stream_idle_timeout_ms.unwrap_or(300_000)),
             request_timeout: ms(raw.provider.request_timeout_ms.unwrap_or(120_000)),

@@ -8,22 +8,31 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    ContentBlock, InitializeRequest, ListSessionsRequest, LoadSessionRequest, NewSessionRequest, PromptRequest,
-    SessionConfigKind, SessionConfigOption, SessionNotification, SessionUpdate,
+    ContentBlock, InitializeRequest, ListSessionsRequest, LoadSessionRequest, NewSessionRequest,
+    PromptRequest, SessionConfigKind, SessionConfigOption, SessionNotification, SessionUpdate,
     SetSessionConfigOptionRequest, TextContent,
 };
-use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::{Agent, ByteStreams, Client};
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
 const SCRIPT: &str = include_str!("../../fixtures/transcripts/demo.jsonl");
 const WORKSPACE: &[(&str, &str)] = &[
-    ("README.md", include_str!("../../fixtures/workspaces/demo/README.md")),
-    ("src/main.rs", include_str!("../../fixtures/workspaces/demo/src/main.rs")),
+    (
+        "README.md",
+        include_str!("../../fixtures/workspaces/demo/README.md"),
+    ),
+    (
+        "src/main.rs",
+        include_str!("../../fixtures/workspaces/demo/src/main.rs"),
+    ),
 ];
-const PROMPTS: &[&str] = &["What does this project do?", "How does count_words treat runs of spaces?"];
+const PROMPTS: &[&str] = &[
+    "What does this project do?",
+    "How does count_words treat runs of spaces?",
+];
 
 type Out = Arc<Mutex<Box<dyn Write + Send>>>;
 
@@ -56,7 +65,8 @@ impl Printer {
         }
         let mut block = self.block.lock().unwrap_or_else(|p| p.into_inner());
         let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
-        let text_of = |chunk: &agent_client_protocol::v1::schema::ContentChunk| match &chunk.content {
+        let text_of = |chunk: &agent_client_protocol::v1::schema::ContentChunk| match &chunk.content
+        {
             ContentBlock::Text(text) => text.text.clone(),
             _ => "[non-text content]".to_owned(),
         };
@@ -82,10 +92,16 @@ impl Printer {
             }
             SessionUpdate::UsageUpdate(usage) => {
                 *block = Block::None;
-                write!(out, "\n  [context: {} of {} tokens]\n", usage.used, usage.size)
+                write!(
+                    out,
+                    "\n  [context: {} of {} tokens]\n",
+                    usage.used, usage.size
+                )
             }
             SessionUpdate::SessionInfoUpdate(info) => match info.title {
-                agent_client_protocol::schema::MaybeUndefined::Value(title) => writeln!(out, "  [session title: {title}]"),
+                agent_client_protocol::schema::MaybeUndefined::Value(title) => {
+                    writeln!(out, "  [session title: {title}]")
+                }
                 _ => Ok(()),
             },
             SessionUpdate::ToolCall(call) => writeln!(out, "\n  [tool] {}", call.title),
@@ -99,7 +115,9 @@ fn describe(options: &[SessionConfigOption]) -> String {
     options
         .iter()
         .filter_map(|option| match &option.kind {
-            SessionConfigKind::Select(select) => Some(format!("{} = {}", option.id.0, select.current_value.0)),
+            SessionConfigKind::Select(select) => {
+                Some(format!("{} = {}", option.id.0, select.current_value.0))
+            }
             _ => None,
         })
         .collect::<Vec<_>>()
@@ -132,7 +150,12 @@ async fn run_in(scratch: &Path, out: Out) -> anyhow::Result<()> {
     std::fs::write(&script, SCRIPT)?;
     let home = scratch.join("home");
 
-    let printer = Arc::new(Printer { out, block: Mutex::new(Block::None), replayed: Mutex::new(0), live: Mutex::new(true) });
+    let printer = Arc::new(Printer {
+        out,
+        block: Mutex::new(Block::None),
+        replayed: Mutex::new(0),
+        live: Mutex::new(true),
+    });
     printer.line("dsh demo: a scripted session over ACP (replay model, no network, no API key)");
     printer.line(&format!("workspace: {}", workspace.display()));
     printer.line("");
@@ -140,33 +163,65 @@ async fn run_in(scratch: &Path, out: Out) -> anyhow::Result<()> {
     let session_id = {
         let printer = printer.clone();
         let workspace = workspace.clone();
-        connect(&home, &script, printer.clone(), async move |cx: ConnectionTo<Agent>| {
-            let init = cx.send_request(InitializeRequest::new(ProtocolVersion::V1)).block_task().await?;
-            let info = init.agent_info.map(|i| format!("{} {}", i.name, i.version)).unwrap_or_default();
-            printer.line(&format!("agent: {info} (ACP protocol {})", serde_json::to_string(&init.protocol_version).unwrap_or_default()));
-            let session = cx.send_request(NewSessionRequest::new(workspace.clone())).block_task().await?;
-            printer.line(&format!("session: {}", session.session_id.0));
-            printer.line(&format!("settings: {}", describe(session.config_options.as_deref().unwrap_or_default())));
-            for (index, prompt) in PROMPTS.iter().enumerate() {
-                if index == 1 {
-                    let options = cx
-                        .send_request(SetSessionConfigOptionRequest::new(session.session_id.clone(), "thought_level", "off"))
-                        .block_task()
-                        .await?;
-                    printer.line(&format!("\n(settings changed: {})", describe(&options.config_options)));
-                }
-                printer.line(&format!("\n> {prompt}"));
-                let response = cx
-                    .send_request(PromptRequest::new(
-                        session.session_id.clone(),
-                        vec![ContentBlock::Text(TextContent::new(*prompt))],
-                    ))
+        connect(
+            &home,
+            &script,
+            printer.clone(),
+            async move |cx: ConnectionTo<Agent>| {
+                let init = cx
+                    .send_request(InitializeRequest::new(ProtocolVersion::V1))
                     .block_task()
                     .await?;
-                printer.line(&format!("  [stop: {}]", serde_json::to_string(&response.stop_reason).unwrap_or_default().trim_matches('"')));
-            }
-            Ok(session.session_id)
-        })
+                let info = init
+                    .agent_info
+                    .map(|i| format!("{} {}", i.name, i.version))
+                    .unwrap_or_default();
+                printer.line(&format!(
+                    "agent: {info} (ACP protocol {})",
+                    serde_json::to_string(&init.protocol_version).unwrap_or_default()
+                ));
+                let session = cx
+                    .send_request(NewSessionRequest::new(workspace.clone()))
+                    .block_task()
+                    .await?;
+                printer.line(&format!("session: {}", session.session_id.0));
+                printer.line(&format!(
+                    "settings: {}",
+                    describe(session.config_options.as_deref().unwrap_or_default())
+                ));
+                for (index, prompt) in PROMPTS.iter().enumerate() {
+                    if index == 1 {
+                        let options = cx
+                            .send_request(SetSessionConfigOptionRequest::new(
+                                session.session_id.clone(),
+                                "thought_level",
+                                "off",
+                            ))
+                            .block_task()
+                            .await?;
+                        printer.line(&format!(
+                            "\n(settings changed: {})",
+                            describe(&options.config_options)
+                        ));
+                    }
+                    printer.line(&format!("\n> {prompt}"));
+                    let response = cx
+                        .send_request(PromptRequest::new(
+                            session.session_id.clone(),
+                            vec![ContentBlock::Text(TextContent::new(*prompt))],
+                        ))
+                        .block_task()
+                        .await?;
+                    printer.line(&format!(
+                        "  [stop: {}]",
+                        serde_json::to_string(&response.stop_reason)
+                            .unwrap_or_default()
+                            .trim_matches('"')
+                    ));
+                }
+                Ok(session.session_id)
+            },
+        )
         .await?
     };
 
@@ -176,25 +231,39 @@ async fn run_in(scratch: &Path, out: Out) -> anyhow::Result<()> {
         let printer = printer.clone();
         let workspace = workspace.clone();
         let session_id = session_id.clone();
-        connect(&home, &script, printer.clone(), async move |cx: ConnectionTo<Agent>| {
-            cx.send_request(InitializeRequest::new(ProtocolVersion::V1)).block_task().await?;
-            let list = cx.send_request(ListSessionsRequest::new()).block_task().await?;
-            for session in &list.sessions {
-                printer.line(&format!(
-                    "  listed: {} \"{}\" updated {}",
-                    session.session_id.0,
-                    session.title.as_deref().unwrap_or(""),
-                    session.updated_at.as_deref().unwrap_or("")
-                ));
-            }
-            cx.send_request(LoadSessionRequest::new(session_id, workspace)).block_task().await?;
-            Ok(())
-        })
+        connect(
+            &home,
+            &script,
+            printer.clone(),
+            async move |cx: ConnectionTo<Agent>| {
+                cx.send_request(InitializeRequest::new(ProtocolVersion::V1))
+                    .block_task()
+                    .await?;
+                let list = cx
+                    .send_request(ListSessionsRequest::new())
+                    .block_task()
+                    .await?;
+                for session in &list.sessions {
+                    printer.line(&format!(
+                        "  listed: {} \"{}\" updated {}",
+                        session.session_id.0,
+                        session.title.as_deref().unwrap_or(""),
+                        session.updated_at.as_deref().unwrap_or("")
+                    ));
+                }
+                cx.send_request(LoadSessionRequest::new(session_id, workspace))
+                    .block_task()
+                    .await?;
+                Ok(())
+            },
+        )
         .await?;
     }
     let replayed = *printer.replayed.lock().unwrap_or_else(|p| p.into_inner());
     printer.line(&format!("  session/load replayed {replayed} updates (prompts, thoughts, replies, usage) before answering"));
-    let log = home.join("sessions").join(format!("{}.jsonl", session_id.0));
+    let log = home
+        .join("sessions")
+        .join(format!("{}.jsonl", session_id.0));
     let log_text = std::fs::read_to_string(&log).unwrap_or_default();
     printer.line(&format!(
         "\nsession log: {} lines, {} bytes of JSONL (header + events); the scratch directory is removed now",
@@ -208,7 +277,9 @@ async fn connect<T: Send + 'static>(
     home: &Path,
     script: &Path,
     printer: Arc<Printer>,
-    body: impl AsyncFnOnce(ConnectionTo<Agent>) -> Result<T, agent_client_protocol::Error> + Send + 'static,
+    body: impl AsyncFnOnce(ConnectionTo<Agent>) -> Result<T, agent_client_protocol::Error>
+        + Send
+        + 'static,
 ) -> anyhow::Result<T> {
     let exe: PathBuf = std::env::current_exe()?;
     let mut child = tokio::process::Command::new(exe)
@@ -222,8 +293,14 @@ async fn connect<T: Send + 'static>(
         .stderr(std::process::Stdio::inherit())
         .kill_on_drop(true)
         .spawn()?;
-    let stdin = child.stdin.take().ok_or_else(|| anyhow::anyhow!("child stdin missing"))?;
-    let stdout = child.stdout.take().ok_or_else(|| anyhow::anyhow!("child stdout missing"))?;
+    let stdin = child
+        .stdin
+        .take()
+        .ok_or_else(|| anyhow::anyhow!("child stdin missing"))?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| anyhow::anyhow!("child stdout missing"))?;
     let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
     let result = Client
         .v1()

@@ -54,7 +54,10 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Some(other) => {
-            let _ = writeln!(std::io::stderr(), "dsh: unknown command {other:?}\n\n{HELP}");
+            let _ = writeln!(
+                std::io::stderr(),
+                "dsh: unknown command {other:?}\n\n{HELP}"
+            );
             ExitCode::from(2)
         }
     }
@@ -66,11 +69,20 @@ where
     Fut: std::future::Future<Output = ExitCode>,
 {
     init_tracing();
-    let workers = std::thread::available_parallelism().map(|n| n.get().min(4)).unwrap_or(2);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(workers).enable_all().build() {
+    let workers = std::thread::available_parallelism()
+        .map(|n| n.get().min(4))
+        .unwrap_or(2);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(err) => {
-            let _ = writeln!(std::io::stderr(), "dsh: cannot start the async runtime: {err}");
+            let _ = writeln!(
+                std::io::stderr(),
+                "dsh: cannot start the async runtime: {err}"
+            );
             return ExitCode::FAILURE;
         }
     };
@@ -93,7 +105,11 @@ fn init_tracing() {
 
 async fn serve_acp() -> ExitCode {
     let agent = Agent::new(Config::load(&ProcessEnv));
-    let transport = transport::transport(tokio::io::stdin(), tokio::io::stdout(), transport::DEFAULT_MAX_FRAME);
+    let max_frame = std::env::var("DSH_MAX_FRAME_BYTES")
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(transport::DEFAULT_MAX_FRAME);
+    let transport = transport::transport(tokio::io::stdin(), tokio::io::stdout(), max_frame);
     let served = tokio::select! {
         served = dsh_acp_server::acp::serve(agent.clone(), transport.lines) => served.map_err(|err| format!("{err:?}")),
         signal = shutdown_signal() => {
@@ -102,7 +118,10 @@ async fn serve_acp() -> ExitCode {
         }
     };
     agent.shutdown().await;
-    if tokio::time::timeout(std::time::Duration::from_secs(2), transport.writer).await.is_err() {
+    if tokio::time::timeout(std::time::Duration::from_secs(2), transport.writer)
+        .await
+        .is_err()
+    {
         tracing::warn!("stdout did not drain within 2 s");
     }
     match served {
@@ -116,7 +135,10 @@ async fn serve_acp() -> ExitCode {
 
 async fn shutdown_signal() -> &'static str {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
         return std::future::pending().await;
     };
     tokio::select! {

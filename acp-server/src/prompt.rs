@@ -5,8 +5,10 @@ use dsh_protocol::log::SessionHeader;
 
 /// Builds the system prompt for a session.
 pub fn system_prompt(header: &SessionHeader) -> String {
-    let date = humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + std::time::Duration::from_millis(header.created_at))
-        .to_string();
+    let date = humantime::format_rfc3339_seconds(
+        std::time::UNIX_EPOCH + std::time::Duration::from_millis(header.created_at),
+    )
+    .to_string();
     let date = date.get(..10).unwrap_or(&date);
     let mut text = String::from(
         "You are dsh, a coding agent working inside the user's editor. Be direct and precise. \
@@ -18,7 +20,11 @@ pub fn system_prompt(header: &SessionHeader) -> String {
     for root in &header.roots {
         text.push_str(&format!("- Additional workspace root: {root}\n"));
     }
-    text.push_str(&format!("- Platform: {} {}\n", std::env::consts::OS, std::env::consts::ARCH));
+    text.push_str(&format!(
+        "- Platform: {} {}\n",
+        std::env::consts::OS,
+        std::env::consts::ARCH
+    ));
     text.push_str(&format!("- Session started: {date}\n"));
     text
 }

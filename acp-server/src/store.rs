@@ -13,7 +13,10 @@ use crate::error::AgentError;
 
 /// Epoch milliseconds now.
 pub fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 /// The directory of session logs.
@@ -49,7 +52,11 @@ impl SessionStore {
     /// # Errors
     /// An id that is empty, too long or has other characters.
     pub fn path(&self, id: &str) -> Result<PathBuf, AgentError> {
-        let valid = !id.is_empty() && id.len() <= 128 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        let valid = !id.is_empty()
+            && id.len() <= 128
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
         if !valid {
             return Err(AgentError::SessionNotFound(id.chars().take(140).collect()));
         }
@@ -62,13 +69,25 @@ impl SessionStore {
     /// The directory or file cannot be created.
     pub fn create(&self, header: &SessionHeader) -> Result<LogWriter, AgentError> {
         let path = self.path(&header.id)?;
-        let write_error = |source| AgentError::LogWrite { path: path.display().to_string(), source };
+        let write_error = |source| AgentError::LogWrite {
+            path: path.display().to_string(),
+            source,
+        };
         create_private_dir(&self.dir).map_err(write_error)?;
-        let mut file = OpenOptions::new().create_new(true).append(true).open(&path).map_err(write_error)?;
-        let mut line = serde_json::to_vec(header).map_err(|err| AgentError::Internal(err.to_string()))?;
+        let mut file = OpenOptions::new()
+            .create_new(true)
+            .append(true)
+            .open(&path)
+            .map_err(write_error)?;
+        let mut line =
+            serde_json::to_vec(header).map_err(|err| AgentError::Internal(err.to_string()))?;
         line.push(b'\n');
         file.write_all(&line).map_err(write_error)?;
-        Ok(LogWriter { file, path, next_seq: 1 })
+        Ok(LogWriter {
+            file,
+            path,
+            next_seq: 1,
+        })
     }
 
     /// Reads a log without opening it for writing.
@@ -79,8 +98,15 @@ impl SessionStore {
         let path = self.path(id)?;
         let bytes = match std::fs::read(&path) {
             Ok(bytes) => bytes,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Err(AgentError::SessionNotFound(id.to_owned())),
-            Err(err) => return Err(AgentError::Internal(format!("cannot read {}: {err}", path.display()))),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                return Err(AgentError::SessionNotFound(id.to_owned()))
+            }
+            Err(err) => {
+                return Err(AgentError::Internal(format!(
+                    "cannot read {}: {err}",
+                    path.display()
+                )))
+            }
         };
         parse_log(&bytes).map_err(AgentError::Log)
     }
@@ -93,15 +119,27 @@ impl SessionStore {
     pub fn open(&self, id: &str) -> Result<(ParsedLog, LogWriter), AgentError> {
         let parsed = self.read(id)?;
         let path = self.path(id)?;
-        let write_error = |source| AgentError::LogWrite { path: path.display().to_string(), source };
-        let mut file = OpenOptions::new().read(true).write(true).open(&path).map_err(write_error)?;
+        let write_error = |source| AgentError::LogWrite {
+            path: path.display().to_string(),
+            source,
+        };
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(write_error)?;
         let len = file.metadata().map_err(write_error)?.len();
         if (parsed.valid_len as u64) < len {
-            tracing::warn!(session = id, dropped = len - parsed.valid_len as u64, "cutting a torn last line from the session log");
+            tracing::warn!(
+                session = id,
+                dropped = len - parsed.valid_len as u64,
+                "cutting a torn last line from the session log"
+            );
             file.set_len(parsed.valid_len as u64).map_err(write_error)?;
         }
         if parsed.valid_len > 0 {
-            file.seek(SeekFrom::Start(parsed.valid_len as u64 - 1)).map_err(write_error)?;
+            file.seek(SeekFrom::Start(parsed.valid_len as u64 - 1))
+                .map_err(write_error)?;
             let mut last = [0u8; 1];
             file.read_exact(&mut last).map_err(write_error)?;
             if last[0] != b'\n' {
@@ -110,7 +148,11 @@ impl SessionStore {
             }
         }
         file.seek(SeekFrom::End(0)).map_err(write_error)?;
-        let writer = LogWriter { file, path, next_seq: parsed.last_seq + 1 };
+        let writer = LogWriter {
+            file,
+            path,
+            next_seq: parsed.last_seq + 1,
+        };
         Ok((parsed, writer))
     }
 
@@ -122,8 +164,13 @@ impl SessionStore {
         let path = self.path(id)?;
         match std::fs::remove_file(&path) {
             Ok(()) => Ok(()),
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Err(AgentError::SessionNotFound(id.to_owned())),
-            Err(source) => Err(AgentError::LogWrite { path: path.display().to_string(), source }),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                Err(AgentError::SessionNotFound(id.to_owned()))
+            }
+            Err(source) => Err(AgentError::LogWrite {
+                path: path.display().to_string(),
+                source,
+            }),
         }
     }
 
@@ -149,7 +196,11 @@ impl SessionStore {
                 }
             })
             .collect();
-        summaries.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then_with(|| a.id.cmp(&b.id)));
+        summaries.sort_by(|a, b| {
+            b.updated_at
+                .cmp(&a.updated_at)
+                .then_with(|| a.id.cmp(&b.id))
+        });
         summaries
     }
 }
@@ -159,10 +210,13 @@ impl SessionStore {
 fn summarize(path: &Path) -> Result<(SessionHeader, Option<String>), String> {
     let mut file = File::open(path).map_err(|err| err.to_string())?;
     let mut prefix = Vec::with_capacity(8192);
-    Read::by_ref(&mut file).take(64 * 1024).read_to_end(&mut prefix).map_err(|err| err.to_string())?;
+    Read::by_ref(&mut file)
+        .take(64 * 1024)
+        .read_to_end(&mut prefix)
+        .map_err(|err| err.to_string())?;
     let mut lines = prefix.split(|b| *b == b'\n');
-    let header: SessionHeader =
-        serde_json::from_slice(lines.next().unwrap_or_default()).map_err(|err| format!("bad header: {err}"))?;
+    let header: SessionHeader = serde_json::from_slice(lines.next().unwrap_or_default())
+        .map_err(|err| format!("bad header: {err}"))?;
     let title = lines
         .filter(|line| memfind(line, b"\"session/title\""))
         .find_map(|line| serde_json::from_slice::<Event>(line).ok())
@@ -174,14 +228,19 @@ fn summarize(path: &Path) -> Result<(SessionHeader, Option<String>), String> {
 }
 
 fn memfind(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|window| window == needle)
+    haystack
+        .windows(needle.len())
+        .any(|window| window == needle)
 }
 
 fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
     }
     #[cfg(not(unix))]
     {
@@ -204,12 +263,21 @@ impl LogWriter {
     /// # Errors
     /// The write failed (disk full, read-only home); nothing was recorded.
     pub fn append(&mut self, data: EventData) -> Result<Event, AgentError> {
-        let event = Event { seq: self.next_seq, time: now_ms(), ignorable: data.is_ignorable(), data };
-        let mut line = serde_json::to_vec(&event).map_err(|err| AgentError::Internal(err.to_string()))?;
+        let event = Event {
+            seq: self.next_seq,
+            time: now_ms(),
+            ignorable: data.is_ignorable(),
+            data,
+        };
+        let mut line =
+            serde_json::to_vec(&event).map_err(|err| AgentError::Internal(err.to_string()))?;
         line.push(b'\n');
         self.file
             .write_all(&line)
-            .map_err(|source| AgentError::LogWrite { path: self.path.display().to_string(), source })?;
+            .map_err(|source| AgentError::LogWrite {
+                path: self.path.display().to_string(),
+                source,
+            })?;
         self.next_seq += 1;
         Ok(event)
     }

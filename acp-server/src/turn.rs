@@ -30,7 +30,13 @@ struct Reply {
 }
 
 impl Reply {
-    fn tool_delta(&mut self, index: usize, id: Option<String>, name: Option<String>, arguments: &str) {
+    fn tool_delta(
+        &mut self,
+        index: usize,
+        id: Option<String>,
+        name: Option<String>,
+        arguments: &str,
+    ) {
         let call = self.calls.entry(index).or_insert_with(|| ToolCallRequest {
             id: String::new(),
             name: String::new(),
@@ -85,7 +91,9 @@ impl Agent {
         };
         if first {
             if let Some(title) = UserContent::title_of(&content) {
-                session.append(EventData::Title { title: title.clone() })?;
+                session.append(EventData::Title {
+                    title: title.clone(),
+                })?;
                 sink.send(AgentUpdate::Title(title));
             }
         }
@@ -98,7 +106,13 @@ impl Agent {
             Ok(StopReason::MaxTurnRequests) => (TurnStop::MaxTurnRequests, None),
             Ok(StopReason::Refusal) => (TurnStop::Refusal, None),
             Ok(StopReason::Cancelled) => (TurnStop::Cancelled, None),
-            Err(error) => (TurnStop::Error, Some(ErrorInfo { code: error.code(), message: error.to_string() })),
+            Err(error) => (
+                TurnStop::Error,
+                Some(ErrorInfo {
+                    code: error.code(),
+                    message: error.to_string(),
+                }),
+            ),
         };
         let logged = session.append(EventData::TurnEnd { turn, stop, error });
         session.sync();
@@ -107,9 +121,17 @@ impl Agent {
         Ok(stop)
     }
 
-    async fn run_steps(&self, ticket: &TurnTicket, turn: u64, sink: &dyn UpdateSink) -> Result<StopReason, AgentError> {
+    async fn run_steps(
+        &self,
+        ticket: &TurnTicket,
+        turn: u64,
+        sink: &dyn UpdateSink,
+    ) -> Result<StopReason, AgentError> {
         let session = &ticket.session;
-        let provider = self.provider.clone().ok_or_else(|| AgentError::Internal("no model provider".to_owned()))?;
+        let provider = self
+            .provider
+            .clone()
+            .ok_or_else(|| AgentError::Internal("no model provider".to_owned()))?;
         for step in 1..=self.config.max_steps {
             if ticket.cancel.is_cancelled() {
                 return Ok(StopReason::Cancelled);
@@ -117,11 +139,9 @@ impl Agent {
             // Settings are read per step, so a change applies to the next call.
             let request = {
                 let state = session.state();
-                let model = self
-                    .config
-                    .model(&state.model)
-                    .cloned()
-                    .ok_or_else(|| AgentError::Internal(format!("model {} left the catalog", state.model)))?;
+                let model = self.config.model(&state.model).cloned().ok_or_else(|| {
+                    AgentError::Internal(format!("model {} left the catalog", state.model))
+                })?;
                 ModelRequest {
                     model,
                     thought_level: state.thought_level,
@@ -132,16 +152,25 @@ impl Agent {
                 }
             };
             let mut retry_log_error = None;
-            let started = start_with_retry(&provider, &request, self.config.retry, &ticket.cancel, |attempt, delay, error| {
-                let logged = session.append(EventData::LlmRetry {
-                    attempt,
-                    delay_ms: delay.as_millis() as u64,
-                    error: ErrorInfo { code: error.code, message: error.message.clone() },
-                });
-                if let Err(err) = logged {
-                    retry_log_error.get_or_insert(err);
-                }
-            })
+            let started = start_with_retry(
+                &provider,
+                &request,
+                self.config.retry,
+                &ticket.cancel,
+                |attempt, delay, error| {
+                    let logged = session.append(EventData::LlmRetry {
+                        attempt,
+                        delay_ms: delay.as_millis() as u64,
+                        error: ErrorInfo {
+                            code: error.code,
+                            message: error.message.clone(),
+                        },
+                    });
+                    if let Err(err) = logged {
+                        retry_log_error.get_or_insert(err);
+                    }
+                },
+            )
             .await;
             if let Some(err) = retry_log_error {
                 return Err(err);
@@ -167,18 +196,21 @@ impl Agent {
                         reply.reasoning.push_str(&text);
                         sink.send(AgentUpdate::ThoughtChunk(text));
                     }
-                    Some(Ok(StreamEvent::ToolCallDelta { index, id, name, arguments })) => {
+                    Some(Ok(StreamEvent::ToolCallDelta {
+                        index,
+                        id,
+                        name,
+                        arguments,
+                    })) => {
                         reply.tool_delta(index, id, name, &arguments);
                     }
                     Some(Ok(StreamEvent::Usage(usage))) => reply.usage = Some(usage),
                     Some(Ok(StreamEvent::Finish(reason))) => break StepEnd::Finished(reason),
                     Some(Err(error)) => break StepEnd::Failed(error),
-                    None => {
-                        break StepEnd::Failed(ModelError::new(
-                            ErrorCode::ModelStreamClosed,
-                            "the model stream ended without finishing; send the prompt again to retry",
-                        ))
-                    }
+                    None => break StepEnd::Failed(ModelError::new(
+                        ErrorCode::ModelStreamClosed,
+                        "the model stream ended without finishing; send the prompt again to retry",
+                    )),
                 }
             };
             drop(stream);
@@ -190,7 +222,9 @@ impl Agent {
             };
             // Tool calls of a cut or truncated reply were never dispatched.
             let tool_calls = match finish {
-                FinishReason::ToolCalls | FinishReason::Stop if !interrupted => reply.tool_calls(turn, step),
+                FinishReason::ToolCalls | FinishReason::Stop if !interrupted => {
+                    reply.tool_calls(turn, step)
+                }
                 _ => Vec::new(),
             };
             session.append(EventData::AssistantMessage {
@@ -205,7 +239,10 @@ impl Agent {
                 model: request.model.id.clone(),
             })?;
             if let Some(usage) = reply.usage {
-                sink.send(AgentUpdate::Usage { used: usage.context_tokens(), size: request.model.context_window });
+                sink.send(AgentUpdate::Usage {
+                    used: usage.context_tokens(),
+                    size: request.model.context_window,
+                });
             }
             match end {
                 StepEnd::Cancelled => return Ok(StopReason::Cancelled),
@@ -237,7 +274,11 @@ impl Agent {
     ) -> Result<bool, AgentError> {
         let session = &ticket.session;
         for call in calls {
-            let view = ToolView { title: call.name.clone(), kind: Some(ToolKind::Other), ..ToolView::default() };
+            let view = ToolView {
+                title: call.name.clone(),
+                kind: Some(ToolKind::Other),
+                ..ToolView::default()
+            };
             session.append(EventData::ToolCall {
                 turn,
                 call_id: call.id.clone(),
@@ -252,16 +293,28 @@ impl Agent {
                 status: ToolStatus::Pending,
             });
             let output = format!("Error: unknown tool {:?}. No tools are available in this session; answer without tools.", call.name);
-            let view = ToolView { content: vec![ToolContent::Text { text: output.clone() }], ..ToolView::default() };
+            let view = ToolView {
+                content: vec![ToolContent::Text {
+                    text: output.clone(),
+                }],
+                ..ToolView::default()
+            };
             session.append(EventData::ToolResult {
                 turn,
                 call_id: call.id.clone(),
                 status: ToolStatus::Failed,
                 output: output.clone(),
-                error: Some(ErrorInfo { code: ErrorCode::UnknownTool, message: output }),
+                error: Some(ErrorInfo {
+                    code: ErrorCode::UnknownTool,
+                    message: output,
+                }),
                 view: view.clone(),
             })?;
-            sink.send(AgentUpdate::ToolCallUpdate { call_id: call.id.clone(), status: ToolStatus::Failed, view });
+            sink.send(AgentUpdate::ToolCallUpdate {
+                call_id: call.id.clone(),
+                status: ToolStatus::Failed,
+                view,
+            });
         }
         Ok(ticket.cancel.is_cancelled())
     }

@@ -1,1 +1,1 @@
-pub fn x(){}
+pub fn x() {}

@@ -167,20 +167,46 @@ mod tests {
     fn codes_are_stable() {
         let names: Vec<String> = ErrorCode::ALL
             .iter()
-            .map(|code| serde_json::to_value(code).unwrap().as_str().unwrap().to_owned())
+            .map(|code| {
+                serde_json::to_value(code)
+                    .unwrap()
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
             .collect();
         let expected = [
-            "auth.missing_credential", "model.auth", "model.rate_limit", "model.quota",
-            "model.server", "model.transport", "model.timeout", "model.stream_closed",
-            "model.malformed_response", "model.invalid_request",
-            "model.context_window_exceeded", "model.http", "session.not_found",
-            "session.busy", "session.log_corrupt", "session.log_write", "session.log_version",
-            "request.invalid_params", "request.parse_error", "request.too_large",
-            "tool.unknown", "tool.invalid_args", "tool.outcome_unknown", "internal",
+            "auth.missing_credential",
+            "model.auth",
+            "model.rate_limit",
+            "model.quota",
+            "model.server",
+            "model.transport",
+            "model.timeout",
+            "model.stream_closed",
+            "model.malformed_response",
+            "model.invalid_request",
+            "model.context_window_exceeded",
+            "model.http",
+            "session.not_found",
+            "session.busy",
+            "session.log_corrupt",
+            "session.log_write",
+            "session.log_version",
+            "request.invalid_params",
+            "request.parse_error",
+            "request.too_large",
+            "tool.unknown",
+            "tool.invalid_args",
+            "tool.outcome_unknown",
+            "internal",
         ];
         assert_eq!(names, expected);
         for code in ErrorCode::ALL {
-            assert_eq!(code.as_str(), serde_json::to_value(code).unwrap().as_str().unwrap());
+            assert_eq!(
+                code.as_str(),
+                serde_json::to_value(code).unwrap().as_str().unwrap()
+            );
         }
     }
 }

@@ -348,7 +348,10 @@ pub fn parse_log(bytes: &[u8]) -> Result<ParsedLog, LogError> {
             if is_last {
                 Ok(())
             } else {
-                Err(LogError { code: ErrorCode::SessionLogCorrupt, message })
+                Err(LogError {
+                    code: ErrorCode::SessionLogCorrupt,
+                    message,
+                })
             }
         };
         if line.iter().all(u8::is_ascii_whitespace) {
@@ -361,7 +364,9 @@ pub fn parse_log(bytes: &[u8]) -> Result<ParsedLog, LogError> {
         let value: serde_json::Value = match serde_json::from_slice(line) {
             Ok(value) => value,
             Err(err) => {
-                torn(format!("session log line {line_no} is not valid JSON: {err}"))?;
+                torn(format!(
+                    "session log line {line_no} is not valid JSON: {err}"
+                ))?;
                 break;
             }
         };
@@ -389,8 +394,15 @@ pub fn parse_log(bytes: &[u8]) -> Result<ParsedLog, LogError> {
             }
             header = Some(parsed);
         } else {
-            let kind = value.get("type").and_then(|t| t.as_str()).unwrap_or("").to_owned();
-            let ignorable = value.get("ignorable").and_then(|v| v.as_bool()).unwrap_or(false);
+            let kind = value
+                .get("type")
+                .and_then(|t| t.as_str())
+                .unwrap_or("")
+                .to_owned();
+            let ignorable = value
+                .get("ignorable")
+                .and_then(|v| v.as_bool())
+                .unwrap_or(false);
             let seq = value.get("seq").and_then(|v| v.as_u64()).unwrap_or(0);
             if !KNOWN_TYPES.contains(&kind.as_str()) {
                 if ignorable {
@@ -414,7 +426,9 @@ pub fn parse_log(bytes: &[u8]) -> Result<ParsedLog, LogError> {
                     events.push(event);
                 }
                 Err(err) => {
-                    torn(format!("session log line {line_no} ({kind}) is invalid: {err}"))?;
+                    torn(format!(
+                        "session log line {line_no} ({kind}) is invalid: {err}"
+                    ))?;
                     break;
                 }
             }
@@ -426,7 +440,12 @@ pub fn parse_log(bytes: &[u8]) -> Result<ParsedLog, LogError> {
         code: ErrorCode::SessionLogCorrupt,
         message: "session log is empty (no header)".to_owned(),
     })?;
-    Ok(ParsedLog { header, events, last_seq, valid_len })
+    Ok(ParsedLog {
+        header,
+        events,
+        last_seq,
+        valid_len,
+    })
 }
 
 /// Text the model sees for a tool call whose outcome was never logged
@@ -443,7 +462,11 @@ pub fn derive_history(events: &[Event]) -> Vec<ChatMessage> {
     let compactions: Vec<(u64, u64, &str)> = events
         .iter()
         .filter_map(|event| match &event.data {
-            EventData::CompactionSummary { start, end, summary } => Some((*start, *end, summary.as_str())),
+            EventData::CompactionSummary {
+                start,
+                end,
+                summary,
+            } => Some((*start, *end, summary.as_str())),
             _ => None,
         })
         .collect();
@@ -452,11 +475,17 @@ pub fn derive_history(events: &[Event]) -> Vec<ChatMessage> {
     let mut emitted_summaries = std::collections::HashSet::new();
     let flush_pending = |messages: &mut Vec<ChatMessage>, pending: &mut Vec<String>| {
         for call_id in pending.drain(..) {
-            messages.push(ChatMessage::Tool { call_id, content: OUTCOME_UNKNOWN.to_owned() });
+            messages.push(ChatMessage::Tool {
+                call_id,
+                content: OUTCOME_UNKNOWN.to_owned(),
+            });
         }
     };
     for event in events {
-        if let Some(index) = compactions.iter().rposition(|(start, end, _)| (*start..=*end).contains(&event.seq)) {
+        if let Some(index) = compactions
+            .iter()
+            .rposition(|(start, end, _)| (*start..=*end).contains(&event.seq))
+        {
             if emitted_summaries.insert(index) {
                 flush_pending(&mut messages, &mut pending_calls);
                 messages.push(ChatMessage::User(vec![UserContent::text(format!(
@@ -471,9 +500,19 @@ pub fn derive_history(events: &[Event]) -> Vec<ChatMessage> {
                 flush_pending(&mut messages, &mut pending_calls);
                 messages.push(ChatMessage::User(content.clone()));
             }
-            EventData::AssistantMessage { text, reasoning, tool_calls, interrupted, .. } => {
+            EventData::AssistantMessage {
+                text,
+                reasoning,
+                tool_calls,
+                interrupted,
+                ..
+            } => {
                 flush_pending(&mut messages, &mut pending_calls);
-                let tool_calls = if *interrupted { Vec::new() } else { tool_calls.clone() };
+                let tool_calls = if *interrupted {
+                    Vec::new()
+                } else {
+                    tool_calls.clone()
+                };
                 if text.is_empty() && tool_calls.is_empty() {
                     continue;
                 }
@@ -484,10 +523,15 @@ pub fn derive_history(events: &[Event]) -> Vec<ChatMessage> {
                     tool_calls,
                 });
             }
-            EventData::ToolResult { call_id, output, .. } => {
+            EventData::ToolResult {
+                call_id, output, ..
+            } => {
                 if let Some(pos) = pending_calls.iter().position(|id| id == call_id) {
                     pending_calls.remove(pos);
-                    messages.push(ChatMessage::Tool { call_id: call_id.clone(), content: output.clone() });
+                    messages.push(ChatMessage::Tool {
+                        call_id: call_id.clone(),
+                        content: output.clone(),
+                    });
                 }
             }
             _ => {}
@@ -506,7 +550,10 @@ mod tests {
     }
 
     fn header() -> String {
-        line(serde_json::to_value(SessionHeader::new("s1".into(), 1, "/tmp".into(), vec![])).unwrap())
+        line(
+            serde_json::to_value(SessionHeader::new("s1".into(), 1, "/tmp".into(), vec![]))
+                .unwrap(),
+        )
     }
 
     fn user(seq: u64, text: &str) -> String {
@@ -514,7 +561,10 @@ mod tests {
             seq,
             time: 0,
             ignorable: false,
-            data: EventData::UserMessage { turn: 1, content: vec![UserContent::text(text)] },
+            data: EventData::UserMessage {
+                turn: 1,
+                content: vec![UserContent::text(text)],
+            },
         };
         format!("{}\n", serde_json::to_string(&event).unwrap())
     }
@@ -547,7 +597,9 @@ mod tests {
 
     #[test]
     fn unknown_required_event_is_refused_and_ignorable_skipped() {
-        let ignorable = line(serde_json::json!({"seq":2,"time":0,"type":"future/thing","data":{},"ignorable":true}));
+        let ignorable = line(
+            serde_json::json!({"seq":2,"time":0,"type":"future/thing","data":{},"ignorable":true}),
+        );
         let log = format!("{}{}{ignorable}{}", header(), user(1, "a"), user(3, "b"));
         let parsed = parse_log(log.as_bytes()).unwrap();
         assert_eq!(parsed.events.len(), 2);
@@ -570,25 +622,70 @@ mod tests {
 
     #[test]
     fn history_repairs_unfinished_calls_and_applies_compaction() {
-        let call = ToolCallRequest { id: "c1".into(), name: "read".into(), arguments: "{}".into() };
-        let mk = |seq, data| Event { seq, time: 0, ignorable: false, data };
+        let call = ToolCallRequest {
+            id: "c1".into(),
+            name: "read".into(),
+            arguments: "{}".into(),
+        };
+        let mk = |seq, data| Event {
+            seq,
+            time: 0,
+            ignorable: false,
+            data,
+        };
         let events = vec![
-            mk(1, EventData::UserMessage { turn: 1, content: vec![UserContent::text("one")] }),
-            mk(2, EventData::AssistantMessage {
-                turn: 1, step: 1, text: String::new(), reasoning: "r".into(),
-                tool_calls: vec![call], usage: None, finish: FinishReason::ToolCalls,
-                interrupted: false, model: String::new(),
-            }),
-            mk(3, EventData::UserMessage { turn: 2, content: vec![UserContent::text("two")] }),
+            mk(
+                1,
+                EventData::UserMessage {
+                    turn: 1,
+                    content: vec![UserContent::text("one")],
+                },
+            ),
+            mk(
+                2,
+                EventData::AssistantMessage {
+                    turn: 1,
+                    step: 1,
+                    text: String::new(),
+                    reasoning: "r".into(),
+                    tool_calls: vec![call],
+                    usage: None,
+                    finish: FinishReason::ToolCalls,
+                    interrupted: false,
+                    model: String::new(),
+                },
+            ),
+            mk(
+                3,
+                EventData::UserMessage {
+                    turn: 2,
+                    content: vec![UserContent::text("two")],
+                },
+            ),
         ];
         let history = derive_history(&events);
         assert_eq!(history.len(), 4);
-        assert_eq!(history[2], ChatMessage::Tool { call_id: "c1".into(), content: OUTCOME_UNKNOWN.into() });
+        assert_eq!(
+            history[2],
+            ChatMessage::Tool {
+                call_id: "c1".into(),
+                content: OUTCOME_UNKNOWN.into()
+            }
+        );
 
         let mut compacted = events.clone();
-        compacted.push(mk(4, EventData::CompactionSummary { start: 1, end: 2, summary: "did one".into() }));
+        compacted.push(mk(
+            4,
+            EventData::CompactionSummary {
+                start: 1,
+                end: 2,
+                summary: "did one".into(),
+            },
+        ));
         let history = derive_history(&compacted);
         assert_eq!(history.len(), 2);
-        assert!(matches!(&history[0], ChatMessage::User(c) if matches!(&c[0], UserContent::Text{text} if text.contains("did one"))));
+        assert!(
+            matches!(&history[0], ChatMessage::User(c) if matches!(&c[0], UserContent::Text{text} if text.contains("did one")))
+        );
     }
 }

@@ -43,10 +43,20 @@ pub fn prompt_content(blocks: Vec<acp::ContentBlock>) -> Result<Vec<UserContent>
 pub fn content_block(content: UserContent) -> acp::ContentBlock {
     match content {
         UserContent::Text { text } => acp::ContentBlock::Text(acp::TextContent::new(text)),
-        UserContent::Image { mime_type, data } => acp::ContentBlock::Image(acp::ImageContent::new(data, mime_type)),
-        UserContent::ResourceLink { uri, name } => acp::ContentBlock::ResourceLink(acp::ResourceLink::new(name, uri)),
-        UserContent::Resource { uri, text, mime_type } => acp::ContentBlock::Resource(acp::EmbeddedResource::new(
-            acp::EmbeddedResourceResource::TextResourceContents(acp::TextResourceContents::new(text, uri).mime_type(mime_type)),
+        UserContent::Image { mime_type, data } => {
+            acp::ContentBlock::Image(acp::ImageContent::new(data, mime_type))
+        }
+        UserContent::ResourceLink { uri, name } => {
+            acp::ContentBlock::ResourceLink(acp::ResourceLink::new(name, uri))
+        }
+        UserContent::Resource {
+            uri,
+            text,
+            mime_type,
+        } => acp::ContentBlock::Resource(acp::EmbeddedResource::new(
+            acp::EmbeddedResourceResource::TextResourceContents(
+                acp::TextResourceContents::new(text, uri).mime_type(mime_type),
+            ),
         )),
         _ => acp::ContentBlock::Text(acp::TextContent::new("[unsupported content]")),
     }
@@ -60,7 +70,10 @@ pub fn config_options(options: Vec<ConfigOption>) -> Vec<acp::SessionConfigOptio
             let values: Vec<acp::SessionConfigSelectOption> = option
                 .values
                 .into_iter()
-                .map(|value| acp::SessionConfigSelectOption::new(value.id, value.name).description(value.description))
+                .map(|value| {
+                    acp::SessionConfigSelectOption::new(value.id, value.name)
+                        .description(value.description)
+                })
                 .collect();
             acp::SessionConfigOption::select(option.id, option.name, option.current, values)
                 .description(option.description.to_owned())
@@ -99,20 +112,27 @@ fn tool_content(content: Vec<ToolContent>) -> Vec<acp::ToolCallContent> {
     content
         .into_iter()
         .map(|block| match block {
-            ToolContent::Text { text } => {
-                acp::ToolCallContent::Content(acp::Content::new(acp::ContentBlock::Text(acp::TextContent::new(text))))
+            ToolContent::Text { text } => acp::ToolCallContent::Content(acp::Content::new(
+                acp::ContentBlock::Text(acp::TextContent::new(text)),
+            )),
+            ToolContent::Diff(diff) => acp::ToolCallContent::Diff(
+                acp::Diff::new(diff.path, diff.new_text).old_text(diff.old_text),
+            ),
+            ToolContent::Terminal { terminal_id } => {
+                acp::ToolCallContent::Terminal(acp::Terminal::new(terminal_id))
             }
-            ToolContent::Diff(diff) => {
-                acp::ToolCallContent::Diff(acp::Diff::new(diff.path, diff.new_text).old_text(diff.old_text))
-            }
-            ToolContent::Terminal { terminal_id } => acp::ToolCallContent::Terminal(acp::Terminal::new(terminal_id)),
-            _ => acp::ToolCallContent::Content(acp::Content::new(acp::ContentBlock::Text(acp::TextContent::new("")))),
+            _ => acp::ToolCallContent::Content(acp::Content::new(acp::ContentBlock::Text(
+                acp::TextContent::new(""),
+            ))),
         })
         .collect()
 }
 
 fn locations(view: &ToolView) -> Vec<acp::ToolCallLocation> {
-    view.locations.iter().map(|location| acp::ToolCallLocation::new(&location.path).line(location.line)).collect()
+    view.locations
+        .iter()
+        .map(|location| acp::ToolCallLocation::new(&location.path).line(location.line))
+        .collect()
 }
 
 fn plan_entry(entry: PlanEntry) -> acp::PlanEntry {
@@ -132,16 +152,27 @@ fn plan_entry(entry: PlanEntry) -> acp::PlanEntry {
 /// An agent update → a `session/update` payload.
 pub fn session_update(update: AgentUpdate) -> acp::SessionUpdate {
     match update {
-        AgentUpdate::UserChunk(content) => acp::SessionUpdate::UserMessageChunk(acp::ContentChunk::new(content_block(content))),
-        AgentUpdate::MessageChunk(text) => {
-            acp::SessionUpdate::AgentMessageChunk(acp::ContentChunk::new(acp::ContentBlock::Text(acp::TextContent::new(text))))
+        AgentUpdate::UserChunk(content) => {
+            acp::SessionUpdate::UserMessageChunk(acp::ContentChunk::new(content_block(content)))
         }
-        AgentUpdate::ThoughtChunk(text) => {
-            acp::SessionUpdate::AgentThoughtChunk(acp::ContentChunk::new(acp::ContentBlock::Text(acp::TextContent::new(text))))
+        AgentUpdate::MessageChunk(text) => acp::SessionUpdate::AgentMessageChunk(
+            acp::ContentChunk::new(acp::ContentBlock::Text(acp::TextContent::new(text))),
+        ),
+        AgentUpdate::ThoughtChunk(text) => acp::SessionUpdate::AgentThoughtChunk(
+            acp::ContentChunk::new(acp::ContentBlock::Text(acp::TextContent::new(text))),
+        ),
+        AgentUpdate::Usage { used, size } => {
+            acp::SessionUpdate::UsageUpdate(acp::UsageUpdate::new(used, size))
         }
-        AgentUpdate::Usage { used, size } => acp::SessionUpdate::UsageUpdate(acp::UsageUpdate::new(used, size)),
-        AgentUpdate::Title(title) => acp::SessionUpdate::SessionInfoUpdate(acp::SessionInfoUpdate::new().title(title)),
-        AgentUpdate::ToolCall { call_id, arguments, view, status } => {
+        AgentUpdate::Title(title) => {
+            acp::SessionUpdate::SessionInfoUpdate(acp::SessionInfoUpdate::new().title(title))
+        }
+        AgentUpdate::ToolCall {
+            call_id,
+            arguments,
+            view,
+            status,
+        } => {
             let raw_input = serde_json::from_str::<serde_json::Value>(&arguments)
                 .unwrap_or(serde_json::Value::String(arguments));
             let locations = locations(&view);
@@ -154,7 +185,11 @@ pub fn session_update(update: AgentUpdate) -> acp::SessionUpdate {
                     .raw_input(raw_input),
             )
         }
-        AgentUpdate::ToolCallUpdate { call_id, status, view } => {
+        AgentUpdate::ToolCallUpdate {
+            call_id,
+            status,
+            view,
+        } => {
             let mut fields = acp::ToolCallUpdateFields::new().status(tool_status(status));
             if !view.title.is_empty() {
                 fields = fields.title(view.title.clone());
@@ -167,6 +202,8 @@ pub fn session_update(update: AgentUpdate) -> acp::SessionUpdate {
             }
             acp::SessionUpdate::ToolCallUpdate(acp::ToolCallUpdate::new(call_id, fields))
         }
-        AgentUpdate::Plan(entries) => acp::SessionUpdate::Plan(acp::Plan::new(entries.into_iter().map(plan_entry).collect())),
+        AgentUpdate::Plan(entries) => acp::SessionUpdate::Plan(acp::Plan::new(
+            entries.into_iter().map(plan_entry).collect(),
+        )),
     }
 }

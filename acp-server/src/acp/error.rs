@@ -18,7 +18,8 @@ pub fn to_acp(error: &AgentError) -> Error {
         | AgentError::Internal(_) => -32603,
     };
     let message = error.to_string();
-    Error::new(code, message.clone()).data(serde_json::json!({ "code": error.code().as_str(), "message": message }))
+    Error::new(code, message.clone())
+        .data(serde_json::json!({ "code": error.code().as_str(), "message": message }))
 }
 
 /// Invalid params with a message.

@@ -9,18 +9,19 @@ pub mod transport;
 
 use std::sync::Arc;
 
+use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
     AgentAuthCapabilities, AgentCapabilities, AuthMethod, AuthMethodAgent, AuthenticateRequest,
-    AuthenticateResponse, CancelNotification, CloseSessionRequest, CloseSessionResponse, DeleteSessionRequest,
-    DeleteSessionResponse, Implementation, InitializeRequest, InitializeResponse, ListSessionsRequest,
-    ListSessionsResponse, LoadSessionRequest, LoadSessionResponse, LogoutCapabilities, LogoutRequest,
-    LogoutResponse, McpCapabilities, NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest,
-    PromptResponse, ResumeSessionRequest, ResumeSessionResponse, SessionAdditionalDirectoriesCapabilities,
-    SessionCapabilities, SessionCloseCapabilities, SessionDeleteCapabilities, SessionId, SessionInfo,
-    SessionListCapabilities, SessionNotification, SessionResumeCapabilities, SetSessionConfigOptionRequest,
-    SetSessionConfigOptionResponse, StopReason as AcpStopReason,
+    AuthenticateResponse, CancelNotification, CloseSessionRequest, CloseSessionResponse,
+    DeleteSessionRequest, DeleteSessionResponse, Implementation, InitializeRequest,
+    InitializeResponse, ListSessionsRequest, ListSessionsResponse, LoadSessionRequest,
+    LoadSessionResponse, LogoutCapabilities, LogoutRequest, LogoutResponse, McpCapabilities,
+    NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse,
+    ResumeSessionRequest, ResumeSessionResponse, SessionAdditionalDirectoriesCapabilities,
+    SessionCapabilities, SessionCloseCapabilities, SessionDeleteCapabilities, SessionId,
+    SessionInfo, SessionListCapabilities, SessionNotification, SessionResumeCapabilities,
+    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, StopReason as AcpStopReason,
 };
-use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::{Agent as AgentRole, Client, ConnectTo};
 
@@ -39,7 +40,8 @@ struct AcpSink {
 
 impl UpdateSink for AcpSink {
     fn send(&self, update: AgentUpdate) {
-        let notification = SessionNotification::new(self.session_id.clone(), convert::session_update(update));
+        let notification =
+            SessionNotification::new(self.session_id.clone(), convert::session_update(update));
         if let Err(err) = self.cx.send_notification(notification) {
             tracing::debug!(error = ?err, "client connection gone; dropping update");
         }
@@ -73,7 +75,9 @@ fn mcp_servers_json<T: serde::Serialize>(servers: &[T]) -> serde_json::Value {
         server
     };
     match value {
-        serde_json::Value::Array(items) => serde_json::Value::Array(items.into_iter().map(scrub).collect()),
+        serde_json::Value::Array(items) => {
+            serde_json::Value::Array(items.into_iter().map(scrub).collect())
+        }
         other => other,
     }
 }
@@ -98,7 +102,12 @@ pub fn initialize_response(request: &InitializeRequest, agent: &Agent) -> Initia
         .agent_capabilities(
             AgentCapabilities::new()
                 .load_session(true)
-                .prompt_capabilities(PromptCapabilities::new().image(true).embedded_context(true).audio(false))
+                .prompt_capabilities(
+                    PromptCapabilities::new()
+                        .image(true)
+                        .embedded_context(true)
+                        .audio(false),
+                )
                 .mcp_capabilities(McpCapabilities::new().http(false).sse(false))
                 .auth(AgentAuthCapabilities::new().logout(LogoutCapabilities::new()))
                 .session_capabilities(
@@ -116,7 +125,10 @@ pub fn initialize_response(request: &InitializeRequest, agent: &Agent) -> Initia
 ///
 /// # Errors
 /// The connection failed fatally.
-pub async fn serve(agent: Arc<Agent>, transport: impl ConnectTo<AgentRole>) -> Result<(), agent_client_protocol::Error> {
+pub async fn serve(
+    agent: Arc<Agent>,
+    transport: impl ConnectTo<AgentRole>,
+) -> Result<(), agent_client_protocol::Error> {
     let a_init = agent.clone();
     let a_auth = agent.clone();
     let a_new = agent.clone();

@@ -40,7 +40,8 @@ where
     let writer = tokio::spawn(write_frames(output, out_rx, error_rx));
     let (in_tx, in_rx) = mpsc::channel::<io::Result<String>>(64);
     tokio::spawn(read_frames(input, max_frame, in_tx, error_tx));
-    let sink = out_tx.sink_map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "stdout writer stopped"));
+    let sink =
+        out_tx.sink_map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "stdout writer stopped"));
     StdioTransport {
         lines: agent_client_protocol::Lines::new(Box::pin(sink), Box::pin(in_rx)),
         writer,
@@ -100,7 +101,9 @@ async fn write_frame<W: AsyncWrite + Unpin>(output: &mut W, frame: &str) -> io::
     // The SDK never emits embedded newlines; guard anyway, a stray one would
     // split the frame for the client.
     if frame.contains('\n') {
-        output.write_all(frame.replace('\n', "\\n").as_bytes()).await?;
+        output
+            .write_all(frame.replace('\n', "\\n").as_bytes())
+            .await?;
     } else {
         output.write_all(frame.as_bytes()).await?;
     }
@@ -133,7 +136,12 @@ async fn read_frames<R: AsyncRead + Unpin>(
         if oversized {
             tracing::warn!(limit = max_frame, "dropping an oversized frame");
             let id = recover_id(&String::from_utf8_lossy(&line[..line.len().min(4096)]));
-            let error = error_frame(id, -32600, "Invalid request", format!("frame exceeds the {max_frame}-byte limit and was dropped"));
+            let error = error_frame(
+                id,
+                -32600,
+                "Invalid request",
+                format!("frame exceeds the {max_frame}-byte limit and was dropped"),
+            );
             if errors.send(error).await.is_err() {
                 break;
             }
@@ -147,7 +155,10 @@ async fn read_frames<R: AsyncRead + Unpin>(
                 Err(err) => {
                     let valid_up_to = err.utf8_error().valid_up_to();
                     let lossy = String::from_utf8_lossy(err.as_bytes()).into_owned();
-                    tracing::warn!(byte = valid_up_to, "dropping a frame that is not valid UTF-8");
+                    tracing::warn!(
+                        byte = valid_up_to,
+                        "dropping a frame that is not valid UTF-8"
+                    );
                     let error = error_frame(
                         recover_id(&lossy),
                         -32700,
@@ -224,7 +235,10 @@ fn recover_id(text: &str) -> serde_json::Value {
             return serde_json::Value::String(rest[..end].to_owned());
         }
     } else {
-        let digits: String = rest.chars().take_while(|c| c.is_ascii_digit() || *c == '-').collect();
+        let digits: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '-')
+            .collect();
         if let Ok(number) = digits.parse::<i64>() {
             return serde_json::Value::from(number);
         }
@@ -247,8 +261,14 @@ mod tests {
 
     #[test]
     fn recovers_ids() {
-        assert_eq!(recover_id(r#"{"jsonrpc":"2.0","id":7,"method":"x"}"#), serde_json::json!(7));
-        assert_eq!(recover_id(r#"{"jsonrpc":"2.0","id":"a-1","method":"x","params":{"t":"tr"#), serde_json::json!("a-1"));
+        assert_eq!(
+            recover_id(r#"{"jsonrpc":"2.0","id":7,"method":"x"}"#),
+            serde_json::json!(7)
+        );
+        assert_eq!(
+            recover_id(r#"{"jsonrpc":"2.0","id":"a-1","method":"x","params":{"t":"tr"#),
+            serde_json::json!("a-1")
+        );
         assert_eq!(recover_id("garbage"), serde_json::Value::Null);
     }
 }

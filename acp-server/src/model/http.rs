@@ -22,7 +22,11 @@ pub struct HttpProvider {
     config: Arc<Config>,
 }
 
-const USER_AGENT: &str = concat!("dsh/", env!("CARGO_PKG_VERSION"), " (+https://github.com/dsh-agent/dsh)");
+const USER_AGENT: &str = concat!(
+    "dsh/",
+    env!("CARGO_PKG_VERSION"),
+    " (+https://github.com/dsh-agent/dsh)"
+);
 
 impl HttpProvider {
     /// A provider with its own connection pool.
@@ -88,7 +92,12 @@ impl HttpProvider {
                 .ok()
                 .and_then(Result::ok)
                 .unwrap_or_default();
-            return Err(ModelError::from_status(status.as_u16(), &body, retry_after, &self.config.base_url));
+            return Err(ModelError::from_status(
+                status.as_u16(),
+                &body,
+                retry_after,
+                &self.config.base_url,
+            ));
         }
         Ok(event_stream(response, self.config.stream_idle_timeout))
     }
@@ -111,8 +120,13 @@ pub fn parse_retry_after(value: &str) -> Option<Duration> {
     if let Ok(seconds) = value.parse::<f64>() {
         return (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds));
     }
-    let when = humantime::parse_rfc3339_weak(value).ok().or_else(|| httpdate(value))?;
-    Some(when.duration_since(std::time::SystemTime::now()).unwrap_or_default())
+    let when = humantime::parse_rfc3339_weak(value)
+        .ok()
+        .or_else(|| httpdate(value))?;
+    Some(
+        when.duration_since(std::time::SystemTime::now())
+            .unwrap_or_default(),
+    )
 }
 
 fn httpdate(value: &str) -> Option<std::time::SystemTime> {
@@ -121,11 +135,17 @@ fn httpdate(value: &str) -> Option<std::time::SystemTime> {
     if parts.len() != 6 {
         return None;
     }
-    let month = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
-        .iter()
-        .position(|m| *m == parts[2])?
+    let month = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ]
+    .iter()
+    .position(|m| *m == parts[2])?
         + 1;
-    humantime::parse_rfc3339_weak(&format!("{}-{month:02}-{:0>2} {}", parts[3], parts[1], parts[4])).ok()
+    humantime::parse_rfc3339_weak(&format!(
+        "{}-{month:02}-{:0>2} {}",
+        parts[3], parts[1], parts[4]
+    ))
+    .ok()
 }
 
 /// Reads the body with an idle timeout per read, decodes SSE and yields
@@ -195,7 +215,9 @@ fn event_stream(response: reqwest::Response, idle: Duration) -> EventStream {
     tokio_stream_from(rx)
 }
 
-fn tokio_stream_from(mut rx: tokio::sync::mpsc::Receiver<Result<StreamEvent, ModelError>>) -> EventStream {
+fn tokio_stream_from(
+    mut rx: tokio::sync::mpsc::Receiver<Result<StreamEvent, ModelError>>,
+) -> EventStream {
     futures::stream::poll_fn(move |cx| rx.poll_recv(cx)).boxed()
 }
 
@@ -268,9 +290,9 @@ fn user_content(content: &[UserContent], images_allowed: bool) -> Value {
     for block in content {
         match block {
             UserContent::Text { text } => parts.push(json!({ "type": "text", "text": text })),
-            UserContent::ResourceLink { uri, name } => {
-                parts.push(json!({ "type": "text", "text": format!("[resource_link name={name} uri={uri}]") }))
-            }
+            UserContent::ResourceLink { uri, name } => parts.push(
+                json!({ "type": "text", "text": format!("[resource_link name={name} uri={uri}]") }),
+            ),
             UserContent::Resource { uri, text, .. } => parts.push(json!({
                 "type": "text",
                 "text": format!("<resource uri=\"{uri}\">\n{text}\n</resource>"),
@@ -280,7 +302,10 @@ fn user_content(content: &[UserContent], images_allowed: bool) -> Value {
                 parts.push(json!({ "type": "image_url", "image_url": { "url": format!("data:{mime_type};base64,{data}") } }));
             }
             UserContent::Image { mime_type, data } => {
-                let bytes = base64::engine::general_purpose::STANDARD.decode(data).map(|b| b.len()).unwrap_or(0);
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(data)
+                    .map(|b| b.len())
+                    .unwrap_or(0);
                 parts.push(json!({
                     "type": "text",
                     "text": format!("[image omitted: {mime_type}, {bytes} bytes; the selected model does not accept images — switch to a vision model to use it]"),
@@ -292,7 +317,10 @@ fn user_content(content: &[UserContent], images_allowed: bool) -> Value {
     if has_image {
         Value::Array(parts)
     } else {
-        let texts: Vec<&str> = parts.iter().filter_map(|part| part["text"].as_str()).collect();
+        let texts: Vec<&str> = parts
+            .iter()
+            .filter_map(|part| part["text"].as_str())
+            .collect();
         Value::String(texts.join("\n\n"))
     }
 }
@@ -309,14 +337,31 @@ mod tests {
             thought_level: level,
             system: "sys".into(),
             messages: vec![
-                ChatMessage::User(vec![UserContent::text("hi"), UserContent::ResourceLink { uri: "file:///a".into(), name: "a".into() }]),
+                ChatMessage::User(vec![
+                    UserContent::text("hi"),
+                    UserContent::ResourceLink {
+                        uri: "file:///a".into(),
+                        name: "a".into(),
+                    },
+                ]),
                 ChatMessage::Assistant {
                     text: String::new(),
                     reasoning: "because".into(),
-                    tool_calls: vec![ToolCallRequest { id: "c".into(), name: "read".into(), arguments: "{}".into() }],
+                    tool_calls: vec![ToolCallRequest {
+                        id: "c".into(),
+                        name: "read".into(),
+                        arguments: "{}".into(),
+                    }],
                 },
-                ChatMessage::Tool { call_id: "c".into(), content: String::new() },
-                ChatMessage::Assistant { text: "done".into(), reasoning: "r2".into(), tool_calls: vec![] },
+                ChatMessage::Tool {
+                    call_id: "c".into(),
+                    content: String::new(),
+                },
+                ChatMessage::Assistant {
+                    text: "done".into(),
+                    reasoning: "r2".into(),
+                    tool_calls: vec![],
+                },
             ],
             tools: vec![],
             session_id: "s".into(),
@@ -330,7 +375,10 @@ mod tests {
         assert_eq!(body["reasoning_effort"], "max");
         assert_eq!(body["stream"], true);
         assert_eq!(body["stream_options"]["include_usage"], true);
-        assert_eq!(body["messages"][1]["content"], "hi\n\n[resource_link name=a uri=file:///a]");
+        assert_eq!(
+            body["messages"][1]["content"],
+            "hi\n\n[resource_link name=a uri=file:///a]"
+        );
         assert_eq!(body["messages"][2]["reasoning_content"], "because");
         assert_eq!(body["messages"][3]["content"], "(no output)");
         assert!(body["messages"][4].get("reasoning_content").is_none());
@@ -348,7 +396,10 @@ mod tests {
     fn retry_after_forms() {
         assert_eq!(parse_retry_after("2"), Some(Duration::from_secs(2)));
         assert_eq!(parse_retry_after("0.5"), Some(Duration::from_millis(500)));
-        assert_eq!(parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT"), Some(Duration::ZERO));
+        assert_eq!(
+            parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT"),
+            Some(Duration::ZERO)
+        );
         assert_eq!(parse_retry_after("soon"), None);
     }
 }

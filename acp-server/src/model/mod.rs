@@ -68,19 +68,32 @@ pub struct ModelError {
 impl ModelError {
     /// A new error.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        ModelError { code, message: message.into(), status: None, retry_after: None }
+        ModelError {
+            code,
+            message: message.into(),
+            status: None,
+            retry_after: None,
+        }
     }
 
     /// Whether a retry could succeed (rate limits, server faults, transport).
     pub fn is_retryable(&self) -> bool {
         matches!(
             self.code,
-            ErrorCode::ModelRateLimit | ErrorCode::ModelServer | ErrorCode::ModelTransport | ErrorCode::ModelTimeout
+            ErrorCode::ModelRateLimit
+                | ErrorCode::ModelServer
+                | ErrorCode::ModelTransport
+                | ErrorCode::ModelTimeout
         )
     }
 
     /// Maps an HTTP error status and body to an error with advice.
-    pub fn from_status(status: u16, body: &str, retry_after: Option<Duration>, base_url: &str) -> Self {
+    pub fn from_status(
+        status: u16,
+        body: &str,
+        retry_after: Option<Duration>,
+        base_url: &str,
+    ) -> Self {
         let detail = provider_message(body);
         let (code, advice) = match status {
             401 | 403 => (
@@ -109,7 +122,12 @@ impl ModelError {
         } else {
             format!("model request failed with HTTP {status}: {advice} (provider said: {detail})")
         };
-        ModelError { code, message, status: Some(status), retry_after }
+        ModelError {
+            code,
+            message,
+            status: Some(status),
+            retry_after,
+        }
     }
 }
 
@@ -121,7 +139,9 @@ impl std::fmt::Display for ModelError {
 
 fn is_context_overflow(detail: &str) -> bool {
     let detail = detail.to_ascii_lowercase();
-    detail.contains("context length") || detail.contains("context window") || detail.contains("maximum context")
+    detail.contains("context length")
+        || detail.contains("context window")
+        || detail.contains("maximum context")
 }
 
 /// Pulls `error.message` out of an OpenAI-style error body, else a short

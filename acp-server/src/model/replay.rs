@@ -21,7 +21,9 @@ pub struct ReplayProvider {
 impl ReplayProvider {
     /// A provider over parsed entries.
     pub fn new(entries: Vec<ScriptEntry>) -> Self {
-        ReplayProvider { entries: Mutex::new(entries.into()) }
+        ReplayProvider {
+            entries: Mutex::new(entries.into()),
+        }
     }
 
     /// Loads a JSONL script.
@@ -31,7 +33,8 @@ impl ReplayProvider {
     pub fn from_file(path: &std::path::Path) -> Result<Self, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|err| format!("cannot read replay script {}: {err}", path.display()))?;
-        let entries = ScriptEntry::parse_script(&text).map_err(|err| format!("{}: {err}", path.display()))?;
+        let entries =
+            ScriptEntry::parse_script(&text).map_err(|err| format!("{}: {err}", path.display()))?;
         Ok(Self::new(entries))
     }
 
@@ -42,18 +45,34 @@ impl ReplayProvider {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .pop_front()
             .ok_or_else(|| {
-                ModelError::new(ErrorCode::Internal, "the replay script has no more responses; the scripted session is over")
+                ModelError::new(
+                    ErrorCode::Internal,
+                    "the replay script has no more responses; the scripted session is over",
+                )
             })?;
         if let Some(status) = entry.status {
-            let retry_after = entry.retry_after.as_deref().and_then(super::http::parse_retry_after);
-            return Err(ModelError::from_status(status, entry.body.as_deref().unwrap_or(""), retry_after, "replay"));
+            let retry_after = entry
+                .retry_after
+                .as_deref()
+                .and_then(super::http::parse_retry_after);
+            return Err(ModelError::from_status(
+                status,
+                entry.body.as_deref().unwrap_or(""),
+                retry_after,
+                "replay",
+            ));
         }
         let delay = entry.delay();
         let payloads = entry.sse_payloads();
         let cut = entry.hang_after.or(entry.drop_after);
         let hang = entry.hang_after.is_some();
         let stream = futures::stream::unfold(
-            (payloads.into_iter().enumerate(), ChunkParser::default(), VecDeque::<StreamEvent>::new(), false),
+            (
+                payloads.into_iter().enumerate(),
+                ChunkParser::default(),
+                VecDeque::<StreamEvent>::new(),
+                false,
+            ),
             move |(mut payloads, mut parser, mut queue, mut ended)| async move {
                 loop {
                     if let Some(event) = queue.pop_front() {
@@ -69,7 +88,10 @@ impl ReplayProvider {
                             }
                             let mut out = Vec::new();
                             let error = parser.end(&mut out).err().unwrap_or_else(|| {
-                                ModelError::new(ErrorCode::ModelStreamClosed, "the replay stream was dropped")
+                                ModelError::new(
+                                    ErrorCode::ModelStreamClosed,
+                                    "the replay stream was dropped",
+                                )
                             });
                             return Some((Err(error), (payloads, parser, queue, true)));
                         }

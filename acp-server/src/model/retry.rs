@@ -77,7 +77,10 @@ fn exhausted(mut error: ModelError, retries: u32) -> ModelError {
 
 /// `initial * 2^attempt`, capped, with ±10% jitter.
 pub fn backoff(policy: RetryPolicy, attempt: u32) -> Duration {
-    let base = policy.initial_delay.saturating_mul(1u32 << attempt.min(16)).min(policy.max_delay);
+    let base = policy
+        .initial_delay
+        .saturating_mul(1u32 << attempt.min(16))
+        .min(policy.max_delay);
     let jitter = (random_unit() * 0.2) - 0.1;
     base.mul_f64(1.0 + jitter).min(policy.max_delay)
 }
@@ -87,7 +90,12 @@ pub fn backoff(policy: RetryPolicy, attempt: u32) -> Duration {
 fn random_unit() -> f64 {
     use std::hash::{BuildHasher, Hasher};
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos(),
+    );
     (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
@@ -97,11 +105,21 @@ mod tests {
 
     #[test]
     fn backoff_grows_and_caps() {
-        let policy = RetryPolicy { max_retries: 5, initial_delay: Duration::from_millis(100), max_delay: Duration::from_millis(1000) };
+        let policy = RetryPolicy {
+            max_retries: 5,
+            initial_delay: Duration::from_millis(100),
+            max_delay: Duration::from_millis(1000),
+        };
         let first = backoff(policy, 0);
-        assert!(first >= Duration::from_millis(90) && first <= Duration::from_millis(110), "{first:?}");
+        assert!(
+            first >= Duration::from_millis(90) && first <= Duration::from_millis(110),
+            "{first:?}"
+        );
         let third = backoff(policy, 2);
-        assert!(third >= Duration::from_millis(360) && third <= Duration::from_millis(440), "{third:?}");
+        assert!(
+            third >= Duration::from_millis(360) && third <= Duration::from_millis(440),
+            "{third:?}"
+        );
         assert!(backoff(policy, 10) <= Duration::from_millis(1000));
     }
 }

@@ -89,17 +89,17 @@ impl ScriptEntry {
             .enumerate()
             .filter(|(_, line)| !line.trim().is_empty() && !line.trim_start().starts_with("//"))
             .map(|(index, line)| {
-                serde_json::from_str(line).map_err(|err| format!("script line {}: {err}", index + 1))
+                serde_json::from_str(line)
+                    .map_err(|err| format!("script line {}: {err}", index + 1))
             })
             .collect()
     }
 
     /// All chunks, `repeat` expanded.
     pub fn all_chunks(&self) -> impl Iterator<Item = ScriptChunk> + '_ {
-        let repeated = self
-            .repeat
-            .iter()
-            .flat_map(|repeat| std::iter::repeat_n(ScriptChunk::Text(repeat.text.clone()), repeat.count));
+        let repeated = self.repeat.iter().flat_map(|repeat| {
+            std::iter::repeat_n(ScriptChunk::Text(repeat.text.clone()), repeat.count)
+        });
         self.chunks.iter().cloned().chain(repeated)
     }
 

@@ -33,7 +33,10 @@ impl SseDecoder {
                 line = &line[..line.len() - 1];
             }
             let line = std::str::from_utf8(line).map_err(|_| {
-                ModelError::new(ErrorCode::ModelMalformedResponse, "the model stream contained invalid UTF-8")
+                ModelError::new(
+                    ErrorCode::ModelMalformedResponse,
+                    "the model stream contained invalid UTF-8",
+                )
             })?;
             if line.is_empty() {
                 if self.has_data {
@@ -167,7 +170,10 @@ impl ChunkParser {
             )
         })?;
         if let Some(error) = chunk.error {
-            let message = error.get("message").and_then(|m| m.as_str()).unwrap_or("unknown error");
+            let message = error
+                .get("message")
+                .and_then(|m| m.as_str())
+                .unwrap_or("unknown error");
             return Err(ModelError::new(
                 ErrorCode::ModelServer,
                 format!("the provider reported an error mid-stream: {message}; try again"),
@@ -182,7 +188,10 @@ impl ChunkParser {
                     out.push(StreamEvent::TextDelta(text));
                 }
                 for (position, call) in delta.tool_calls.into_iter().flatten().enumerate() {
-                    let function = call.function.unwrap_or(WireFunction { name: None, arguments: None });
+                    let function = call.function.unwrap_or(WireFunction {
+                        name: None,
+                        arguments: None,
+                    });
                     out.push(StreamEvent::ToolCallDelta {
                         index: call.index.unwrap_or(position),
                         id: call.id,
@@ -203,12 +212,12 @@ impl ChunkParser {
                             "the provider ran out of capacity for this request; try again shortly",
                         ))
                     }
-                    other => {
-                        return Err(ModelError::new(
-                            ErrorCode::ModelMalformedResponse,
-                            format!("the provider ended the stream with an unknown finish reason {other:?}"),
-                        ))
-                    }
+                    other => return Err(ModelError::new(
+                        ErrorCode::ModelMalformedResponse,
+                        format!(
+                            "the provider ended the stream with an unknown finish reason {other:?}"
+                        ),
+                    )),
                 });
             }
         }
@@ -222,7 +231,10 @@ impl ChunkParser {
                 input_tokens: usage.prompt_tokens - cached,
                 output_tokens: usage.completion_tokens,
                 cache_read_tokens: cached,
-                reasoning_tokens: usage.completion_tokens_details.and_then(|d| d.reasoning_tokens).unwrap_or(0),
+                reasoning_tokens: usage
+                    .completion_tokens_details
+                    .and_then(|d| d.reasoning_tokens)
+                    .unwrap_or(0),
             });
         }
         Ok(())
@@ -255,9 +267,13 @@ mod tests {
     fn decoder_handles_split_lines_crlf_and_comments() {
         let mut decoder = SseDecoder::default();
         let mut out = Vec::new();
-        decoder.feed(b": keep-alive\r\ndata: {\"a\"", &mut out).unwrap();
+        decoder
+            .feed(b": keep-alive\r\ndata: {\"a\"", &mut out)
+            .unwrap();
         assert!(out.is_empty());
-        decoder.feed(b":1}\r\n\r\ndata: x\ndata: y\n\n", &mut out).unwrap();
+        decoder
+            .feed(b":1}\r\n\r\ndata: x\ndata: y\n\n", &mut out)
+            .unwrap();
         assert_eq!(out, vec!["{\"a\":1}".to_owned(), "x\ny".to_owned()]);
     }
 
@@ -273,7 +289,12 @@ mod tests {
             out,
             vec![
                 StreamEvent::TextDelta("hi".into()),
-                StreamEvent::Usage(Usage { input_tokens: 4, output_tokens: 4, cache_read_tokens: 6, reasoning_tokens: 2 }),
+                StreamEvent::Usage(Usage {
+                    input_tokens: 4,
+                    output_tokens: 4,
+                    cache_read_tokens: 6,
+                    reasoning_tokens: 2
+                }),
                 StreamEvent::Finish(FinishReason::Stop),
             ]
         );
@@ -283,7 +304,12 @@ mod tests {
     fn missing_finish_is_stream_closed() {
         let mut parser = ChunkParser::default();
         let mut out = Vec::new();
-        parser.parse(r#"{"choices":[{"delta":{"content":"par"}}]}"#, &mut out).unwrap();
-        assert_eq!(parser.end(&mut out).unwrap_err().code, ErrorCode::ModelStreamClosed);
+        parser
+            .parse(r#"{"choices":[{"delta":{"content":"par"}}]}"#, &mut out)
+            .unwrap();
+        assert_eq!(
+            parser.end(&mut out).unwrap_err().code,
+            ErrorCode::ModelStreamClosed
+        );
     }
 }

@@ -1,0 +1,9 @@
+//! End-to-end tests: the built `dsh` binary driven over ACP by the SDK's
+//! client side, against a mock OpenAI-compatible model on 127.0.0.1.
+
+mod support;
+
+mod protocol;
+mod robustness;
+mod sessions;
+mod streaming;

@@ -1,0 +1,200 @@
+//! A mock OpenAI-compatible model server on 127.0.0.1 for tests and
+//! benchmarks. It answers `POST /chat/completions` with the next scripted
+//! entry (see `dsh_acp_server::model::script`) as an SSE stream, or with an
+//! HTTP error status, and records every request body.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use dsh_acp_server::model::script::ScriptEntry;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+#[derive(Default)]
+struct State {
+    queue: VecDeque<ScriptEntry>,
+    requests: Vec<serde_json::Value>,
+    headers: Vec<String>,
+}
+
+/// A running mock server; it stops when dropped.
+pub struct MockModel {
+    /// Base URL (`http://127.0.0.1:port`).
+    pub url: String,
+    state: Arc<Mutex<State>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for MockModel {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+#[allow(dead_code)]
+impl MockModel {
+    /// Starts a server on an ephemeral loopback port.
+    pub async fn start() -> MockModel {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind loopback");
+        let url = format!("http://{}", listener.local_addr().expect("local addr"));
+        let state = Arc::new(Mutex::new(State::default()));
+        let task = tokio::spawn({
+            let state = state.clone();
+            async move {
+                loop {
+                    let Ok((stream, _)) = listener.accept().await else {
+                        return;
+                    };
+                    tokio::spawn(serve(stream, state.clone()));
+                }
+            }
+        });
+        MockModel { url, state, task }
+    }
+
+    /// Queues one response.
+    pub fn push(&self, entry: ScriptEntry) {
+        self.state.lock().unwrap().queue.push_back(entry);
+    }
+
+    /// Queues one response from JSON (the script line format).
+    pub fn push_json(&self, value: serde_json::Value) {
+        self.push(serde_json::from_value(value).expect("valid script entry"));
+    }
+
+    /// Queues every entry of a JSONL script file under `fixtures/transcripts/`.
+    pub fn push_fixture(&self, name: &str) {
+        let path = format!(
+            "{}/../fixtures/transcripts/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        for entry in ScriptEntry::parse_script(&text).expect("valid script") {
+            self.push(entry);
+        }
+    }
+
+    /// Request bodies received so far.
+    pub fn requests(&self) -> Vec<serde_json::Value> {
+        self.state.lock().unwrap().requests.clone()
+    }
+
+    /// Raw request heads received so far.
+    pub fn heads(&self) -> Vec<String> {
+        self.state.lock().unwrap().headers.clone()
+    }
+
+    /// Responses not yet served.
+    pub fn pending(&self) -> usize {
+        self.state.lock().unwrap().queue.len()
+    }
+}
+
+async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>) {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    let head_end = loop {
+        if let Some(pos) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break pos + 4;
+        }
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+    let length = head
+        .lines()
+        .find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.eq_ignore_ascii_case("content-length")
+                .then(|| value.trim().parse::<usize>().ok())?
+        })
+        .unwrap_or(0);
+    while buf.len() < head_end + length {
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+    let body: serde_json::Value =
+        serde_json::from_slice(&buf[head_end..head_end + length]).unwrap_or_default();
+    let entry = {
+        let mut state = state.lock().unwrap();
+        state.requests.push(body);
+        state.headers.push(head);
+        state.queue.pop_front()
+    };
+    let Some(entry) = entry else {
+        let body = r#"{"error":{"message":"mock model: no scripted response left"}}"#;
+        let _ = write_response(&mut stream, 500, None, body).await;
+        return;
+    };
+    if let Some(status) = entry.status {
+        let body = entry
+            .body
+            .clone()
+            .unwrap_or_else(|| format!(r#"{{"error":{{"message":"mock status {status}"}}}}"#));
+        let _ = write_response(&mut stream, status, entry.retry_after.as_deref(), &body).await;
+        return;
+    }
+    let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n";
+    if stream.write_all(head.as_bytes()).await.is_err() {
+        return;
+    }
+    let payloads = entry.sse_payloads();
+    let delay = Duration::from_millis(entry.delay_ms);
+    // Large scripted streams are written in batches, as a real server's
+    // TCP writes coalesce; small ones one event per write.
+    let mut pending = Vec::new();
+    for (index, payload) in payloads.iter().enumerate() {
+        if entry.hang_after == Some(index) {
+            let _ = stream.write_all(&pending).await;
+            let _ = stream.flush().await;
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            return;
+        }
+        if entry.drop_after == Some(index) {
+            let _ = stream.write_all(&pending).await;
+            let _ = stream.shutdown().await;
+            return;
+        }
+        pending.extend_from_slice(b"data: ");
+        pending.extend_from_slice(payload.as_bytes());
+        pending.extend_from_slice(b"\n\n");
+        if !delay.is_zero() || pending.len() > 16 * 1024 {
+            if stream.write_all(&pending).await.is_err() {
+                return;
+            }
+            pending.clear();
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+        }
+    }
+    pending.extend_from_slice(b"data: [DONE]\n\n");
+    let _ = stream.write_all(&pending).await;
+    let _ = stream.shutdown().await;
+}
+
+async fn write_response(
+    stream: &mut TcpStream,
+    status: u16,
+    retry_after: Option<&str>,
+    body: &str,
+) -> std::io::Result<()> {
+    let mut head = format!(
+        "HTTP/1.1 {status} Mock\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    if let Some(retry_after) = retry_after {
+        head.push_str(&format!("Retry-After: {retry_after}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).await?;
+    stream.write_all(body.as_bytes()).await?;
+    stream.shutdown().await
+}

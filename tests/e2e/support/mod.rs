@@ -1,0 +1,556 @@
+//! Test harness: a scratch `$DSH_HOME` and workspace, the mock model, the
+//! built `dsh acp` driven through the SDK's client side, and a recorder that
+//! validates every frame dsh writes against the vendored ACP v1 schema.
+#![allow(dead_code)]
+
+pub mod mock_model;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::schema::{
+    ContentBlock, InitializeRequest, NewSessionRequest, NewSessionResponse, PromptRequest,
+    PromptResponse, SessionId, SessionNotification, SessionUpdate, TextContent,
+};
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::{Agent, Client, Lines};
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+pub use mock_model::MockModel;
+
+pub const DSH: &str = env!("CARGO_BIN_EXE_dsh");
+
+/// Frames dsh wrote to stdout, and the updates the client received.
+#[derive(Default)]
+pub struct Recorded {
+    pub frames: Vec<String>,
+    pub sent: Vec<String>,
+    pub updates: Vec<SessionNotification>,
+}
+
+/// One test's world: a home, a workspace and a mock model.
+pub struct TestEnv {
+    pub home: tempfile::TempDir,
+    pub workspace: tempfile::TempDir,
+    pub mock: MockModel,
+    pub api_key: Option<String>,
+    pub extra_env: Vec<(String, String)>,
+}
+
+impl TestEnv {
+    /// A fresh environment with fast retry/timeout settings.
+    pub async fn new() -> TestEnv {
+        Self::with_config("").await
+    }
+
+    /// A fresh environment; `extra` is appended to the `[provider]` table of
+    /// config.toml, or may add other tables after it.
+    pub async fn with_config(extra: &str) -> TestEnv {
+        let home = tempfile::tempdir().expect("tempdir");
+        let workspace = tempfile::tempdir().expect("tempdir");
+        std::fs::write(workspace.path().join("hello.txt"), "hello\n").unwrap();
+        let config = format!(
+            "[provider]\nkind = \"deepseek\"\nstream_idle_timeout_ms = 600\nrequest_timeout_ms = 5000\nmax_retries = 3\nretry_initial_delay_ms = 10\nretry_max_delay_ms = 300\n{extra}\n"
+        );
+        std::fs::write(home.path().join("config.toml"), config).unwrap();
+        TestEnv {
+            home,
+            workspace,
+            mock: MockModel::start().await,
+            api_key: Some("test-key-d5h".into()),
+            extra_env: Vec::new(),
+        }
+    }
+
+    pub fn cwd(&self) -> PathBuf {
+        self.workspace.path().to_path_buf()
+    }
+
+    pub fn sessions_dir(&self) -> PathBuf {
+        self.home.path().join("sessions")
+    }
+
+    pub fn log_path(&self, session: &SessionId) -> PathBuf {
+        self.sessions_dir().join(format!("{}.jsonl", session.0))
+    }
+
+    /// The events of a session log (header excluded).
+    pub fn log_events(&self, session: &SessionId) -> Vec<serde_json::Value> {
+        let text = std::fs::read_to_string(self.log_path(session)).expect("session log");
+        text.lines()
+            .skip(1)
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect()
+    }
+
+    /// A `dsh acp` command with a clean environment.
+    pub fn command(&self) -> tokio::process::Command {
+        let mut command = tokio::process::Command::new(DSH);
+        command
+            .arg("acp")
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", self.home.path())
+            .env("DSH_HOME", self.home.path())
+            .env("DEEPSEEK_BASE_URL", &self.mock.url)
+            .env("DSH_LOG", "debug")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        if let Some(key) = &self.api_key {
+            command.env("DEEPSEEK_API_KEY", key);
+        }
+        for (name, value) in &self.extra_env {
+            command.env(name, value);
+        }
+        command
+    }
+
+    /// Spawns dsh and connects the SDK client.
+    pub async fn connect(&self) -> Conn {
+        Conn::spawn(self.command()).await
+    }
+}
+
+/// A connected client.
+pub struct Conn {
+    pub cx: ConnectionTo<Agent>,
+    pub recorded: Arc<Mutex<Recorded>>,
+    notify: Arc<tokio::sync::Notify>,
+    done: Option<tokio::sync::oneshot::Sender<()>>,
+    driver: Option<tokio::task::JoinHandle<()>>,
+    pub child: tokio::process::Child,
+    pub stderr: Arc<Mutex<String>>,
+}
+
+impl Conn {
+    pub async fn spawn(mut command: tokio::process::Command) -> Conn {
+        let mut child = command.spawn().expect("spawn dsh");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let stderr_pipe = child.stderr.take().unwrap();
+        let stderr = Arc::new(Mutex::new(String::new()));
+        tokio::spawn({
+            let stderr = stderr.clone();
+            async move {
+                let mut lines = BufReader::new(stderr_pipe).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    let mut text = stderr.lock().unwrap();
+                    text.push_str(&line);
+                    text.push('\n');
+                }
+            }
+        });
+        let recorded = Arc::new(Mutex::new(Recorded::default()));
+        let notify = Arc::new(tokio::sync::Notify::new());
+
+        let incoming = {
+            let recorded = recorded.clone();
+            futures::stream::unfold(BufReader::new(stdout).lines(), move |mut lines| {
+                let recorded = recorded.clone();
+                async move {
+                    match lines.next_line().await {
+                        Ok(Some(line)) => {
+                            recorded.lock().unwrap().frames.push(line.clone());
+                            Some((Ok(line), lines))
+                        }
+                        Ok(None) => None,
+                        Err(err) => Some((Err(err), lines)),
+                    }
+                }
+            })
+        };
+        let outgoing = futures::sink::unfold(
+            (stdin, recorded.clone()),
+            async |(mut stdin, recorded), line: String| {
+                recorded.lock().unwrap().sent.push(line.clone());
+                stdin.write_all(line.as_bytes()).await?;
+                stdin.write_all(b"\n").await?;
+                stdin.flush().await?;
+                Ok::<_, std::io::Error>((stdin, recorded))
+            },
+        );
+        let transport = Lines::new(Box::pin(outgoing), Box::pin(incoming));
+
+        let (cx_tx, cx_rx) = tokio::sync::oneshot::channel();
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
+        let driver = tokio::spawn({
+            let recorded = recorded.clone();
+            let notify = notify.clone();
+            async move {
+                let result = Client
+                    .v1()
+                    .on_receive_notification(
+                        async move |notification: SessionNotification, _cx| {
+                            recorded.lock().unwrap().updates.push(notification);
+                            notify.notify_waiters();
+                            Ok(())
+                        },
+                        agent_client_protocol::on_receive_notification!(),
+                    )
+                    .connect_with(transport, async move |cx: ConnectionTo<Agent>| {
+                        let _ = cx_tx.send(cx);
+                        let _ = done_rx.await;
+                        Ok(())
+                    })
+                    .await;
+                if let Err(err) = result {
+                    eprintln!("client connection ended: {err:?}");
+                }
+            }
+        });
+        let cx = cx_rx.await.expect("client connected");
+        Conn {
+            cx,
+            recorded,
+            notify,
+            done: Some(done_tx),
+            driver: Some(driver),
+            child,
+            stderr,
+        }
+    }
+
+    pub async fn initialize(&self) -> agent_client_protocol::v1::schema::InitializeResponse {
+        self.cx
+            .send_request(InitializeRequest::new(ProtocolVersion::V1))
+            .block_task()
+            .await
+            .expect("initialize")
+    }
+
+    pub async fn new_session(&self, cwd: &Path) -> NewSessionResponse {
+        self.cx
+            .send_request(NewSessionRequest::new(cwd))
+            .block_task()
+            .await
+            .expect("session/new")
+    }
+
+    /// Initialize plus a new session.
+    pub async fn start(&self, cwd: &Path) -> SessionId {
+        self.initialize().await;
+        self.new_session(cwd).await.session_id
+    }
+
+    pub async fn prompt(
+        &self,
+        session: &SessionId,
+        text: &str,
+    ) -> Result<PromptResponse, agent_client_protocol::Error> {
+        self.cx
+            .send_request(PromptRequest::new(
+                session.clone(),
+                vec![ContentBlock::Text(TextContent::new(text))],
+            ))
+            .block_task()
+            .await
+    }
+
+    pub fn updates(&self) -> Vec<SessionNotification> {
+        self.recorded.lock().unwrap().updates.clone()
+    }
+
+    pub fn clear_updates(&self) {
+        self.recorded.lock().unwrap().updates.clear();
+    }
+
+    /// Waits until `pred` holds over the updates received so far.
+    pub async fn wait_for(&self, what: &str, pred: impl Fn(&[SessionNotification]) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let notified = self.notify.notified();
+            if pred(&self.recorded.lock().unwrap().updates) {
+                return;
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "timed out waiting for {what}; stderr:\n{}",
+                    self.stderr.lock().unwrap()
+                );
+            }
+            let _ = tokio::time::timeout(Duration::from_millis(50), notified).await;
+        }
+    }
+
+    /// Closes stdin, waits for dsh to exit, and validates every frame it
+    /// wrote against the ACP schema. Returns the frames.
+    pub async fn finish(mut self) -> Vec<String> {
+        if let Some(done) = self.done.take() {
+            let _ = done.send(());
+        }
+        if let Some(driver) = self.driver.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(5), driver).await;
+        }
+        let status = tokio::time::timeout(Duration::from_secs(5), self.child.wait())
+            .await
+            .expect("dsh exits within 5 s of stdin EOF")
+            .expect("wait");
+        assert!(
+            status.success(),
+            "dsh exited with {status}; stderr:\n{}",
+            self.stderr.lock().unwrap()
+        );
+        let (sent, frames) = {
+            let recorded = self.recorded.lock().unwrap();
+            (recorded.sent.clone(), recorded.frames.clone())
+        };
+        validate_exchange(&sent, &frames);
+        frames
+    }
+}
+
+/// The concatenated text of message (or thought) chunks.
+pub fn chunk_text(updates: &[SessionNotification], thoughts: bool) -> String {
+    updates
+        .iter()
+        .filter_map(|n| match (&n.update, thoughts) {
+            (SessionUpdate::AgentMessageChunk(chunk), false)
+            | (SessionUpdate::AgentThoughtChunk(chunk), true) => match &chunk.content {
+                ContentBlock::Text(text) => Some(text.text.clone()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
+}
+
+/// A short name for each update kind, in order.
+pub fn kinds(updates: &[SessionNotification]) -> Vec<&'static str> {
+    updates
+        .iter()
+        .map(|n| match &n.update {
+            SessionUpdate::UserMessageChunk(_) => "user",
+            SessionUpdate::AgentMessageChunk(_) => "message",
+            SessionUpdate::AgentThoughtChunk(_) => "thought",
+            SessionUpdate::ToolCall(_) => "tool_call",
+            SessionUpdate::ToolCallUpdate(_) => "tool_call_update",
+            SessionUpdate::Plan(_) => "plan",
+            SessionUpdate::UsageUpdate(_) => "usage",
+            SessionUpdate::SessionInfoUpdate(_) => "session_info",
+            SessionUpdate::ConfigOptionUpdate(_) => "config",
+            _ => "other",
+        })
+        .collect()
+}
+
+/// Collapses runs of the same kind ("thought thought message" → "thought message").
+pub fn runs(kinds: &[&'static str]) -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = Vec::new();
+    for kind in kinds {
+        if out.last() != Some(kind) {
+            out.push(kind);
+        }
+    }
+    out
+}
+
+struct Schemas {
+    envelope: jsonschema::Validator,
+    defs: serde_json::Value,
+    by_def: Mutex<std::collections::HashMap<String, Arc<jsonschema::Validator>>>,
+}
+
+fn schemas() -> &'static Schemas {
+    static SCHEMAS: OnceLock<Schemas> = OnceLock::new();
+    SCHEMAS.get_or_init(|| {
+        let path = format!(
+            "{}/../fixtures/acp-schema/schema.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let schema: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        // Frames the agent sends: the schema's "Agent" branch (its requests,
+        // responses and notifications) or a protocol-level notification.
+        let branches = schema["anyOf"].as_array().unwrap();
+        let agent_schema = serde_json::json!({
+            "$schema": schema["$schema"],
+            "$defs": schema["$defs"],
+            "anyOf": [branches[0], branches[2]],
+        });
+        Schemas {
+            envelope: jsonschema::validator_for(&agent_schema).expect("schema compiles"),
+            defs: schema["$defs"].clone(),
+            by_def: Mutex::new(Default::default()),
+        }
+    })
+}
+
+fn validate_def(def: &str, value: &serde_json::Value, frame: &str) {
+    let schemas = schemas();
+    let validator = schemas
+        .by_def
+        .lock()
+        .unwrap()
+        .entry(def.to_owned())
+        .or_insert_with(|| {
+            assert!(
+                schemas.defs.get(def).is_some(),
+                "schema has no definition {def}"
+            );
+            let schema =
+                serde_json::json!({ "$defs": schemas.defs, "$ref": format!("#/$defs/{def}") });
+            Arc::new(jsonschema::validator_for(&schema).expect("definition compiles"))
+        })
+        .clone();
+    if let Err(error) = validator.validate(value) {
+        panic!("stdout frame does not validate as {def}: {error}\nframe: {frame}");
+    }
+}
+
+/// The schema definition of the params of a method the agent may call.
+fn agent_method_def(method: &str) -> Option<&'static str> {
+    Some(match method {
+        "session/update" => "SessionNotification",
+        "session/request_permission" => "RequestPermissionRequest",
+        "fs/read_text_file" => "ReadTextFileRequest",
+        "fs/write_text_file" => "WriteTextFileRequest",
+        "terminal/create" => "CreateTerminalRequest",
+        "terminal/output" => "TerminalOutputRequest",
+        "terminal/release" => "ReleaseTerminalRequest",
+        "terminal/wait_for_exit" => "WaitForTerminalExitRequest",
+        "terminal/kill" => "KillTerminalRequest",
+        "$/cancel_request" => "CancelRequestNotification",
+        _ => return None,
+    })
+}
+
+/// The schema definition of the result of a method the client calls.
+fn client_method_result_def(method: &str) -> Option<&'static str> {
+    Some(match method {
+        "initialize" => "InitializeResponse",
+        "authenticate" => "AuthenticateResponse",
+        "logout" => "LogoutResponse",
+        "session/new" => "NewSessionResponse",
+        "session/load" => "LoadSessionResponse",
+        "session/list" => "ListSessionsResponse",
+        "session/delete" => "DeleteSessionResponse",
+        "session/resume" => "ResumeSessionResponse",
+        "session/close" => "CloseSessionResponse",
+        "session/set_mode" => "SetSessionModeResponse",
+        "session/set_config_option" => "SetSessionConfigOptionResponse",
+        "session/prompt" => "PromptResponse",
+        _ => return None,
+    })
+}
+
+/// Validates every frame dsh wrote: the JSON-RPC envelope against the ACP
+/// v1 schema, then strictly by method — params of the agent's requests and
+/// notifications, results by the method of the client request they answer
+/// (from `sent`), error objects against `Error`.
+pub fn validate_exchange(sent: &[String], frames: &[String]) {
+    let mut methods = std::collections::HashMap::new();
+    for line in sent {
+        if let Ok(value) = serde_json::from_str::<serde_json::Value>(line) {
+            if let (Some(id), Some(method)) = (
+                value.get("id"),
+                value.get("method").and_then(|m| m.as_str()),
+            ) {
+                methods.insert(id.to_string(), method.to_owned());
+            }
+        }
+    }
+    for frame in frames {
+        let value: serde_json::Value = serde_json::from_str(frame)
+            .unwrap_or_else(|e| panic!("stdout frame is not JSON ({e}): {frame}"));
+        if let Err(error) = schemas().envelope.validate(&value) {
+            panic!(
+                "stdout frame does not validate against the ACP v1 schema: {error}\nframe: {frame}"
+            );
+        }
+        if let Some(method) = value.get("method").and_then(|m| m.as_str()) {
+            let def = agent_method_def(method)
+                .unwrap_or_else(|| panic!("dsh sent an unexpected method {method}: {frame}"));
+            validate_def(
+                def,
+                value.get("params").unwrap_or(&serde_json::Value::Null),
+                frame,
+            );
+        } else if let Some(error) = value.get("error") {
+            validate_def("Error", error, frame);
+        } else if let Some(result) = value.get("result") {
+            let id = value.get("id").map(|id| id.to_string()).unwrap_or_default();
+            if let Some(def) = methods
+                .get(&id)
+                .and_then(|method| client_method_result_def(method))
+            {
+                validate_def(def, result, frame);
+            } else if !sent.is_empty() {
+                panic!("dsh answered id {id}, which the client never sent: {frame}");
+            }
+        }
+    }
+}
+
+/// Validates frames without knowing the requests (envelope and methods only).
+pub fn validate_frames(frames: &[String]) {
+    validate_exchange(&[], frames);
+}
+
+/// A raw line-level connection for malformed-input tests.
+pub struct Raw {
+    pub child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    pub frames: Vec<String>,
+    pub sent: Vec<String>,
+}
+
+impl Raw {
+    pub fn spawn(mut command: tokio::process::Command) -> Raw {
+        command.stderr(Stdio::null());
+        let mut child = command.spawn().expect("spawn dsh");
+        let stdin = child.stdin.take().unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        Raw {
+            child,
+            stdin,
+            lines,
+            frames: Vec::new(),
+            sent: Vec::new(),
+        }
+    }
+
+    pub async fn send_bytes(&mut self, bytes: &[u8]) {
+        self.sent
+            .extend(String::from_utf8_lossy(bytes).lines().map(str::to_owned));
+        self.stdin.write_all(bytes).await.expect("write");
+        self.stdin.flush().await.expect("flush");
+    }
+
+    pub async fn send(&mut self, value: serde_json::Value) {
+        self.send_bytes(format!("{value}\n").as_bytes()).await;
+    }
+
+    /// The next frame, parsed.
+    pub async fn recv(&mut self) -> serde_json::Value {
+        let line = tokio::time::timeout(Duration::from_secs(10), self.lines.next_line())
+            .await
+            .expect("a frame within 10 s")
+            .expect("read")
+            .expect("dsh still running");
+        self.frames.push(line.clone());
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+    }
+
+    pub async fn finish(mut self) -> Vec<String> {
+        drop(self.stdin);
+        while let Ok(Ok(Some(line))) =
+            tokio::time::timeout(Duration::from_secs(5), self.lines.next_line()).await
+        {
+            self.frames.push(line);
+        }
+        let status = tokio::time::timeout(Duration::from_secs(5), self.child.wait())
+            .await
+            .expect("exit")
+            .expect("wait");
+        assert!(status.success(), "dsh exited with {status}");
+        validate_exchange(&self.sent, &self.frames);
+        self.frames
+    }
+}
