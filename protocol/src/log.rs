@@ -361,6 +361,16 @@ pub fn parse_log(bytes: &[u8]) -> Result<ParsedLog, LogError> {
             }
             continue;
         }
+        if header.is_some() {
+            // Fast path: a known event parses straight into its type.
+            if let Ok(event) = serde_json::from_slice::<Event>(line) {
+                last_seq = last_seq.max(event.seq);
+                events.push(event);
+                offset = next;
+                valid_len = next;
+                continue;
+            }
+        }
         let value: serde_json::Value = match serde_json::from_slice(line) {
             Ok(value) => value,
             Err(err) => {
@@ -370,8 +380,6 @@ pub fn parse_log(bytes: &[u8]) -> Result<ParsedLog, LogError> {
                 break;
             }
         };
-        // A complete value without its newline is used (every byte arrived);
-        // the writer adds the missing newline before its next append.
         if header.is_none() {
             let parsed: SessionHeader = serde_json::from_value(value).map_err(|err| LogError {
                 code: ErrorCode::SessionLogCorrupt,
@@ -404,15 +412,18 @@ pub fn parse_log(bytes: &[u8]) -> Result<ParsedLog, LogError> {
                 .and_then(|v| v.as_bool())
                 .unwrap_or(false);
             let seq = value.get("seq").and_then(|v| v.as_u64()).unwrap_or(0);
-            if !KNOWN_TYPES.contains(&kind.as_str()) {
-                if ignorable {
-                    last_seq = last_seq.max(seq);
-                    offset = next;
-                    if terminated {
-                        valid_len = next;
-                    }
-                    continue;
-                }
+            if KNOWN_TYPES.contains(&kind.as_str()) {
+                // Known type, but the fast path failed: the payload is bad.
+                let err = serde_json::from_value::<Event>(value)
+                    .err()
+                    .map(|e| e.to_string())
+                    .unwrap_or_default();
+                torn(format!(
+                    "session log line {line_no} ({kind}) is invalid: {err}"
+                ))?;
+                break;
+            }
+            if !ignorable {
                 return Err(LogError {
                     code: ErrorCode::SessionLogVersion,
                     message: format!(
@@ -420,19 +431,10 @@ pub fn parse_log(bytes: &[u8]) -> Result<ParsedLog, LogError> {
                     ),
                 });
             }
-            match serde_json::from_value::<Event>(value) {
-                Ok(event) => {
-                    last_seq = last_seq.max(event.seq);
-                    events.push(event);
-                }
-                Err(err) => {
-                    torn(format!(
-                        "session log line {line_no} ({kind}) is invalid: {err}"
-                    ))?;
-                    break;
-                }
-            }
+            last_seq = last_seq.max(seq);
         }
+        // A complete value without its newline is used (every byte arrived);
+        // the writer adds the missing newline before its next append.
         offset = next;
         valid_len = next;
     }

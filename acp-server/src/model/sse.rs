@@ -201,24 +201,25 @@ impl ChunkParser {
                 }
             }
             if let Some(reason) = choice.finish_reason {
-                self.finish = Some(match reason.as_str() {
-                    "stop" => FinishReason::Stop,
-                    "length" => FinishReason::MaxTokens,
-                    "tool_calls" | "function_call" => FinishReason::ToolCalls,
-                    "content_filter" => FinishReason::ContentFilter,
-                    "insufficient_system_resource" => {
-                        return Err(ModelError::new(
+                self.finish =
+                    Some(match reason.as_str() {
+                        "stop" => FinishReason::Stop,
+                        "length" => FinishReason::MaxTokens,
+                        "tool_calls" | "function_call" => FinishReason::ToolCalls,
+                        "content_filter" => FinishReason::ContentFilter,
+                        "insufficient_system_resource" => return Err(ModelError::new(
                             ErrorCode::ModelServer,
                             "the provider ran out of capacity for this request; try again shortly",
-                        ))
-                    }
-                    other => return Err(ModelError::new(
-                        ErrorCode::ModelMalformedResponse,
-                        format!(
+                        )),
+                        other => {
+                            return Err(ModelError::new(
+                                ErrorCode::ModelMalformedResponse,
+                                format!(
                             "the provider ended the stream with an unknown finish reason {other:?}"
                         ),
-                    )),
-                });
+                            ))
+                        }
+                    });
             }
         }
         if let Some(usage) = chunk.usage {

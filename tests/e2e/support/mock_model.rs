@@ -94,6 +94,7 @@ impl MockModel {
 }
 
 async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>) {
+    let _ = stream.set_nodelay(true);
     let mut buf = Vec::new();
     let mut chunk = [0u8; 8192];
     let head_end = loop {
@@ -165,7 +166,7 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>) {
         pending.extend_from_slice(b"data: ");
         pending.extend_from_slice(payload.as_bytes());
         pending.extend_from_slice(b"\n\n");
-        if !delay.is_zero() || pending.len() > 16 * 1024 {
+        if !delay.is_zero() || index == 0 || pending.len() > 16 * 1024 {
             if stream.write_all(&pending).await.is_err() {
                 return;
             }

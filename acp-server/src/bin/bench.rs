@@ -1,0 +1,278 @@
+//! `dsh-bench`: measures the figures the issues set targets for and prints
+//! a table. Not a test: nothing is asserted. Run it on a release build:
+//!
+//! ```text
+//! cargo build --release && ./target/release/dsh-bench
+//! ```
+//!
+//! It spawns the `dsh` binary next to itself, talks raw ACP frames over its
+//! stdio, and points it at the same mock OpenAI-compatible server the tests
+//! use (127.0.0.1 only).
+#![allow(clippy::print_stdout)]
+
+#[path = "../../../tests/e2e/support/mock_model.rs"]
+mod mock_model;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+struct Proc {
+    child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    next_id: u64,
+}
+
+impl Proc {
+    fn spawn(dsh: &Path, home: &Path, base_url: &str) -> Proc {
+        let mut child = tokio::process::Command::new(dsh)
+            .arg("acp")
+            .env("DSH_HOME", home)
+            .env("DEEPSEEK_API_KEY", "bench-key")
+            .env("DEEPSEEK_BASE_URL", base_url)
+            .env("DSH_LOG", "error")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn dsh");
+        let stdin = child.stdin.take().unwrap();
+        let lines = BufReader::with_capacity(1 << 20, child.stdout.take().unwrap()).lines();
+        Proc {
+            child,
+            stdin,
+            lines,
+            next_id: 1,
+        }
+    }
+
+    async fn send(&mut self, method: &str, params: Value) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        let frame = json!({"jsonrpc":"2.0","id":id,"method":method,"params":params});
+        self.stdin
+            .write_all(format!("{frame}\n").as_bytes())
+            .await
+            .unwrap();
+        self.stdin.flush().await.unwrap();
+        id
+    }
+
+    /// Reads frames until the response to `id`; returns it and the number
+    /// of notifications seen on the way.
+    async fn response(&mut self, id: u64) -> (Value, usize) {
+        let mut notifications = 0;
+        loop {
+            let line = self.lines.next_line().await.unwrap().expect("dsh exited");
+            let value: Value = serde_json::from_str(&line).unwrap();
+            if value.get("id").and_then(Value::as_u64) == Some(id) && value.get("method").is_none()
+            {
+                return (value, notifications);
+            }
+            notifications += 1;
+        }
+    }
+
+    async fn call(&mut self, method: &str, params: Value) -> (Value, usize) {
+        let id = self.send(method, params).await;
+        self.response(id).await
+    }
+
+    fn rss_kib(&self) -> u64 {
+        let pid = self.child.id().unwrap();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmRSS:"))
+            .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    }
+
+    async fn close(mut self) {
+        drop(self.stdin);
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await;
+    }
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    values[values.len() / 2]
+}
+
+fn row(what: &str, target: &str, measured: String) {
+    println!("| {what:<52} | {target:<14} | {measured:<28} |");
+}
+
+/// Writes a session log with `events` events (alternating prompts and
+/// replies, as a real conversation would).
+fn write_session(home: &Path, cwd: &Path, id: &str, events: usize) {
+    let dir = home.join("sessions");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut text = json!({"format":"dsh-session","version":1,"id":id,"created_at":1,"cwd":cwd,"roots":[],"mcp_servers":[]}).to_string();
+    text.push('\n');
+    let mut seq = 0;
+    let mut turn = 0;
+    while seq < events {
+        turn += 1;
+        for data in [
+            json!({"type":"user/message","data":{"turn":turn,"content":[{"type":"text","text":format!("Question {turn}: what does function number {turn} do in this module?")}]}}),
+            json!({"type":"turn/start","data":{"turn":turn}}),
+            json!({"type":"assistant/message","data":{"turn":turn,"step":1,"text":"It parses the input, validates every field, and returns a typed value; errors carry the line number.","reasoning":"Look at the function body first.","usage":{"input_tokens":1000,"output_tokens":40,"cache_read_tokens":900},"finish":"stop"}}),
+            json!({"type":"turn/end","data":{"turn":turn,"stop":"end_turn"}}),
+        ] {
+            if seq >= events {
+                break;
+            }
+            seq += 1;
+            let mut event = data;
+            event["seq"] = seq.into();
+            event["time"] = 1.into();
+            text.push_str(&event.to_string());
+            text.push('\n');
+        }
+    }
+    std::fs::write(dir.join(format!("{id}.jsonl")), text).unwrap();
+}
+
+#[tokio::main]
+async fn main() {
+    let dsh: PathBuf = std::env::current_exe().unwrap().with_file_name("dsh");
+    assert!(dsh.exists(), "build dsh first: cargo build --release");
+    let mock = mock_model::MockModel::start().await;
+    let scratch = tempdir();
+    let home = scratch.join("home");
+    let cwd = scratch.join("work");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let init = json!({"protocolVersion":1,"clientCapabilities":{}});
+
+    println!(
+        "dsh-bench: {} ({} cores)",
+        dsh.display(),
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(0)
+    );
+    println!();
+    println!(
+        "| {:<52} | {:<14} | {:<28} |",
+        "measure", "target", "measured"
+    );
+    println!("|{}|{}|{}|", "-".repeat(54), "-".repeat(16), "-".repeat(30));
+
+    // 1. Process start → initialize answered.
+    let mut samples = Vec::new();
+    for _ in 0..30 {
+        let started = Instant::now();
+        let mut proc = Proc::spawn(&dsh, &home, &mock.url);
+        proc.call("initialize", init.clone()).await;
+        samples.push(started.elapsed().as_secs_f64() * 1000.0);
+        proc.close().await;
+    }
+    let min = samples.iter().cloned().fold(f64::MAX, f64::min);
+    row(
+        "start → initialize answered (median of 30)",
+        "≤ 10 ms",
+        format!("{:.2} ms (min {:.2})", median(samples), min),
+    );
+
+    // 2. RSS after session/new.
+    let mut proc = Proc::spawn(&dsh, &home, &mock.url);
+    proc.call("initialize", init.clone()).await;
+    let (session, _) = proc
+        .call("session/new", json!({"cwd":cwd,"mcpServers":[]}))
+        .await;
+    let session_id = session["result"]["sessionId"].as_str().unwrap().to_owned();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    row(
+        "RSS after session/new",
+        "≤ 15 MB",
+        format!("{:.1} MB", proc.rss_kib() as f64 / 1024.0),
+    );
+
+    // 3. Streaming throughput: a 10,000-chunk scripted response end to end.
+    let chunks = 10_000;
+    let mut rates = Vec::new();
+    for _ in 0..5 {
+        mock.push_json(json!({"repeat":{"text":"token ","count":chunks},"finish":"stop","usage":{"prompt_tokens":10,"completion_tokens":chunks}}));
+        let started = Instant::now();
+        let id = proc
+            .send(
+                "session/prompt",
+                json!({"sessionId":session_id,"prompt":[{"type":"text","text":"go"}]}),
+            )
+            .await;
+        let mut seen = 0usize;
+        loop {
+            let line = proc.lines.next_line().await.unwrap().unwrap();
+            if line.contains("agent_message_chunk") {
+                seen += 1;
+            } else if line.contains(&format!("\"id\":{id}")) && !line.contains("\"method\"") {
+                break;
+            }
+        }
+        let elapsed = started.elapsed();
+        assert_eq!(seen, chunks, "every chunk arrives as its own update");
+        rates.push(chunks as f64 / elapsed.as_secs_f64());
+    }
+    row(
+        "stream 10,000 chunks end to end (median of 5)",
+        "≥ 50,000 /s",
+        format!("{:.0} chunks/s", median(rates)),
+    );
+    row(
+        "prompt sent → first agent_message_chunk (median)",
+        "—",
+        format!("{:.2} ms", median(first_chunk)),
+    );
+    row(
+        "RSS after 5 × 10,000-chunk turns",
+        "—",
+        format!("{:.1} MB", proc.rss_kib() as f64 / 1024.0),
+    );
+    proc.close().await;
+
+    // 4. session/load of 1k, 10k and 100k-event sessions (replay included).
+    for events in [1_000usize, 10_000, 100_000] {
+        let id = format!("bench-load-{events}");
+        write_session(&home, &cwd, &id, events);
+        let mut samples = Vec::new();
+        let mut updates = 0;
+        for _ in 0..3 {
+            let mut proc = Proc::spawn(&dsh, &home, &mock.url);
+            proc.call("initialize", init.clone()).await;
+            let started = Instant::now();
+            let (response, notifications) = proc
+                .call(
+                    "session/load",
+                    json!({"sessionId":id,"cwd":cwd,"mcpServers":[]}),
+                )
+                .await;
+            samples.push(started.elapsed().as_secs_f64() * 1000.0);
+            assert!(response.get("result").is_some(), "{response}");
+            updates = notifications;
+            proc.close().await;
+        }
+        let target = if events == 10_000 {
+            "≤ 150 ms"
+        } else {
+            "—"
+        };
+        row(
+            &format!("session/load, {events} events ({updates} updates replayed)"),
+            target,
+            format!("{:.1} ms", median(samples)),
+        );
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+}
+
+fn tempdir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("dsh-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
