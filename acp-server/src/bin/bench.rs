@@ -225,11 +225,6 @@ async fn main() {
         format!("{:.0} chunks/s", median(rates)),
     );
     row(
-        "prompt sent → first agent_message_chunk (median)",
-        "—",
-        format!("{:.2} ms", median(first_chunk)),
-    );
-    row(
         "RSS after 5 × 10,000-chunk turns",
         "—",
         format!("{:.1} MB", proc.rss_kib() as f64 / 1024.0),
