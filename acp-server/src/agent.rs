@@ -225,6 +225,9 @@ fn apply(state: &mut SessionState, event: &Event) {
     }
 }
 
+/// A loaded session, the updates that replay it, and its settings.
+pub type LoadedSession = (Arc<Session>, Vec<AgentUpdate>, Vec<ConfigOption>);
+
 /// A prompt that holds its session's turn lock.
 pub struct TurnTicket {
     pub(crate) session: Arc<Session>,
@@ -428,10 +431,7 @@ impl Agent {
     ///
     /// # Errors
     /// Unknown session, unreadable log, a prompt already running.
-    pub fn load_session(
-        &self,
-        id: &str,
-    ) -> Result<(Arc<Session>, Vec<AgentUpdate>, Vec<ConfigOption>), AgentError> {
+    pub fn load_session(&self, id: &str) -> Result<LoadedSession, AgentError> {
         let session = self.open(id)?;
         if session.turn_lock.try_lock().is_err() {
             return Err(AgentError::SessionBusy(id.to_owned()));

@@ -79,7 +79,7 @@ async fn sessions_survive_restart_list_load_resume_close_delete() {
             .iter()
             .map(|s| s.session_id.clone())
             .collect::<Vec<_>>(),
-        [third.clone()]
+        std::slice::from_ref(&third)
     );
 
     conn.clear_updates();

@@ -18,13 +18,15 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 /// The largest frame accepted, bytes (images are base64 inside prompts).
 pub const DEFAULT_MAX_FRAME: usize = 64 * 1024 * 1024;
 
+/// Frames going out to the client.
+pub type FrameSink = std::pin::Pin<Box<dyn futures::Sink<String, Error = io::Error> + Send>>;
+/// Frames coming in from the client.
+pub type FrameStream = std::pin::Pin<Box<dyn futures::Stream<Item = io::Result<String>> + Send>>;
+
 /// The transport plus the writer task to await after the connection ends.
 pub struct StdioTransport {
     /// What the SDK connects to.
-    pub lines: agent_client_protocol::Lines<
-        std::pin::Pin<Box<dyn futures::Sink<String, Error = io::Error> + Send>>,
-        std::pin::Pin<Box<dyn futures::Stream<Item = io::Result<String>> + Send>>,
-    >,
+    pub lines: agent_client_protocol::Lines<FrameSink, FrameStream>,
     /// Finishes when every queued frame is written.
     pub writer: tokio::task::JoinHandle<()>,
 }
