@@ -498,3 +498,136 @@ async fn prompt_content_links_resources_and_images() {
     assert!(err.message.contains("image/tiff"));
     conn.finish().await;
 }
+
+#[tokio::test]
+async fn tool_call_deltas_are_assembled_and_answered_without_failing_the_turn() {
+    let env = TestEnv::new().await;
+    // The model calls a tool in fragments (no tools exist yet), then answers.
+    env.mock.push_json(json!({"chunks":[
+        {"reasoning":"I should read it."},
+        {"tool_call":{"index":0,"id":"call_a","name":"rea","arguments":"{\"file_"}},
+        {"tool_call":{"index":0,"name":"d","arguments":"path\":\"hello.txt\"}"}}
+    ],"finish":"tool_calls"}));
+    env.mock
+        .push_json(json!({"chunks":[{"text":"I cannot read files yet."}],"finish":"stop"}));
+    let conn = env.connect().await;
+    let session = conn.start(&env.cwd()).await;
+    let response = conn.prompt(&session, "read hello.txt").await.unwrap();
+    assert_eq!(response.stop_reason, StopReason::EndTurn);
+
+    let updates = conn.updates();
+    assert_eq!(
+        runs(&kinds(&updates)),
+        [
+            "session_info",
+            "thought",
+            "tool_call",
+            "tool_call_update",
+            "message"
+        ]
+    );
+    let call = updates.iter().find_map(|n| match &n.update {
+        SessionUpdate::ToolCall(call) => Some(call.clone()),
+        _ => None,
+    });
+    let call = call.unwrap();
+    assert_eq!(call.tool_call_id.0.as_ref(), "call_a");
+    assert_eq!(call.raw_input, Some(json!({"file_path":"hello.txt"})));
+
+    // The follow-up request carries the call (with reasoning passed back,
+    // as DeepSeek requires) and the tool's error result.
+    let messages = env.mock.requests()[1]["messages"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let assistant = &messages[2];
+    assert_eq!(assistant["tool_calls"][0]["function"]["name"], "read");
+    assert_eq!(
+        assistant["tool_calls"][0]["function"]["arguments"],
+        "{\"file_path\":\"hello.txt\"}"
+    );
+    assert_eq!(assistant["reasoning_content"], "I should read it.");
+    assert_eq!(messages[3]["role"], "tool");
+    assert_eq!(messages[3]["tool_call_id"], "call_a");
+    assert!(messages[3]["content"]
+        .as_str()
+        .unwrap()
+        .contains("unknown tool"));
+
+    let types: Vec<String> = env
+        .log_events(&session)
+        .iter()
+        .map(|e| e["type"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "session/title",
+            "user/message",
+            "turn/start",
+            "assistant/message",
+            "tool/call",
+            "tool/result",
+            "assistant/message",
+            "turn/end"
+        ]
+    );
+
+    // Replay shows the tool call with its final status.
+    conn.finish().await;
+    let conn = env.connect().await;
+    conn.initialize().await;
+    conn.cx
+        .send_request(agent_client_protocol::v1::schema::LoadSessionRequest::new(
+            session.clone(),
+            env.cwd(),
+        ))
+        .block_task()
+        .await
+        .unwrap();
+    let replayed = conn.updates();
+    assert_eq!(
+        runs(&kinds(&replayed)),
+        [
+            "user",
+            "thought",
+            "tool_call",
+            "tool_call_update",
+            "message"
+        ]
+    );
+    conn.finish().await;
+}
+
+#[tokio::test]
+async fn unreachable_provider_is_retried_then_reported() {
+    let env = TestEnv::new().await;
+    // A port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut command = env.command();
+    command.env("DEEPSEEK_BASE_URL", format!("http://127.0.0.1:{port}"));
+    let conn = crate::support::Conn::spawn(command).await;
+    let session = conn.start(&env.cwd()).await;
+    let err = conn.prompt(&session, "hi").await.unwrap_err();
+    assert_eq!(
+        err.data.as_ref().unwrap()["code"],
+        "model.transport",
+        "{err:?}"
+    );
+    assert!(
+        err.message.contains("cannot reach") && err.message.contains("gave up after 3 retries"),
+        "{}",
+        err.message
+    );
+    let retries = env
+        .log_events(&session)
+        .iter()
+        .filter(|e| e["type"] == "llm/retry")
+        .count();
+    assert_eq!(retries, 3);
+    conn.finish().await;
+}
