@@ -22,7 +22,9 @@ use crate::config::{Config, ProviderKind, ThoughtLevel};
 use crate::error::AgentError;
 use crate::model::replay::ReplayProvider;
 use crate::model::Provider;
+use crate::permission::Mode;
 use crate::store::{now_ms, LogWriter, SessionStore};
+use dsh_protocol::log::PermissionRule;
 
 /// Something the editor should show, produced live or by replaying a log.
 #[derive(Debug, Clone, PartialEq)]
@@ -75,6 +77,8 @@ pub trait UpdateSink: Send + Sync {
 /// Which menu a setting belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConfigCategory {
+    /// Permission mode.
+    Mode,
     /// Model picker.
     Model,
     /// Reasoning effort.
@@ -158,6 +162,8 @@ pub(crate) struct SessionState {
     pub(crate) title: Option<String>,
     pub(crate) turns: u64,
     pub(crate) last_usage: Option<Usage>,
+    pub(crate) mode: Mode,
+    pub(crate) rules: Vec<PermissionRule>,
 }
 
 /// One live session.
@@ -166,6 +172,10 @@ pub struct Session {
     pub id: String,
     /// Header (cwd, roots, creation time).
     pub header: SessionHeader,
+    /// Canonical workspace roots (cwd first), for the permission policy.
+    pub roots: Vec<PathBuf>,
+    /// Private directory for tool outputs too long to inline.
+    pub spill_dir: PathBuf,
     state: Mutex<SessionState>,
     turn_lock: Arc<tokio::sync::Mutex<()>>,
     turn_cancel: Mutex<Option<CancellationToken>>,
@@ -189,6 +199,11 @@ impl Session {
         apply(&mut state, &event);
         state.events.push(event.clone());
         Ok(event)
+    }
+
+    /// The current permission mode.
+    pub fn mode(&self) -> Mode {
+        self.state().mode
     }
 
     pub(crate) fn sync(&self) {
@@ -216,6 +231,12 @@ fn apply(state: &mut SessionState, event: &Event) {
                 state.thought_level = level;
             }
         }
+        EventData::Config { key, value } if key == "mode" => {
+            if let Some(mode) = Mode::parse(value) {
+                state.mode = mode;
+            }
+        }
+        EventData::PermissionRule(rule) => state.rules.push(rule.clone()),
         EventData::Title { title } => state.title = Some(title.clone()),
         EventData::TurnStart { turn } => state.turns = state.turns.max(*turn),
         EventData::AssistantMessage {
@@ -395,6 +416,8 @@ impl Agent {
             title: None,
             turns: 0,
             last_usage: None,
+            mode: self.config.default_mode,
+            rules: Vec::new(),
         };
         for event in &events {
             apply(&mut state, event);
@@ -404,8 +427,12 @@ impl Agent {
             state.model = self.config.default_model.clone();
         }
         state.events = events;
+        let roots = crate::tools::canonical_roots(&header.cwd, &header.roots);
+        let spill_dir = self.config.home.join("spill").join(&header.id);
         let session = Arc::new(Session {
             id: header.id.clone(),
+            roots,
+            spill_dir,
             header,
             state: Mutex::new(state),
             turn_lock: Arc::new(tokio::sync::Mutex::new(())),
@@ -581,6 +608,21 @@ impl Agent {
         let state = session.state();
         vec![
             ConfigOption {
+                id: "mode",
+                name: "Mode",
+                description: "What the agent may do without asking",
+                category: ConfigCategory::Mode,
+                current: state.mode.as_str().to_owned(),
+                values: Mode::ALL
+                    .iter()
+                    .map(|mode| ConfigValue {
+                        id: mode.as_str().to_owned(),
+                        name: mode.name().to_owned(),
+                        description: Some(mode.description().to_owned()),
+                    })
+                    .collect(),
+            },
+            ConfigOption {
                 id: "model",
                 name: "Model",
                 description: "The model that answers in this session",
@@ -652,6 +694,13 @@ impl Agent {
                     )));
                 }
             }
+            "mode" => {
+                if Mode::parse(value).is_none() {
+                    return Err(AgentError::InvalidParams(format!(
+                        "unknown mode {value:?}; use read-only, ask, accept-edits or full-access"
+                    )));
+                }
+            }
             "thought_level" => {
                 if ThoughtLevel::parse(value).is_none() {
                     return Err(AgentError::InvalidParams(format!(
@@ -659,11 +708,9 @@ impl Agent {
                     )));
                 }
             }
-            other => {
-                return Err(AgentError::InvalidParams(format!(
-                    "unknown config option {other:?}; this session has model and thought_level"
-                )))
-            }
+            other => return Err(AgentError::InvalidParams(format!(
+                "unknown config option {other:?}; this session has mode, model and thought_level"
+            ))),
         }
         session.append(EventData::Config {
             key: key.to_owned(),

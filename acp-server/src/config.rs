@@ -109,6 +109,8 @@ pub struct RawConfig {
     pub default_model: Option<String>,
     /// Default reasoning effort.
     pub default_thought_level: Option<ThoughtLevel>,
+    /// Default permission mode (`read-only`, `ask`, `accept-edits`, `full-access`).
+    pub default_mode: Option<String>,
     /// Session settings.
     #[serde(default)]
     pub session: RawSession,
@@ -175,6 +177,8 @@ pub struct Config {
     pub default_model: String,
     /// Default reasoning effort.
     pub default_thought_level: ThoughtLevel,
+    /// Default permission mode.
+    pub default_mode: crate::permission::Mode,
     /// `session/list` page size.
     pub list_page_size: usize,
     /// Model calls per turn.
@@ -311,6 +315,14 @@ impl Config {
                 "default_model {default_model:?} is not in the model catalog"
             ));
         }
+        let default_mode = match raw.default_mode.as_deref() {
+            None => crate::permission::Mode::Ask,
+            Some(mode) => crate::permission::Mode::parse(mode).ok_or_else(|| {
+                format!(
+                    "default_mode {mode:?} is not one of read-only, ask, accept-edits, full-access"
+                )
+            })?,
+        };
         let ms = Duration::from_millis;
         Ok(Config {
             home,
@@ -331,6 +343,7 @@ impl Config {
             models,
             default_model,
             default_thought_level: raw.default_thought_level.unwrap_or(ThoughtLevel::High),
+            default_mode,
             list_page_size: raw.session.list_page_size.unwrap_or(50).max(1),
             max_steps: raw.session.max_steps.unwrap_or(100).max(1),
             max_image_bytes: raw.session.max_image_bytes.unwrap_or(20 * 1024 * 1024),

@@ -8,12 +8,16 @@
 
 pub mod acp;
 pub mod agent;
+pub mod client;
 pub mod config;
 pub mod demo;
 pub mod error;
 pub mod model;
+pub mod permission;
+pub mod process;
 pub mod prompt;
 pub mod store;
+pub mod tools;
 pub mod turn;
 
 /// The version printed by `dsh --version` and sent as `agentInfo.version`.

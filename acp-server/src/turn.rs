@@ -10,15 +10,22 @@ use std::collections::BTreeMap;
 use dsh_protocol::error::ErrorInfo;
 use dsh_protocol::log::{derive_history, EventData, TurnStop};
 use dsh_protocol::model::{FinishReason, StreamEvent, ToolCallRequest, Usage};
-use dsh_protocol::tool::{ToolContent, ToolKind, ToolStatus, ToolView};
+use dsh_protocol::tool::{ToolKind, ToolStatus, ToolView};
 use dsh_protocol::{ErrorCode, UserContent};
 use futures::StreamExt;
 
-use crate::agent::{Agent, AgentUpdate, StopReason, TurnTicket, UpdateSink};
+use std::path::{Path, PathBuf};
+
+use dsh_protocol::log::PermissionRule;
+
+use crate::agent::{Agent, AgentUpdate, Session, StopReason, TurnTicket};
+use crate::client::{Frontend, PermissionAnswer, PermissionAsk};
 use crate::error::AgentError;
 use crate::model::retry::{start_with_retry, Started};
 use crate::model::{ModelError, ModelRequest};
+use crate::permission::{self, Decision};
 use crate::prompt::system_prompt;
+use crate::tools::{self, Outcome, ToolEnv};
 
 /// The model's reply to one step, assembled from deltas.
 #[derive(Default)]
@@ -81,7 +88,7 @@ impl Agent {
         &self,
         ticket: TurnTicket,
         content: Vec<UserContent>,
-        sink: &dyn UpdateSink,
+        sink: &dyn Frontend,
     ) -> Result<StopReason, AgentError> {
         self.check_prompt(&content)?;
         let session = ticket.session.clone();
@@ -125,7 +132,7 @@ impl Agent {
         &self,
         ticket: &TurnTicket,
         turn: u64,
-        sink: &dyn UpdateSink,
+        sink: &dyn Frontend,
     ) -> Result<StopReason, AgentError> {
         let session = &ticket.session;
         let provider = self
@@ -147,7 +154,7 @@ impl Agent {
                     thought_level: state.thought_level,
                     system: system_prompt(&session.header),
                     messages: derive_history(&state.events),
-                    tools: Vec::new(),
+                    tools: tools::schemas(),
                     session_id: session.id.clone(),
                 }
             };
@@ -255,67 +262,280 @@ impl Agent {
                 _ if tool_calls.is_empty() => return Ok(StopReason::EndTurn),
                 _ => {}
             }
-            if self.run_tools(ticket, turn, &tool_calls, sink)? {
+            if self.run_tools(ticket, turn, &tool_calls, sink).await? {
                 return Ok(StopReason::Cancelled);
             }
         }
         Ok(StopReason::MaxTurnRequests)
     }
 
-    /// Answers the model's tool calls. No tools are registered yet, so every
-    /// call is an unknown-tool error the model sees (never a failed turn).
+    /// Runs the model's tool calls through the pipeline: log `tool/call`,
+    /// present it (pending), ask the permission policy (and the user when it
+    /// says ask), execute, log `tool/result`, update the editor. Runs of
+    /// parallel-safe calls the policy allows without asking execute together
+    /// (at most 4 at once), their results logged and shown in model order.
     /// Returns true when the turn was cancelled.
-    fn run_tools(
+    async fn run_tools(
         &self,
         ticket: &TurnTicket,
         turn: u64,
         calls: &[ToolCallRequest],
-        sink: &dyn UpdateSink,
+        frontend: &dyn Frontend,
     ) -> Result<bool, AgentError> {
         let session = &ticket.session;
+        let cwd = PathBuf::from(&session.header.cwd);
+        let mut batch: Vec<(&ToolCallRequest, tools::Planned)> = Vec::new();
         for call in calls {
-            let view = ToolView {
-                title: call.name.clone(),
-                kind: Some(ToolKind::Other),
-                ..ToolView::default()
+            if ticket.cancel.is_cancelled() {
+                self.flush_batch(ticket, turn, &cwd, &mut batch, frontend)
+                    .await?;
+                self.log_call(
+                    session,
+                    turn,
+                    call,
+                    tools::fallback_view(&call.name),
+                    frontend,
+                )?;
+                let outcome = Outcome::failed(
+                    ErrorCode::ToolAborted,
+                    "Not run: the user cancelled the turn.",
+                );
+                self.log_result(session, turn, call, outcome, frontend)?;
+                continue;
+            }
+            let planned = match tools::plan(&call.name, &call.arguments, &cwd) {
+                Ok(planned) => planned,
+                Err(outcome) => {
+                    self.flush_batch(ticket, turn, &cwd, &mut batch, frontend)
+                        .await?;
+                    self.log_call(
+                        session,
+                        turn,
+                        call,
+                        tools::fallback_view(&call.name),
+                        frontend,
+                    )?;
+                    self.log_result(session, turn, call, outcome, frontend)?;
+                    continue;
+                }
             };
-            session.append(EventData::ToolCall {
-                turn,
-                call_id: call.id.clone(),
-                name: call.name.clone(),
-                arguments: call.arguments.clone(),
-                view: view.clone(),
-            })?;
-            sink.send(AgentUpdate::ToolCall {
-                call_id: call.id.clone(),
-                arguments: call.arguments.clone(),
-                view,
-                status: ToolStatus::Pending,
-            });
-            let output = format!("Error: unknown tool {:?}. No tools are available in this session; answer without tools.", call.name);
-            let view = ToolView {
-                content: vec![ToolContent::Text {
-                    text: output.clone(),
-                }],
-                ..ToolView::default()
+            // The mode and rules are read per call: a change applies to the
+            // very next one.
+            let decision = {
+                let state = session.state();
+                permission::decide(
+                    state.mode,
+                    &planned.name,
+                    &planned.access,
+                    &session.roots,
+                    &state.rules,
+                )
             };
-            session.append(EventData::ToolResult {
-                turn,
-                call_id: call.id.clone(),
-                status: ToolStatus::Failed,
-                output: output.clone(),
-                error: Some(ErrorInfo {
-                    code: ErrorCode::UnknownTool,
-                    message: output,
-                }),
-                view: view.clone(),
-            })?;
-            sink.send(AgentUpdate::ToolCallUpdate {
-                call_id: call.id.clone(),
-                status: ToolStatus::Failed,
-                view,
-            });
+            if planned.parallel && decision == Decision::Allow {
+                self.log_call(session, turn, call, planned.view.clone(), frontend)?;
+                batch.push((call, planned));
+                continue;
+            }
+            self.flush_batch(ticket, turn, &cwd, &mut batch, frontend)
+                .await?;
+            self.log_call(session, turn, call, planned.view.clone(), frontend)?;
+            let outcome = match decision {
+                Decision::Allow => Some(self.execute(ticket, &cwd, call, &planned, frontend).await),
+                Decision::Deny(reason) => {
+                    Some(Outcome::failed(ErrorCode::PermissionDenied, reason))
+                }
+                Decision::Ask(_) => match self.ask(ticket, call, &planned, frontend).await? {
+                    Some(refusal) => Some(refusal),
+                    None => Some(self.execute(ticket, &cwd, call, &planned, frontend).await),
+                },
+            };
+            if let Some(outcome) = outcome {
+                self.log_result(session, turn, call, outcome, frontend)?;
+            }
         }
+        self.flush_batch(ticket, turn, &cwd, &mut batch, frontend)
+            .await?;
         Ok(ticket.cancel.is_cancelled())
+    }
+
+    async fn flush_batch(
+        &self,
+        ticket: &TurnTicket,
+        turn: u64,
+        cwd: &Path,
+        batch: &mut Vec<(&ToolCallRequest, tools::Planned)>,
+        frontend: &dyn Frontend,
+    ) -> Result<(), AgentError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let items = std::mem::take(batch);
+        let runs: Vec<futures::future::BoxFuture<'_, Outcome>> = items
+            .iter()
+            .map(|(call, planned)| {
+                Box::pin(self.execute(ticket, cwd, call, planned, frontend)) as _
+            })
+            .collect();
+        let mut results = futures::stream::iter(runs).buffered(4);
+        let mut index = 0;
+        while let Some(outcome) = results.next().await {
+            self.log_result(&ticket.session, turn, items[index].0, outcome, frontend)?;
+            index += 1;
+        }
+        Ok(())
+    }
+
+    /// Asks the user. `Ok(None)` means run it; `Ok(Some(outcome))` is the
+    /// refusal to record. Everything but an allow denies (fail closed).
+    async fn ask(
+        &self,
+        ticket: &TurnTicket,
+        call: &ToolCallRequest,
+        planned: &tools::Planned,
+        frontend: &dyn Frontend,
+    ) -> Result<Option<Outcome>, AgentError> {
+        let session = &ticket.session;
+        let question = PermissionAsk {
+            call_id: call.id.clone(),
+            title: planned.view.title.clone(),
+            kind: planned.view.kind.unwrap_or(ToolKind::Other),
+            raw_input: serde_json::from_str(&call.arguments)
+                .unwrap_or(serde_json::Value::String(call.arguments.clone())),
+            locations: planned.view.locations.clone(),
+            scope: permission::rule_scope(&planned.access),
+        };
+        let answer = tokio::select! {
+            biased;
+            () = ticket.cancel.cancelled() => PermissionAnswer::Cancelled,
+            answer = frontend.request_permission(question) => answer,
+        };
+        session.append(EventData::PermissionDecision {
+            call_id: call.id.clone(),
+            outcome: answer.as_str().to_owned(),
+        })?;
+        let remember = |allow: bool| {
+            session.append(EventData::PermissionRule(PermissionRule {
+                tool: planned.name.clone(),
+                scope: permission::rule_scope(&planned.access),
+                allow,
+            }))
+        };
+        Ok(match answer {
+            PermissionAnswer::AllowOnce => None,
+            PermissionAnswer::AllowAlways => {
+                remember(true)?;
+                None
+            }
+            PermissionAnswer::RejectOnce | PermissionAnswer::RejectAlways => {
+                if answer == PermissionAnswer::RejectAlways {
+                    remember(false)?;
+                }
+                Some(Outcome::failed(
+                    ErrorCode::PermissionRejected,
+                    "The user rejected this tool call. Do not retry it or do the same thing another way; ask the user how to proceed if it is still needed.",
+                ))
+            }
+            PermissionAnswer::Cancelled => {
+                ticket.cancel.cancel();
+                Some(Outcome::failed(ErrorCode::PermissionCancelled, "The permission prompt was cancelled, so the call did not run and the turn was cancelled."))
+            }
+            PermissionAnswer::Unavailable => Some(Outcome::failed(
+                ErrorCode::PermissionUnavailable,
+                "Permission could not be requested (the editor did not answer), so the call was denied. Do not retry it another way.",
+            )),
+        })
+    }
+
+    async fn execute(
+        &self,
+        ticket: &TurnTicket,
+        cwd: &Path,
+        call: &ToolCallRequest,
+        planned: &tools::Planned,
+        frontend: &dyn Frontend,
+    ) -> Outcome {
+        let session = &ticket.session;
+        frontend.send(AgentUpdate::ToolCallUpdate {
+            call_id: call.id.clone(),
+            status: ToolStatus::InProgress,
+            view: ToolView::default(),
+        });
+        let env = ToolEnv {
+            cwd,
+            roots: &session.roots,
+            frontend,
+            cancel: &ticket.cancel,
+            spill_dir: &session.spill_dir,
+            call_id: &call.id,
+        };
+        // `bash` handles cancellation itself (it kills its process group and
+        // reports what ran); other tools are abandoned at once.
+        let stops_itself = planned.name == "bash";
+        tokio::select! {
+            biased;
+            outcome = tools::run(planned, &env) => outcome,
+            () = ticket.cancel.cancelled(), if !stops_itself => {
+                Outcome::failed(ErrorCode::ToolAborted, "Cancelled by the user while it ran; its effect is unknown.")
+            }
+        }
+    }
+
+    fn log_call(
+        &self,
+        session: &Session,
+        turn: u64,
+        call: &ToolCallRequest,
+        view: ToolView,
+        frontend: &dyn Frontend,
+    ) -> Result<(), AgentError> {
+        session.append(EventData::ToolCall {
+            turn,
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: call.arguments.clone(),
+            view: view.clone(),
+        })?;
+        frontend.send(AgentUpdate::ToolCall {
+            call_id: call.id.clone(),
+            arguments: call.arguments.clone(),
+            view,
+            status: ToolStatus::Pending,
+        });
+        Ok(())
+    }
+
+    fn log_result(
+        &self,
+        session: &Session,
+        turn: u64,
+        call: &ToolCallRequest,
+        outcome: Outcome,
+        frontend: &dyn Frontend,
+    ) -> Result<(), AgentError> {
+        if let Some(entries) = &outcome.plan {
+            session.append(EventData::Plan {
+                entries: entries.clone(),
+            })?;
+            frontend.send(AgentUpdate::Plan(entries.clone()));
+        }
+        let status = if outcome.error.is_some() {
+            ToolStatus::Failed
+        } else {
+            ToolStatus::Completed
+        };
+        session.append(EventData::ToolResult {
+            turn,
+            call_id: call.id.clone(),
+            status,
+            output: outcome.output,
+            error: outcome.error,
+            view: outcome.view.clone(),
+        })?;
+        frontend.send(AgentUpdate::ToolCallUpdate {
+            call_id: call.id.clone(),
+            status,
+            view: outcome.view,
+        });
+        Ok(())
     }
 }

@@ -80,6 +80,21 @@ pub enum ErrorCode {
     /// A bug: something that should not happen.
     #[serde(rename = "internal")]
     Internal,
+    /// The permission policy denied the call (mode or a reject rule).
+    #[serde(rename = "permission.denied")]
+    PermissionDenied,
+    /// The user rejected the call.
+    #[serde(rename = "permission.rejected")]
+    PermissionRejected,
+    /// The permission prompt was cancelled (the turn is cancelled).
+    #[serde(rename = "permission.cancelled")]
+    PermissionCancelled,
+    /// No answer could be had; denied (fail closed).
+    #[serde(rename = "permission.unavailable")]
+    PermissionUnavailable,
+    /// The call was cancelled before or while it ran.
+    #[serde(rename = "tool.aborted")]
+    ToolAborted,
 }
 
 impl ErrorCode {
@@ -109,6 +124,11 @@ impl ErrorCode {
         ErrorCode::InvalidToolArgs,
         ErrorCode::ToolOutcomeUnknown,
         ErrorCode::Internal,
+        ErrorCode::PermissionDenied,
+        ErrorCode::PermissionRejected,
+        ErrorCode::PermissionCancelled,
+        ErrorCode::PermissionUnavailable,
+        ErrorCode::ToolAborted,
     ];
 
     /// The wire string, e.g. `"model.rate_limit"`.
@@ -138,6 +158,11 @@ impl ErrorCode {
             ErrorCode::InvalidToolArgs => "tool.invalid_args",
             ErrorCode::ToolOutcomeUnknown => "tool.outcome_unknown",
             ErrorCode::Internal => "internal",
+            ErrorCode::PermissionDenied => "permission.denied",
+            ErrorCode::PermissionRejected => "permission.rejected",
+            ErrorCode::PermissionCancelled => "permission.cancelled",
+            ErrorCode::PermissionUnavailable => "permission.unavailable",
+            ErrorCode::ToolAborted => "tool.aborted",
         }
     }
 }
@@ -200,6 +225,11 @@ mod tests {
             "tool.invalid_args",
             "tool.outcome_unknown",
             "internal",
+            "permission.denied",
+            "permission.rejected",
+            "permission.cancelled",
+            "permission.unavailable",
+            "tool.aborted",
         ];
         assert_eq!(names, expected);
         for code in ErrorCode::ALL {

@@ -160,7 +160,11 @@ async fn config_options_are_full_and_changes_reach_the_next_request() {
     let session = conn.new_session(&env.cwd()).await;
     let options = session.config_options.expect("configOptions");
     let ids: Vec<&str> = options.iter().map(|o| o.id.0.as_ref()).collect();
-    assert_eq!(ids, ["model", "thought_level"]);
+    assert_eq!(ids, ["mode", "model", "thought_level"]);
+    assert!(
+        session.modes.is_some(),
+        "legacy modes for clients without config options"
+    );
     let current = |options: &[agent_client_protocol::v1::schema::SessionConfigOption], id: &str| {
         let option = options.iter().find(|o| o.id.0.as_ref() == id).unwrap();
         match &option.kind {
@@ -168,6 +172,7 @@ async fn config_options_are_full_and_changes_reach_the_next_request() {
             _ => panic!("select expected"),
         }
     };
+    assert_eq!(current(&options, "mode"), "ask");
     assert_eq!(current(&options, "model"), "deepseek-v4-flash");
     assert_eq!(current(&options, "thought_level"), "high");
 
@@ -181,7 +186,7 @@ async fn config_options_are_full_and_changes_reach_the_next_request() {
         .block_task()
         .await
         .unwrap();
-    assert_eq!(changed.config_options.len(), 2, "the full list comes back");
+    assert_eq!(changed.config_options.len(), 3, "the full list comes back");
     assert_eq!(current(&changed.config_options, "model"), "deepseek-v4-pro");
     let changed = conn
         .cx

@@ -502,11 +502,11 @@ async fn prompt_content_links_resources_and_images() {
 #[tokio::test]
 async fn tool_call_deltas_are_assembled_and_answered_without_failing_the_turn() {
     let env = TestEnv::new().await;
-    // The model calls a tool in fragments (no tools exist yet), then answers.
+    // The model calls a tool that does not exist, in fragments, then answers.
     env.mock.push_json(json!({"chunks":[
         {"reasoning":"I should read it."},
-        {"tool_call":{"index":0,"id":"call_a","name":"rea","arguments":"{\"file_"}},
-        {"tool_call":{"index":0,"name":"d","arguments":"path\":\"hello.txt\"}"}}
+        {"tool_call":{"index":0,"id":"call_a","name":"read_","arguments":"{\"file_"}},
+        {"tool_call":{"index":0,"name":"image","arguments":"path\":\"hello.txt\"}"}}
     ],"finish":"tool_calls"}));
     env.mock
         .push_json(json!({"chunks":[{"text":"I cannot read files yet."}],"finish":"stop"}));
@@ -541,7 +541,7 @@ async fn tool_call_deltas_are_assembled_and_answered_without_failing_the_turn() 
         .unwrap()
         .clone();
     let assistant = &messages[2];
-    assert_eq!(assistant["tool_calls"][0]["function"]["name"], "read");
+    assert_eq!(assistant["tool_calls"][0]["function"]["name"], "read_image");
     assert_eq!(
         assistant["tool_calls"][0]["function"]["arguments"],
         "{\"file_path\":\"hello.txt\"}"
@@ -549,10 +549,8 @@ async fn tool_call_deltas_are_assembled_and_answered_without_failing_the_turn() 
     assert_eq!(assistant["reasoning_content"], "I should read it.");
     assert_eq!(messages[3]["role"], "tool");
     assert_eq!(messages[3]["tool_call_id"], "call_a");
-    assert!(messages[3]["content"]
-        .as_str()
-        .unwrap()
-        .contains("unknown tool"));
+    let content = messages[3]["content"].as_str().unwrap();
+    assert!(content.contains("Unknown tool \"read_image\""), "{content}");
 
     let types: Vec<String> = env
         .log_events(&session)

@@ -78,6 +78,7 @@ pub fn config_options(options: Vec<ConfigOption>) -> Vec<acp::SessionConfigOptio
             acp::SessionConfigOption::select(option.id, option.name, option.current, values)
                 .description(option.description.to_owned())
                 .category(match option.category {
+                    ConfigCategory::Mode => acp::SessionConfigOptionCategory::Mode,
                     ConfigCategory::Model => acp::SessionConfigOptionCategory::Model,
                     ConfigCategory::ThoughtLevel => acp::SessionConfigOptionCategory::ThoughtLevel,
                 })

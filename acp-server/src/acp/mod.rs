@@ -25,17 +25,255 @@ use agent_client_protocol::v1::schema::{
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::{Agent as AgentRole, Client, ConnectTo};
 
+use std::path::Path;
+use std::sync::RwLock;
+
+use agent_client_protocol::v1::schema::{
+    CreateTerminalRequest, KillTerminalRequest, PermissionOption, PermissionOptionKind,
+    ReadTextFileRequest, ReleaseTerminalRequest, RequestPermissionOutcome,
+    RequestPermissionRequest, TerminalOutputRequest, ToolCallLocation, ToolCallUpdate,
+    ToolCallUpdateFields, ToolKind, WaitForTerminalExitRequest, WriteTextFileRequest,
+};
+use futures::future::BoxFuture;
+
 use crate::agent::{Agent, AgentUpdate, StopReason, UpdateSink};
+use crate::client::{
+    ClientCaps, Frontend, PermissionAnswer, PermissionAsk, TerminalCommand, TerminalRun,
+};
 use crate::error::AgentError;
+use crate::permission::Mode;
+use agent_client_protocol::v1::schema::{
+    ConfigOptionUpdate, CurrentModeUpdate, SessionMode, SessionModeState, SessionUpdate,
+    SetSessionModeRequest, SetSessionModeResponse,
+};
 use error::{invalid_params, to_acp};
 
 /// The id of the environment-variable auth method.
 pub const AUTH_METHOD_ENV: &str = "deepseek-api-key";
 
-/// Sends a session's updates as `session/update` notifications.
+/// Sends a session's updates as `session/update` notifications, and serves
+/// the core's requests to the editor (permission, fs, terminal) — only those
+/// the client advertised.
 struct AcpSink {
     cx: ConnectionTo<Client>,
     session_id: SessionId,
+    caps: ClientCaps,
+}
+
+fn acp_kind(kind: dsh_protocol::tool::ToolKind) -> ToolKind {
+    use dsh_protocol::tool::ToolKind as K;
+    match kind {
+        K::Read => ToolKind::Read,
+        K::Edit => ToolKind::Edit,
+        K::Delete => ToolKind::Delete,
+        K::Move => ToolKind::Move,
+        K::Search => ToolKind::Search,
+        K::Execute => ToolKind::Execute,
+        K::Fetch => ToolKind::Fetch,
+        K::Think => ToolKind::Think,
+        _ => ToolKind::Other,
+    }
+}
+
+impl Frontend for AcpSink {
+    fn caps(&self) -> ClientCaps {
+        self.caps
+    }
+
+    fn request_permission(&self, ask: PermissionAsk) -> BoxFuture<'_, PermissionAnswer> {
+        Box::pin(async move {
+            let scope = ask
+                .scope
+                .as_deref()
+                .map(|scope| format!(" ({scope})"))
+                .unwrap_or_default();
+            let options = vec![
+                PermissionOption::new("allow_once", "Allow once", PermissionOptionKind::AllowOnce),
+                PermissionOption::new(
+                    "allow_always",
+                    format!("Always allow{scope}"),
+                    PermissionOptionKind::AllowAlways,
+                ),
+                PermissionOption::new("reject_once", "Reject", PermissionOptionKind::RejectOnce),
+                PermissionOption::new(
+                    "reject_always",
+                    format!("Always reject{scope}"),
+                    PermissionOptionKind::RejectAlways,
+                ),
+            ];
+            let locations: Vec<ToolCallLocation> = ask
+                .locations
+                .iter()
+                .map(|location| ToolCallLocation::new(&location.path).line(location.line))
+                .collect();
+            let fields = ToolCallUpdateFields::new()
+                .title(ask.title)
+                .kind(acp_kind(ask.kind))
+                .locations(locations)
+                .raw_input(ask.raw_input);
+            let request = RequestPermissionRequest::new(
+                self.session_id.clone(),
+                ToolCallUpdate::new(ask.call_id, fields),
+                options,
+            );
+            match self.cx.send_request(request).block_task().await {
+                Ok(response) => match response.outcome {
+                    RequestPermissionOutcome::Selected(selected) => {
+                        match selected.option_id.0.as_ref() {
+                            "allow_once" => PermissionAnswer::AllowOnce,
+                            "allow_always" => PermissionAnswer::AllowAlways,
+                            "reject_once" => PermissionAnswer::RejectOnce,
+                            "reject_always" => PermissionAnswer::RejectAlways,
+                            other => {
+                                tracing::warn!(
+                                    option = other,
+                                    "client chose an option dsh did not offer; denying"
+                                );
+                                PermissionAnswer::Unavailable
+                            }
+                        }
+                    }
+                    RequestPermissionOutcome::Cancelled => PermissionAnswer::Cancelled,
+                    _ => PermissionAnswer::Unavailable,
+                },
+                Err(err) => {
+                    tracing::warn!(error = ?err, "permission request failed; denying");
+                    PermissionAnswer::Unavailable
+                }
+            }
+        })
+    }
+
+    fn read_text_file<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, Result<String, String>> {
+        Box::pin(async move {
+            if !self.caps.read_text_file {
+                return Err("the client does not offer fs/read_text_file".to_owned());
+            }
+            self.cx
+                .send_request(ReadTextFileRequest::new(self.session_id.clone(), path))
+                .block_task()
+                .await
+                .map(|response| response.content)
+                .map_err(|err| {
+                    format!(
+                        "the editor could not read {}: {}",
+                        path.display(),
+                        err.message
+                    )
+                })
+        })
+    }
+
+    fn write_text_file<'a>(
+        &'a self,
+        path: &'a Path,
+        content: String,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            if !self.caps.write_text_file {
+                return Err("the client does not offer fs/write_text_file".to_owned());
+            }
+            self.cx
+                .send_request(WriteTextFileRequest::new(
+                    self.session_id.clone(),
+                    path,
+                    content,
+                ))
+                .block_task()
+                .await
+                .map(|_| ())
+                .map_err(|err| {
+                    format!(
+                        "the editor could not write {}: {}",
+                        path.display(),
+                        err.message
+                    )
+                })
+        })
+    }
+
+    fn run_in_terminal<'a>(
+        &'a self,
+        command: TerminalCommand,
+        cancel: &'a tokio_util::sync::CancellationToken,
+    ) -> BoxFuture<'a, Result<TerminalRun, String>> {
+        Box::pin(async move {
+            if !self.caps.terminal {
+                return Err("the client does not offer terminals".to_owned());
+            }
+            let sid = self.session_id.clone();
+            let created = self
+                .cx
+                .send_request(
+                    CreateTerminalRequest::new(sid.clone(), "bash")
+                        .args(vec!["-c".to_owned(), command.command.clone()])
+                        .cwd(command.cwd.clone())
+                        .output_byte_limit(command.output_limit),
+                )
+                .block_task()
+                .await
+                .map_err(|err| err.message)?;
+            let terminal_id = created.terminal_id;
+            // Embed the terminal now, so the editor shows it while it runs
+            // (and before it is released).
+            self.send(AgentUpdate::ToolCallUpdate {
+                call_id: command.call_id.clone(),
+                status: dsh_protocol::tool::ToolStatus::InProgress,
+                view: dsh_protocol::tool::ToolView {
+                    content: vec![dsh_protocol::tool::ToolContent::Terminal {
+                        terminal_id: terminal_id.0.to_string(),
+                    }],
+                    ..Default::default()
+                },
+            });
+            let mut run = TerminalRun {
+                terminal_id: terminal_id.0.to_string(),
+                ..TerminalRun::default()
+            };
+            let wait = self
+                .cx
+                .send_request(WaitForTerminalExitRequest::new(
+                    sid.clone(),
+                    terminal_id.clone(),
+                ))
+                .block_task();
+            let exited = tokio::select! {
+                exited = wait => exited.ok().map(|response| response.exit_status),
+                () = tokio::time::sleep(command.timeout) => { run.timed_out = true; None }
+                () = cancel.cancelled() => { run.cancelled = true; None }
+            };
+            if exited.is_none() {
+                if let Err(err) = self
+                    .cx
+                    .send_request(KillTerminalRequest::new(sid.clone(), terminal_id.clone()))
+                    .block_task()
+                    .await
+                {
+                    tracing::warn!(error = ?err, "terminal/kill failed");
+                }
+            }
+            let output = self
+                .cx
+                .send_request(TerminalOutputRequest::new(sid.clone(), terminal_id.clone()))
+                .block_task()
+                .await;
+            if let Err(err) = self
+                .cx
+                .send_request(ReleaseTerminalRequest::new(sid, terminal_id))
+                .block_task()
+                .await
+            {
+                tracing::warn!(error = ?err, "terminal/release failed");
+            }
+            let output = output.map_err(|err| err.message)?;
+            run.output = output.output;
+            run.truncated = output.truncated;
+            let status = exited.or(output.exit_status);
+            run.exit_code = status.as_ref().and_then(|s| s.exit_code);
+            run.signal = status.and_then(|s| s.signal);
+            Ok(run)
+        })
+    }
 }
 
 impl UpdateSink for AcpSink {
@@ -80,6 +318,21 @@ fn mcp_servers_json<T: serde::Serialize>(servers: &[T]) -> serde_json::Value {
         }
         other => other,
     }
+}
+
+/// The legacy modes view of the `mode` option, for clients that only know
+/// `session/set_mode` (clients with config options use those).
+fn mode_state(mode: Mode) -> SessionModeState {
+    SessionModeState::new(
+        mode.as_str(),
+        Mode::ALL
+            .iter()
+            .map(|mode| {
+                SessionMode::new(mode.as_str(), mode.name())
+                    .description(mode.description().to_owned())
+            })
+            .collect(),
+    )
 }
 
 /// The `initialize` answer.
@@ -129,6 +382,11 @@ pub async fn serve(
     agent: Arc<Agent>,
     transport: impl ConnectTo<AgentRole>,
 ) -> Result<(), agent_client_protocol::Error> {
+    let caps = Arc::new(RwLock::new(ClientCaps::default()));
+    let caps_init = caps.clone();
+    let caps_load = caps.clone();
+    let caps_prompt = caps.clone();
+    let a_mode = agent.clone();
     let a_init = agent.clone();
     let a_auth = agent.clone();
     let a_new = agent.clone();
@@ -144,7 +402,15 @@ pub async fn serve(
         .v1()
         .name("dsh")
         .on_receive_request(
-            async move |request: InitializeRequest, responder, _cx| responder.respond(initialize_response(&request, &a_init)),
+            async move |request: InitializeRequest, responder, _cx| {
+                let client = &request.client_capabilities;
+                *caps_init.write().unwrap_or_else(|p| p.into_inner()) = ClientCaps {
+                    read_text_file: client.fs.read_text_file,
+                    write_text_file: client.fs.write_text_file,
+                    terminal: client.terminal,
+                };
+                responder.respond(initialize_response(&request, &a_init))
+            },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
@@ -173,9 +439,14 @@ pub async fn serve(
             async move |request: NewSessionRequest, responder, _cx| {
                 let mcp = mcp_servers_json(&request.mcp_servers);
                 match a_new.new_session(&request.cwd, &request.additional_directories, mcp) {
-                    Ok((session, options)) => responder.respond(
-                        NewSessionResponse::new(session.id.clone()).config_options(convert::config_options(options)),
-                    ),
+                    Ok((session, options)) => {
+                        let mode = session.mode();
+                        responder.respond(
+                            NewSessionResponse::new(session.id.clone())
+                                .modes(mode_state(mode))
+                                .config_options(convert::config_options(options)),
+                        )
+                    }
                     Err(error) => responder.respond_with_error(to_acp(&error)),
                 }
             },
@@ -184,18 +455,24 @@ pub async fn serve(
         .on_receive_request(
             async move |request: LoadSessionRequest, responder, cx: ConnectionTo<Client>| {
                 let agent = a_load.clone();
+                let caps = *caps_load.read().unwrap_or_else(|p| p.into_inner());
                 cx.clone().spawn(async move {
                     let id = request.session_id.0.to_string();
                     let loaded = tokio::task::spawn_blocking(move || agent.load_session(&id))
                         .await
                         .unwrap_or_else(|err| Err(AgentError::Internal(format!("load panicked: {err}"))));
                     match loaded {
-                        Ok((_session, updates, options)) => {
-                            let sink = AcpSink { cx, session_id: request.session_id.clone() };
+                        Ok((session, updates, options)) => {
+                            let mode = session.mode();
+                            let sink = AcpSink { cx, session_id: request.session_id.clone(), caps };
                             for update in updates {
                                 sink.send(update);
                             }
-                            responder.respond(LoadSessionResponse::new().config_options(convert::config_options(options)))
+                            responder.respond(
+                                LoadSessionResponse::new()
+                                    .modes(mode_state(mode))
+                                    .config_options(convert::config_options(options)),
+                            )
                         }
                         Err(error) => responder.respond_with_error(to_acp(&error)),
                     }
@@ -212,9 +489,11 @@ pub async fn serve(
                         .await
                         .unwrap_or_else(|err| Err(AgentError::Internal(format!("resume panicked: {err}"))));
                     match resumed {
-                        Ok((_session, options)) => {
-                            responder.respond(ResumeSessionResponse::new().config_options(convert::config_options(options)))
-                        }
+                        Ok((session, options)) => responder.respond(
+                            ResumeSessionResponse::new()
+                                .modes(mode_state(session.mode()))
+                                .config_options(convert::config_options(options)),
+                        ),
                         Err(error) => responder.respond_with_error(to_acp(&error)),
                     }
                 })
@@ -267,7 +546,7 @@ pub async fn serve(
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |request: SetSessionConfigOptionRequest, responder, _cx| {
+            async move |request: SetSessionConfigOptionRequest, responder, cx: ConnectionTo<Client>| {
                 let Some(value) = request.value.as_value_id() else {
                     return responder.respond_with_error(invalid_params(format!(
                         "config option {:?} takes a value id, not a boolean",
@@ -275,7 +554,30 @@ pub async fn serve(
                     )));
                 };
                 match a_config.set_config_option(&request.session_id.0, &request.config_id.0, &value.0) {
-                    Ok(options) => responder.respond(SetSessionConfigOptionResponse::new(convert::config_options(options))),
+                    Ok(options) => {
+                        if request.config_id.0.as_ref() == "mode" {
+                            let update = SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(value.0.to_string()));
+                            if let Err(err) = cx.send_notification(SessionNotification::new(request.session_id.clone(), update)) {
+                                tracing::debug!(error = ?err, "cannot send current_mode_update");
+                            }
+                        }
+                        responder.respond(SetSessionConfigOptionResponse::new(convert::config_options(options)))
+                    }
+                    Err(error) => responder.respond_with_error(to_acp(&error)),
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: SetSessionModeRequest, responder, cx: ConnectionTo<Client>| {
+                match a_mode.set_config_option(&request.session_id.0, "mode", &request.mode_id.0) {
+                    Ok(options) => {
+                        let update = SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(convert::config_options(options)));
+                        if let Err(err) = cx.send_notification(SessionNotification::new(request.session_id.clone(), update)) {
+                            tracing::debug!(error = ?err, "cannot send config_option_update");
+                        }
+                        responder.respond(SetSessionModeResponse::new())
+                    }
                     Err(error) => responder.respond_with_error(to_acp(&error)),
                 }
             },
@@ -296,7 +598,8 @@ pub async fn serve(
                 let cancel = ticket.cancel_token();
                 let request_cancelled = responder.cancellation();
                 let agent = a_prompt.clone();
-                let sink = AcpSink { cx: cx.clone(), session_id: request.session_id.clone() };
+                let caps = *caps_prompt.read().unwrap_or_else(|p| p.into_inner());
+                let sink = AcpSink { cx: cx.clone(), session_id: request.session_id.clone(), caps };
                 let mut work = tokio::spawn(async move { agent.prompt(ticket, content, &sink).await });
                 cx.spawn(async move {
                     let joined = tokio::select! {

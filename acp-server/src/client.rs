@@ -1,0 +1,140 @@
+//! What the agent core may ask of the editor, without knowing ACP: permission
+//! prompts, its file system (which sees unsaved buffers) and its terminals.
+//! The ACP adapter implements [`Frontend`]; a headless runner answers with
+//! the defaults (no capabilities, every prompt unavailable → denied).
+
+use std::path::{Path, PathBuf};
+
+use dsh_protocol::tool::{FileLocation, ToolKind};
+use futures::future::BoxFuture;
+
+use crate::agent::UpdateSink;
+
+/// Capabilities the client advertised at `initialize`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClientCaps {
+    /// `fs/read_text_file`.
+    pub read_text_file: bool,
+    /// `fs/write_text_file`.
+    pub write_text_file: bool,
+    /// `terminal/*`.
+    pub terminal: bool,
+}
+
+/// A permission question about one tool call.
+#[derive(Debug, Clone)]
+pub struct PermissionAsk {
+    /// The call.
+    pub call_id: String,
+    /// Its title.
+    pub title: String,
+    /// Its kind.
+    pub kind: ToolKind,
+    /// Its arguments.
+    pub raw_input: serde_json::Value,
+    /// Files it touches.
+    pub locations: Vec<FileLocation>,
+    /// What an "always" answer would cover (a path or a command prefix).
+    pub scope: Option<String>,
+}
+
+/// The user's answer. Anything but an allow is a denial.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PermissionAnswer {
+    /// Run it this time.
+    AllowOnce,
+    /// Run it and remember for the session.
+    AllowAlways,
+    /// Do not run it.
+    RejectOnce,
+    /// Do not run it and remember.
+    RejectAlways,
+    /// The prompt was cancelled (the turn is cancelled).
+    Cancelled,
+    /// No answer could be had (no client, broken channel).
+    Unavailable,
+}
+
+impl PermissionAnswer {
+    /// The log name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PermissionAnswer::AllowOnce => "allow_once",
+            PermissionAnswer::AllowAlways => "allow_always",
+            PermissionAnswer::RejectOnce => "reject_once",
+            PermissionAnswer::RejectAlways => "reject_always",
+            PermissionAnswer::Cancelled => "cancelled",
+            PermissionAnswer::Unavailable => "unavailable",
+        }
+    }
+}
+
+/// How a client terminal run ended.
+#[derive(Debug, Clone, Default)]
+pub struct TerminalRun {
+    /// The client's terminal id (embedded in the tool call).
+    pub terminal_id: String,
+    /// Output (possibly truncated by the client).
+    pub output: String,
+    /// Whether the client truncated the output.
+    pub truncated: bool,
+    /// Exit code, when it exited.
+    pub exit_code: Option<u32>,
+    /// Signal, when killed by one.
+    pub signal: Option<String>,
+    /// Killed because of the timeout.
+    pub timed_out: bool,
+    /// Killed because the turn was cancelled.
+    pub cancelled: bool,
+}
+
+/// A command to run in a client terminal.
+#[derive(Debug, Clone)]
+pub struct TerminalCommand {
+    /// Shell command line (run with `bash -c`).
+    pub command: String,
+    /// Working directory.
+    pub cwd: PathBuf,
+    /// Output cap, bytes.
+    pub output_limit: u64,
+    /// Timeout.
+    pub timeout: std::time::Duration,
+    /// The tool call that embeds the terminal (sent as soon as it exists).
+    pub call_id: String,
+}
+
+/// The editor, as the agent core sees it.
+pub trait Frontend: UpdateSink {
+    /// Advertised capabilities.
+    fn caps(&self) -> ClientCaps {
+        ClientCaps::default()
+    }
+
+    /// Asks the user. Must resolve (fail closed) if the client goes away.
+    fn request_permission(&self, _ask: PermissionAsk) -> BoxFuture<'_, PermissionAnswer> {
+        Box::pin(async { PermissionAnswer::Unavailable })
+    }
+
+    /// Reads a file through the client.
+    fn read_text_file<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, Result<String, String>> {
+        Box::pin(async move { Err(format!("the client cannot read {}", path.display())) })
+    }
+
+    /// Writes a file through the client.
+    fn write_text_file<'a>(
+        &'a self,
+        path: &'a Path,
+        _content: String,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move { Err(format!("the client cannot write {}", path.display())) })
+    }
+
+    /// Runs a command in a client terminal, honouring `cancel`.
+    fn run_in_terminal<'a>(
+        &'a self,
+        _command: TerminalCommand,
+        _cancel: &'a tokio_util::sync::CancellationToken,
+    ) -> BoxFuture<'a, Result<TerminalRun, String>> {
+        Box::pin(async { Err("the client has no terminal".to_owned()) })
+    }
+}

@@ -1,0 +1,48 @@
+//! Child processes: a scrubbed environment and process-group handling,
+//! shared by the shell tool (and later language and MCP servers).
+
+/// Whether an environment variable name looks like it holds a secret.
+pub fn is_secret(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    ["KEY", "SECRET", "TOKEN", "PASSWORD"]
+        .iter()
+        .any(|word| upper.contains(word))
+}
+
+/// dsh's environment without secrets (`*KEY*`, `*SECRET*`, `*TOKEN*`,
+/// `*PASSWORD*`), for children.
+pub fn scrubbed_env() -> Vec<(String, String)> {
+    std::env::vars()
+        .filter(|(name, _)| !is_secret(name))
+        .collect()
+}
+
+/// Sends SIGKILL to a whole process group; a group that is already gone is fine.
+pub fn kill_group(pgid: u32) {
+    use nix::sys::signal::{killpg, Signal};
+    use nix::unistd::Pid;
+    if let Err(err) = killpg(Pid::from_raw(pgid as i32), Signal::SIGKILL) {
+        if err != nix::errno::Errno::ESRCH {
+            tracing::debug!(pgid, %err, "cannot kill process group");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn secrets_are_recognised() {
+        for name in [
+            "DEEPSEEK_API_KEY",
+            "GITHUB_TOKEN",
+            "aws_secret_access_key",
+            "DB_PASSWORD",
+            "KEYRING",
+        ] {
+            assert!(super::is_secret(name), "{name}");
+        }
+        for name in ["PATH", "HOME", "LANG", "CARGO_HOME"] {
+            assert!(!super::is_secret(name), "{name}");
+        }
+    }
+}

@@ -1,0 +1,263 @@
+//! The model's tools. Names and parameters are the seeds' contract: `read`,
+//! `write`, `edit`, `glob`, `grep`, `bash`, `todo_write`.
+//!
+//! A call goes through two steps: [`plan`] parses the raw arguments,
+//! resolves paths and presents the call (title, kind, locations, what it
+//! touches for the permission policy) without side effects; [`run`] executes
+//! it. Failures are results the model sees, never a failed turn.
+
+mod bash;
+mod fs;
+mod paths;
+mod search;
+mod todo;
+
+use std::path::{Path, PathBuf};
+
+use dsh_protocol::error::ErrorInfo;
+use dsh_protocol::log::PlanEntry;
+use dsh_protocol::tool::{ToolContent, ToolKind, ToolView};
+use dsh_protocol::ErrorCode;
+use serde::de::DeserializeOwned;
+use tokio_util::sync::CancellationToken;
+
+use crate::client::Frontend;
+use crate::model::ToolSchema;
+use crate::permission::Access;
+
+pub use paths::{canonical_roots, display_path};
+
+/// What a tool run may use.
+pub struct ToolEnv<'a> {
+    /// Session working directory.
+    pub cwd: &'a Path,
+    /// Canonical workspace roots.
+    pub roots: &'a [PathBuf],
+    /// The editor.
+    pub frontend: &'a dyn Frontend,
+    /// The turn's cancellation.
+    pub cancel: &'a CancellationToken,
+    /// Private directory for full outputs.
+    pub spill_dir: &'a Path,
+    /// The call id (names spill files).
+    pub call_id: &'a str,
+}
+
+/// A parsed, presented call.
+pub struct Planned {
+    call: Call,
+    /// Tool name.
+    pub name: String,
+    /// The pending presentation.
+    pub view: ToolView,
+    /// What it touches.
+    pub access: Access,
+    /// Whether it may run alongside other parallel calls.
+    pub parallel: bool,
+}
+
+enum Call {
+    Read(fs::ReadArgs, PathBuf),
+    Write(fs::WriteArgs, PathBuf),
+    Edit(fs::EditArgs, PathBuf),
+    Glob(search::GlobArgs, PathBuf),
+    Grep(search::GrepArgs, PathBuf),
+    Bash(bash::BashArgs, PathBuf),
+    TodoWrite(todo::TodoArgs),
+}
+
+/// A tool's result.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// What the model sees.
+    pub output: String,
+    /// The error, when it failed.
+    pub error: Option<ErrorInfo>,
+    /// The final presentation.
+    pub view: ToolView,
+    /// A new plan (todo_write).
+    pub plan: Option<Vec<PlanEntry>>,
+}
+
+impl Outcome {
+    fn ok(output: String, view: ToolView) -> Outcome {
+        Outcome {
+            output,
+            error: None,
+            view,
+            plan: None,
+        }
+    }
+
+    /// A failure the model sees; the editor shows the same text.
+    pub fn failed(code: ErrorCode, message: impl Into<String>) -> Outcome {
+        let message = message.into();
+        Outcome {
+            output: message.clone(),
+            error: Some(ErrorInfo {
+                code,
+                message: message.clone(),
+            }),
+            view: ToolView {
+                content: vec![ToolContent::Text { text: message }],
+                ..ToolView::default()
+            },
+            plan: None,
+        }
+    }
+}
+
+/// The schemas offered to the model, in a stable order.
+pub fn schemas() -> Vec<ToolSchema> {
+    let schema = |name: &str, description: &str, parameters: serde_json::Value| ToolSchema {
+        name: name.to_owned(),
+        description: description.to_owned(),
+        parameters,
+    };
+    vec![
+        schema("bash", bash::DESCRIPTION, bash::schema()),
+        schema("edit", fs::EDIT_DESCRIPTION, fs::edit_schema()),
+        schema("glob", search::GLOB_DESCRIPTION, search::glob_schema()),
+        schema("grep", search::GREP_DESCRIPTION, search::grep_schema()),
+        schema("read", fs::READ_DESCRIPTION, fs::read_schema()),
+        schema("todo_write", todo::DESCRIPTION, todo::schema()),
+        schema("write", fs::WRITE_DESCRIPTION, fs::write_schema()),
+    ]
+}
+
+fn parse<T: DeserializeOwned>(name: &str, arguments: &str) -> Result<T, Outcome> {
+    let arguments = if arguments.trim().is_empty() {
+        "{}"
+    } else {
+        arguments
+    };
+    serde_json::from_str(arguments).map_err(|err| {
+        Outcome::failed(
+            ErrorCode::InvalidToolArgs,
+            format!("Invalid arguments for {name}: {err}. Call it again with arguments that match its schema."),
+        )
+    })
+}
+
+/// A generic presentation for calls that could not be planned.
+pub fn fallback_view(name: &str) -> ToolView {
+    ToolView {
+        title: name.to_owned(),
+        kind: Some(ToolKind::Other),
+        ..ToolView::default()
+    }
+}
+
+/// Parses and presents a call.
+///
+/// # Errors
+/// Unknown tool or invalid arguments, as an outcome for the model.
+pub fn plan(name: &str, arguments: &str, cwd: &Path) -> Result<Planned, Outcome> {
+    let (call, view, access, parallel) = match name {
+        "read" => {
+            let args: fs::ReadArgs = parse(name, arguments)?;
+            let path = paths::resolve(cwd, &args.file_path)?;
+            let view = fs::present_read(&args, &path, cwd);
+            (
+                Call::Read(args, path.clone()),
+                view,
+                Access::Read(vec![path]),
+                true,
+            )
+        }
+        "write" => {
+            let args: fs::WriteArgs = parse(name, arguments)?;
+            let path = paths::resolve(cwd, &args.file_path)?;
+            let view = fs::present_write(&path, cwd);
+            (
+                Call::Write(args, path.clone()),
+                view,
+                Access::Write(vec![path]),
+                false,
+            )
+        }
+        "edit" => {
+            let args: fs::EditArgs = parse(name, arguments)?;
+            let path = paths::resolve(cwd, &args.file_path)?;
+            let view = fs::present_edit(&path, cwd);
+            (
+                Call::Edit(args, path.clone()),
+                view,
+                Access::Write(vec![path]),
+                false,
+            )
+        }
+        "glob" => {
+            let args: search::GlobArgs = parse(name, arguments)?;
+            let root = paths::resolve(cwd, args.path.as_deref().unwrap_or("."))?;
+            let view = search::present_glob(&args, &root, cwd);
+            (
+                Call::Glob(args, root.clone()),
+                view,
+                Access::Read(vec![root]),
+                true,
+            )
+        }
+        "grep" => {
+            let args: search::GrepArgs = parse(name, arguments)?;
+            let root = paths::resolve(cwd, args.path.as_deref().unwrap_or("."))?;
+            let view = search::present_grep(&args, &root, cwd);
+            (
+                Call::Grep(args, root.clone()),
+                view,
+                Access::Read(vec![root]),
+                true,
+            )
+        }
+        "bash" => {
+            let args: bash::BashArgs = parse(name, arguments)?;
+            let workdir = paths::resolve(cwd, args.workdir.as_deref().unwrap_or("."))?;
+            let view = bash::present(&args);
+            let access = Access::Execute {
+                command: args.command.clone(),
+                workdir: workdir.clone(),
+            };
+            (Call::Bash(args, workdir), view, access, false)
+        }
+        "todo_write" => {
+            let args: todo::TodoArgs = parse(name, arguments)?;
+            todo::validate(&args)?;
+            let view = ToolView {
+                title: "Update plan".to_owned(),
+                kind: Some(ToolKind::Think),
+                ..ToolView::default()
+            };
+            (Call::TodoWrite(args), view, Access::None, false)
+        }
+        other => {
+            let known: Vec<String> = schemas().into_iter().map(|s| s.name).collect();
+            return Err(Outcome::failed(
+                ErrorCode::UnknownTool,
+                format!(
+                    "Unknown tool {other:?}. Available tools: {}.",
+                    known.join(", ")
+                ),
+            ));
+        }
+    };
+    Ok(Planned {
+        call,
+        name: name.to_owned(),
+        view,
+        access,
+        parallel,
+    })
+}
+
+/// Runs a planned call.
+pub async fn run(planned: &Planned, env: &ToolEnv<'_>) -> Outcome {
+    match &planned.call {
+        Call::Read(args, path) => fs::read(args, path, env).await,
+        Call::Write(args, path) => fs::write(args, path, env).await,
+        Call::Edit(args, path) => fs::edit(args, path, env).await,
+        Call::Glob(args, root) => search::glob(args, root, env).await,
+        Call::Grep(args, root) => search::grep(args, root, env).await,
+        Call::Bash(args, workdir) => bash::run(args, workdir, env).await,
+        Call::TodoWrite(args) => todo::run(args),
+    }
+}

@@ -1,0 +1,94 @@
+//! `todo_write`: the model's plan, sent whole each time; it becomes an ACP
+//! `plan` update and a `plan` event in the session log.
+
+use dsh_protocol::log::PlanEntry;
+use dsh_protocol::tool::ToolView;
+use dsh_protocol::ErrorCode;
+use serde::Deserialize;
+
+use super::Outcome;
+
+pub const DESCRIPTION: &str = "Write the task list for this work. Send the whole list every time (it replaces the previous one). Each item has content and status: pending, in_progress or completed.";
+
+pub fn schema() -> serde_json::Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            "todos": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "content": { "type": "string" },
+                        "status": { "type": "string", "enum": ["pending", "in_progress", "completed"] }
+                    },
+                    "required": ["content", "status"],
+                    "additionalProperties": false
+                }
+            }
+        },
+        "required": ["todos"],
+        "additionalProperties": false
+    })
+}
+
+#[derive(Debug, Deserialize)]
+pub struct TodoArgs {
+    pub todos: Vec<Todo>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct Todo {
+    pub content: String,
+    pub status: String,
+}
+
+pub fn validate(args: &TodoArgs) -> Result<(), Outcome> {
+    for (index, todo) in args.todos.iter().enumerate() {
+        if !matches!(
+            todo.status.as_str(),
+            "pending" | "in_progress" | "completed"
+        ) {
+            return Err(Outcome::failed(
+                ErrorCode::InvalidToolArgs,
+                format!(
+                    "todos[{index}].status is {:?}; use pending, in_progress or completed.",
+                    todo.status
+                ),
+            ));
+        }
+        if todo.content.trim().is_empty() {
+            return Err(Outcome::failed(
+                ErrorCode::InvalidToolArgs,
+                format!("todos[{index}].content is empty."),
+            ));
+        }
+    }
+    Ok(())
+}
+
+pub fn run(args: &TodoArgs) -> Outcome {
+    let entries: Vec<PlanEntry> = args
+        .todos
+        .iter()
+        .map(|todo| PlanEntry {
+            content: todo.content.clone(),
+            status: todo.status.clone(),
+            priority: "medium".to_owned(),
+        })
+        .collect();
+    let count = |status: &str| entries.iter().filter(|e| e.status == status).count();
+    let output = format!(
+        "Plan updated: {} items ({} completed, {} in progress, {} pending).",
+        entries.len(),
+        count("completed"),
+        count("in_progress"),
+        count("pending")
+    );
+    Outcome {
+        output,
+        error: None,
+        view: ToolView::default(),
+        plan: Some(entries),
+    }
+}
