@@ -708,9 +708,11 @@ impl Agent {
                     )));
                 }
             }
-            other => return Err(AgentError::InvalidParams(format!(
+            other => {
+                return Err(AgentError::InvalidParams(format!(
                 "unknown config option {other:?}; this session has mode, model and thought_level"
-            ))),
+            )))
+            }
         }
         session.append(EventData::Config {
             key: key.to_owned(),

@@ -116,8 +116,38 @@ fn has_shell_control(command: &str) -> bool {
     command.contains(['\n', ';', '&', '|', '`', '>', '<', '(', ')']) || command.contains("$(")
 }
 
-/// The prefix an "always" answer for `bash` remembers: the program and, when
-/// present, its subcommand (`cargo test`, `npm run`, `ls`).
+/// Programs whose first argument is a subcommand worth scoping a rule to.
+const SUBCOMMAND_PROGRAMS: &[&str] = &[
+    "git",
+    "cargo",
+    "npm",
+    "pnpm",
+    "yarn",
+    "bun",
+    "npx",
+    "go",
+    "docker",
+    "kubectl",
+    "pip",
+    "uv",
+    "poetry",
+    "rustup",
+    "make",
+    "just",
+    "gradle",
+    "mvn",
+    "dotnet",
+    "deno",
+    "brew",
+    "apt",
+    "apt-get",
+    "systemctl",
+    "gh",
+    "terraform",
+];
+
+/// The prefix an "always" answer for `bash` remembers: the program, plus its
+/// subcommand for tools that have them (`cargo test`, `git status`, `ls`).
 pub fn command_prefix(command: &str) -> String {
     let mut words = command.split_whitespace();
     let Some(program) = words.next() else {
@@ -125,7 +155,8 @@ pub fn command_prefix(command: &str) -> String {
     };
     match words.next() {
         Some(sub)
-            if !sub.starts_with('-')
+            if SUBCOMMAND_PROGRAMS.contains(&program)
+                && !sub.starts_with('-')
                 && sub
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == ':') =>

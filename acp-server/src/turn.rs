@@ -305,7 +305,7 @@ impl Agent {
             }
             let planned = match tools::plan(&call.name, &call.arguments, &cwd) {
                 Ok(planned) => planned,
-                Err(outcome) => {
+                Err(refusal) => {
                     self.flush_batch(ticket, turn, &cwd, &mut batch, frontend)
                         .await?;
                     self.log_call(
@@ -315,7 +315,7 @@ impl Agent {
                         tools::fallback_view(&call.name),
                         frontend,
                     )?;
-                    self.log_result(session, turn, call, outcome, frontend)?;
+                    self.log_result(session, turn, call, refusal.into(), frontend)?;
                     continue;
                 }
             };

@@ -7,3 +7,4 @@ mod protocol;
 mod robustness;
 mod sessions;
 mod streaming;
+mod tools;

@@ -540,8 +540,13 @@ fn not_found_message(text: &str, needle: &str, path: &Path) -> String {
     }
     message.push_str(" Its first line appears here; check whitespace and the following lines:\n");
     for hit in hits {
-        for index in hit.saturating_sub(2)..(hit + 3).min(lines.len()) {
-            message.push_str(&format!("{:>6}\t{}\n", index + 1, lines[index]));
+        for (index, line) in lines
+            .iter()
+            .enumerate()
+            .take(hit + 3)
+            .skip(hit.saturating_sub(2))
+        {
+            message.push_str(&format!("{:>6}\t{}\n", index + 1, line));
         }
         message.push_str("   ...\n");
     }

@@ -107,6 +107,30 @@ impl Outcome {
     }
 }
 
+/// Why a call could not be planned (unknown tool, bad arguments, bad path).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// Stable code.
+    pub code: ErrorCode,
+    /// What the model is told.
+    pub message: String,
+}
+
+impl Refusal {
+    fn new(code: ErrorCode, message: impl Into<String>) -> Refusal {
+        Refusal {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<Refusal> for Outcome {
+    fn from(refusal: Refusal) -> Outcome {
+        Outcome::failed(refusal.code, refusal.message)
+    }
+}
+
 /// The schemas offered to the model, in a stable order.
 pub fn schemas() -> Vec<ToolSchema> {
     let schema = |name: &str, description: &str, parameters: serde_json::Value| ToolSchema {
@@ -125,14 +149,14 @@ pub fn schemas() -> Vec<ToolSchema> {
     ]
 }
 
-fn parse<T: DeserializeOwned>(name: &str, arguments: &str) -> Result<T, Outcome> {
+fn parse<T: DeserializeOwned>(name: &str, arguments: &str) -> Result<T, Refusal> {
     let arguments = if arguments.trim().is_empty() {
         "{}"
     } else {
         arguments
     };
     serde_json::from_str(arguments).map_err(|err| {
-        Outcome::failed(
+        Refusal::new(
             ErrorCode::InvalidToolArgs,
             format!("Invalid arguments for {name}: {err}. Call it again with arguments that match its schema."),
         )
@@ -152,7 +176,7 @@ pub fn fallback_view(name: &str) -> ToolView {
 ///
 /// # Errors
 /// Unknown tool or invalid arguments, as an outcome for the model.
-pub fn plan(name: &str, arguments: &str, cwd: &Path) -> Result<Planned, Outcome> {
+pub fn plan(name: &str, arguments: &str, cwd: &Path) -> Result<Planned, Refusal> {
     let (call, view, access, parallel) = match name {
         "read" => {
             let args: fs::ReadArgs = parse(name, arguments)?;
@@ -231,7 +255,7 @@ pub fn plan(name: &str, arguments: &str, cwd: &Path) -> Result<Planned, Outcome>
         }
         other => {
             let known: Vec<String> = schemas().into_iter().map(|s| s.name).collect();
-            return Err(Outcome::failed(
+            return Err(Refusal::new(
                 ErrorCode::UnknownTool,
                 format!(
                     "Unknown tool {other:?}. Available tools: {}.",

@@ -7,17 +7,17 @@ use std::path::{Path, PathBuf};
 
 use dsh_protocol::ErrorCode;
 
-use super::Outcome;
+use super::Refusal;
 
 /// Resolves `raw` against `cwd` and canonicalizes it. A path that does not
 /// exist yet is its deepest existing ancestor, canonicalized, plus the rest.
 ///
 /// # Errors
 /// An empty path, or a path whose missing part contains `..`.
-pub fn resolve(cwd: &Path, raw: &str) -> Result<PathBuf, Outcome> {
+pub fn resolve(cwd: &Path, raw: &str) -> Result<PathBuf, Refusal> {
     let raw = raw.trim();
     if raw.is_empty() {
-        return Err(Outcome::failed(
+        return Err(Refusal::new(
             ErrorCode::InvalidToolArgs,
             "The path is empty.",
         ));
@@ -33,14 +33,9 @@ pub fn resolve(cwd: &Path, raw: &str) -> Result<PathBuf, Outcome> {
     }
     let mut existing = joined.clone();
     let mut rest = Vec::new();
-    loop {
-        match existing.file_name() {
-            Some(name) => {
-                rest.push(name.to_owned());
-                existing.pop();
-            }
-            None => break,
-        }
+    while let Some(name) = existing.file_name() {
+        rest.push(name.to_owned());
+        existing.pop();
         if let Ok(canonical) = existing.canonicalize() {
             let mut path = canonical;
             for part in rest.iter().rev() {
@@ -54,7 +49,7 @@ pub fn resolve(cwd: &Path, raw: &str) -> Result<PathBuf, Outcome> {
             break;
         }
     }
-    Err(Outcome::failed(
+    Err(Refusal::new(
         ErrorCode::InvalidToolArgs,
         format!(
             "Cannot resolve the path {}: no part of it exists.",

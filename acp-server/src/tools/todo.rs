@@ -6,7 +6,7 @@ use dsh_protocol::tool::ToolView;
 use dsh_protocol::ErrorCode;
 use serde::Deserialize;
 
-use super::Outcome;
+use super::{Outcome, Refusal};
 
 pub const DESCRIPTION: &str = "Write the task list for this work. Send the whole list every time (it replaces the previous one). Each item has content and status: pending, in_progress or completed.";
 
@@ -43,13 +43,13 @@ pub struct Todo {
     pub status: String,
 }
 
-pub fn validate(args: &TodoArgs) -> Result<(), Outcome> {
+pub fn validate(args: &TodoArgs) -> Result<(), Refusal> {
     for (index, todo) in args.todos.iter().enumerate() {
         if !matches!(
             todo.status.as_str(),
             "pending" | "in_progress" | "completed"
         ) {
-            return Err(Outcome::failed(
+            return Err(Refusal::new(
                 ErrorCode::InvalidToolArgs,
                 format!(
                     "todos[{index}].status is {:?}; use pending, in_progress or completed.",
@@ -58,7 +58,7 @@ pub fn validate(args: &TodoArgs) -> Result<(), Outcome> {
             ));
         }
         if todo.content.trim().is_empty() {
-            return Err(Outcome::failed(
+            return Err(Refusal::new(
                 ErrorCode::InvalidToolArgs,
                 format!("todos[{index}].content is empty."),
             ));

@@ -3,7 +3,10 @@
 //! validates every frame dsh writes against the vendored ACP v1 schema.
 #![allow(dead_code)]
 
+pub mod client_sim;
 pub mod mock_model;
+
+pub use client_sim::{Answer, ClientSim};
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -12,8 +15,10 @@ use std::time::{Duration, Instant};
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    ContentBlock, InitializeRequest, NewSessionRequest, NewSessionResponse, PromptRequest,
-    PromptResponse, SessionId, SessionNotification, SessionUpdate, TextContent,
+    ContentBlock, CreateTerminalRequest, InitializeRequest, KillTerminalRequest, NewSessionRequest,
+    NewSessionResponse, PromptRequest, PromptResponse, ReadTextFileRequest, ReleaseTerminalRequest,
+    RequestPermissionRequest, SessionId, SessionNotification, SessionUpdate, TerminalOutputRequest,
+    TextContent, WaitForTerminalExitRequest, WriteTextFileRequest,
 };
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::{Agent, Client, Lines};
@@ -115,6 +120,11 @@ impl TestEnv {
     pub async fn connect(&self) -> Conn {
         Conn::spawn(self.command()).await
     }
+
+    /// Spawns dsh and connects a scripted editor.
+    pub async fn connect_with(&self, sim: Arc<ClientSim>) -> Conn {
+        Conn::spawn_with(self.command(), sim).await
+    }
 }
 
 /// A connected client.
@@ -126,10 +136,15 @@ pub struct Conn {
     driver: Option<tokio::task::JoinHandle<()>>,
     pub child: tokio::process::Child,
     pub stderr: Arc<Mutex<String>>,
+    pub sim: Arc<ClientSim>,
 }
 
 impl Conn {
-    pub async fn spawn(mut command: tokio::process::Command) -> Conn {
+    pub async fn spawn(command: tokio::process::Command) -> Conn {
+        Self::spawn_with(command, Arc::new(ClientSim::default())).await
+    }
+
+    pub async fn spawn_with(mut command: tokio::process::Command, sim: Arc<ClientSim>) -> Conn {
         let mut child = command.spawn().expect("spawn dsh");
         let stdin = child.stdin.take().unwrap();
         let stdout = child.stdout.take().unwrap();
@@ -182,9 +197,67 @@ impl Conn {
         let driver = tokio::spawn({
             let recorded = recorded.clone();
             let notify = notify.clone();
+            let (s1, s2, s3, s4, s5, s6, s7, s8) = (
+                sim.clone(),
+                sim.clone(),
+                sim.clone(),
+                sim.clone(),
+                sim.clone(),
+                sim.clone(),
+                sim.clone(),
+                sim.clone(),
+            );
             async move {
                 let result = Client
                     .v1()
+                    .on_receive_request(
+                        async move |r: RequestPermissionRequest, responder, cx| {
+                            s1.on_permission(r, responder, cx)
+                        },
+                        agent_client_protocol::on_receive_request!(),
+                    )
+                    .on_receive_request(
+                        async move |r: ReadTextFileRequest, responder, _cx| {
+                            s2.on_read(r, responder)
+                        },
+                        agent_client_protocol::on_receive_request!(),
+                    )
+                    .on_receive_request(
+                        async move |r: WriteTextFileRequest, responder, _cx| {
+                            s3.on_write(r, responder)
+                        },
+                        agent_client_protocol::on_receive_request!(),
+                    )
+                    .on_receive_request(
+                        async move |r: CreateTerminalRequest, responder, _cx| {
+                            s4.on_create_terminal(r, responder)
+                        },
+                        agent_client_protocol::on_receive_request!(),
+                    )
+                    .on_receive_request(
+                        async move |r: WaitForTerminalExitRequest, responder, cx| {
+                            s5.on_wait(r, responder, cx)
+                        },
+                        agent_client_protocol::on_receive_request!(),
+                    )
+                    .on_receive_request(
+                        async move |r: KillTerminalRequest, responder, _cx| {
+                            s6.on_kill(r, responder)
+                        },
+                        agent_client_protocol::on_receive_request!(),
+                    )
+                    .on_receive_request(
+                        async move |r: TerminalOutputRequest, responder, _cx| {
+                            s7.on_output(r, responder)
+                        },
+                        agent_client_protocol::on_receive_request!(),
+                    )
+                    .on_receive_request(
+                        async move |r: ReleaseTerminalRequest, responder, _cx| {
+                            s8.on_release(r, responder)
+                        },
+                        agent_client_protocol::on_receive_request!(),
+                    )
                     .on_receive_notification(
                         async move |notification: SessionNotification, _cx| {
                             recorded.lock().unwrap().updates.push(notification);
@@ -213,12 +286,16 @@ impl Conn {
             driver: Some(driver),
             child,
             stderr,
+            sim,
         }
     }
 
     pub async fn initialize(&self) -> agent_client_protocol::v1::schema::InitializeResponse {
         self.cx
-            .send_request(InitializeRequest::new(ProtocolVersion::V1))
+            .send_request(
+                InitializeRequest::new(ProtocolVersion::V1)
+                    .client_capabilities(self.sim.capabilities()),
+            )
             .block_task()
             .await
             .expect("initialize")

@@ -1,0 +1,326 @@
+//! A scripted editor for tool tests: it answers permission prompts from a
+//! queue (recording each request), serves `fs/*` from an in-memory buffer
+//! map over the disk (recording writes, never touching the disk), and runs
+//! `terminal/*` commands as real local processes.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+
+use agent_client_protocol::v1::schema::{
+    ClientCapabilities, CreateTerminalRequest, CreateTerminalResponse, FileSystemCapabilities,
+    KillTerminalRequest, KillTerminalResponse, PermissionOptionKind, ReadTextFileRequest,
+    ReadTextFileResponse, ReleaseTerminalRequest, ReleaseTerminalResponse,
+    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
+    SelectedPermissionOutcome, SetSessionConfigOptionRequest, TerminalExitStatus,
+    TerminalOutputRequest, TerminalOutputResponse, WaitForTerminalExitRequest,
+    WaitForTerminalExitResponse, WriteTextFileRequest, WriteTextFileResponse,
+};
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::{Agent, Responder, V1};
+
+fn kill_group(pgid: u32) {
+    let _ = nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(pgid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+}
+use tokio::io::AsyncReadExt;
+
+/// How to answer a permission prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// Select the option of this kind.
+    Select(PermissionOptionKind),
+    /// Answer `cancelled`.
+    Cancelled,
+    /// Switch the session's mode first (from a spawned task), then select.
+    SwitchModeThenSelect(String, PermissionOptionKind),
+}
+
+struct Terminal {
+    output: Arc<Mutex<String>>,
+    exit: tokio::sync::watch::Receiver<Option<(Option<u32>, Option<String>)>>,
+    pgid: u32,
+}
+
+/// The scripted editor.
+#[derive(Default)]
+pub struct ClientSim {
+    /// Advertise `fs.readTextFile` and `fs.writeTextFile`.
+    pub fs: bool,
+    /// Advertise `terminal`.
+    pub terminal: bool,
+    /// Answers, in order; when empty, prompts are answered `reject_once`.
+    pub answers: Mutex<VecDeque<Answer>>,
+    /// Every permission request received.
+    pub permission_requests: Mutex<Vec<RequestPermissionRequest>>,
+    /// Unsaved buffers (path → text) that `fs/read_text_file` prefers.
+    pub buffers: Mutex<HashMap<PathBuf, String>>,
+    /// Every `fs/write_text_file`.
+    pub writes: Mutex<Vec<(PathBuf, String)>>,
+    /// Every `fs/read_text_file` path.
+    pub reads: Mutex<Vec<PathBuf>>,
+    /// Terminal methods in call order.
+    pub terminal_calls: Mutex<Vec<String>>,
+    terminals: Mutex<HashMap<String, Terminal>>,
+}
+
+impl ClientSim {
+    pub fn new(fs: bool, terminal: bool) -> Arc<ClientSim> {
+        Arc::new(ClientSim {
+            fs,
+            terminal,
+            ..ClientSim::default()
+        })
+    }
+
+    pub fn answer(&self, answer: Answer) {
+        self.answers.lock().unwrap().push_back(answer);
+    }
+
+    pub fn capabilities(&self) -> ClientCapabilities {
+        ClientCapabilities::new()
+            .fs(FileSystemCapabilities::new()
+                .read_text_file(self.fs)
+                .write_text_file(self.fs))
+            .terminal(self.terminal)
+    }
+
+    pub fn on_permission(
+        self: &Arc<Self>,
+        request: RequestPermissionRequest,
+        responder: Responder<RequestPermissionResponse, V1>,
+        cx: ConnectionTo<Agent>,
+    ) -> Result<(), agent_client_protocol::Error> {
+        self.permission_requests
+            .lock()
+            .unwrap()
+            .push(request.clone());
+        let answer = self
+            .answers
+            .lock()
+            .unwrap()
+            .pop_front()
+            .unwrap_or(Answer::Select(PermissionOptionKind::RejectOnce));
+        let pick = |kind: PermissionOptionKind| {
+            let option = request
+                .options
+                .iter()
+                .find(|o| o.kind == kind)
+                .expect("offered option");
+            RequestPermissionResponse::new(RequestPermissionOutcome::Selected(
+                SelectedPermissionOutcome::new(option.option_id.clone()),
+            ))
+        };
+        match answer {
+            Answer::Select(kind) => responder.respond(pick(kind)),
+            Answer::Cancelled => responder.respond(RequestPermissionResponse::new(
+                RequestPermissionOutcome::Cancelled,
+            )),
+            Answer::SwitchModeThenSelect(mode, kind) => {
+                let session = request.session_id.clone();
+                let response = pick(kind);
+                cx.clone().spawn(async move {
+                    cx.send_request(SetSessionConfigOptionRequest::new(
+                        session,
+                        "mode",
+                        mode.as_str(),
+                    ))
+                    .block_task()
+                    .await?;
+                    responder.respond(response)
+                })
+            }
+        }
+    }
+
+    pub fn on_read(
+        self: &Arc<Self>,
+        request: ReadTextFileRequest,
+        responder: Responder<ReadTextFileResponse, V1>,
+    ) -> Result<(), agent_client_protocol::Error> {
+        self.reads.lock().unwrap().push(request.path.clone());
+        let buffered = self.buffers.lock().unwrap().get(&request.path).cloned();
+        match buffered
+            .map(Ok)
+            .unwrap_or_else(|| std::fs::read_to_string(&request.path))
+        {
+            Ok(text) => responder.respond(ReadTextFileResponse::new(text)),
+            Err(err) => responder.respond_with_error(
+                agent_client_protocol::Error::internal_error()
+                    .data(format!("{}: {err}", request.path.display())),
+            ),
+        }
+    }
+
+    pub fn on_write(
+        self: &Arc<Self>,
+        request: WriteTextFileRequest,
+        responder: Responder<WriteTextFileResponse, V1>,
+    ) -> Result<(), agent_client_protocol::Error> {
+        self.writes
+            .lock()
+            .unwrap()
+            .push((request.path.clone(), request.content.clone()));
+        self.buffers
+            .lock()
+            .unwrap()
+            .insert(request.path, request.content);
+        responder.respond(WriteTextFileResponse::new())
+    }
+
+    pub fn on_create_terminal(
+        self: &Arc<Self>,
+        request: CreateTerminalRequest,
+        responder: Responder<CreateTerminalResponse, V1>,
+    ) -> Result<(), agent_client_protocol::Error> {
+        self.terminal_calls.lock().unwrap().push("create".into());
+        let mut command = tokio::process::Command::new(&request.command);
+        command
+            .args(&request.args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        if let Some(cwd) = &request.cwd {
+            command.current_dir(cwd);
+        }
+        let mut child = command.spawn().expect("spawn terminal command");
+        let pgid = child.id().unwrap();
+        let output = Arc::new(Mutex::new(String::new()));
+        let (tx, rx) = tokio::sync::watch::channel(None);
+        let streams = [
+            child
+                .stdout
+                .take()
+                .map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Unpin + Send>),
+            child
+                .stderr
+                .take()
+                .map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Unpin + Send>),
+        ];
+        for stream in streams.into_iter().flatten() {
+            let output = output.clone();
+            tokio::spawn(async move {
+                let mut stream = stream;
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = stream.read(&mut buf).await {
+                    if n == 0 {
+                        break;
+                    }
+                    output
+                        .lock()
+                        .unwrap()
+                        .push_str(&String::from_utf8_lossy(&buf[..n]));
+                }
+            });
+        }
+        tokio::spawn(async move {
+            use std::os::unix::process::ExitStatusExt;
+            let status = child.wait().await.ok();
+            let code = status.and_then(|s| s.code()).map(|c| c as u32);
+            let signal = status.and_then(|s| s.signal()).map(|s| format!("{s}"));
+            let _ = tx.send(Some((code, signal)));
+        });
+        let id = format!("term-{pgid}");
+        self.terminals.lock().unwrap().insert(
+            id.clone(),
+            Terminal {
+                output,
+                exit: rx,
+                pgid,
+            },
+        );
+        responder.respond(CreateTerminalResponse::new(id))
+    }
+
+    pub fn on_wait(
+        self: &Arc<Self>,
+        request: WaitForTerminalExitRequest,
+        responder: Responder<WaitForTerminalExitResponse, V1>,
+        cx: ConnectionTo<Agent>,
+    ) -> Result<(), agent_client_protocol::Error> {
+        self.terminal_calls
+            .lock()
+            .unwrap()
+            .push("wait_for_exit".into());
+        let mut exit = self
+            .terminals
+            .lock()
+            .unwrap()
+            .get(request.terminal_id.0.as_ref())
+            .map(|t| t.exit.clone())
+            .expect("known terminal");
+        cx.spawn(async move {
+            let status = loop {
+                if let Some(status) = exit.borrow().clone() {
+                    break status;
+                }
+                if exit.changed().await.is_err() {
+                    break (None, None);
+                }
+            };
+            responder.respond(WaitForTerminalExitResponse::new(
+                TerminalExitStatus::new()
+                    .exit_code(status.0)
+                    .signal(status.1),
+            ))
+        })
+    }
+
+    pub fn on_kill(
+        self: &Arc<Self>,
+        request: KillTerminalRequest,
+        responder: Responder<KillTerminalResponse, V1>,
+    ) -> Result<(), agent_client_protocol::Error> {
+        self.terminal_calls.lock().unwrap().push("kill".into());
+        if let Some(terminal) = self
+            .terminals
+            .lock()
+            .unwrap()
+            .get(request.terminal_id.0.as_ref())
+        {
+            kill_group(terminal.pgid);
+        }
+        responder.respond(KillTerminalResponse::new())
+    }
+
+    pub fn on_output(
+        self: &Arc<Self>,
+        request: TerminalOutputRequest,
+        responder: Responder<TerminalOutputResponse, V1>,
+    ) -> Result<(), agent_client_protocol::Error> {
+        self.terminal_calls.lock().unwrap().push("output".into());
+        let terminals = self.terminals.lock().unwrap();
+        let terminal = terminals
+            .get(request.terminal_id.0.as_ref())
+            .expect("known terminal");
+        let status = terminal.exit.borrow().clone();
+        let output = terminal.output.lock().unwrap().clone();
+        let response =
+            TerminalOutputResponse::new(output, false)
+                .exit_status(status.map(|(code, signal)| {
+                    TerminalExitStatus::new().exit_code(code).signal(signal)
+                }));
+        responder.respond(response)
+    }
+
+    pub fn on_release(
+        self: &Arc<Self>,
+        request: ReleaseTerminalRequest,
+        responder: Responder<ReleaseTerminalResponse, V1>,
+    ) -> Result<(), agent_client_protocol::Error> {
+        self.terminal_calls.lock().unwrap().push("release".into());
+        if let Some(terminal) = self
+            .terminals
+            .lock()
+            .unwrap()
+            .remove(request.terminal_id.0.as_ref())
+        {
+            kill_group(terminal.pgid);
+        }
+        responder.respond(ReleaseTerminalResponse::new())
+    }
+}
