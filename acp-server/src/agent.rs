@@ -873,9 +873,27 @@ pub fn replay_updates(events: &[Event], context_window: u64) -> Vec<AgentUpdate>
         .iter()
         .rposition(|event| matches!(event.data, EventData::Plan { .. }));
     let mut last_usage = None;
+    // Calls whose result was never logged (dsh died while they ran) are shown
+    // failed with an "outcome unknown" note instead of pending forever.
+    let mut open_calls: Vec<String> = Vec::new();
+    let close_open = |updates: &mut Vec<AgentUpdate>, open_calls: &mut Vec<String>| {
+        for call_id in open_calls.drain(..) {
+            updates.push(AgentUpdate::ToolCallUpdate {
+                call_id,
+                status: ToolStatus::Failed,
+                view: ToolView {
+                    content: vec![dsh_protocol::tool::ToolContent::Text {
+                        text: dsh_protocol::log::OUTCOME_UNKNOWN.to_owned(),
+                    }],
+                    ..ToolView::default()
+                },
+            });
+        }
+    };
     for (index, event) in events.iter().enumerate() {
         match &event.data {
             EventData::UserMessage { content, .. } => {
+                close_open(&mut updates, &mut open_calls);
                 updates.extend(content.iter().cloned().map(AgentUpdate::UserChunk));
             }
             EventData::AssistantMessage {
@@ -899,28 +917,35 @@ pub fn replay_updates(events: &[Event], context_window: u64) -> Vec<AgentUpdate>
                 arguments,
                 view,
                 ..
-            } => updates.push(AgentUpdate::ToolCall {
-                call_id: call_id.clone(),
-                arguments: arguments.clone(),
-                view: view.clone(),
-                status: ToolStatus::Pending,
-            }),
+            } => {
+                open_calls.push(call_id.clone());
+                updates.push(AgentUpdate::ToolCall {
+                    call_id: call_id.clone(),
+                    arguments: arguments.clone(),
+                    view: view.clone(),
+                    status: ToolStatus::Pending,
+                })
+            }
             EventData::ToolResult {
                 call_id,
                 status,
                 view,
                 ..
-            } => updates.push(AgentUpdate::ToolCallUpdate {
-                call_id: call_id.clone(),
-                status: *status,
-                view: view.clone(),
-            }),
+            } => {
+                open_calls.retain(|open| open != call_id);
+                updates.push(AgentUpdate::ToolCallUpdate {
+                    call_id: call_id.clone(),
+                    status: *status,
+                    view: view.clone(),
+                })
+            }
             EventData::Plan { entries } if Some(index) == last_plan => {
                 updates.push(AgentUpdate::Plan(entries.clone()))
             }
             _ => {}
         }
     }
+    close_open(&mut updates, &mut open_calls);
     if let Some(usage) = last_usage {
         updates.push(AgentUpdate::Usage {
             used: usage.context_tokens(),

@@ -530,6 +530,7 @@ impl Agent {
             output: outcome.output,
             error: outcome.error,
             view: outcome.view.clone(),
+            attachments: outcome.attachments,
         })?;
         frontend.send(AgentUpdate::ToolCallUpdate {
             call_id: call.id.clone(),

@@ -227,6 +227,10 @@ pub enum EventData {
         /// Final presentation (diffs, locations).
         #[serde(default)]
         view: ToolView,
+        /// Content the model sees after the tool results (images a tool
+        /// read), in a user message.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        attachments: Vec<UserContent>,
     },
     /// A permission prompt was answered (or failed closed).
     #[serde(rename = "permission/decision")]
@@ -474,13 +478,21 @@ pub fn derive_history(events: &[Event]) -> Vec<ChatMessage> {
         .collect();
     let mut messages = Vec::new();
     let mut pending_calls: Vec<String> = Vec::new();
+    // Attachments follow the whole run of tool results: providers require
+    // tool messages to come straight after the assistant message.
+    let mut attachments: Vec<UserContent> = Vec::new();
     let mut emitted_summaries = std::collections::HashSet::new();
-    let flush_pending = |messages: &mut Vec<ChatMessage>, pending: &mut Vec<String>| {
+    let flush_pending = |messages: &mut Vec<ChatMessage>,
+                         pending: &mut Vec<String>,
+                         attachments: &mut Vec<UserContent>| {
         for call_id in pending.drain(..) {
             messages.push(ChatMessage::Tool {
                 call_id,
                 content: OUTCOME_UNKNOWN.to_owned(),
             });
+        }
+        if !attachments.is_empty() {
+            messages.push(ChatMessage::User(std::mem::take(attachments)));
         }
     };
     for event in events {
@@ -489,7 +501,7 @@ pub fn derive_history(events: &[Event]) -> Vec<ChatMessage> {
             .rposition(|(start, end, _)| (*start..=*end).contains(&event.seq))
         {
             if emitted_summaries.insert(index) {
-                flush_pending(&mut messages, &mut pending_calls);
+                flush_pending(&mut messages, &mut pending_calls, &mut attachments);
                 messages.push(ChatMessage::User(vec![UserContent::text(format!(
                     "<conversation-summary>\n{}\n</conversation-summary>",
                     compactions[index].2
@@ -499,7 +511,7 @@ pub fn derive_history(events: &[Event]) -> Vec<ChatMessage> {
         }
         match &event.data {
             EventData::UserMessage { content, .. } => {
-                flush_pending(&mut messages, &mut pending_calls);
+                flush_pending(&mut messages, &mut pending_calls, &mut attachments);
                 messages.push(ChatMessage::User(content.clone()));
             }
             EventData::AssistantMessage {
@@ -509,7 +521,7 @@ pub fn derive_history(events: &[Event]) -> Vec<ChatMessage> {
                 interrupted,
                 ..
             } => {
-                flush_pending(&mut messages, &mut pending_calls);
+                flush_pending(&mut messages, &mut pending_calls, &mut attachments);
                 let tool_calls = if *interrupted {
                     Vec::new()
                 } else {
@@ -526,7 +538,10 @@ pub fn derive_history(events: &[Event]) -> Vec<ChatMessage> {
                 });
             }
             EventData::ToolResult {
-                call_id, output, ..
+                call_id,
+                output,
+                attachments: extra,
+                ..
             } => {
                 if let Some(pos) = pending_calls.iter().position(|id| id == call_id) {
                     pending_calls.remove(pos);
@@ -534,12 +549,13 @@ pub fn derive_history(events: &[Event]) -> Vec<ChatMessage> {
                         call_id: call_id.clone(),
                         content: output.clone(),
                     });
+                    attachments.extend(extra.iter().cloned());
                 }
             }
             _ => {}
         }
     }
-    flush_pending(&mut messages, &mut pending_calls);
+    flush_pending(&mut messages, &mut pending_calls, &mut attachments);
     messages
 }
 

@@ -799,3 +799,140 @@ async fn todo_write_sends_plans_and_load_replays_the_latest() {
     );
     conn.finish().await;
 }
+
+#[tokio::test]
+async fn read_hands_images_to_image_capable_models_after_the_tool_results() {
+    let env = TestEnv::new().await;
+    let png = base64_decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==");
+    std::fs::write(env.cwd().join("pixel.dat"), &png).unwrap();
+    env.mock.push_json(calls(&[
+        ("i1", "read", json!({"file_path":"pixel.dat"})),
+        ("r1", "read", json!({"file_path":"hello.txt"})),
+    ]));
+    env.mock.push_json(reply("a single pixel"));
+    let conn = env.connect().await;
+    let session = conn.start(&env.cwd()).await;
+    conn.cx
+        .send_request(SetSessionConfigOptionRequest::new(
+            session.clone(),
+            "model",
+            "deepseek-v4-flash-vision-exp",
+        ))
+        .block_task()
+        .await
+        .unwrap();
+    conn.prompt(&session, "what is in pixel.dat?")
+        .await
+        .unwrap();
+    assert!(
+        tool_result(&env, "i1").contains("PNG image"),
+        "sniffed from content, not the extension"
+    );
+    let messages = env.mock.requests()[1]["messages"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let roles: Vec<&str> = messages
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        roles,
+        ["system", "user", "assistant", "tool", "tool", "user"],
+        "the image follows the tool results"
+    );
+    let image = &messages[5]["content"][0];
+    assert_eq!(image["type"], "image_url");
+    assert!(image["image_url"]["url"]
+        .as_str()
+        .unwrap()
+        .starts_with("data:image/png;base64,iVBOR"));
+    conn.finish().await;
+}
+
+#[tokio::test]
+async fn legacy_set_mode_is_honoured_and_reported_as_a_config_update() {
+    let env = TestEnv::new().await;
+    env.mock.push_json(call(
+        "w1",
+        "write",
+        json!({"file_path":"x.txt","content":"x"}),
+    ));
+    env.mock.push_json(reply("done"));
+    let sim = ClientSim::new(false, false);
+    let conn = env.connect_with(sim.clone()).await;
+    let session = conn.start(&env.cwd()).await;
+    conn.cx
+        .send_request(
+            agent_client_protocol::v1::schema::SetSessionModeRequest::new(
+                session.clone(),
+                "read-only",
+            ),
+        )
+        .block_task()
+        .await
+        .unwrap();
+    conn.wait_for("config_option_update", |u| kinds(u).contains(&"config"))
+        .await;
+    conn.prompt(&session, "write").await.unwrap();
+    assert!(tool_result(&env, "w1").contains("read-only mode"));
+    assert!(sim.permission_requests.lock().unwrap().is_empty());
+    let err = conn
+        .cx
+        .send_request(
+            agent_client_protocol::v1::schema::SetSessionModeRequest::new(session.clone(), "yolo"),
+        )
+        .block_task()
+        .await
+        .unwrap_err();
+    assert_eq!(i32::from(err.code), -32602);
+    conn.finish().await;
+}
+
+#[tokio::test]
+async fn a_tool_call_cut_off_by_a_crash_is_repaired_on_load() {
+    let env = TestEnv::new().await;
+    let conn = env.connect().await;
+    let session = conn.start(&env.cwd()).await;
+    conn.finish().await;
+    // What a SIGKILL mid-tool leaves: the call is logged, its result is not.
+    let mut log = std::fs::read_to_string(env.log_path(&session)).unwrap();
+    for line in [
+        json!({"seq":1,"time":1,"type":"user/message","data":{"turn":1,"content":[{"type":"text","text":"run it"}]}}),
+        json!({"seq":2,"time":1,"type":"turn/start","data":{"turn":1}}),
+        json!({"seq":3,"time":1,"type":"assistant/message","data":{"turn":1,"step":1,"text":"","reasoning":"","tool_calls":[{"id":"c9","name":"bash","arguments":"{\"command\":\"make\"}"}],"finish":"tool_calls"}}),
+        json!({"seq":4,"time":1,"type":"tool/call","data":{"turn":1,"call_id":"c9","name":"bash","arguments":"{\"command\":\"make\"}","view":{"title":"Run make","kind":"execute"}}}),
+    ] {
+        log.push_str(&format!("{line}\n"));
+    }
+    std::fs::write(env.log_path(&session), log).unwrap();
+
+    env.mock.push_json(reply("checking state"));
+    let conn = env.connect().await;
+    conn.initialize().await;
+    conn.cx
+        .send_request(LoadSessionRequest::new(session.clone(), env.cwd()))
+        .block_task()
+        .await
+        .unwrap();
+    let update = final_update(&conn, "c9");
+    assert_eq!(update.fields.status, Some(ToolCallStatus::Failed));
+    conn.prompt(&session, "continue").await.unwrap();
+    let messages = env.mock.requests()[0]["messages"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(messages[3]["role"], "tool");
+    assert!(messages[3]["content"]
+        .as_str()
+        .unwrap()
+        .contains("outcome of this tool call is unknown"));
+    conn.finish().await;
+}
+
+fn base64_decode(text: &str) -> Vec<u8> {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .unwrap()
+}

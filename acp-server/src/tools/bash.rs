@@ -192,6 +192,7 @@ async fn run_in_client_terminal(
                 error: None,
                 view,
                 plan: None,
+                attachments: Vec::new(),
             }
         }
     }
@@ -344,5 +345,6 @@ async fn run_locally(
         error: None,
         view,
         plan: None,
+        attachments: Vec::new(),
     }
 }

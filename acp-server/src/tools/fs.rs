@@ -131,18 +131,29 @@ enum Probe {
     Missing,
     Directory,
     Binary(String),
-    Text { size: u64 },
+    Image {
+        mime: &'static str,
+        what: String,
+        size: u64,
+    },
+    Text {
+        size: u64,
+    },
 }
 
-fn image_kind(head: &[u8]) -> Option<&'static str> {
+/// Largest image `read` hands to the model.
+const MAX_IMAGE_BYTES: u64 = 20 * 1024 * 1024;
+
+/// Sniffs an image format from content (not the extension): (kind, MIME).
+fn image_kind(head: &[u8]) -> Option<(&'static str, &'static str)> {
     if head.starts_with(b"\x89PNG\r\n\x1a\n") {
-        Some("PNG image")
+        Some(("PNG image", "image/png"))
     } else if head.starts_with(&[0xff, 0xd8, 0xff]) {
-        Some("JPEG image")
+        Some(("JPEG image", "image/jpeg"))
     } else if head.starts_with(b"GIF87a") || head.starts_with(b"GIF89a") {
-        Some("GIF image")
+        Some(("GIF image", "image/gif"))
     } else if head.len() >= 12 && &head[..4] == b"RIFF" && &head[8..12] == b"WEBP" {
-        Some("WebP image")
+        Some(("WebP image", "image/webp"))
     } else {
         None
     }
@@ -162,8 +173,12 @@ fn probe(path: &Path) -> Result<Probe, String> {
         .and_then(|mut file| file.read(&mut head))
         .map_err(|err| format!("Cannot read {}: {err}", path.display()))?;
     head.truncate(n);
-    if let Some(kind) = image_kind(&head) {
-        return Ok(Probe::Binary(format!("{kind}, {} bytes", meta.len())));
+    if let Some((kind, mime)) = image_kind(&head) {
+        return Ok(Probe::Image {
+            mime,
+            what: format!("{kind}, {} bytes", meta.len()),
+            size: meta.len(),
+        });
     }
     let utf8_ok = match std::str::from_utf8(&head) {
         Ok(_) => true,
@@ -182,7 +197,7 @@ async fn current_text(path: &Path, env: &ToolEnv<'_>) -> Result<Option<String>, 
     match probe(path)? {
         Probe::Missing => Ok(None),
         Probe::Directory => Err(format!("{} is a directory.", path.display())),
-        Probe::Binary(what) => Err(format!(
+        Probe::Binary(what) | Probe::Image { what, .. } => Err(format!(
             "{} is not a text file ({what}); only UTF-8 text can be edited.",
             path.display()
         )),
@@ -265,6 +280,7 @@ pub async fn read(args: &ReadArgs, path: &Path, env: &ToolEnv<'_>) -> Outcome {
                 ),
             )
         }
+        Ok(Probe::Image { mime, what, size }) => return read_image(path, mime, &what, size),
         Ok(Probe::Text { size }) => size,
     };
     let mut out = String::new();
@@ -329,6 +345,46 @@ pub async fn read(args: &ReadArgs, path: &Path, env: &ToolEnv<'_>) -> Outcome {
         ..ToolView::default()
     };
     Outcome::ok(out, view)
+}
+
+/// Hands an image to the model: it follows the tool results as a user
+/// message (image-capable models see it; others get a note saying so).
+fn read_image(path: &Path, mime: &'static str, what: &str, size: u64) -> Outcome {
+    use base64::Engine as _;
+    if size > MAX_IMAGE_BYTES {
+        return Outcome::failed(
+            ErrorCode::InvalidToolArgs,
+            format!(
+                "{} is an image ({what}) larger than the {} MiB limit.",
+                path.display(),
+                MAX_IMAGE_BYTES >> 20
+            ),
+        );
+    }
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(err) => {
+            return Outcome::failed(
+                ErrorCode::InvalidToolArgs,
+                format!("Cannot read {}: {err}", path.display()),
+            )
+        }
+    };
+    let mut outcome = Outcome::ok(
+        format!(
+            "{} is an image ({what}); it is attached after the tool results.",
+            path.display()
+        ),
+        ToolView {
+            locations: vec![location(path, 1)],
+            ..ToolView::default()
+        },
+    );
+    outcome.attachments.push(dsh_protocol::UserContent::Image {
+        mime_type: mime.to_owned(),
+        data: base64::engine::general_purpose::STANDARD.encode(bytes),
+    });
+    outcome
 }
 
 /// Reads a window of a very large file line by line.

@@ -77,6 +77,8 @@ pub struct Outcome {
     pub view: ToolView,
     /// A new plan (todo_write).
     pub plan: Option<Vec<PlanEntry>>,
+    /// Content the model sees after the tool results (images `read` loaded).
+    pub attachments: Vec<dsh_protocol::UserContent>,
 }
 
 impl Outcome {
@@ -86,6 +88,7 @@ impl Outcome {
             error: None,
             view,
             plan: None,
+            attachments: Vec::new(),
         }
     }
 
@@ -103,6 +106,7 @@ impl Outcome {
                 ..ToolView::default()
             },
             plan: None,
+            attachments: Vec::new(),
         }
     }
 }

@@ -90,5 +90,6 @@ pub fn run(args: &TodoArgs) -> Outcome {
         error: None,
         view: ToolView::default(),
         plan: Some(entries),
+        attachments: Vec::new(),
     }
 }
