@@ -11,8 +11,10 @@ use std::sync::{Arc, Mutex};
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
     ContentBlock, InitializeRequest, ListSessionsRequest, LoadSessionRequest, NewSessionRequest,
-    PromptRequest, SessionConfigKind, SessionConfigOption, SessionNotification, SessionUpdate,
-    SetSessionConfigOptionRequest, TextContent,
+    PermissionOptionKind, PlanEntryStatus, PromptRequest, RequestPermissionOutcome,
+    RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome,
+    SessionConfigKind, SessionConfigOption, SessionNotification, SessionUpdate,
+    SetSessionConfigOptionRequest, TextContent, ToolCallContent, ToolCallStatus,
 };
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::{Agent, ByteStreams, Client};
@@ -31,7 +33,7 @@ const WORKSPACE: &[(&str, &str)] = &[
 ];
 const PROMPTS: &[&str] = &[
     "What does this project do?",
-    "How does count_words treat runs of spaces?",
+    "Make count_words skip tokens that have no letters or digits, and check it.",
 ];
 
 type Out = Arc<Mutex<Box<dyn Write + Send>>>;
@@ -91,10 +93,11 @@ impl Printer {
                 }
             }
             SessionUpdate::UsageUpdate(usage) => {
+                let sep = if *block == Block::None { "" } else { "\n" };
                 *block = Block::None;
-                write!(
+                writeln!(
                     out,
-                    "\n  [context: {} of {} tokens]\n",
+                    "{sep}  [context: {} of {} tokens]",
                     usage.used, usage.size
                 )
             }
@@ -104,11 +107,75 @@ impl Printer {
                 }
                 _ => Ok(()),
             },
-            SessionUpdate::ToolCall(call) => writeln!(out, "\n  [tool] {}", call.title),
+            SessionUpdate::ToolCall(call) => {
+                let sep = if *block == Block::None { "" } else { "\n" };
+                *block = Block::None;
+                writeln!(out, "{sep}  ▸ {}", call.title)
+            }
+            SessionUpdate::ToolCallUpdate(update) => {
+                *block = Block::None;
+                match update.fields.status {
+                    Some(ToolCallStatus::Completed) => {
+                        let mut text = String::new();
+                        for content in update.fields.content.iter().flatten() {
+                            match content {
+                                ToolCallContent::Diff(diff) => text.push_str(&render_diff(
+                                    diff.old_text.as_deref().unwrap_or(""),
+                                    &diff.new_text,
+                                )),
+                                ToolCallContent::Content(content) => {
+                                    if let ContentBlock::Text(output) = &content.content {
+                                        for line in
+                                            output.text.lines().filter(|l| !l.starts_with("```"))
+                                        {
+                                            text.push_str(&format!("      | {line}\n"));
+                                        }
+                                    }
+                                }
+                                _ => {}
+                            }
+                        }
+                        write!(out, "    ✓ done\n{text}")
+                    }
+                    Some(ToolCallStatus::Failed) => writeln!(out, "    ✗ failed"),
+                    _ => Ok(()),
+                }
+            }
+            SessionUpdate::Plan(plan) => {
+                *block = Block::None;
+                let mut text = String::from("  plan:\n");
+                for entry in &plan.entries {
+                    let mark = match entry.status {
+                        PlanEntryStatus::Completed => "[x]",
+                        PlanEntryStatus::InProgress => "[~]",
+                        _ => "[ ]",
+                    };
+                    text.push_str(&format!("    {mark} {}\n", entry.content));
+                }
+                write!(out, "{text}")
+            }
             _ => Ok(()),
         };
         let _ = out.flush();
     }
+}
+
+/// The changed lines of a diff, as a person reads them in a review.
+fn render_diff(old: &str, new: &str) -> String {
+    let diff = similar::TextDiff::from_lines(old, new);
+    let mut text = String::new();
+    for change in diff.iter_all_changes() {
+        let sign = match change.tag() {
+            similar::ChangeTag::Delete => "-",
+            similar::ChangeTag::Insert => "+",
+            similar::ChangeTag::Equal => continue,
+        };
+        text.push_str(&format!("      {sign} {}", change.value()));
+        if !change.value().ends_with('\n') {
+            text.push('\n');
+        }
+    }
+    text
 }
 
 fn describe(options: &[SessionConfigOption]) -> String {
@@ -194,8 +261,8 @@ async fn run_in(scratch: &Path, out: Out) -> anyhow::Result<()> {
                         let options = cx
                             .send_request(SetSessionConfigOptionRequest::new(
                                 session.session_id.clone(),
-                                "thought_level",
-                                "off",
+                                "mode",
+                                "accept-edits",
                             ))
                             .block_task()
                             .await?;
@@ -260,7 +327,9 @@ async fn run_in(scratch: &Path, out: Out) -> anyhow::Result<()> {
         .await?;
     }
     let replayed = *printer.replayed.lock().unwrap_or_else(|p| p.into_inner());
-    printer.line(&format!("  session/load replayed {replayed} updates (prompts, thoughts, replies, usage) before answering"));
+    printer.line(&format!(
+        "  session/load replayed {replayed} updates (prompts, thoughts, replies, tool calls with their diffs, the plan, usage) before answering"
+    ));
     let log = home
         .join("sessions")
         .join(format!("{}.jsonl", session_id.0));
@@ -302,6 +371,7 @@ async fn connect<T: Send + 'static>(
         .take()
         .ok_or_else(|| anyhow::anyhow!("child stdout missing"))?;
     let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
+    let asker = printer.clone();
     let result = Client
         .v1()
         .on_receive_notification(
@@ -310,6 +380,27 @@ async fn connect<T: Send + 'static>(
                 Ok(())
             },
             agent_client_protocol::on_receive_notification!(),
+        )
+        .on_receive_request(
+            async move |request: RequestPermissionRequest, responder, _cx| {
+                // The demo plays a user who allows each prompt once.
+                let title = request.tool_call.fields.title.clone().unwrap_or_default();
+                asker.line(&format!(
+                    "    ? dsh asks permission for \"{title}\" → allow once"
+                ));
+                let choice = request
+                    .options
+                    .iter()
+                    .find(|o| o.kind == PermissionOptionKind::AllowOnce);
+                let outcome = match choice {
+                    Some(option) => RequestPermissionOutcome::Selected(
+                        SelectedPermissionOutcome::new(option.option_id.clone()),
+                    ),
+                    None => RequestPermissionOutcome::Cancelled,
+                };
+                responder.respond(RequestPermissionResponse::new(outcome))
+            },
+            agent_client_protocol::on_receive_request!(),
         )
         .connect_with(transport, body)
         .await
