@@ -936,3 +936,85 @@ fn base64_decode(text: &str) -> Vec<u8> {
         .decode(text)
         .unwrap()
 }
+
+#[tokio::test]
+async fn outputs_are_capped_with_visible_markers_and_spill_files() {
+    let env = TestEnv::new().await;
+    let root = env.cwd().canonicalize().unwrap();
+    std::fs::write(
+        root.join("long.txt"),
+        format!("short\n{}\n", "x".repeat(5000)),
+    )
+    .unwrap();
+    std::fs::create_dir(root.join("many")).unwrap();
+    for i in 0..120 {
+        std::fs::write(
+            root.join(format!("many/f{i:03}.log")),
+            "needle\nneedle\nneedle\n",
+        )
+        .unwrap();
+    }
+    env.mock.push_json(calls(&[
+        ("r1", "read", json!({"file_path":"long.txt"})),
+        ("g1", "glob", json!({"pattern":"*.log","path":"many"})),
+        ("g2", "grep", json!({"pattern":"needle","path":"many"})),
+        ("b1", "bash", json!({"command":"for i in $(seq 1 5000); do echo line-$i-padding-padding; done","description":"noisy"})),
+    ]));
+    env.mock.push_json(reply("done"));
+    let conn = env.connect().await;
+    let session = conn.start(&env.cwd()).await;
+    set_mode(&conn, &session, "full-access").await;
+    conn.prompt(&session, "go").await.unwrap();
+
+    let read = tool_result(&env, "r1");
+    assert!(
+        read.contains("[line truncated: 5000 characters]"),
+        "{}",
+        &read[..200]
+    );
+    let globbed = tool_result(&env, "g1");
+    assert_eq!(globbed.lines().filter(|l| l.ends_with(".log")).count(), 100);
+    assert!(
+        globbed.contains("(20 more not shown"),
+        "{}",
+        globbed.lines().last().unwrap()
+    );
+    let grepped = tool_result(&env, "g2");
+    assert_eq!(
+        grepped.lines().filter(|l| l.contains(": needle")).count(),
+        250
+    );
+    assert!(
+        grepped.contains("(110 more matches not shown"),
+        "{}",
+        grepped.lines().last().unwrap()
+    );
+    assert_eq!(
+        final_update(&conn, "g2").fields.locations.unwrap().len(),
+        50,
+        "locations are capped too"
+    );
+
+    let bash = tool_result(&env, "b1");
+    assert!(
+        bash.starts_with("[output truncated: showing the last"),
+        "{}",
+        &bash[..200]
+    );
+    assert!(bash.contains("line-5000-padding-padding\n[exit code: 0]"));
+    let spill = bash
+        .split("full output in ")
+        .nth(1)
+        .unwrap()
+        .split(']')
+        .next()
+        .unwrap();
+    let saved = std::fs::read_to_string(spill).unwrap();
+    assert!(saved.starts_with("line-1-padding") && saved.contains("line-5000-"));
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(spill).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    conn.finish().await;
+}

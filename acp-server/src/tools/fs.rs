@@ -608,3 +608,37 @@ fn not_found_message(text: &str, needle: &str, path: &Path) -> String {
     }
     message
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn huge_diffs_degrade_to_a_summary() {
+        let big = "y".repeat(MAX_DIFF_BYTES + 1);
+        let view = diff_view(Path::new("/w/big.txt"), Some("old\n"), &big);
+        assert!(
+            matches!(&view.content[0], ToolContent::Text { text } if text.contains("too large"))
+        );
+        let view = diff_view(Path::new("/w/small.txt"), None, "new\n");
+        assert!(matches!(&view.content[0], ToolContent::Diff(diff) if diff.old_text.is_none()));
+    }
+
+    #[test]
+    fn first_changed_line_and_not_found_hints() {
+        assert_eq!(first_changed_line("a\nb\nc\n", "a\nB\nc\n"), 2);
+        assert_eq!(first_changed_line("a\n", "a\nb\n"), 2);
+        let hint = not_found_message(
+            "fn main() {\n    let x = 1;\n}\n",
+            "    let x = 2;",
+            Path::new("/w/m.rs"),
+        );
+        assert!(hint.contains("0 matches"));
+        let hint = not_found_message(
+            "fn main() {\n    let  x = 1;\n}\n",
+            "fn main() {\n  let x",
+            Path::new("/w/m.rs"),
+        );
+        assert!(hint.contains("     1\tfn main() {"), "{hint}");
+    }
+}
