@@ -1018,3 +1018,31 @@ async fn outputs_are_capped_with_visible_markers_and_spill_files() {
     );
     conn.finish().await;
 }
+
+#[tokio::test]
+async fn a_broken_permission_channel_denies() {
+    let env = TestEnv::new().await;
+    env.mock.push_json(call(
+        "w1",
+        "write",
+        json!({"file_path":"x.txt","content":"x"}),
+    ));
+    env.mock.push_json(reply("ok"));
+    let sim = ClientSim::new(false, false);
+    sim.answer(Answer::Error);
+    let conn = env.connect_with(sim.clone()).await;
+    let session = conn.start(&env.cwd()).await;
+    assert_eq!(
+        conn.prompt(&session, "go").await.unwrap().stop_reason,
+        StopReason::EndTurn
+    );
+    assert!(!env.cwd().join("x.txt").exists());
+    assert!(tool_result(&env, "w1").contains("could not be requested"));
+    let decision = env
+        .log_events(&session)
+        .into_iter()
+        .find(|e| e["type"] == "permission/decision")
+        .unwrap();
+    assert_eq!(decision["data"]["outcome"], "unavailable");
+    conn.finish().await;
+}

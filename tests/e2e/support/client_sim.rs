@@ -33,6 +33,8 @@ use tokio::io::AsyncReadExt;
 pub enum Answer {
     /// Select the option of this kind.
     Select(PermissionOptionKind),
+    /// Answer with a JSON-RPC error (a broken client).
+    Error,
     /// Answer `cancelled`.
     Cancelled,
     /// Switch the session's mode first (from a spawned task), then select.
@@ -64,6 +66,8 @@ pub struct ClientSim {
     pub reads: Mutex<Vec<PathBuf>>,
     /// Terminal methods in call order.
     pub terminal_calls: Mutex<Vec<String>>,
+    /// Client methods dsh called without the capability being advertised.
+    pub violations: Mutex<Vec<String>>,
     terminals: Mutex<HashMap<String, Terminal>>,
 }
 
@@ -119,6 +123,9 @@ impl ClientSim {
             Answer::Cancelled => responder.respond(RequestPermissionResponse::new(
                 RequestPermissionOutcome::Cancelled,
             )),
+            Answer::Error => {
+                responder.respond_with_error(agent_client_protocol::Error::internal_error())
+            }
             Answer::SwitchModeThenSelect(mode, kind) => {
                 let session = request.session_id.clone();
                 let response = pick(kind);
@@ -141,6 +148,12 @@ impl ClientSim {
         request: ReadTextFileRequest,
         responder: Responder<ReadTextFileResponse, V1>,
     ) -> Result<(), agent_client_protocol::Error> {
+        if !self.fs {
+            self.violations
+                .lock()
+                .unwrap()
+                .push("fs/read_text_file".into());
+        }
         self.reads.lock().unwrap().push(request.path.clone());
         let buffered = self.buffers.lock().unwrap().get(&request.path).cloned();
         match buffered
@@ -160,6 +173,12 @@ impl ClientSim {
         request: WriteTextFileRequest,
         responder: Responder<WriteTextFileResponse, V1>,
     ) -> Result<(), agent_client_protocol::Error> {
+        if !self.fs {
+            self.violations
+                .lock()
+                .unwrap()
+                .push("fs/write_text_file".into());
+        }
         self.writes
             .lock()
             .unwrap()
@@ -176,6 +195,12 @@ impl ClientSim {
         request: CreateTerminalRequest,
         responder: Responder<CreateTerminalResponse, V1>,
     ) -> Result<(), agent_client_protocol::Error> {
+        if !self.terminal {
+            self.violations
+                .lock()
+                .unwrap()
+                .push("terminal/create".into());
+        }
         self.terminal_calls.lock().unwrap().push("create".into());
         let mut command = tokio::process::Command::new(&request.command);
         command

@@ -377,6 +377,11 @@ impl Conn {
             let recorded = self.recorded.lock().unwrap();
             (recorded.sent.clone(), recorded.frames.clone())
         };
+        let violations = self.sim.violations.lock().unwrap().clone();
+        assert!(
+            violations.is_empty(),
+            "dsh called client methods the client did not advertise: {violations:?}"
+        );
         validate_exchange(&sent, &frames);
         frames
     }
