@@ -1,0 +1,739 @@
+//! The bridge: routes a query to the right server (starting it lazily, once
+//! per (server, root)), keeps the document in sync, waits for readiness,
+//! normalizes the answer, restarts a crashed server once, and reaps idle
+//! servers.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use lsp_types::request::{
+    CallHierarchyIncomingCalls, CallHierarchyOutgoingCalls, CallHierarchyPrepare,
+    DocumentDiagnosticRequest, DocumentSymbolRequest, GotoDefinition, GotoImplementation,
+    HoverRequest, References, WorkspaceSymbolRequest,
+};
+use lsp_types::{
+    CallHierarchyIncomingCallsParams, CallHierarchyOutgoingCallsParams, CallHierarchyPrepareParams,
+    DocumentDiagnosticParams, DocumentDiagnosticReport, DocumentDiagnosticReportResult,
+    DocumentSymbolParams, DocumentSymbolResponse, GotoDefinitionParams, GotoDefinitionResponse,
+    HoverContents, HoverParams, MarkedString, OneOf, ReferenceContext, ReferenceParams,
+    TextDocumentIdentifier, TextDocumentPositionParams, Url, WorkspaceSymbolParams,
+    WorkspaceSymbolResponse,
+};
+use serde::Deserialize;
+
+use crate::registry::{self, Resolved, ServerSpec};
+use crate::roots::find_root;
+use crate::server::{uri_path, Server};
+use crate::{Answer, Call, Diagnostic, Location, LspError, Operation, Query, Result, Symbol};
+
+/// `[lsp]` settings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BridgeSettings {
+    /// Extra servers and overrides of built-in ones (by name).
+    pub servers: Vec<ServerSpec>,
+    /// Per-request timeout.
+    pub request_timeout_ms: u64,
+    /// How long a query waits for a server to finish indexing.
+    pub ready_timeout_ms: u64,
+    /// Timeout for `initialize`.
+    pub initialize_timeout_ms: u64,
+    /// Stop a server unused this long.
+    pub idle_timeout_ms: u64,
+    /// How long an edit waits for fresh diagnostics.
+    pub diagnostics_wait_ms: u64,
+    /// Use only configured servers (no built-in registry).
+    pub builtin: bool,
+}
+
+impl Default for BridgeSettings {
+    fn default() -> Self {
+        BridgeSettings {
+            servers: Vec::new(),
+            request_timeout_ms: 15_000,
+            ready_timeout_ms: 10_000,
+            initialize_timeout_ms: 30_000,
+            idle_timeout_ms: 10 * 60 * 1000,
+            diagnostics_wait_ms: 2_000,
+            builtin: true,
+        }
+    }
+}
+
+type Key = (String, PathBuf);
+
+/// One session's language servers.
+pub struct Bridge {
+    settings: BridgeSettings,
+    specs: Vec<ServerSpec>,
+    roots: Vec<PathBuf>,
+    resolved: tokio::sync::Mutex<HashMap<(String, PathBuf), Option<Resolved>>>,
+    slots: Mutex<HashMap<Key, Arc<tokio::sync::Mutex<Slot>>>>,
+}
+
+#[derive(Default)]
+struct Slot {
+    server: Option<Arc<Server>>,
+    /// Crashes since the last successful answer.
+    crashes: u32,
+}
+
+fn ms(value: u64) -> Duration {
+    Duration::from_millis(value)
+}
+
+impl Bridge {
+    /// A bridge for a session whose canonical roots are `roots`. Starts an
+    /// idle reaper on the current runtime.
+    pub fn new(settings: BridgeSettings, roots: Vec<PathBuf>) -> Arc<Bridge> {
+        let specs = if settings.builtin {
+            registry::merge(registry::builtin(), &settings.servers)
+        } else {
+            registry::merge(Vec::new(), &settings.servers)
+        };
+        let bridge = Arc::new(Bridge {
+            settings,
+            specs,
+            roots,
+            resolved: tokio::sync::Mutex::new(HashMap::new()),
+            slots: Mutex::new(HashMap::new()),
+        });
+        let weak = Arc::downgrade(&bridge);
+        let period = ms(bridge.settings.idle_timeout_ms / 4)
+            .clamp(Duration::from_millis(50), Duration::from_secs(60));
+        tokio::spawn(reap(weak, period));
+        bridge
+    }
+
+    /// The specs that claim a file type, in preference order.
+    fn candidates(&self, file: &Path) -> Vec<&ServerSpec> {
+        let file_type = registry::file_type(file);
+        self.specs
+            .iter()
+            .filter(|spec| spec.extensions.contains_key(&file_type))
+            .collect()
+    }
+
+    /// The first usable server for a file (located and verified once).
+    async fn resolve(&self, file: &Path) -> Result<(Resolved, PathBuf)> {
+        let candidates = self.candidates(file);
+        let file_type = registry::file_type(file);
+        for spec in &candidates {
+            let root = find_root(file, &spec.root_markers, &self.roots);
+            let key = (spec.name.clone(), root.clone());
+            let mut cache = self.resolved.lock().await;
+            if !cache.contains_key(&key) {
+                let found = match registry::locate(spec, &root) {
+                    Some(program) if registry::verify(spec, &program).await => Some(Resolved {
+                        spec: (*spec).clone(),
+                        program,
+                    }),
+                    Some(program) => {
+                        tracing::info!(server = %spec.name, program = %program.display(), "found but `--version` failed; skipping");
+                        None
+                    }
+                    None => None,
+                };
+                cache.insert(key.clone(), found);
+            }
+            if let Some(resolved) = cache.get(&key).cloned().flatten() {
+                return Ok((resolved, root));
+            }
+        }
+        let names: Vec<&str> = candidates
+            .iter()
+            .map(|spec| spec.command.as_str())
+            .collect();
+        let hint = if names.is_empty() {
+            "add one under [[lsp.servers]] in $DSH_HOME/config.toml (command, args, extensions)"
+                .to_owned()
+        } else {
+            format!(
+                "install one of: {} (on PATH or in the project's node_modules/.bin or .venv/bin), or configure one under [[lsp.servers]] in $DSH_HOME/config.toml",
+                names.join(", ")
+            )
+        };
+        Err(LspError::Unavailable {
+            file_type: if file_type.is_empty() {
+                "these".into()
+            } else {
+                format!(".{file_type}")
+            },
+            hint,
+        })
+    }
+
+    fn slot(&self, key: &Key) -> Arc<tokio::sync::Mutex<Slot>> {
+        self.slots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(key.clone())
+            .or_default()
+            .clone()
+    }
+
+    /// Answers a query. A crash is retried once on a fresh server.
+    ///
+    /// # Errors
+    /// No server, not ready, timed out, crashed twice, or a server error.
+    pub async fn query(&self, query: &Query) -> Result<Answer> {
+        let (resolved, root) = self.resolve(&query.file).await?;
+        let key = (resolved.spec.name.clone(), root.clone());
+        let slot = self.slot(&key);
+        loop {
+            let server = {
+                let mut slot = slot.lock().await;
+                match &slot.server {
+                    Some(server) if !server.is_dead() => server.clone(),
+                    _ => {
+                        if slot.crashes >= 2 {
+                            return Err(LspError::Crashed {
+                                server: resolved.spec.name.clone(),
+                                detail: "it crashed twice; dsh will not restart it again in this session".into(),
+                            });
+                        }
+                        if let Some(old) = slot.server.take() {
+                            old.stop().await;
+                        }
+                        let server = Server::start(
+                            &resolved,
+                            &root,
+                            ms(self.settings.initialize_timeout_ms),
+                        )
+                        .await;
+                        match server {
+                            Ok(server) => {
+                                slot.server = Some(server.clone());
+                                server
+                            }
+                            Err(err @ LspError::Crashed { .. }) => {
+                                slot.crashes += 1;
+                                return Err(err);
+                            }
+                            Err(err) => return Err(err),
+                        }
+                    }
+                }
+            };
+            server.touch();
+            match self.ask(&server, query).await {
+                Err(LspError::Crashed { detail, .. }) => {
+                    let mut slot = slot.lock().await;
+                    slot.crashes += 1;
+                    tracing::warn!(server = %server.name, crashes = slot.crashes, %detail, "language server crashed");
+                    if slot.crashes >= 2 {
+                        slot.server = None;
+                        return Err(LspError::Crashed {
+                            server: server.name.clone(),
+                            detail: format!("{detail}; it crashed twice, so dsh will not restart it again in this session"),
+                        });
+                    }
+                    continue;
+                }
+                other => {
+                    if other.is_ok() {
+                        slot.lock().await.crashes = 0;
+                    }
+                    return other;
+                }
+            }
+        }
+    }
+
+    async fn ask(&self, server: &Server, query: &Query) -> Result<Answer> {
+        let (uri, version) = server.sync(&query.file, &query.text).await?;
+        if !server.wait_ready(ms(self.settings.ready_timeout_ms)).await {
+            if server.is_dead() {
+                return Err(server.crashed("the server exited"));
+            }
+            return Err(LspError::NotReady {
+                server: server.name.clone(),
+            });
+        }
+        let timeout = ms(self.settings.request_timeout_ms);
+        let document = TextDocumentIdentifier { uri: uri.clone() };
+        let position = || {
+            let position = query.position.unwrap_or(crate::Position {
+                line: 0,
+                character: 0,
+            });
+            TextDocumentPositionParams {
+                text_document: document.clone(),
+                position: lsp_types::Position {
+                    line: position.line,
+                    character: position.character,
+                },
+            }
+        };
+        let answer = match &query.operation {
+            Operation::Definition => Answer::Locations(goto(
+                server
+                    .request::<GotoDefinition>(
+                        GotoDefinitionParams {
+                            text_document_position_params: position(),
+                            work_done_progress_params: Default::default(),
+                            partial_result_params: Default::default(),
+                        },
+                        timeout,
+                    )
+                    .await?,
+            )),
+            Operation::Implementation => Answer::Locations(goto(
+                server
+                    .request::<GotoImplementation>(
+                        GotoDefinitionParams {
+                            text_document_position_params: position(),
+                            work_done_progress_params: Default::default(),
+                            partial_result_params: Default::default(),
+                        },
+                        timeout,
+                    )
+                    .await?,
+            )),
+            Operation::References => {
+                let found = server
+                    .request::<References>(
+                        ReferenceParams {
+                            text_document_position: position(),
+                            work_done_progress_params: Default::default(),
+                            partial_result_params: Default::default(),
+                            context: ReferenceContext {
+                                include_declaration: true,
+                            },
+                        },
+                        timeout,
+                    )
+                    .await?;
+                Answer::Locations(
+                    found
+                        .unwrap_or_default()
+                        .iter()
+                        .filter_map(location)
+                        .collect(),
+                )
+            }
+            Operation::Hover => {
+                let hover = server
+                    .request::<HoverRequest>(
+                        HoverParams {
+                            text_document_position_params: position(),
+                            work_done_progress_params: Default::default(),
+                        },
+                        timeout,
+                    )
+                    .await?;
+                Answer::Hover(
+                    hover
+                        .map(|hover| hover_text(hover.contents))
+                        .unwrap_or_default(),
+                )
+            }
+            Operation::DocumentSymbol => {
+                let found = server
+                    .request::<DocumentSymbolRequest>(
+                        DocumentSymbolParams {
+                            text_document: document.clone(),
+                            work_done_progress_params: Default::default(),
+                            partial_result_params: Default::default(),
+                        },
+                        timeout,
+                    )
+                    .await?;
+                Answer::Symbols(document_symbols(found, &query.file))
+            }
+            Operation::WorkspaceSymbol(text) => {
+                let found = server
+                    .request::<WorkspaceSymbolRequest>(
+                        WorkspaceSymbolParams {
+                            query: text.clone(),
+                            work_done_progress_params: Default::default(),
+                            partial_result_params: Default::default(),
+                        },
+                        timeout,
+                    )
+                    .await?;
+                Answer::Symbols(workspace_symbols(found))
+            }
+            Operation::Diagnostics => {
+                Answer::Diagnostics(self.diagnostics(server, &uri, version).await?)
+            }
+            Operation::IncomingCalls | Operation::OutgoingCalls => {
+                let items = server
+                    .request::<CallHierarchyPrepare>(
+                        CallHierarchyPrepareParams {
+                            text_document_position_params: position(),
+                            work_done_progress_params: Default::default(),
+                        },
+                        timeout,
+                    )
+                    .await?
+                    .unwrap_or_default();
+                let mut calls = Vec::new();
+                for item in items {
+                    if query.operation == Operation::IncomingCalls {
+                        let found = server
+                            .request::<CallHierarchyIncomingCalls>(
+                                CallHierarchyIncomingCallsParams {
+                                    item,
+                                    work_done_progress_params: Default::default(),
+                                    partial_result_params: Default::default(),
+                                },
+                                timeout,
+                            )
+                            .await?
+                            .unwrap_or_default();
+                        for call in found {
+                            for range in call.from_ranges.iter().take(1) {
+                                if let Some(path) = uri_path(&call.from.uri) {
+                                    calls.push(Call {
+                                        name: call.from.name.clone(),
+                                        location: Location {
+                                            path,
+                                            line: range.start.line,
+                                            character: range.start.character,
+                                        },
+                                    });
+                                }
+                            }
+                        }
+                    } else {
+                        let found = server
+                            .request::<CallHierarchyOutgoingCalls>(
+                                CallHierarchyOutgoingCallsParams {
+                                    item,
+                                    work_done_progress_params: Default::default(),
+                                    partial_result_params: Default::default(),
+                                },
+                                timeout,
+                            )
+                            .await?
+                            .unwrap_or_default();
+                        for call in found {
+                            if let Some(path) = uri_path(&call.to.uri) {
+                                let start = call.to.selection_range.start;
+                                calls.push(Call {
+                                    name: call.to.name.clone(),
+                                    location: Location {
+                                        path,
+                                        line: start.line,
+                                        character: start.character,
+                                    },
+                                });
+                            }
+                        }
+                    }
+                }
+                Answer::Calls(calls)
+            }
+        };
+        Ok(answer)
+    }
+
+    /// Diagnostics for the document at `version`: pulled when the server
+    /// supports it, else the pushed set for that version (waiting briefly).
+    async fn diagnostics(
+        &self,
+        server: &Server,
+        uri: &Url,
+        version: i32,
+    ) -> Result<Vec<Diagnostic>> {
+        if server.capabilities.diagnostic_provider.is_some() {
+            let report = server
+                .request::<DocumentDiagnosticRequest>(
+                    DocumentDiagnosticParams {
+                        text_document: TextDocumentIdentifier { uri: uri.clone() },
+                        identifier: None,
+                        previous_result_id: None,
+                        work_done_progress_params: Default::default(),
+                        partial_result_params: Default::default(),
+                    },
+                    ms(self.settings.request_timeout_ms),
+                )
+                .await?;
+            let items = match report {
+                DocumentDiagnosticReportResult::Report(DocumentDiagnosticReport::Full(full)) => {
+                    full.full_document_diagnostic_report.items
+                }
+                _ => Vec::new(),
+            };
+            return Ok(convert_diagnostics(uri, &items));
+        }
+        let deadline = tokio::time::Instant::now() + ms(self.settings.diagnostics_wait_ms);
+        loop {
+            let notified = server.changed.notified();
+            if let Some((published, items)) = server
+                .shared
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .diagnostics
+                .get(uri)
+            {
+                if published.is_none_or(|published| published >= version) {
+                    return Ok(convert_diagnostics(uri, items));
+                }
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return Err(LspError::TimedOut {
+                    server: server.name.clone(),
+                    seconds: ms(self.settings.diagnostics_wait_ms).as_secs().max(1),
+                });
+            }
+        }
+    }
+
+    /// After an edit: if a server for this file is already running, sync the
+    /// new text and return its fresh diagnostics (bounded wait). `None` when
+    /// no server runs for the file or it gave no fresh answer in time.
+    pub async fn diagnostics_if_running(
+        &self,
+        file: &Path,
+        text: &str,
+    ) -> Option<(String, Vec<Diagnostic>)> {
+        let candidates = self.candidates(file);
+        for spec in candidates {
+            let root = find_root(file, &spec.root_markers, &self.roots);
+            let key = (spec.name.clone(), root);
+            let slot = self
+                .slots
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&key)
+                .cloned();
+            let Some(slot) = slot else { continue };
+            let server = slot.lock().await.server.clone();
+            let Some(server) = server.filter(|s| !s.is_dead()) else {
+                continue;
+            };
+            server.touch();
+            let (uri, version) = server.sync(file, text).await.ok()?;
+            return self
+                .diagnostics(&server, &uri, version)
+                .await
+                .ok()
+                .map(|d| (server.name.clone(), d));
+        }
+        None
+    }
+
+    /// Servers currently running: (name, root, pid).
+    pub fn running(&self) -> Vec<(String, PathBuf)> {
+        self.slots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter_map(|(key, slot)| {
+                let slot = slot.try_lock().ok()?;
+                slot.server
+                    .as_ref()
+                    .filter(|s| !s.is_dead())
+                    .map(|_| key.clone())
+            })
+            .collect()
+    }
+
+    /// Stops every server.
+    pub async fn shutdown(&self) {
+        let slots: Vec<_> = self
+            .slots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain()
+            .map(|(_, slot)| slot)
+            .collect();
+        let stops = slots.into_iter().map(|slot| async move {
+            let server = slot.lock().await.server.take();
+            if let Some(server) = server {
+                server.stop().await;
+            }
+        });
+        futures::future::join_all(stops).await;
+    }
+}
+
+/// Stops servers idle longer than the setting; ends when the bridge is gone.
+async fn reap(bridge: Weak<Bridge>, period: Duration) {
+    loop {
+        tokio::time::sleep(period).await;
+        let Some(bridge) = bridge.upgrade() else {
+            return;
+        };
+        let idle = ms(bridge.settings.idle_timeout_ms);
+        let slots: Vec<_> = bridge
+            .slots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        for slot in slots {
+            let Ok(mut slot) = slot.try_lock() else {
+                continue;
+            };
+            if slot
+                .server
+                .as_ref()
+                .is_some_and(|server| server.idle_for() >= idle)
+            {
+                if let Some(server) = slot.server.take() {
+                    tracing::info!(server = %server.name, "stopping idle language server");
+                    server.stop().await;
+                }
+            }
+        }
+    }
+}
+
+fn location(location: &lsp_types::Location) -> Option<Location> {
+    Some(Location {
+        path: uri_path(&location.uri)?,
+        line: location.range.start.line,
+        character: location.range.start.character,
+    })
+}
+
+fn goto(response: Option<GotoDefinitionResponse>) -> Vec<Location> {
+    match response {
+        None => Vec::new(),
+        Some(GotoDefinitionResponse::Scalar(single)) => location(&single).into_iter().collect(),
+        Some(GotoDefinitionResponse::Array(many)) => many.iter().filter_map(location).collect(),
+        Some(GotoDefinitionResponse::Link(links)) => links
+            .iter()
+            .filter_map(|link| {
+                Some(Location {
+                    path: uri_path(&link.target_uri)?,
+                    line: link.target_selection_range.start.line,
+                    character: link.target_selection_range.start.character,
+                })
+            })
+            .collect(),
+    }
+}
+
+fn hover_text(contents: HoverContents) -> String {
+    let marked = |m: MarkedString| match m {
+        MarkedString::String(s) => s,
+        MarkedString::LanguageString(code) => format!("```{}\n{}\n```", code.language, code.value),
+    };
+    match contents {
+        HoverContents::Scalar(m) => marked(m),
+        HoverContents::Array(items) => items
+            .into_iter()
+            .map(marked)
+            .collect::<Vec<_>>()
+            .join("\n\n"),
+        HoverContents::Markup(markup) => markup.value,
+    }
+}
+
+fn kind_name(kind: lsp_types::SymbolKind) -> String {
+    format!("{kind:?}")
+        .trim_start_matches("SymbolKind(")
+        .trim_end_matches(')')
+        .to_lowercase()
+}
+
+fn document_symbols(response: Option<DocumentSymbolResponse>, file: &Path) -> Vec<Symbol> {
+    fn walk(
+        symbols: &[lsp_types::DocumentSymbol],
+        file: &Path,
+        container: Option<&str>,
+        out: &mut Vec<Symbol>,
+    ) {
+        for symbol in symbols {
+            out.push(Symbol {
+                name: symbol.name.clone(),
+                kind: kind_name(symbol.kind),
+                location: Location {
+                    path: file.to_path_buf(),
+                    line: symbol.selection_range.start.line,
+                    character: symbol.selection_range.start.character,
+                },
+                container: container.map(str::to_owned),
+            });
+            if let Some(children) = &symbol.children {
+                walk(children, file, Some(&symbol.name), out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    match response {
+        None => {}
+        Some(DocumentSymbolResponse::Nested(nested)) => walk(&nested, file, None, &mut out),
+        Some(DocumentSymbolResponse::Flat(flat)) => {
+            for symbol in flat {
+                if let Some(location) = location(&symbol.location) {
+                    out.push(Symbol {
+                        name: symbol.name,
+                        kind: kind_name(symbol.kind),
+                        location,
+                        container: symbol.container_name,
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+fn workspace_symbols(response: Option<WorkspaceSymbolResponse>) -> Vec<Symbol> {
+    match response {
+        None => Vec::new(),
+        Some(WorkspaceSymbolResponse::Flat(flat)) => flat
+            .into_iter()
+            .filter_map(|s| {
+                Some(Symbol {
+                    location: location(&s.location)?,
+                    name: s.name,
+                    kind: kind_name(s.kind),
+                    container: s.container_name,
+                })
+            })
+            .collect(),
+        Some(WorkspaceSymbolResponse::Nested(nested)) => nested
+            .into_iter()
+            .filter_map(|s| {
+                let location = match s.location {
+                    OneOf::Left(l) => location(&l)?,
+                    OneOf::Right(w) => Location {
+                        path: uri_path(&w.uri)?,
+                        line: 0,
+                        character: 0,
+                    },
+                };
+                Some(Symbol {
+                    name: s.name,
+                    kind: kind_name(s.kind),
+                    location,
+                    container: s.container_name,
+                })
+            })
+            .collect(),
+    }
+}
+
+fn convert_diagnostics(uri: &Url, items: &[lsp_types::Diagnostic]) -> Vec<Diagnostic> {
+    let Some(path) = uri_path(uri) else {
+        return Vec::new();
+    };
+    items
+        .iter()
+        .map(|d| Diagnostic {
+            location: Location {
+                path: path.clone(),
+                line: d.range.start.line,
+                character: d.range.start.character,
+            },
+            severity: match d.severity {
+                Some(lsp_types::DiagnosticSeverity::ERROR) | None => "error",
+                Some(lsp_types::DiagnosticSeverity::WARNING) => "warning",
+                Some(lsp_types::DiagnosticSeverity::INFORMATION) => "information",
+                _ => "hint",
+            }
+            .to_owned(),
+            message: d.message.clone(),
+            source: d.source.clone(),
+        })
+        .collect()
+}

@@ -1,0 +1,240 @@
+//! Which language server handles which files. A built-in registry of common
+//! servers, overridden or extended by configuration; candidates are found on
+//! `PATH` (with `which`) or in the project's `node_modules/.bin` and
+//! `.venv/bin`, and each is verified by running it with `--version` under a
+//! timeout, so a stub (like a rustup proxy without its component) never
+//! counts. Nothing is ever downloaded.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// One language server, as configured.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSpec {
+    /// Name (also the key for overrides).
+    pub name: String,
+    /// Program to run (a name looked up on PATH, or a path).
+    pub command: String,
+    /// Arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Extra environment (over a copy of dsh's with secrets removed).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// File extension → LSP language id.
+    #[serde(default)]
+    pub extensions: BTreeMap<String, String>,
+    /// Files that mark a project root.
+    #[serde(default)]
+    pub root_markers: Vec<String>,
+    /// `initializationOptions`.
+    #[serde(default)]
+    pub initialization_options: Option<serde_json::Value>,
+    /// Answers for `workspace/configuration`, by section.
+    #[serde(default)]
+    pub settings: Option<serde_json::Value>,
+    /// Set to true to turn a built-in server off.
+    #[serde(default)]
+    pub disabled: bool,
+    /// Arguments that make the program print its version (default `--version`).
+    #[serde(default)]
+    pub version_args: Option<Vec<String>>,
+}
+
+fn spec(
+    name: &str,
+    command: &str,
+    args: &[&str],
+    extensions: &[(&str, &str)],
+    markers: &[&str],
+) -> ServerSpec {
+    ServerSpec {
+        name: name.to_owned(),
+        command: command.to_owned(),
+        args: args.iter().map(|s| s.to_string()).collect(),
+        env: BTreeMap::new(),
+        extensions: extensions
+            .iter()
+            .map(|(e, l)| (e.to_string(), l.to_string()))
+            .collect(),
+        root_markers: markers.iter().map(|s| s.to_string()).collect(),
+        initialization_options: None,
+        settings: None,
+        disabled: false,
+        version_args: None,
+    }
+}
+
+/// The built-in registry, in preference order (the first usable server for
+/// an extension wins).
+pub fn builtin() -> Vec<ServerSpec> {
+    let ts = [
+        ("ts", "typescript"),
+        ("tsx", "typescriptreact"),
+        ("js", "javascript"),
+        ("jsx", "javascriptreact"),
+        ("mjs", "javascript"),
+        ("cjs", "javascript"),
+        ("mts", "typescript"),
+        ("cts", "typescript"),
+    ];
+    let ts_markers = ["tsconfig.json", "jsconfig.json", "package.json"];
+    let py = [("py", "python"), ("pyi", "python")];
+    let py_markers = [
+        "pyproject.toml",
+        "pyrightconfig.json",
+        "setup.py",
+        "setup.cfg",
+        "requirements.txt",
+    ];
+    let c = [
+        ("c", "c"),
+        ("h", "c"),
+        ("cc", "cpp"),
+        ("cpp", "cpp"),
+        ("cxx", "cpp"),
+        ("hpp", "cpp"),
+        ("hh", "cpp"),
+        ("hxx", "cpp"),
+    ];
+    let mut tls = spec(
+        "typescript-language-server",
+        "typescript-language-server",
+        &["--stdio"],
+        &ts,
+        &ts_markers,
+    );
+    // The syntax server answers wrongly while the project loads; never use it.
+    tls.initialization_options =
+        Some(serde_json::json!({ "tsserver": { "useSyntaxServer": "never" } }));
+    let mut tsc = spec("tsc-lsp", "tsc", &["--lsp", "--stdio"], &ts, &ts_markers);
+    tsc.version_args = Some(vec!["--version".into()]);
+    vec![
+        spec(
+            "rust-analyzer",
+            "rust-analyzer",
+            &[],
+            &[("rs", "rust")],
+            &["Cargo.toml"],
+        ),
+        spec(
+            "pyright",
+            "pyright-langserver",
+            &["--stdio"],
+            &py,
+            &py_markers,
+        ),
+        spec(
+            "basedpyright",
+            "basedpyright-langserver",
+            &["--stdio"],
+            &py,
+            &py_markers,
+        ),
+        tls,
+        tsc,
+        spec(
+            "clangd",
+            "clangd",
+            &[],
+            &c,
+            &[
+                "compile_commands.json",
+                "compile_flags.txt",
+                ".clangd",
+                "CMakeLists.txt",
+            ],
+        ),
+        spec(
+            "gopls",
+            "gopls",
+            &[],
+            &[("go", "go")],
+            &["go.work", "go.mod"],
+        ),
+        spec("pylsp", "pylsp", &[], &py, &py_markers),
+        spec(
+            "bash-language-server",
+            "bash-language-server",
+            &["start"],
+            &[("sh", "shellscript"), ("bash", "shellscript")],
+            &[],
+        ),
+    ]
+}
+
+/// Merges configuration over the built-in list: an entry with a built-in's
+/// name replaces it, others are added first (so they win).
+pub fn merge(builtin: Vec<ServerSpec>, configured: &[ServerSpec]) -> Vec<ServerSpec> {
+    let mut merged: Vec<ServerSpec> = configured.to_vec();
+    for spec in builtin {
+        if !configured.iter().any(|c| c.name == spec.name) {
+            merged.push(spec);
+        }
+    }
+    merged.retain(|spec| !spec.disabled);
+    merged
+}
+
+/// A server found and verified.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    /// The spec.
+    pub spec: ServerSpec,
+    /// The program that passed the version check.
+    pub program: PathBuf,
+}
+
+/// The extension (or file name) a file is matched by.
+pub fn file_type(file: &Path) -> String {
+    file.extension()
+        .or_else(|| file.file_name())
+        .map(|s| s.to_string_lossy().to_lowercase())
+        .unwrap_or_default()
+}
+
+/// Finds the program for a spec: project-local bins first, then PATH.
+pub fn locate(spec: &ServerSpec, project_root: &Path) -> Option<PathBuf> {
+    let command = Path::new(&spec.command);
+    if command.components().count() > 1 {
+        return command.is_file().then(|| command.to_path_buf());
+    }
+    for local in ["node_modules/.bin", ".venv/bin", "venv/bin"] {
+        let candidate = project_root.join(local).join(&spec.command);
+        if candidate.is_file() {
+            return Some(candidate);
+        }
+    }
+    which::which(&spec.command).ok()
+}
+
+/// Runs `program --version` (or the spec's version args) with a timeout;
+/// true when it exits successfully.
+pub async fn verify(spec: &ServerSpec, program: &Path) -> bool {
+    let args = spec
+        .version_args
+        .clone()
+        .unwrap_or_else(|| vec!["--version".to_owned()]);
+    let run = tokio::process::Command::new(program)
+        .args(&args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .status();
+    match tokio::time::timeout(Duration::from_secs(10), run).await {
+        Ok(Ok(status)) => status.success(),
+        Ok(Err(err)) => {
+            tracing::debug!(server = %spec.name, %err, "cannot run language server");
+            false
+        }
+        Err(_) => {
+            tracing::debug!(server = %spec.name, "language server --version timed out");
+            false
+        }
+    }
+}
