@@ -176,6 +176,8 @@ pub struct Session {
     pub roots: Vec<PathBuf>,
     /// Private directory for tool outputs too long to inline.
     pub spill_dir: PathBuf,
+    /// The session's language servers, created on first use.
+    bridge: std::sync::OnceLock<Arc<dsh_lsp_bridge::Bridge>>,
     state: Mutex<SessionState>,
     turn_lock: Arc<tokio::sync::Mutex<()>>,
     turn_cancel: Mutex<Option<CancellationToken>>,
@@ -199,6 +201,26 @@ impl Session {
         apply(&mut state, &event);
         state.events.push(event.clone());
         Ok(event)
+    }
+
+    /// The session's language-server bridge (created on first use; no
+    /// server starts until a query needs one).
+    pub fn bridge(&self, settings: &dsh_lsp_bridge::BridgeSettings) -> Arc<dsh_lsp_bridge::Bridge> {
+        self.bridge
+            .get_or_init(|| dsh_lsp_bridge::Bridge::new(settings.clone(), self.roots.clone()))
+            .clone()
+    }
+
+    /// The bridge, if the session has used one.
+    pub(crate) fn existing_bridge(&self) -> Option<Arc<dsh_lsp_bridge::Bridge>> {
+        self.bridge.get().cloned()
+    }
+
+    /// Stops the session's language servers, if any run.
+    pub(crate) async fn stop_servers(&self) {
+        if let Some(bridge) = self.bridge.get() {
+            bridge.shutdown().await;
+        }
     }
 
     /// The current permission mode.
@@ -433,6 +455,7 @@ impl Agent {
             id: header.id.clone(),
             roots,
             spill_dir,
+            bridge: std::sync::OnceLock::new(),
             header,
             state: Mutex::new(state),
             turn_lock: Arc::new(tokio::sync::Mutex::new(())),
@@ -508,6 +531,7 @@ impl Agent {
         {
             tracing::warn!(session = id, "turn did not stop within 5 s of close");
         }
+        session.stop_servers().await;
         session.sync();
         Ok(())
     }
@@ -811,6 +835,7 @@ impl Agent {
             {
                 tracing::warn!(session = %session.id, "turn did not stop within 2 s of shutdown");
             }
+            session.stop_servers().await;
             session.sync();
         }
     }

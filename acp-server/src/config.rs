@@ -114,6 +114,9 @@ pub struct RawConfig {
     /// Session settings.
     #[serde(default)]
     pub session: RawSession,
+    /// Language servers.
+    #[serde(default)]
+    pub lsp: dsh_lsp_bridge::BridgeSettings,
 }
 
 /// `[provider]`.
@@ -185,6 +188,8 @@ pub struct Config {
     pub max_steps: u64,
     /// Largest accepted image, bytes.
     pub max_image_bytes: usize,
+    /// Language servers.
+    pub lsp: dsh_lsp_bridge::BridgeSettings,
 }
 
 /// Retries before the first byte of a response.
@@ -347,6 +352,7 @@ impl Config {
             list_page_size: raw.session.list_page_size.unwrap_or(50).max(1),
             max_steps: raw.session.max_steps.unwrap_or(100).max(1),
             max_image_bytes: raw.session.max_image_bytes.unwrap_or(20 * 1024 * 1024),
+            lsp: raw.lsp,
         })
     }
 

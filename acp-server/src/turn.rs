@@ -467,16 +467,75 @@ impl Agent {
             cancel: &ticket.cancel,
             spill_dir: &session.spill_dir,
             call_id: &call.id,
+            lsp: &|| session.bridge(&self.config.lsp),
         };
         // `bash` handles cancellation itself (it kills its process group and
         // reports what ran); other tools are abandoned at once.
         let stops_itself = planned.name == "bash";
-        tokio::select! {
+        let mut outcome = tokio::select! {
             biased;
             outcome = tools::run(planned, &env) => outcome,
             () = ticket.cancel.cancelled(), if !stops_itself => {
                 Outcome::failed(ErrorCode::ToolAborted, "Cancelled by the user while it ran; its effect is unknown.")
             }
+        };
+        if outcome.error.is_none() && matches!(planned.name.as_str(), "edit" | "write") {
+            self.append_new_errors(session, planned, &mut outcome).await;
+        }
+        outcome
+    }
+
+    /// After an edit, a language server already running for the file is
+    /// asked for fresh diagnostics (bounded wait); new errors are appended so
+    /// the model sees what it broke.
+    async fn append_new_errors(
+        &self,
+        session: &Session,
+        planned: &tools::Planned,
+        outcome: &mut Outcome,
+    ) {
+        let (Some(bridge), permission::Access::Write(paths)) =
+            (session.existing_bridge(), &planned.access)
+        else {
+            return;
+        };
+        let Some(path) = paths.first() else { return };
+        let new_text = outcome
+            .view
+            .content
+            .iter()
+            .find_map(|content| match content {
+                dsh_protocol::tool::ToolContent::Diff(diff) => Some(diff.new_text.clone()),
+                _ => None,
+            });
+        let Some(new_text) = new_text else { return };
+        let Some((server, diagnostics)) = bridge.diagnostics_if_running(path, &new_text).await
+        else {
+            return;
+        };
+        let errors: Vec<_> = diagnostics
+            .iter()
+            .filter(|d| d.severity == "error")
+            .collect();
+        if errors.is_empty() {
+            return;
+        }
+        outcome.output.push_str(&format!(
+            "\n\n{server} now reports {} error(s) in this file:\n",
+            errors.len()
+        ));
+        for error in errors.iter().take(20) {
+            outcome.output.push_str(&format!(
+                "  {}:{}  {}\n",
+                error.location.line + 1,
+                error.location.character + 1,
+                error.message
+            ));
+        }
+        if errors.len() > 20 {
+            outcome
+                .output
+                .push_str(&format!("  ({} more)\n", errors.len() - 20));
         }
     }
 

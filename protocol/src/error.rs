@@ -95,6 +95,21 @@ pub enum ErrorCode {
     /// The call was cancelled before or while it ran.
     #[serde(rename = "tool.aborted")]
     ToolAborted,
+    /// No language server handles the file type.
+    #[serde(rename = "lsp.unavailable")]
+    LspUnavailable,
+    /// The language server is still indexing.
+    #[serde(rename = "lsp.not_ready")]
+    LspNotReady,
+    /// The language server did not answer in time.
+    #[serde(rename = "lsp.timed_out")]
+    LspTimedOut,
+    /// The language server crashed.
+    #[serde(rename = "lsp.crashed")]
+    LspCrashed,
+    /// The language server answered with an error.
+    #[serde(rename = "lsp.failed")]
+    LspFailed,
 }
 
 impl ErrorCode {
@@ -129,6 +144,11 @@ impl ErrorCode {
         ErrorCode::PermissionCancelled,
         ErrorCode::PermissionUnavailable,
         ErrorCode::ToolAborted,
+        ErrorCode::LspUnavailable,
+        ErrorCode::LspNotReady,
+        ErrorCode::LspTimedOut,
+        ErrorCode::LspCrashed,
+        ErrorCode::LspFailed,
     ];
 
     /// The wire string, e.g. `"model.rate_limit"`.
@@ -163,6 +183,11 @@ impl ErrorCode {
             ErrorCode::PermissionCancelled => "permission.cancelled",
             ErrorCode::PermissionUnavailable => "permission.unavailable",
             ErrorCode::ToolAborted => "tool.aborted",
+            ErrorCode::LspUnavailable => "lsp.unavailable",
+            ErrorCode::LspNotReady => "lsp.not_ready",
+            ErrorCode::LspTimedOut => "lsp.timed_out",
+            ErrorCode::LspCrashed => "lsp.crashed",
+            ErrorCode::LspFailed => "lsp.failed",
         }
     }
 }
@@ -230,6 +255,11 @@ mod tests {
             "permission.cancelled",
             "permission.unavailable",
             "tool.aborted",
+            "lsp.unavailable",
+            "lsp.not_ready",
+            "lsp.timed_out",
+            "lsp.crashed",
+            "lsp.failed",
         ];
         assert_eq!(names, expected);
         for code in ErrorCode::ALL {

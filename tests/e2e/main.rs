@@ -3,6 +3,7 @@
 
 mod support;
 
+mod lsp;
 mod protocol;
 mod robustness;
 mod sessions;

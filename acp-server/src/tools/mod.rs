@@ -8,6 +8,7 @@
 
 mod bash;
 mod fs;
+mod lsp;
 mod paths;
 mod search;
 mod todo;
@@ -41,6 +42,8 @@ pub struct ToolEnv<'a> {
     pub spill_dir: &'a Path,
     /// The call id (names spill files).
     pub call_id: &'a str,
+    /// The session's language servers (created on first use).
+    pub lsp: &'a (dyn Fn() -> std::sync::Arc<dsh_lsp_bridge::Bridge> + Send + Sync),
 }
 
 /// A parsed, presented call.
@@ -63,6 +66,7 @@ enum Call {
     Glob(search::GlobArgs, PathBuf),
     Grep(search::GrepArgs, PathBuf),
     Bash(bash::BashArgs, PathBuf),
+    Lsp(lsp::LspArgs, PathBuf),
     TodoWrite(todo::TodoArgs),
 }
 
@@ -147,6 +151,7 @@ pub fn schemas() -> Vec<ToolSchema> {
         schema("edit", fs::EDIT_DESCRIPTION, fs::edit_schema()),
         schema("glob", search::GLOB_DESCRIPTION, search::glob_schema()),
         schema("grep", search::GREP_DESCRIPTION, search::grep_schema()),
+        schema("lsp", lsp::DESCRIPTION, lsp::schema()),
         schema("read", fs::READ_DESCRIPTION, fs::read_schema()),
         schema("todo_write", todo::DESCRIPTION, todo::schema()),
         schema("write", fs::WRITE_DESCRIPTION, fs::write_schema()),
@@ -247,6 +252,18 @@ pub fn plan(name: &str, arguments: &str, cwd: &Path) -> Result<Planned, Refusal>
             };
             (Call::Bash(args, workdir), view, access, false)
         }
+        "lsp" => {
+            let args: lsp::LspArgs = parse(name, arguments)?;
+            lsp::validate(&args)?;
+            let path = paths::resolve(cwd, &args.file_path)?;
+            let view = lsp::present(&args, &path, cwd);
+            (
+                Call::Lsp(args, path.clone()),
+                view,
+                Access::Read(vec![path]),
+                true,
+            )
+        }
         "todo_write" => {
             let args: todo::TodoArgs = parse(name, arguments)?;
             todo::validate(&args)?;
@@ -286,6 +303,7 @@ pub async fn run(planned: &Planned, env: &ToolEnv<'_>) -> Outcome {
         Call::Glob(args, root) => search::glob(args, root, env).await,
         Call::Grep(args, root) => search::grep(args, root, env).await,
         Call::Bash(args, workdir) => bash::run(args, workdir, env).await,
+        Call::Lsp(args, path) => lsp::run(args, path, env).await,
         Call::TodoWrite(args) => todo::run(args),
     }
 }

@@ -37,6 +37,53 @@ pub struct Recorded {
     pub updates: Vec<SessionNotification>,
 }
 
+/// The deterministic test language server, built on first use.
+pub fn test_lsp_binary() -> PathBuf {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let path = Path::new(DSH).with_file_name("dsh-test-lsp");
+        let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .unwrap()
+            .to_path_buf();
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = std::process::Command::new(cargo)
+            .args(["build", "--quiet", "-p", "dsh-test-lsp"])
+            .current_dir(&workspace)
+            .status()
+            .expect("run cargo build for the test language server");
+        assert!(status.success(), "building dsh-test-lsp failed");
+        assert!(path.exists(), "{} missing after build", path.display());
+        path
+    })
+    .clone()
+}
+
+/// Processes of the test language server whose cwd is `root`.
+pub fn test_lsp_pids(root: &Path) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let Ok(cwd) = std::fs::read_link(format!("/proc/{pid}/cwd")) else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let zombie = stat
+            .split(") ")
+            .nth(1)
+            .is_some_and(|rest| rest.starts_with('Z'));
+        if String::from_utf8_lossy(&cmdline).contains("dsh-test-lsp") && cwd == root && !zombie {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
 /// One test's world: a home, a workspace and a mock model.
 pub struct TestEnv {
     pub home: tempfile::TempDir,

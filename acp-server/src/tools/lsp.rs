@@ -1,0 +1,405 @@
+//! `lsp`: code navigation and diagnostics through the language servers the
+//! session's bridge runs. Lines are 1-based; the position is a 1-based
+//! UTF-16 `character` or a `symbol` name looked up on the line (so the model
+//! need not count columns). Output is grouped by file with the source line,
+//! capped; every location also goes to the editor.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use dsh_lsp_bridge::{Answer, LspError, Operation, Position, Query};
+use dsh_protocol::tool::{FileLocation, ToolKind, ToolView};
+use dsh_protocol::ErrorCode;
+use serde::Deserialize;
+
+use super::{display_path, Outcome, Refusal, ToolEnv};
+
+pub const DESCRIPTION: &str = "Ask the project's language server. Operations: goToDefinition, findReferences, goToImplementation, hover, documentSymbol, workspaceSymbol (symbol is the query), diagnostics (of the file), incomingCalls, outgoingCalls. line is 1-based; give the position either as symbol (a name on that line; preferred) or as character (1-based, UTF-16).";
+
+const MAX_LOCATIONS: usize = 100;
+const MAX_CHARS: usize = 16_000;
+
+pub fn schema() -> serde_json::Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            "operation": {
+                "type": "string",
+                "enum": ["goToDefinition", "findReferences", "goToImplementation", "hover", "documentSymbol", "workspaceSymbol", "diagnostics", "incomingCalls", "outgoingCalls"]
+            },
+            "file_path": { "type": "string", "description": "The file (absolute, or relative to the working directory)" },
+            "line": { "type": "integer", "description": "1-based line of the symbol" },
+            "character": { "type": "integer", "description": "1-based UTF-16 column (alternative to symbol)" },
+            "symbol": { "type": "string", "description": "The symbol's name as written on that line; for workspaceSymbol, the search query" }
+        },
+        "required": ["operation", "file_path", "line"],
+        "additionalProperties": false
+    })
+}
+
+#[derive(Debug, Deserialize)]
+pub struct LspArgs {
+    pub operation: String,
+    pub file_path: String,
+    #[serde(default)]
+    pub line: Option<u32>,
+    #[serde(default)]
+    pub character: Option<u32>,
+    #[serde(default)]
+    pub symbol: Option<String>,
+}
+
+fn operation(args: &LspArgs) -> Result<Operation, Refusal> {
+    Ok(match args.operation.as_str() {
+        "goToDefinition" => Operation::Definition,
+        "findReferences" => Operation::References,
+        "goToImplementation" => Operation::Implementation,
+        "hover" => Operation::Hover,
+        "documentSymbol" => Operation::DocumentSymbol,
+        "workspaceSymbol" => Operation::WorkspaceSymbol(args.symbol.clone().unwrap_or_default()),
+        "diagnostics" => Operation::Diagnostics,
+        "incomingCalls" => Operation::IncomingCalls,
+        "outgoingCalls" => Operation::OutgoingCalls,
+        other => {
+            return Err(Refusal {
+                code: ErrorCode::InvalidToolArgs,
+                message: format!("Unknown lsp operation {other:?}; use goToDefinition, findReferences, goToImplementation, hover, documentSymbol, workspaceSymbol, diagnostics, incomingCalls or outgoingCalls."),
+            })
+        }
+    })
+}
+
+pub fn validate(args: &LspArgs) -> Result<(), Refusal> {
+    operation(args).map(|_| ())
+}
+
+pub fn present(args: &LspArgs, path: &Path, cwd: &Path) -> ToolView {
+    let file = display_path(path, cwd);
+    let at = match (&args.symbol, args.line) {
+        (Some(symbol), _) if args.operation != "workspaceSymbol" => format!("`{symbol}` in {file}"),
+        (_, Some(line)) => format!("{file}:{line}"),
+        _ => file.clone(),
+    };
+    let title = match args.operation.as_str() {
+        "goToDefinition" => format!("Go to definition of {at}"),
+        "findReferences" => format!("Find references to {at}"),
+        "goToImplementation" => format!("Find implementations of {at}"),
+        "hover" => format!("Hover {at}"),
+        "documentSymbol" => format!("List symbols in {file}"),
+        "workspaceSymbol" => format!("Search symbols '{}'", args.symbol.as_deref().unwrap_or("")),
+        "diagnostics" => format!("Diagnostics for {file}"),
+        "incomingCalls" => format!("Find callers of {at}"),
+        "outgoingCalls" => format!("Find calls made by {at}"),
+        other => format!("lsp {other} {file}"),
+    };
+    let kind = if matches!(
+        args.operation.as_str(),
+        "hover" | "diagnostics" | "documentSymbol"
+    ) {
+        ToolKind::Read
+    } else {
+        ToolKind::Search
+    };
+    let line = args.line.unwrap_or(1).max(1);
+    ToolView {
+        title,
+        kind: Some(kind),
+        locations: vec![FileLocation {
+            path: path.display().to_string(),
+            line: Some(line),
+        }],
+        content: Vec::new(),
+    }
+}
+
+/// The UTF-16 column of `symbol` on `line` (first whole-word match, else
+/// first substring match).
+fn symbol_column(line: &str, symbol: &str) -> Option<u32> {
+    let is_word = |c: char| c.is_alphanumeric() || c == '_';
+    let whole = line.match_indices(symbol).find(|(byte, _)| {
+        let before = line[..*byte]
+            .chars()
+            .next_back()
+            .is_none_or(|c| !is_word(c));
+        let after = line[byte + symbol.len()..]
+            .chars()
+            .next()
+            .is_none_or(|c| !is_word(c));
+        before && after
+    });
+    let byte = whole.map(|(b, _)| b).or_else(|| line.find(symbol))?;
+    Some(line[..byte].encode_utf16().count() as u32)
+}
+
+async fn file_text(path: &Path, env: &ToolEnv<'_>) -> Result<String, String> {
+    if env.frontend.caps().read_text_file {
+        return env.frontend.read_text_file(path).await;
+    }
+    let bytes =
+        std::fs::read(path).map_err(|err| format!("Cannot read {}: {err}", path.display()))?;
+    String::from_utf8(bytes).map_err(|_| format!("{} is not a UTF-8 text file.", path.display()))
+}
+
+pub async fn run(args: &LspArgs, path: &Path, env: &ToolEnv<'_>) -> Outcome {
+    let operation = match operation(args) {
+        Ok(operation) => operation,
+        Err(refusal) => return refusal.into(),
+    };
+    if path.is_dir() {
+        return Outcome::failed(
+            ErrorCode::InvalidToolArgs,
+            format!("{} is a directory; lsp needs a file.", path.display()),
+        );
+    }
+    let text = match file_text(path, env).await {
+        Ok(text) => text,
+        Err(message) => return Outcome::failed(ErrorCode::InvalidToolArgs, message),
+    };
+    let position = if operation.needs_position() {
+        let Some(line_number) = args.line.filter(|l| *l >= 1) else {
+            return Outcome::failed(
+                ErrorCode::InvalidToolArgs,
+                "line is required (1-based) for this operation.",
+            );
+        };
+        let Some(line) = text.lines().nth(line_number as usize - 1) else {
+            return Outcome::failed(
+                ErrorCode::InvalidToolArgs,
+                format!(
+                    "line {line_number} is past the end of {} ({} lines).",
+                    path.display(),
+                    text.lines().count()
+                ),
+            );
+        };
+        let character = match (&args.symbol, args.character) {
+            (Some(symbol), _) => match symbol_column(line, symbol) {
+                Some(column) => column,
+                None => {
+                    return Outcome::failed(
+                        ErrorCode::InvalidToolArgs,
+                        format!("`{symbol}` does not appear on line {line_number}: {:?}. Check the line number.", line.trim()),
+                    )
+                }
+            },
+            (None, Some(character)) if character >= 1 => character - 1,
+            _ => {
+                return Outcome::failed(
+                    ErrorCode::InvalidToolArgs,
+                    "Give the position as symbol (a name on that line) or character (1-based).",
+                )
+            }
+        };
+        Some(Position {
+            line: line_number - 1,
+            character,
+        })
+    } else {
+        None
+    };
+    let bridge = (env.lsp)();
+    let query = Query {
+        file: path.to_path_buf(),
+        text: text.clone(),
+        position,
+        operation,
+    };
+    match bridge.query(&query).await {
+        Ok(answer) => render(answer, path, &text, env.cwd),
+        Err(error) => {
+            let code = match &error {
+                LspError::Unavailable { .. } => ErrorCode::LspUnavailable,
+                LspError::NotReady { .. } => ErrorCode::LspNotReady,
+                LspError::TimedOut { .. } => ErrorCode::LspTimedOut,
+                LspError::Crashed { .. } => ErrorCode::LspCrashed,
+                _ => ErrorCode::LspFailed,
+            };
+            let prefix = if code == ErrorCode::LspUnavailable {
+                "LSP_UNAVAILABLE: "
+            } else {
+                ""
+            };
+            Outcome::failed(code, format!("{prefix}{error}"))
+        }
+    }
+}
+
+/// Source lines for rendering, from the query text for the queried file and
+/// from disk for others (each file read once).
+struct Sources<'a> {
+    queried: &'a Path,
+    text: &'a str,
+    cache: BTreeMap<PathBuf, Vec<String>>,
+}
+
+impl Sources<'_> {
+    fn line(&mut self, path: &Path, line: u32) -> String {
+        if path == self.queried {
+            return self
+                .text
+                .lines()
+                .nth(line as usize)
+                .unwrap_or("")
+                .trim()
+                .to_owned();
+        }
+        let lines = self.cache.entry(path.to_path_buf()).or_insert_with(|| {
+            std::fs::read_to_string(path)
+                .map(|t| t.lines().map(str::to_owned).collect())
+                .unwrap_or_default()
+        });
+        lines
+            .get(line as usize)
+            .map(|l| l.trim().to_owned())
+            .unwrap_or_default()
+    }
+}
+
+fn render(answer: Answer, path: &Path, text: &str, cwd: &Path) -> Outcome {
+    let mut sources = Sources {
+        queried: path,
+        text,
+        cache: BTreeMap::new(),
+    };
+    let mut out = String::new();
+    let mut locations = Vec::new();
+    let mut omitted = 0usize;
+    let mut entries: Vec<(PathBuf, u32, u32, String)> = Vec::new();
+    match answer {
+        Answer::Hover(markdown) if markdown.trim().is_empty() => {
+            out.push_str("No hover information at this position.\n")
+        }
+        Answer::Hover(markdown) => out.push_str(&markdown),
+        Answer::Locations(found) => {
+            for location in found {
+                let line = sources.line(&location.path, location.line);
+                entries.push((location.path, location.line, location.character, line));
+            }
+        }
+        Answer::Symbols(found) => {
+            for symbol in found {
+                let container = symbol
+                    .container
+                    .map(|c| format!(" (in {c})"))
+                    .unwrap_or_default();
+                entries.push((
+                    symbol.location.path,
+                    symbol.location.line,
+                    symbol.location.character,
+                    format!("{} {}{container}", symbol.kind, symbol.name),
+                ));
+            }
+        }
+        Answer::Calls(found) => {
+            for call in found {
+                let line = sources.line(&call.location.path, call.location.line);
+                entries.push((
+                    call.location.path,
+                    call.location.line,
+                    call.location.character,
+                    format!("{} — {line}", call.name),
+                ));
+            }
+        }
+        Answer::Diagnostics(found) => {
+            if found.is_empty() {
+                out.push_str(
+                    "No diagnostics: the language server reports no problems in this file.\n",
+                );
+            }
+            for diagnostic in found {
+                let source = diagnostic
+                    .source
+                    .map(|s| format!(" [{s}]"))
+                    .unwrap_or_default();
+                entries.push((
+                    diagnostic.location.path,
+                    diagnostic.location.line,
+                    diagnostic.location.character,
+                    format!("{}: {}{source}", diagnostic.severity, diagnostic.message),
+                ));
+            }
+        }
+    }
+    if out.is_empty() && entries.is_empty() {
+        out.push_str("No results.\n");
+    }
+    // Grouped by file, in first-seen order.
+    let mut order: Vec<PathBuf> = Vec::new();
+    for (file, ..) in &entries {
+        if !order.contains(file) {
+            order.push(file.clone());
+        }
+    }
+    let total = entries.len();
+    let mut shown = 0usize;
+    'files: for file in &order {
+        let header = format!("{}\n", display_path(file, cwd));
+        if out.len() + header.len() > MAX_CHARS {
+            break;
+        }
+        out.push_str(&header);
+        for (_, line, character, detail) in entries.iter().filter(|(f, ..)| f == file) {
+            if shown >= MAX_LOCATIONS {
+                break 'files;
+            }
+            let row = format!("  {}:{}  {}\n", line + 1, character + 1, detail);
+            if out.len() + row.len() > MAX_CHARS {
+                break 'files;
+            }
+            out.push_str(&row);
+            locations.push(FileLocation {
+                path: file.display().to_string(),
+                line: Some(line + 1),
+            });
+            shown += 1;
+        }
+    }
+    if shown < total {
+        omitted = total - shown;
+    }
+    if omitted > 0 {
+        out.push_str(&format!("({omitted} more omitted)\n"));
+    }
+    if out.len() > MAX_CHARS {
+        let mut cut = MAX_CHARS;
+        while !out.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        out.truncate(cut);
+        out.push_str("\n(output truncated)\n");
+    }
+    let locations = if locations.is_empty() {
+        vec![FileLocation {
+            path: path.display().to_string(),
+            line: None,
+        }]
+    } else {
+        locations
+    };
+    Outcome {
+        output: out,
+        error: None,
+        view: ToolView {
+            locations,
+            ..ToolView::default()
+        },
+        plan: None,
+        attachments: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn symbol_columns_are_utf16_and_whole_words_first() {
+        assert_eq!(
+            symbol_column("let helper_x = helper();", "helper"),
+            Some(15)
+        );
+        assert_eq!(symbol_column("// héllo 😀 helper()", "helper"), Some(12));
+        assert_eq!(symbol_column("nothing here", "helper"), None);
+    }
+}
