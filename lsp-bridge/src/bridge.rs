@@ -243,7 +243,8 @@ impl Bridge {
     }
 
     async fn ask(&self, server: &Server, query: &Query) -> Result<Answer> {
-        let (uri, version) = server.sync(&query.file, &query.text).await?;
+        let since = server.publish_seq();
+        let (uri, version, changed) = server.sync(&query.file, &query.text).await?;
         if !server.wait_ready(ms(self.settings.ready_timeout_ms)).await {
             if server.is_dead() {
                 return Err(server.crashed("the server exited"));
@@ -356,9 +357,10 @@ impl Bridge {
                     .await?;
                 Answer::Symbols(workspace_symbols(found))
             }
-            Operation::Diagnostics => {
-                Answer::Diagnostics(self.diagnostics(server, &uri, version).await?)
-            }
+            Operation::Diagnostics => Answer::Diagnostics(
+                self.diagnostics(server, &uri, version, since, changed)
+                    .await?,
+            ),
             Operation::IncomingCalls | Operation::OutgoingCalls => {
                 let items = server
                     .request::<CallHierarchyPrepare>(
@@ -433,11 +435,18 @@ impl Bridge {
 
     /// Diagnostics for the document at `version`: pulled when the server
     /// supports it, else the pushed set for that version (waiting briefly).
+    /// Diagnostics for the document at `version`: pulled when the server
+    /// supports it, else pushed ones that are fresh — for that version when
+    /// the server versions them, else published after our last sync (`since`).
+    /// A fresh but empty unversioned set gets a short grace for a follow-up
+    /// (some servers push a quick empty set before the semantic one).
     async fn diagnostics(
         &self,
         server: &Server,
         uri: &Url,
         version: i32,
+        since: u64,
+        changed: bool,
     ) -> Result<Vec<Diagnostic>> {
         if server.capabilities.diagnostic_provider.is_some() {
             let report = server
@@ -461,24 +470,48 @@ impl Bridge {
             return Ok(convert_diagnostics(uri, &items));
         }
         let deadline = tokio::time::Instant::now() + ms(self.settings.diagnostics_wait_ms);
+        let fresh = |entry: &(Option<i32>, Vec<lsp_types::Diagnostic>, u64)| match entry.0 {
+            Some(published) => published >= version,
+            None => !changed || entry.2 > since,
+        };
+        let mut accepted: Option<(Vec<lsp_types::Diagnostic>, u64, tokio::time::Instant)> = None;
         loop {
             let notified = server.changed.notified();
-            if let Some((published, items)) = server
+            let entry = server
                 .shared
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .diagnostics
                 .get(uri)
-            {
-                if published.is_none_or(|published| published >= version) {
-                    return Ok(convert_diagnostics(uri, items));
+                .cloned();
+            if let Some(entry) = entry.filter(|entry| fresh(entry)) {
+                let unversioned_empty = entry.0.is_none() && entry.1.is_empty();
+                match &accepted {
+                    Some((_, seq, _)) if *seq == entry.2 => {}
+                    _ if !unversioned_empty => return Ok(convert_diagnostics(uri, &entry.1)),
+                    _ => {
+                        accepted = Some((
+                            entry.1,
+                            entry.2,
+                            tokio::time::Instant::now() + Duration::from_millis(800),
+                        ))
+                    }
                 }
             }
-            if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                return Err(LspError::TimedOut {
-                    server: server.name.clone(),
-                    seconds: ms(self.settings.diagnostics_wait_ms).as_secs().max(1),
-                });
+            let wake = match &accepted {
+                Some((_, _, grace)) => (*grace).min(deadline),
+                None => deadline,
+            };
+            if tokio::time::timeout_at(wake, notified).await.is_err() {
+                if let Some((items, _, _)) = accepted {
+                    return Ok(convert_diagnostics(uri, &items));
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    return Err(LspError::TimedOut {
+                        server: server.name.clone(),
+                        seconds: ms(self.settings.diagnostics_wait_ms).as_secs().max(1),
+                    });
+                }
             }
         }
     }
@@ -507,9 +540,10 @@ impl Bridge {
                 continue;
             };
             server.touch();
-            let (uri, version) = server.sync(file, text).await.ok()?;
+            let since = server.publish_seq();
+            let (uri, version, changed) = server.sync(file, text).await.ok()?;
             return self
-                .diagnostics(&server, &uri, version)
+                .diagnostics(&server, &uri, version, since, changed)
                 .await
                 .ok()
                 .map(|d| (server.name.clone(), d));

@@ -40,7 +40,9 @@ pub struct ServerSpec {
     /// Set to true to turn a built-in server off.
     #[serde(default)]
     pub disabled: bool,
-    /// Arguments that make the program print its version (default `--version`).
+    /// Arguments that make the program print its version and exit 0
+    /// (default `--version`). An empty list skips the check (for servers
+    /// with no version flag; the `initialize` handshake then verifies them).
     #[serde(default)]
     pub version_args: Option<Vec<String>>,
 }
@@ -113,6 +115,23 @@ pub fn builtin() -> Vec<ServerSpec> {
         Some(serde_json::json!({ "tsserver": { "useSyntaxServer": "never" } }));
     let mut tsc = spec("tsc-lsp", "tsc", &["--lsp", "--stdio"], &ts, &ts_markers);
     tsc.version_args = Some(vec!["--version".into()]);
+    // pyright's language servers have no version flag.
+    let mut pyright = spec(
+        "pyright",
+        "pyright-langserver",
+        &["--stdio"],
+        &py,
+        &py_markers,
+    );
+    pyright.version_args = Some(Vec::new());
+    let mut basedpyright = spec(
+        "basedpyright",
+        "basedpyright-langserver",
+        &["--stdio"],
+        &py,
+        &py_markers,
+    );
+    basedpyright.version_args = Some(Vec::new());
     vec![
         spec(
             "rust-analyzer",
@@ -121,20 +140,8 @@ pub fn builtin() -> Vec<ServerSpec> {
             &[("rs", "rust")],
             &["Cargo.toml"],
         ),
-        spec(
-            "pyright",
-            "pyright-langserver",
-            &["--stdio"],
-            &py,
-            &py_markers,
-        ),
-        spec(
-            "basedpyright",
-            "basedpyright-langserver",
-            &["--stdio"],
-            &py,
-            &py_markers,
-        ),
+        pyright,
+        basedpyright,
         tls,
         tsc,
         spec(
@@ -219,6 +226,9 @@ pub async fn verify(spec: &ServerSpec, program: &Path) -> bool {
         .version_args
         .clone()
         .unwrap_or_else(|| vec!["--version".to_owned()]);
+    if args.is_empty() {
+        return program.is_file();
+    }
     let run = tokio::process::Command::new(program)
         .args(&args)
         .stdin(std::process::Stdio::null())

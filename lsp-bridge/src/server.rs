@@ -36,8 +36,11 @@ pub(crate) struct Shared {
     active_progress: HashSet<String>,
     /// rust-analyzer's `experimental/serverStatus` quiescent flag.
     quiescent: Option<bool>,
-    /// Latest diagnostics per document, with the version they are for.
-    pub(crate) diagnostics: HashMap<Url, (Option<i32>, Vec<lsp_types::Diagnostic>)>,
+    /// Latest diagnostics per document: the version they are for (when the
+    /// server says), the items, and the publish sequence number.
+    pub(crate) diagnostics: HashMap<Url, (Option<i32>, Vec<lsp_types::Diagnostic>, u64)>,
+    /// Counts `publishDiagnostics` notifications.
+    pub(crate) publish_seq: u64,
     /// When the server started or last began/ended a progress report.
     last_activity: Option<Instant>,
 }
@@ -196,12 +199,13 @@ impl Server {
                     ControlFlow::Continue(())
                 })
                 .notification::<PublishDiagnostics>(|state, params| {
-                    state
-                        .shared
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
+                    let mut shared = state.shared.lock().unwrap_or_else(|p| p.into_inner());
+                    shared.publish_seq += 1;
+                    let seq = shared.publish_seq;
+                    shared
                         .diagnostics
-                        .insert(params.uri, (params.version, params.diagnostics));
+                        .insert(params.uri, (params.version, params.diagnostics, seq));
+                    drop(shared);
                     state.changed.notify_waiters();
                     ControlFlow::Continue(())
                 })
@@ -349,13 +353,22 @@ impl Server {
         }
     }
 
-    /// Opens or updates a document; returns its version.
-    pub(crate) async fn sync(&self, path: &Path, text: &str) -> Result<(Url, i32), LspError> {
+    /// The current `publishDiagnostics` count.
+    pub(crate) fn publish_seq(&self) -> u64 {
+        self.shared
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .publish_seq
+    }
+
+    /// Opens or updates a document; returns its version and whether the
+    /// server was sent new text.
+    pub(crate) async fn sync(&self, path: &Path, text: &str) -> Result<(Url, i32, bool), LspError> {
         let uri = Url::from_file_path(path)
             .map_err(|()| self.failed(format!("not an absolute path: {}", path.display())))?;
         let mut docs = self.docs.lock().await;
         match docs.get_mut(&uri) {
-            Some((version, current)) if current == text => Ok((uri, *version)),
+            Some((version, current)) if current == text => Ok((uri, *version, false)),
             Some((version, current)) => {
                 *version += 1;
                 *current = text.to_owned();
@@ -372,7 +385,7 @@ impl Server {
                         }],
                     })
                     .map_err(|err| self.crashed(err))?;
-                Ok((uri, *version))
+                Ok((uri, *version, true))
             }
             None => {
                 let language_id = self
@@ -391,7 +404,7 @@ impl Server {
                     })
                     .map_err(|err| self.crashed(err))?;
                 docs.insert(uri.clone(), (1, text.to_owned()));
-                Ok((uri, 1))
+                Ok((uri, 1, true))
             }
         }
     }
