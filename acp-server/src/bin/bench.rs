@@ -159,10 +159,10 @@ async fn main() {
     );
     println!();
     println!(
-        "| {:<52} | {:<14} | {:<28} |",
+        "| {:<64} | {:<14} | {:<28} |",
         "measure", "target", "measured"
     );
-    println!("|{}|{}|{}|", "-".repeat(54), "-".repeat(16), "-".repeat(30));
+    println!("|{}|{}|{}|", "-".repeat(66), "-".repeat(16), "-".repeat(30));
 
     // 1. Process start → initialize answered.
     let mut samples = Vec::new();
@@ -273,7 +273,13 @@ async fn main() {
 const LSP_CASES: &[(&str, &str, &str, u32, &str)] = &[
     ("clangd", "c", "main.c", 5, "scale"),
     ("pyright-langserver", "python", "app/main.py", 3, "scale"),
-    ("typescript-language-server", "ts", "src/main.ts", 3, "scale"),
+    (
+        "typescript-language-server",
+        "ts",
+        "src/main.ts",
+        3,
+        "scale",
+    ),
 ];
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -291,7 +297,10 @@ fn copy_dir(from: &Path, to: &Path) {
 fn utf16_position(text: &str, line: u32, symbol: &str) -> dsh_lsp_bridge::Position {
     let content = text.lines().nth(line as usize - 1).unwrap();
     let byte = content.find(symbol).unwrap();
-    dsh_lsp_bridge::Position { line: line - 1, character: content[..byte].encode_utf16().count() as u32 }
+    dsh_lsp_bridge::Position {
+        line: line - 1,
+        character: content[..byte].encode_utf16().count() as u32,
+    }
 }
 
 /// RSS of every process running in `root` (the server and its children;
@@ -299,7 +308,9 @@ fn utf16_position(text: &str, line: u32, symbol: &str) -> dsh_lsp_bridge::Positi
 fn tree_rss_kib(root: &Path) -> u64 {
     let mut total = 0;
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
         let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap_or_default();
         if cwd == root && pid != std::process::id() {
             let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
@@ -318,7 +329,11 @@ async fn lsp_rows(scratch: &Path) {
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/workspaces");
     for (command, fixture, file, line, symbol) in LSP_CASES {
         let Ok(program) = which_program(command) else {
-            row(&format!("LSP {command}"), "—", "not installed (.ci/install-lsp)".into());
+            row(
+                &format!("LSP {command}"),
+                "—",
+                "not installed (.ci/install-lsp)".into(),
+            );
             continue;
         };
         let root = scratch.join(format!("lsp-{fixture}"));
@@ -327,8 +342,17 @@ async fn lsp_rows(scratch: &Path) {
         let path = root.join(file);
         let text = std::fs::read_to_string(&path).unwrap();
         let position = utf16_position(&text, *line, symbol);
-        let query = Query { file: path.clone(), text: text.clone(), position: Some(position), operation: Operation::Definition };
-        let settings = BridgeSettings { ready_timeout_ms: 60_000, request_timeout_ms: 30_000, ..BridgeSettings::default() };
+        let query = Query {
+            file: path.clone(),
+            text: text.clone(),
+            position: Some(position),
+            operation: Operation::Definition,
+        };
+        let settings = BridgeSettings {
+            ready_timeout_ms: 60_000,
+            request_timeout_ms: 30_000,
+            ..BridgeSettings::default()
+        };
         let bridge = Bridge::new(settings, vec![root.clone()]);
         let started = Instant::now();
         loop {
@@ -349,22 +373,36 @@ async fn lsp_rows(scratch: &Path) {
         bridge.shutdown().await;
         let direct = direct_definition_ms(&program, command, &root, &path, &text, position).await;
         let bridged = median(warm);
-        row(&format!("LSP {command}: first definition"), "—", format!("{:.0} ms", first.as_secs_f64() * 1000.0));
+        row(
+            &format!("LSP {command}: first definition"),
+            "—",
+            format!("{:.0} ms", first.as_secs_f64() * 1000.0),
+        );
         row(
             &format!("LSP {command}: warm definition, bridge vs direct"),
             "≤ 2 ms added",
             match direct {
-                Some(direct) => format!("{bridged:.2} vs {direct:.2} ms (+{:.2})", bridged - direct),
+                Some(direct) => {
+                    format!("{bridged:.2} vs {direct:.2} ms (+{:.2})", bridged - direct)
+                }
                 None => format!("{bridged:.2} ms (direct failed)"),
             },
         );
-        row(&format!("LSP {command}: RSS"), "—", format!("{:.0} MB", rss as f64 / 1024.0));
+        row(
+            &format!("LSP {command}: RSS"),
+            "—",
+            format!("{:.0} MB", rss as f64 / 1024.0),
+        );
     }
 }
 
 fn which_program(command: &str) -> Result<PathBuf, ()> {
     std::env::var_os("PATH")
-        .and_then(|paths| std::env::split_paths(&paths).map(|dir| dir.join(command)).find(|p| p.is_file()))
+        .and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|dir| dir.join(command))
+                .find(|p| p.is_file())
+        })
         .ok_or(())
 }
 
@@ -403,7 +441,10 @@ async fn direct_definition_ms(
     };
     async fn send(stdin: &mut tokio::process::ChildStdin, value: Value) {
         let body = value.to_string();
-        stdin.write_all(format!("Content-Length: {}\r\n\r\n{body}", body.len()).as_bytes()).await.unwrap();
+        stdin
+            .write_all(format!("Content-Length: {}\r\n\r\n{body}", body.len()).as_bytes())
+            .await
+            .unwrap();
         stdin.flush().await.unwrap();
     }
     async fn recv(stdout: &mut TokioBufReader<tokio::process::ChildStdout>) -> Option<Value> {
@@ -434,24 +475,45 @@ async fn direct_definition_ms(
         method: &str,
         params: Value,
     ) -> Option<Value> {
-        send(stdin, json!({"jsonrpc":"2.0","id":id,"method":method,"params":params})).await;
+        send(
+            stdin,
+            json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}),
+        )
+        .await;
         loop {
             let message = recv(stdout).await?;
             if message.get("id") == Some(&json!(id)) && message.get("method").is_none() {
                 return Some(message);
             }
-            if let (Some(request_id), Some(method)) = (message.get("id"), message.get("method").and_then(|m| m.as_str())) {
+            if let (Some(request_id), Some(method)) = (
+                message.get("id"),
+                message.get("method").and_then(|m| m.as_str()),
+            ) {
                 let result = if method == "workspace/configuration" {
-                    Value::Array(vec![Value::Null; message["params"]["items"].as_array().map(|a| a.len()).unwrap_or(1)])
+                    Value::Array(vec![
+                        Value::Null;
+                        message["params"]["items"]
+                            .as_array()
+                            .map(|a| a.len())
+                            .unwrap_or(1)
+                    ])
                 } else {
                     Value::Null
                 };
-                send(stdin, json!({"jsonrpc":"2.0","id":request_id,"result":result})).await;
+                send(
+                    stdin,
+                    json!({"jsonrpc":"2.0","id":request_id,"result":result}),
+                )
+                .await;
             }
         }
     }
     call(&mut stdin, &mut stdout, 1, "initialize", json!({"processId":std::process::id(),"rootUri":root_uri,"capabilities":{"window":{"workDoneProgress":true}},"initializationOptions":init_options})).await?;
-    send(&mut stdin, json!({"jsonrpc":"2.0","method":"initialized","params":{}})).await;
+    send(
+        &mut stdin,
+        json!({"jsonrpc":"2.0","method":"initialized","params":{}}),
+    )
+    .await;
     let language = match command {
         "clangd" => "c",
         "pyright-langserver" => "python",
@@ -462,10 +524,19 @@ async fn direct_definition_ms(
     let mut id = 2;
     let started = Instant::now();
     loop {
-        let response = call(&mut stdin, &mut stdout, id, "textDocument/definition", params.clone()).await?;
+        let response = call(
+            &mut stdin,
+            &mut stdout,
+            id,
+            "textDocument/definition",
+            params.clone(),
+        )
+        .await?;
         id += 1;
         let result = &response["result"];
-        if !(result.is_null() || result.as_array().is_some_and(|a| a.is_empty())) || started.elapsed() > Duration::from_secs(60) {
+        if !(result.is_null() || result.as_array().is_some_and(|a| a.is_empty()))
+            || started.elapsed() > Duration::from_secs(60)
+        {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -473,7 +544,14 @@ async fn direct_definition_ms(
     let mut samples = Vec::new();
     for _ in 0..50 {
         let t = Instant::now();
-        call(&mut stdin, &mut stdout, id, "textDocument/definition", params.clone()).await?;
+        call(
+            &mut stdin,
+            &mut stdout,
+            id,
+            "textDocument/definition",
+            params.clone(),
+        )
+        .await?;
         id += 1;
         samples.push(t.elapsed().as_secs_f64() * 1000.0);
     }
