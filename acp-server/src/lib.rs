@@ -14,7 +14,6 @@ pub mod demo;
 pub mod error;
 pub mod model;
 pub mod permission;
-pub mod process;
 pub mod prompt;
 pub mod store;
 pub mod tools;

@@ -286,26 +286,19 @@ impl Agent {
         let cwd = PathBuf::from(&session.header.cwd);
         let mut batch: Vec<(&ToolCallRequest, tools::Planned)> = Vec::new();
         for call in calls {
-            if ticket.cancel.is_cancelled() {
-                self.flush_batch(ticket, turn, &cwd, &mut batch, frontend)
-                    .await?;
-                self.log_call(
-                    session,
-                    turn,
-                    call,
-                    tools::fallback_view(&call.name),
-                    frontend,
-                )?;
-                let outcome = Outcome::failed(
+            // A call that never runs is still logged and answered, so the
+            // history stays valid and the editor sees why.
+            let refused = if ticket.cancel.is_cancelled() {
+                Err(Outcome::failed(
                     ErrorCode::ToolAborted,
                     "Not run: the user cancelled the turn.",
-                );
-                self.log_result(session, turn, call, outcome, frontend)?;
-                continue;
-            }
-            let planned = match tools::plan(&call.name, &call.arguments, &cwd) {
+                ))
+            } else {
+                tools::plan(&call.name, &call.arguments, &cwd).map_err(Outcome::from)
+            };
+            let planned = match refused {
                 Ok(planned) => planned,
-                Err(refusal) => {
+                Err(outcome) => {
                     self.flush_batch(ticket, turn, &cwd, &mut batch, frontend)
                         .await?;
                     self.log_call(
@@ -315,7 +308,7 @@ impl Agent {
                         tools::fallback_view(&call.name),
                         frontend,
                     )?;
-                    self.log_result(session, turn, call, refusal.into(), frontend)?;
+                    self.log_result(session, turn, call, outcome, frontend)?;
                     continue;
                 }
             };

@@ -12,6 +12,7 @@
 #![warn(missing_docs)]
 
 mod bridge;
+pub mod process;
 pub mod registry;
 pub mod roots;
 mod server;

@@ -112,7 +112,7 @@ impl Server {
             .args(&spec.args)
             .current_dir(root)
             .env_clear()
-            .envs(std::env::vars().filter(|(key, _)| !is_secret(key)))
+            .envs(crate::process::scrubbed_env())
             .envs(&spec.env)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
@@ -267,14 +267,14 @@ impl Server {
         let initialized = tokio::time::timeout(init_timeout, socket.initialize(params)).await;
         let result = match initialized {
             Err(_) => {
-                kill_group(pgid);
+                crate::process::kill_group(pgid);
                 return Err(LspError::TimedOut {
                     server: name,
                     seconds: init_timeout.as_secs(),
                 });
             }
             Ok(Err(err)) => {
-                kill_group(pgid);
+                crate::process::kill_group(pgid);
                 return Err(crashed(format!("initialize failed: {err}")));
             }
             Ok(Ok(result)) => result,
@@ -460,18 +460,18 @@ impl Server {
                 .await
                 .is_err()
             {
-                signal_group(self.pgid, nix::sys::signal::Signal::SIGTERM);
+                crate::process::signal_group(self.pgid, nix::sys::signal::Signal::SIGTERM);
                 if tokio::time::timeout(Duration::from_millis(1000), child.wait())
                     .await
                     .is_err()
                 {
-                    kill_group(self.pgid);
+                    crate::process::kill_group(self.pgid);
                     let _ = child.wait().await;
                 }
             }
         }
         // Anything the server left in its group goes too.
-        kill_group(self.pgid);
+        crate::process::kill_group(self.pgid);
         *child = None;
         tracing::info!(server = %self.name, "language server stopped");
     }
@@ -479,7 +479,7 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        kill_group(self.pgid);
+        crate::process::kill_group(self.pgid);
     }
 }
 
@@ -501,24 +501,6 @@ fn client_capabilities() -> ClientCapabilities {
         "experimental": { "serverStatusNotification": true }
     }))
     .unwrap_or_default()
-}
-
-fn is_secret(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    ["KEY", "SECRET", "TOKEN", "PASSWORD"]
-        .iter()
-        .any(|word| upper.contains(word))
-}
-
-fn signal_group(pgid: u32, signal: nix::sys::signal::Signal) {
-    if pgid == 0 {
-        return;
-    }
-    let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid as i32), signal);
-}
-
-pub(crate) fn kill_group(pgid: u32) {
-    signal_group(pgid, nix::sys::signal::Signal::SIGKILL);
 }
 
 /// Asks the kernel to kill the server when dsh dies, even by SIGKILL.

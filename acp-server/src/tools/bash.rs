@@ -15,7 +15,7 @@ use tokio::io::AsyncReadExt;
 
 use super::{Outcome, ToolEnv};
 use crate::client::TerminalCommand;
-use crate::process::{kill_group, scrubbed_env};
+use dsh_lsp_bridge::process::{kill_group, scrubbed_env};
 
 pub const DESCRIPTION: &str = "Run a shell command with bash -c in a fresh shell (nothing persists between calls: pass workdir instead of using cd). Returns the output and [exit code: N]. Default timeout 2 minutes, at most 10 (timeoutMs). If a command is denied by policy, do not retry it another way.";
 
@@ -187,13 +187,7 @@ async fn run_in_client_terminal(
                 }],
                 ..ToolView::default()
             };
-            Outcome {
-                output,
-                error: None,
-                view,
-                plan: None,
-                attachments: Vec::new(),
-            }
+            Outcome::ok(output, view)
         }
     }
 }
@@ -340,11 +334,5 @@ async fn run_locally(
         }],
         ..ToolView::default()
     };
-    Outcome {
-        output,
-        error: None,
-        view,
-        plan: None,
-        attachments: Vec::new(),
-    }
+    Outcome::ok(output, view)
 }

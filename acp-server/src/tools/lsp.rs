@@ -377,16 +377,13 @@ fn render(answer: Answer, path: &Path, text: &str, cwd: &Path) -> Outcome {
     } else {
         locations
     };
-    Outcome {
-        output: out,
-        error: None,
-        view: ToolView {
+    Outcome::ok(
+        out,
+        ToolView {
             locations,
             ..ToolView::default()
         },
-        plan: None,
-        attachments: Vec::new(),
-    }
+    )
 }
 
 #[cfg(test)]

@@ -86,7 +86,8 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    fn ok(output: String, view: ToolView) -> Outcome {
+    /// A successful result.
+    pub(crate) fn ok(output: String, view: ToolView) -> Outcome {
         Outcome {
             output,
             error: None,

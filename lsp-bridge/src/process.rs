@@ -1,5 +1,6 @@
 //! Child processes: a scrubbed environment and process-group handling,
-//! shared by the shell tool (and later language and MCP servers).
+//! shared by language servers here and by dsh's shell tool (and MCP
+//! servers).
 
 /// Whether an environment variable name looks like it holds a secret.
 pub fn is_secret(name: &str) -> bool {
@@ -17,15 +18,22 @@ pub fn scrubbed_env() -> Vec<(String, String)> {
         .collect()
 }
 
-/// Sends SIGKILL to a whole process group; a group that is already gone is fine.
-pub fn kill_group(pgid: u32) {
-    use nix::sys::signal::{killpg, Signal};
-    use nix::unistd::Pid;
-    if let Err(err) = killpg(Pid::from_raw(pgid as i32), Signal::SIGKILL) {
+/// Sends a signal to a whole process group; a group that is already gone
+/// is fine. Group 0 (unknown) is never signalled.
+pub fn signal_group(pgid: u32, signal: nix::sys::signal::Signal) {
+    if pgid == 0 {
+        return;
+    }
+    if let Err(err) = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid as i32), signal) {
         if err != nix::errno::Errno::ESRCH {
-            tracing::debug!(pgid, %err, "cannot kill process group");
+            tracing::debug!(pgid, %err, "cannot signal process group");
         }
     }
+}
+
+/// Sends SIGKILL to a whole process group.
+pub fn kill_group(pgid: u32) {
+    signal_group(pgid, nix::sys::signal::Signal::SIGKILL);
 }
 
 #[cfg(test)]
