@@ -303,16 +303,19 @@ fn utf16_position(text: &str, line: u32, symbol: &str) -> dsh_lsp_bridge::Positi
     }
 }
 
-/// RSS of every process running in `root` (the server and its children;
-/// the scratch root is unique to one server).
-fn tree_rss_kib(root: &Path) -> u64 {
+/// RSS of the server's processes: those running in `root` (the scratch root
+/// is unique to one server) or named after the command (pyright changes
+/// its working directory).
+fn tree_rss_kib(root: &Path, command: &str) -> u64 {
     let mut total = 0;
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
             continue;
         };
         let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap_or_default();
-        if cwd == root && pid != std::process::id() {
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let named = String::from_utf8_lossy(&cmdline).contains(command);
+        if (cwd == root || named) && pid != std::process::id() {
             let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
             total += status
                 .lines()
@@ -369,7 +372,7 @@ async fn lsp_rows(scratch: &Path) {
             let _ = bridge.query(&query).await;
             warm.push(t.elapsed().as_secs_f64() * 1000.0);
         }
-        let rss = tree_rss_kib(&root);
+        let rss = tree_rss_kib(&root, command);
         bridge.shutdown().await;
         let direct = direct_definition_ms(&program, command, &root, &path, &text, position).await;
         let bridged = median(warm);
