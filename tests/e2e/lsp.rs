@@ -3,9 +3,9 @@
 use std::time::{Duration, Instant};
 
 use agent_client_protocol::v1::schema::{CloseSessionRequest, SessionUpdate, ToolCallStatus};
-use serde_json::{json, Value};
+use serde_json::json;
 
-use crate::support::{test_lsp_binary, test_lsp_pids, TestEnv};
+use crate::support::{call, test_lsp_binary, test_lsp_pids, tool_result, TestEnv};
 
 const SOURCE: &str = "fn helper() {}\nfn main() {\n    helper();\n    helper();\n}\n";
 
@@ -18,24 +18,6 @@ async fn lsp_env() -> TestEnv {
     .await;
     std::fs::write(env.cwd().join("main.toy"), SOURCE).unwrap();
     env
-}
-
-fn call(id: &str, name: &str, args: Value) -> Value {
-    json!({"chunks":[{"tool_call":{"index":0,"id":id,"name":name,"arguments":args.to_string()}}],"finish":"tool_calls"})
-}
-
-fn tool_result(env: &TestEnv, call_id: &str) -> String {
-    for request in env.mock.requests().iter().rev() {
-        if let Some(message) = request["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|m| m["tool_call_id"] == call_id)
-        {
-            return message["content"].as_str().unwrap().to_owned();
-        }
-    }
-    panic!("no tool result for {call_id}");
 }
 
 #[tokio::test]

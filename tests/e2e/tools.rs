@@ -9,40 +9,7 @@ use agent_client_protocol::v1::schema::{
 };
 use serde_json::{json, Value};
 
-use crate::support::{kinds, Answer, ClientSim, Conn, TestEnv};
-
-fn call(id: &str, name: &str, args: Value) -> Value {
-    json!({"chunks":[{"tool_call":{"index":0,"id":id,"name":name,"arguments":args.to_string()}}],"finish":"tool_calls"})
-}
-
-fn calls(list: &[(&str, &str, Value)]) -> Value {
-    let chunks: Vec<Value> = list
-        .iter()
-        .enumerate()
-        .map(|(index, (id, name, args))| json!({"tool_call":{"index":index,"id":id,"name":name,"arguments":args.to_string()}}))
-        .collect();
-    json!({"chunks":chunks,"finish":"tool_calls"})
-}
-
-fn reply(text: &str) -> Value {
-    json!({"chunks":[{"text":text}],"finish":"stop"})
-}
-
-/// What the model was told for a tool call (from the last request).
-fn tool_result(env: &TestEnv, call_id: &str) -> String {
-    let requests = env.mock.requests();
-    for request in requests.iter().rev() {
-        if let Some(message) = request["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|m| m["tool_call_id"] == call_id)
-        {
-            return message["content"].as_str().unwrap().to_owned();
-        }
-    }
-    panic!("no tool result for {call_id}");
-}
+use crate::support::{call, calls, kinds, reply, tool_result, Answer, ClientSim, Conn, TestEnv};
 
 async fn set_mode(conn: &Conn, session: &SessionId, mode: &str) {
     conn.cx

@@ -72,29 +72,12 @@ fn definition(file: &Path) -> Query {
     }
 }
 
-/// Processes whose command line mentions the test server and this root.
+#[path = "../common/procs.rs"]
+mod procs;
+
+/// Processes of the test server running in this root.
 fn server_pids(root: &Path) -> Vec<u32> {
-    let mut pids = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-            continue;
-        };
-        let Ok(cwd) = std::fs::read_link(format!("/proc/{pid}/cwd")) else {
-            continue;
-        };
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let zombie = stat
-            .split(") ")
-            .nth(1)
-            .is_some_and(|rest| rest.starts_with('Z'));
-        if String::from_utf8_lossy(&cmdline).contains("dsh-test-lsp") && cwd == root && !zombie {
-            pids.push(pid);
-        }
-    }
-    pids
+    procs::live_pids("dsh-test-lsp", root)
 }
 
 #[tokio::test]

@@ -5,6 +5,8 @@
 
 pub mod client_sim;
 pub mod mock_model;
+#[path = "../../common/procs.rs"]
+mod procs;
 
 pub use client_sim::{Answer, ClientSim};
 
@@ -26,6 +28,7 @@ use agent_client_protocol::{Agent, Client, Lines};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 pub use mock_model::MockModel;
+use serde_json::{json, Value};
 
 pub const DSH: &str = env!("CARGO_BIN_EXE_dsh");
 
@@ -61,27 +64,7 @@ pub fn test_lsp_binary() -> PathBuf {
 
 /// Processes of the test language server whose cwd is `root`.
 pub fn test_lsp_pids(root: &Path) -> Vec<u32> {
-    let mut pids = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-            continue;
-        };
-        let Ok(cwd) = std::fs::read_link(format!("/proc/{pid}/cwd")) else {
-            continue;
-        };
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let zombie = stat
-            .split(") ")
-            .nth(1)
-            .is_some_and(|rest| rest.starts_with('Z'));
-        if String::from_utf8_lossy(&cmdline).contains("dsh-test-lsp") && cwd == root && !zombie {
-            pids.push(pid);
-        }
-    }
-    pids
+    procs::live_pids("dsh-test-lsp", root)
 }
 
 /// One test's world: a home, a workspace and a mock model.
@@ -682,4 +665,40 @@ impl Raw {
         validate_exchange(&self.sent, &self.frames);
         self.frames
     }
+}
+
+/// A scripted model call that asks for one tool.
+pub fn call(id: &str, name: &str, args: Value) -> Value {
+    json!({"chunks":[{"tool_call":{"index":0,"id":id,"name":name,"arguments":args.to_string()}}],"finish":"tool_calls"})
+}
+
+/// A scripted model call that asks for several tools at once.
+pub fn calls(list: &[(&str, &str, Value)]) -> Value {
+    let chunks: Vec<Value> = list
+        .iter()
+        .enumerate()
+        .map(|(index, (id, name, args))| json!({"tool_call":{"index":index,"id":id,"name":name,"arguments":args.to_string()}}))
+        .collect();
+    json!({"chunks":chunks,"finish":"tool_calls"})
+}
+
+/// A scripted model reply that ends the turn.
+pub fn reply(text: &str) -> Value {
+    json!({"chunks":[{"text":text}],"finish":"stop"})
+}
+
+/// What the model was told for a tool call (from the last request).
+pub fn tool_result(env: &TestEnv, call_id: &str) -> String {
+    let requests = env.mock.requests();
+    for request in requests.iter().rev() {
+        if let Some(message) = request["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["tool_call_id"] == call_id)
+        {
+            return message["content"].as_str().unwrap().to_owned();
+        }
+    }
+    panic!("no tool result for {call_id}");
 }
