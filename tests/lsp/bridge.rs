@@ -302,3 +302,39 @@ async fn unknown_file_types_are_unavailable_with_a_hint() {
         "{err:?}"
     );
 }
+
+#[tokio::test]
+async fn pull_diagnostics_are_used_when_the_server_offers_them() {
+    let w = world();
+    let bridge = Bridge::new(
+        settings(&[("TEST_LSP_PULL_DIAGNOSTICS", "1")]),
+        vec![w.root.clone()],
+    );
+    let broken = Query {
+        text: format!("ERROR first\n{SOURCE}"),
+        position: None,
+        operation: Operation::Diagnostics,
+        ..definition(&w.file)
+    };
+    match bridge.query(&broken).await.unwrap() {
+        Answer::Diagnostics(found) => {
+            assert_eq!(found.len(), 1);
+            assert_eq!(
+                (found[0].location.line, found[0].message.as_str()),
+                (0, "found ERROR on line 1")
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let clean = Query {
+        text: SOURCE.into(),
+        position: None,
+        operation: Operation::Diagnostics,
+        ..definition(&w.file)
+    };
+    assert_eq!(
+        bridge.query(&clean).await.unwrap(),
+        Answer::Diagnostics(vec![])
+    );
+    bridge.shutdown().await;
+}

@@ -164,6 +164,20 @@ async fn pyright_navigates_python() {
     }
     match ask(
         &bridge,
+        &query(&main, None, Operation::WorkspaceSymbol("Rect".into())),
+    )
+    .await
+    {
+        Answer::Symbols(symbols) => assert!(
+            symbols.iter().any(|s| s.name == "Rect"
+                && s.location.path.ends_with("app/geometry.py")
+                && s.location.line == 5),
+            "{symbols:?}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    match ask(
+        &bridge,
         &query(&main, Some(at(&text, 3, "scale")), Operation::IncomingCalls),
     )
     .await
