@@ -3,6 +3,7 @@
 
 mod support;
 
+mod load;
 mod lsp;
 mod protocol;
 mod robustness;

@@ -43,6 +43,10 @@ pub struct ScriptEntry {
     /// Raw SSE `data:` payloads sent instead of generated ones.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub raw: Vec<String>,
+    /// Mock server only: stream the request's last user message back in
+    /// this many chunks (cross-talk checks under load).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub echo_chunks: Option<usize>,
 }
 
 /// A run of identical text chunks.

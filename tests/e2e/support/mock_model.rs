@@ -123,6 +123,12 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>) {
     }
     let body: serde_json::Value =
         serde_json::from_slice(&buf[head_end..head_end + length]).unwrap_or_default();
+    let last_user = body["messages"]
+        .as_array()
+        .and_then(|messages| messages.iter().rev().find(|m| m["role"] == "user"))
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or("")
+        .to_owned();
     let entry = {
         let mut state = state.lock().unwrap();
         state.requests.push(body);
@@ -145,6 +151,15 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>) {
     let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n";
     if stream.write_all(head.as_bytes()).await.is_err() {
         return;
+    }
+    let mut entry = entry;
+    if let Some(parts) = entry.echo_chunks.filter(|n| *n > 0) {
+        let chars: Vec<char> = last_user.chars().collect();
+        let size = chars.len().div_ceil(parts).max(1);
+        entry.chunks = chars
+            .chunks(size)
+            .map(|piece| dsh_acp_server::model::script::ScriptChunk::Text(piece.iter().collect()))
+            .collect();
     }
     let payloads = entry.sse_payloads();
     let delay = Duration::from_millis(entry.delay_ms);

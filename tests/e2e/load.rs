@@ -1,0 +1,87 @@
+//! Many sessions in one process at once: no cross-talk, all prompts complete.
+
+use std::collections::HashMap;
+
+use agent_client_protocol::v1::schema::{
+    ContentBlock, PromptRequest, SessionUpdate, StopReason, TextContent,
+};
+use serde_json::json;
+
+use crate::support::TestEnv;
+
+#[tokio::test]
+async fn fifty_concurrent_sessions_stream_without_cross_talk() {
+    let env = TestEnv::new().await;
+    for _ in 0..50 {
+        env.mock
+            .push_json(json!({"echo_chunks": 8, "finish": "stop", "delay_ms": 5}));
+    }
+    let conn = env.connect().await;
+    conn.initialize().await;
+    let mut sessions = Vec::new();
+    for _ in 0..50 {
+        sessions.push(conn.new_session(&env.cwd()).await.session_id);
+    }
+    let prompts: Vec<_> = sessions
+        .iter()
+        .enumerate()
+        .map(|(i, session)| {
+            let text = format!("session number {i} says hello {i}");
+            conn.cx.send_request(PromptRequest::new(
+                session.clone(),
+                vec![ContentBlock::Text(TextContent::new(text))],
+            ))
+        })
+        .collect();
+    for prompt in prompts {
+        assert_eq!(
+            prompt.block_task().await.unwrap().stop_reason,
+            StopReason::EndTurn
+        );
+    }
+    let mut streamed: HashMap<String, String> = HashMap::new();
+    for notification in conn.updates() {
+        if let SessionUpdate::AgentMessageChunk(chunk) = notification.update {
+            if let ContentBlock::Text(text) = chunk.content {
+                streamed
+                    .entry(notification.session_id.0.to_string())
+                    .or_default()
+                    .push_str(&text.text);
+            }
+        }
+    }
+    assert_eq!(streamed.len(), 50);
+    for (i, session) in sessions.iter().enumerate() {
+        assert_eq!(
+            streamed[session.0.as_ref()],
+            format!("session number {i} says hello {i}"),
+            "session {i} got another session's stream"
+        );
+        let logged = env.log_events(session);
+        let reply = logged
+            .iter()
+            .find(|e| e["type"] == "assistant/message")
+            .unwrap();
+        assert_eq!(
+            reply["data"]["text"],
+            format!("session number {i} says hello {i}")
+        );
+    }
+    let pid = conn.child.id().unwrap();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let rss_kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    eprintln!(
+        "RSS with 50 sessions after their prompts: {} MB",
+        rss_kib / 1024
+    );
+    assert!(rss_kib < 200 * 1024, "memory stays bounded: {rss_kib} KiB");
+    conn.finish().await;
+}
