@@ -337,3 +337,60 @@ async fn unwritable_home_is_a_clear_error_not_a_crash() {
     assert!(err.message.contains("DSH_HOME"), "{}", err.message);
     conn.finish().await;
 }
+
+#[tokio::test]
+async fn sigkill_mid_stream_leaves_a_loadable_session_that_continues() {
+    let env = TestEnv::new().await;
+    env.mock.push_json(
+        json!({"repeat":{"text":"streaming ","count":400},"finish":"stop","delay_ms":20}),
+    );
+    let mut conn = env.connect().await;
+    let session = conn.start(&env.cwd()).await;
+    let _prompt = conn
+        .cx
+        .send_request(agent_client_protocol::v1::schema::PromptRequest::new(
+            session.clone(),
+            vec![agent_client_protocol::v1::schema::ContentBlock::Text(
+                agent_client_protocol::v1::schema::TextContent::new("long answer please"),
+            )],
+        ));
+    conn.wait_for("streaming", |u| {
+        kinds(u).iter().filter(|k| **k == "message").count() >= 5
+    })
+    .await;
+    conn.child.start_kill().unwrap();
+    conn.child.wait().await.unwrap();
+
+    // A new process: the log loads (the unfinished turn has no reply), and
+    // the conversation goes on with a valid history.
+    env.mock
+        .push_json(json!({"chunks":[{"text":"recovered"}],"finish":"stop"}));
+    let conn = env.connect().await;
+    conn.initialize().await;
+    conn.cx
+        .send_request(LoadSessionRequest::new(session.clone(), env.cwd()))
+        .block_task()
+        .await
+        .unwrap();
+    assert_eq!(runs(&kinds(&conn.updates())), ["user"]);
+    assert_eq!(
+        conn.prompt(&session, "again").await.unwrap().stop_reason,
+        StopReason::EndTurn
+    );
+    let messages = env.mock.requests().last().unwrap()["messages"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let roles: Vec<&str> = messages
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["system", "user", "user"]);
+    conn.finish().await;
+    let text = std::fs::read_to_string(env.log_path(&session)).unwrap();
+    assert!(
+        text.lines()
+            .all(|line| serde_json::from_str::<serde_json::Value>(line).is_ok()),
+        "no partial line"
+    );
+}
