@@ -320,6 +320,31 @@ fn mcp_servers_json<T: serde::Serialize>(servers: &[T]) -> serde_json::Value {
     }
 }
 
+/// Runs a synchronous agent call inside the dispatch loop, turning a panic
+/// (a bug) into an internal error instead of taking the connection down.
+fn guard<T>(call: impl FnOnce() -> Result<T, AgentError>) -> Result<T, AgentError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)).unwrap_or_else(|payload| {
+        let what = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        tracing::error!(panic = %what, "request handler panicked");
+        Err(AgentError::Internal(
+            "the request failed unexpectedly (a bug in dsh); the session is still usable"
+                .to_owned(),
+        ))
+    })
+}
+
+/// Maps a panicked task to an internal error.
+fn panicked<T>(error: tokio::task::JoinError) -> Result<T, AgentError> {
+    tracing::error!(%error, "request task panicked");
+    Err(AgentError::Internal(
+        "the request failed unexpectedly (a bug in dsh); the session is still usable".to_owned(),
+    ))
+}
+
 /// The legacy modes view of the `mode` option, for clients that only know
 /// `session/set_mode` (clients with config options use those).
 fn mode_state(mode: Mode) -> SessionModeState {
@@ -421,7 +446,7 @@ pub async fn serve(
                         request.method_id.0
                     )));
                 }
-                match a_auth.authenticate() {
+                match guard(|| a_auth.authenticate()) {
                     Ok(()) => responder.respond(AuthenticateResponse::new()),
                     Err(error) => responder.respond_with_error(to_acp(&error)),
                 }
@@ -438,7 +463,7 @@ pub async fn serve(
         .on_receive_request(
             async move |request: NewSessionRequest, responder, _cx| {
                 let mcp = mcp_servers_json(&request.mcp_servers);
-                match a_new.new_session(&request.cwd, &request.additional_directories, mcp) {
+                match guard(|| a_new.new_session(&request.cwd, &request.additional_directories, mcp)) {
                     Ok((session, options)) => {
                         let mode = session.mode();
                         responder.respond(
@@ -502,7 +527,7 @@ pub async fn serve(
         )
         .on_receive_request(
             async move |request: ListSessionsRequest, responder, _cx| {
-                match a_list.list_sessions(request.cwd.as_deref(), request.cursor.as_deref()) {
+                match guard(|| a_list.list_sessions(request.cwd.as_deref(), request.cursor.as_deref())) {
                     Ok(page) => {
                         let sessions = page
                             .sessions
@@ -525,7 +550,9 @@ pub async fn serve(
             async move |request: CloseSessionRequest, responder, cx: ConnectionTo<Client>| {
                 let agent = a_close.clone();
                 cx.spawn(async move {
-                    match agent.close_session(&request.session_id.0).await {
+                    let id = request.session_id.0.to_string();
+                    let closed = tokio::spawn(async move { agent.close_session(&id).await }).await.unwrap_or_else(panicked);
+                    match closed {
                         Ok(()) => responder.respond(CloseSessionResponse::new()),
                         Err(error) => responder.respond_with_error(to_acp(&error)),
                     }
@@ -537,7 +564,9 @@ pub async fn serve(
             async move |request: DeleteSessionRequest, responder, cx: ConnectionTo<Client>| {
                 let agent = a_delete.clone();
                 cx.spawn(async move {
-                    match agent.delete_session(&request.session_id.0).await {
+                    let id = request.session_id.0.to_string();
+                    let deleted = tokio::spawn(async move { agent.delete_session(&id).await }).await.unwrap_or_else(panicked);
+                    match deleted {
                         Ok(()) => responder.respond(DeleteSessionResponse::new()),
                         Err(error) => responder.respond_with_error(to_acp(&error)),
                     }
@@ -553,7 +582,7 @@ pub async fn serve(
                         request.config_id.0
                     )));
                 };
-                match a_config.set_config_option(&request.session_id.0, &request.config_id.0, &value.0) {
+                match guard(|| a_config.set_config_option(&request.session_id.0, &request.config_id.0, &value.0)) {
                     Ok(options) => {
                         if request.config_id.0.as_ref() == "mode" {
                             let update = SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(value.0.to_string()));
@@ -570,7 +599,7 @@ pub async fn serve(
         )
         .on_receive_request(
             async move |request: SetSessionModeRequest, responder, cx: ConnectionTo<Client>| {
-                match a_mode.set_config_option(&request.session_id.0, "mode", &request.mode_id.0) {
+                match guard(|| a_mode.set_config_option(&request.session_id.0, "mode", &request.mode_id.0)) {
                     Ok(options) => {
                         let update = SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(convert::config_options(options)));
                         if let Err(err) = cx.send_notification(SessionNotification::new(request.session_id.clone(), update)) {
