@@ -178,6 +178,8 @@ pub struct Session {
     pub spill_dir: PathBuf,
     /// The session's language servers, created on first use.
     bridge: std::sync::OnceLock<Arc<dsh_lsp_bridge::Bridge>>,
+    /// The session's MCP servers (set when the client passes some).
+    mcp: Mutex<Option<Arc<crate::mcp::McpHub>>>,
     state: Mutex<SessionState>,
     turn_lock: Arc<tokio::sync::Mutex<()>>,
     turn_cancel: Mutex<Option<CancellationToken>>,
@@ -211,6 +213,23 @@ impl Session {
             .clone()
     }
 
+    /// Installs the session's MCP servers, stopping any previous set.
+    pub async fn set_mcp(&self, hub: Arc<crate::mcp::McpHub>) {
+        let previous = self
+            .mcp
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .replace(hub);
+        if let Some(previous) = previous {
+            previous.shutdown().await;
+        }
+    }
+
+    /// The session's MCP servers.
+    pub(crate) fn mcp(&self) -> Option<Arc<crate::mcp::McpHub>> {
+        self.mcp.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
     /// The bridge, if the session has used one.
     pub(crate) fn existing_bridge(&self) -> Option<Arc<dsh_lsp_bridge::Bridge>> {
         self.bridge.get().cloned()
@@ -220,6 +239,10 @@ impl Session {
     pub(crate) async fn stop_servers(&self) {
         if let Some(bridge) = self.bridge.get() {
             bridge.shutdown().await;
+        }
+        let hub = self.mcp.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(hub) = hub {
+            hub.shutdown().await;
         }
     }
 
@@ -456,6 +479,7 @@ impl Agent {
             roots,
             spill_dir,
             bridge: std::sync::OnceLock::new(),
+            mcp: Mutex::new(None),
             header,
             state: Mutex::new(state),
             turn_lock: Arc::new(tokio::sync::Mutex::new(())),

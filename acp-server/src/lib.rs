@@ -12,6 +12,7 @@ pub mod client;
 pub mod config;
 pub mod demo;
 pub mod error;
+pub mod mcp;
 pub mod model;
 pub mod permission;
 pub mod prompt;

@@ -86,6 +86,8 @@ pub enum Access {
     Read(Vec<PathBuf>),
     /// Writes these paths.
     Write(Vec<PathBuf>),
+    /// Calls a tool outside dsh (an MCP server); its effects are unknown.
+    External,
     /// Runs a shell command in a directory.
     Execute {
         /// The command line.
@@ -176,7 +178,7 @@ fn prefix_matches(prefix: &str, command: &str) -> bool {
 /// The scope an "always" answer for this call would remember.
 pub fn rule_scope(access: &Access) -> Option<String> {
     match access {
-        Access::None => None,
+        Access::None | Access::External => None,
         Access::Read(paths) | Access::Write(paths) => {
             paths.first().map(|p| p.display().to_string())
         }
@@ -192,7 +194,7 @@ fn rule_matches(rule: &PermissionRule, tool: &str, access: &Access) -> bool {
         return true;
     };
     match access {
-        Access::None => true,
+        Access::None | Access::External => true,
         Access::Read(paths) | Access::Write(paths) => {
             !paths.is_empty() && paths.iter().all(|p| Path::new(scope) == p)
         }
@@ -240,6 +242,14 @@ pub fn decide(
                 (Mode::Ask, false) => Decision::Ask("changes a file".to_owned()),
             };
             (outside, base)
+        }
+        Access::External => {
+            let base = match mode {
+                Mode::ReadOnly => return denied("calling MCP tools"),
+                Mode::FullAccess => Decision::Allow,
+                Mode::Ask | Mode::AcceptEdits => Decision::Ask("calls an MCP tool".to_owned()),
+            };
+            (false, base)
         }
         Access::Execute { workdir, .. } => {
             let outside = !inside(workdir, roots);

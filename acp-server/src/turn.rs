@@ -154,7 +154,13 @@ impl Agent {
                     thought_level: state.thought_level,
                     system: system_prompt(&session.header),
                     messages: derive_history(&state.events),
-                    tools: tools::schemas(),
+                    tools: {
+                        let mut schemas = tools::schemas();
+                        if let Some(hub) = session.mcp() {
+                            schemas.extend(hub.schemas());
+                        }
+                        schemas
+                    },
                     session_id: session.id.clone(),
                 }
             };
@@ -294,7 +300,10 @@ impl Agent {
                     "Not run: the user cancelled the turn.",
                 ))
             } else {
-                tools::plan(&call.name, &call.arguments, &cwd).map_err(Outcome::from)
+                match session.mcp().and_then(|hub| hub.tool(&call.name)) {
+                    Some(tool) => Ok(tools::plan_mcp(tool, &call.arguments)),
+                    None => tools::plan(&call.name, &call.arguments, &cwd).map_err(Outcome::from),
+                }
             };
             let planned = match refused {
                 Ok(planned) => planned,
@@ -460,6 +469,7 @@ impl Agent {
             cancel: &ticket.cancel,
             spill_dir: &session.spill_dir,
             call_id: &call.id,
+            mcp: session.mcp(),
             lsp: &|| session.bridge(&self.config.lsp),
         };
         // `bash` handles cancellation itself (it kills its process group and

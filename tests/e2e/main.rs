@@ -5,6 +5,7 @@ mod support;
 
 mod load;
 mod lsp;
+mod mcp;
 mod protocol;
 mod robustness;
 mod sessions;

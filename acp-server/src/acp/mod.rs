@@ -345,6 +345,60 @@ fn panicked<T>(error: tokio::task::JoinError) -> Result<T, AgentError> {
     ))
 }
 
+/// The client's MCP servers in the core's terms. SSE servers are refused
+/// (not supported, as `mcpCapabilities` says).
+fn mcp_configs(
+    servers: &[agent_client_protocol::v1::schema::McpServer],
+) -> Result<Vec<crate::mcp::McpServerConfig>, AgentError> {
+    use crate::mcp::{McpServerConfig, McpTransport};
+    use agent_client_protocol::v1::schema::McpServer;
+    servers
+        .iter()
+        .map(|server| match server {
+            McpServer::Stdio(stdio) => Ok(McpServerConfig {
+                name: stdio.name.clone(),
+                transport: McpTransport::Stdio {
+                    command: stdio.command.display().to_string(),
+                    args: stdio.args.clone(),
+                    env: stdio.env.iter().map(|var| (var.name.clone(), var.value.clone())).collect(),
+                },
+            }),
+            McpServer::Http(http) => Ok(McpServerConfig { name: http.name.clone(), transport: McpTransport::Http { url: http.url.clone() } }),
+            McpServer::Sse(sse) => Err(AgentError::InvalidParams(format!(
+                "MCP server \"{}\" uses the SSE transport, which dsh does not support; use a stdio server",
+                sse.name
+            ))),
+            _ => Err(AgentError::InvalidParams("unsupported MCP server transport".to_owned())),
+        })
+        .collect()
+}
+
+/// Starts a session's MCP servers; returns the failure messages.
+async fn start_mcp(
+    session: &crate::agent::Session,
+    configs: Vec<crate::mcp::McpServerConfig>,
+) -> Vec<String> {
+    let cwd = std::path::PathBuf::from(&session.header.cwd);
+    let (hub, failures) = crate::mcp::McpHub::start(configs, &cwd).await;
+    session.set_mcp(hub).await;
+    for failure in &failures {
+        tracing::warn!(session = %session.id, "{failure}");
+    }
+    failures
+}
+
+/// Tells the user which MCP servers failed, as agent messages.
+fn notify_failures(cx: &ConnectionTo<Client>, session_id: &str, failures: Vec<String>) {
+    for failure in failures {
+        let update = convert::session_update(AgentUpdate::MessageChunk(format!("⚠ {failure}\n")));
+        if let Err(err) =
+            cx.send_notification(SessionNotification::new(session_id.to_owned(), update))
+        {
+            tracing::debug!(error = ?err, "cannot send MCP notice");
+        }
+    }
+}
+
 /// The legacy modes view of the `mode` option, for clients that only know
 /// `session/set_mode` (clients with config options use those).
 fn mode_state(mode: Mode) -> SessionModeState {
@@ -461,16 +515,29 @@ pub async fn serve(
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |request: NewSessionRequest, responder, _cx| {
+            async move |request: NewSessionRequest, responder, cx: ConnectionTo<Client>| {
+                let configs = match mcp_configs(&request.mcp_servers) {
+                    Ok(configs) => configs,
+                    Err(error) => return responder.respond_with_error(to_acp(&error)),
+                };
                 let mcp = mcp_servers_json(&request.mcp_servers);
                 match guard(|| a_new.new_session(&request.cwd, &request.additional_directories, mcp)) {
                     Ok((session, options)) => {
                         let mode = session.mode();
-                        responder.respond(
-                            NewSessionResponse::new(session.id.clone())
-                                .modes(mode_state(mode))
-                                .config_options(convert::config_options(options)),
-                        )
+                        let response = NewSessionResponse::new(session.id.clone())
+                            .modes(mode_state(mode))
+                            .config_options(convert::config_options(options));
+                        if configs.is_empty() {
+                            return responder.respond(response);
+                        }
+                        // MCP servers start before the answer, so their tools are
+                        // there for the first prompt; failures are told after it.
+                        cx.clone().spawn(async move {
+                            let failures = start_mcp(&session, configs).await;
+                            responder.respond(response)?;
+                            notify_failures(&cx, &session.id, failures);
+                            Ok(())
+                        })
                     }
                     Err(error) => responder.respond_with_error(to_acp(&error)),
                 }
@@ -481,6 +548,10 @@ pub async fn serve(
             async move |request: LoadSessionRequest, responder, cx: ConnectionTo<Client>| {
                 let agent = a_load.clone();
                 let caps = *caps_load.read().unwrap_or_else(|p| p.into_inner());
+                let configs = match mcp_configs(&request.mcp_servers) {
+                    Ok(configs) => configs,
+                    Err(error) => return responder.respond_with_error(to_acp(&error)),
+                };
                 cx.clone().spawn(async move {
                     let id = request.session_id.0.to_string();
                     let loaded = tokio::task::spawn_blocking(move || agent.load_session(&id))
@@ -489,7 +560,8 @@ pub async fn serve(
                     match loaded {
                         Ok((session, updates, options)) => {
                             let mode = session.mode();
-                            let sink = AcpSink { cx, session_id: request.session_id.clone(), caps };
+                            let failures = if configs.is_empty() { Vec::new() } else { start_mcp(&session, configs).await };
+                            let sink = AcpSink { cx: cx.clone(), session_id: request.session_id.clone(), caps };
                             for update in updates {
                                 sink.send(update);
                             }
@@ -497,7 +569,9 @@ pub async fn serve(
                                 LoadSessionResponse::new()
                                     .modes(mode_state(mode))
                                     .config_options(convert::config_options(options)),
-                            )
+                            )?;
+                            notify_failures(&cx, &session.id, failures);
+                            Ok(())
                         }
                         Err(error) => responder.respond_with_error(to_acp(&error)),
                     }

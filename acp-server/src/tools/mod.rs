@@ -42,6 +42,8 @@ pub struct ToolEnv<'a> {
     pub spill_dir: &'a Path,
     /// The call id (names spill files).
     pub call_id: &'a str,
+    /// The session's MCP servers.
+    pub mcp: Option<std::sync::Arc<crate::mcp::McpHub>>,
     /// The session's language servers (created on first use).
     pub lsp: &'a (dyn Fn() -> std::sync::Arc<dsh_lsp_bridge::Bridge> + Send + Sync),
 }
@@ -67,6 +69,7 @@ enum Call {
     Grep(search::GrepArgs, PathBuf),
     Bash(bash::BashArgs, PathBuf),
     Lsp(lsp::LspArgs, PathBuf),
+    Mcp(crate::mcp::McpTool, String),
     TodoWrite(todo::TodoArgs),
 }
 
@@ -295,6 +298,23 @@ pub fn plan(name: &str, arguments: &str, cwd: &Path) -> Result<Planned, Refusal>
     })
 }
 
+/// Plans a call to an MCP tool: presented as "server: tool", decided by the
+/// policy as an external call, run by the session's hub.
+pub fn plan_mcp(tool: crate::mcp::McpTool, arguments: &str) -> Planned {
+    let view = ToolView {
+        title: format!("{}: {}", tool.server, tool.tool),
+        kind: Some(ToolKind::Other),
+        ..ToolView::default()
+    };
+    Planned {
+        name: tool.model_name.clone(),
+        call: Call::Mcp(tool, arguments.to_owned()),
+        view,
+        access: Access::External,
+        parallel: false,
+    }
+}
+
 /// Runs a planned call.
 pub async fn run(planned: &Planned, env: &ToolEnv<'_>) -> Outcome {
     match &planned.call {
@@ -305,6 +325,10 @@ pub async fn run(planned: &Planned, env: &ToolEnv<'_>) -> Outcome {
         Call::Grep(args, root) => search::grep(args, root, env).await,
         Call::Bash(args, workdir) => bash::run(args, workdir, env).await,
         Call::Lsp(args, path) => lsp::run(args, path, env).await,
+        Call::Mcp(tool, arguments) => match &env.mcp {
+            Some(hub) => hub.call(tool, arguments, env.cancel).await,
+            None => Outcome::failed(ErrorCode::Internal, "the session's MCP servers are gone"),
+        },
         Call::TodoWrite(args) => todo::run(args),
     }
 }

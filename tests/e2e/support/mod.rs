@@ -6,7 +6,7 @@
 pub mod client_sim;
 pub mod mock_model;
 #[path = "../../common/procs.rs"]
-mod procs;
+pub mod procs;
 
 pub use client_sim::{Answer, ClientSim};
 
