@@ -353,13 +353,9 @@ fn render(result: serde_json::Value) -> Outcome {
         }
     }
     if text.len() > MAX_RESULT_BYTES {
-        let mut cut = MAX_RESULT_BYTES;
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
         text = format!(
             "{}\n[result truncated: {} bytes in all]",
-            &text[..cut],
+            dsh_protocol::content::head_bytes(&text, MAX_RESULT_BYTES),
             text.len()
         );
     }

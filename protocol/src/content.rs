@@ -57,10 +57,44 @@ impl UserContent {
     }
 }
 
+/// The longest prefix of `text` of at most `max` bytes that ends on a
+/// character boundary.
+pub fn head_bytes(text: &str, max: usize) -> &str {
+    let mut cut = max.min(text.len());
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    &text[..cut]
+}
+
+/// The longest suffix of `text` of at most `max` bytes that starts on a
+/// character boundary.
+pub fn tail_bytes(text: &str, max: usize) -> &str {
+    let mut start = text.len().saturating_sub(max);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    &text[start..]
+}
+
 /// Truncates to at most `max` characters, adding an ellipsis when cut.
 pub fn truncate_chars(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
         None => text.to_owned(),
         Some((cut, _)) => format!("{}…", &text[..cut]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_cuts_respect_characters() {
+        assert_eq!(head_bytes("aé😀b", 4), "aé");
+        assert_eq!(tail_bytes("aé😀b", 4), "b");
+        assert_eq!(tail_bytes("aé😀b", 5), "😀b");
+        assert_eq!(head_bytes("abc", 10), "abc");
+        assert_eq!(truncate_chars("héllo", 2), "hé…");
     }
 }

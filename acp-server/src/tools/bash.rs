@@ -79,15 +79,12 @@ fn finish_output(raw: &[u8], total: usize, env: &ToolEnv<'_>) -> String {
     if total <= INLINE_BYTES {
         return text.into_owned();
     }
-    let mut start = text.len().saturating_sub(INLINE_BYTES);
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
+    let kept = dsh_protocol::content::tail_bytes(&text, INLINE_BYTES);
     let spill = spill(raw, env);
     format!(
         "[output truncated: showing the last {} of {total} bytes; {spill}]\n{}",
-        text.len() - start,
-        &text[start..]
+        kept.len(),
+        kept
     )
 }
 
@@ -197,11 +194,7 @@ fn tail(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_owned();
     }
-    let mut start = text.len() - max;
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
-    format!("…{}", &text[start..])
+    format!("…{}", dsh_protocol::content::tail_bytes(text, max))
 }
 
 fn status_line(

@@ -362,11 +362,8 @@ fn render(answer: Answer, path: &Path, text: &str, cwd: &Path) -> Outcome {
         out.push_str(&format!("({omitted} more omitted)\n"));
     }
     if out.len() > MAX_CHARS {
-        let mut cut = MAX_CHARS;
-        while !out.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        out.truncate(cut);
+        let kept = dsh_protocol::content::head_bytes(&out, MAX_CHARS).len();
+        out.truncate(kept);
         out.push_str("\n(output truncated)\n");
     }
     let locations = if locations.is_empty() {
