@@ -2,7 +2,7 @@
 
 use agent_client_protocol::v1::schema as acp;
 use dsh_protocol::log::PlanEntry;
-use dsh_protocol::tool::{ToolContent, ToolKind, ToolStatus, ToolView};
+use dsh_protocol::tool::{ToolContent, ToolKind, ToolStatus};
 use dsh_protocol::UserContent;
 
 use crate::agent::{AgentUpdate, ConfigCategory, ConfigOption};
@@ -86,7 +86,8 @@ pub fn config_options(options: Vec<ConfigOption>) -> Vec<acp::SessionConfigOptio
         .collect()
 }
 
-fn tool_kind(kind: ToolKind) -> acp::ToolKind {
+/// Tool kind → ACP tool kind.
+pub fn tool_kind(kind: ToolKind) -> acp::ToolKind {
     match kind {
         ToolKind::Read => acp::ToolKind::Read,
         ToolKind::Edit => acp::ToolKind::Edit,
@@ -129,8 +130,9 @@ fn tool_content(content: Vec<ToolContent>) -> Vec<acp::ToolCallContent> {
         .collect()
 }
 
-fn locations(view: &ToolView) -> Vec<acp::ToolCallLocation> {
-    view.locations
+/// File locations → ACP tool-call locations.
+pub fn locations(locations: &[dsh_protocol::tool::FileLocation]) -> Vec<acp::ToolCallLocation> {
+    locations
         .iter()
         .map(|location| acp::ToolCallLocation::new(&location.path).line(location.line))
         .collect()
@@ -176,7 +178,7 @@ pub fn session_update(update: AgentUpdate) -> acp::SessionUpdate {
         } => {
             let raw_input = serde_json::from_str::<serde_json::Value>(&arguments)
                 .unwrap_or(serde_json::Value::String(arguments));
-            let locations = locations(&view);
+            let locations = locations(&view.locations);
             acp::SessionUpdate::ToolCall(
                 acp::ToolCall::new(call_id, view.title)
                     .kind(tool_kind(view.kind.unwrap_or(ToolKind::Other)))
@@ -196,7 +198,7 @@ pub fn session_update(update: AgentUpdate) -> acp::SessionUpdate {
                 fields = fields.title(view.title.clone());
             }
             if !view.locations.is_empty() {
-                fields = fields.locations(locations(&view));
+                fields = fields.locations(locations(&view.locations));
             }
             if !view.content.is_empty() {
                 fields = fields.content(tool_content(view.content));

@@ -31,8 +31,8 @@ use std::sync::RwLock;
 use agent_client_protocol::v1::schema::{
     CreateTerminalRequest, KillTerminalRequest, PermissionOption, PermissionOptionKind,
     ReadTextFileRequest, ReleaseTerminalRequest, RequestPermissionOutcome,
-    RequestPermissionRequest, TerminalOutputRequest, ToolCallLocation, ToolCallUpdate,
-    ToolCallUpdateFields, ToolKind, WaitForTerminalExitRequest, WriteTextFileRequest,
+    RequestPermissionRequest, TerminalOutputRequest, ToolCallUpdate, ToolCallUpdateFields,
+    WaitForTerminalExitRequest, WriteTextFileRequest,
 };
 use futures::future::BoxFuture;
 
@@ -58,21 +58,6 @@ struct AcpSink {
     cx: ConnectionTo<Client>,
     session_id: SessionId,
     caps: ClientCaps,
-}
-
-fn acp_kind(kind: dsh_protocol::tool::ToolKind) -> ToolKind {
-    use dsh_protocol::tool::ToolKind as K;
-    match kind {
-        K::Read => ToolKind::Read,
-        K::Edit => ToolKind::Edit,
-        K::Delete => ToolKind::Delete,
-        K::Move => ToolKind::Move,
-        K::Search => ToolKind::Search,
-        K::Execute => ToolKind::Execute,
-        K::Fetch => ToolKind::Fetch,
-        K::Think => ToolKind::Think,
-        _ => ToolKind::Other,
-    }
 }
 
 impl Frontend for AcpSink {
@@ -101,15 +86,10 @@ impl Frontend for AcpSink {
                     PermissionOptionKind::RejectAlways,
                 ),
             ];
-            let locations: Vec<ToolCallLocation> = ask
-                .locations
-                .iter()
-                .map(|location| ToolCallLocation::new(&location.path).line(location.line))
-                .collect();
             let fields = ToolCallUpdateFields::new()
                 .title(ask.title)
-                .kind(acp_kind(ask.kind))
-                .locations(locations)
+                .kind(convert::tool_kind(ask.kind))
+                .locations(convert::locations(&ask.locations))
                 .raw_input(ask.raw_input);
             let request = RequestPermissionRequest::new(
                 self.session_id.clone(),
