@@ -22,3 +22,14 @@ pub mod turn;
 
 /// The version printed by `dsh --version` and sent as `agentInfo.version`.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Installs the TLS crypto provider (ring) once per process. reqwest and
+/// rmcp's HTTP transport share one rustls build that is compiled without a
+/// default provider, so every HTTP client in dsh needs this first.
+pub fn install_tls() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // Err means another provider is installed already, which is fine.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}

@@ -143,6 +143,10 @@ impl Agent {
             if ticket.cancel.is_cancelled() {
                 return Ok(StopReason::Cancelled);
             }
+            // MCP tool lists changed by the servers apply to the next call.
+            if let Some(hub) = session.mcp() {
+                hub.refresh().await;
+            }
             // Settings are read per step, so a change applies to the next call.
             let request = {
                 let state = session.state();

@@ -1,33 +1,74 @@
-//! MCP servers from the editor become agent tools (stdio).
+//! MCP servers from the editor become agent tools: stdio and Streamable
+//! HTTP fixture servers built on rmcp's server side (`fixtures/test-mcp`).
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use agent_client_protocol::v1::schema::{
-    CancelNotification, CloseSessionRequest, ContentBlock, EnvVariable, McpServer, McpServerSse,
-    McpServerStdio, NewSessionRequest, PermissionOptionKind, PromptRequest, SessionId, StopReason,
-    TextContent,
+    CancelNotification, CloseSessionRequest, ContentBlock, EnvVariable, HttpHeader, McpServer,
+    McpServerHttp, McpServerSse, McpServerStdio, NewSessionRequest, PermissionOptionKind,
+    PromptRequest, SessionId, SetSessionConfigOptionRequest, StopReason, TextContent,
 };
 use serde_json::json;
 
-use crate::support::{call, kinds, procs, reply, tool_result, Answer, ClientSim, Conn, TestEnv};
+use crate::support::{
+    call, kinds, procs, reply, test_mcp_binary, tool_result, Answer, ClientSim, Conn, TestEnv,
+};
 
-fn fixture() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/mcp/fixture_server.py")
+const FIXTURE: &str = "dsh-test-mcp";
+
+fn stdio_server(name: &str, log: &std::path::Path, extra: &[(&str, &str)]) -> McpServer {
+    let mut env = vec![
+        EnvVariable::new("MCP_FIXTURE_LOG", log.display().to_string()),
+        EnvVariable::new(
+            "MCP_FIXTURE_ENV",
+            "DEEPSEEK_API_KEY,HOME,PATH,GIVEN_BY_EDITOR",
+        ),
+        EnvVariable::new("GIVEN_BY_EDITOR", "1"),
+    ];
+    env.extend(extra.iter().map(|(k, v)| EnvVariable::new(*k, *v)));
+    McpServer::Stdio(
+        McpServerStdio::new(name, test_mcp_binary())
+            .args(vec!["stdio".to_owned()])
+            .env(env),
+    )
 }
 
 fn servers(log: &std::path::Path) -> Vec<McpServer> {
     vec![
-        McpServer::Stdio(
-            McpServerStdio::new("fixture", "python3")
-                .args(vec![fixture().display().to_string()])
-                .env(vec![EnvVariable::new(
-                    "MCP_FIXTURE_LOG",
-                    log.display().to_string(),
-                )]),
-        ),
-        McpServer::Stdio(McpServerStdio::new("broken", "/nonexistent/mcp-server")),
+        stdio_server("fixture", log, &[]),
+        // Starts, then exits before the handshake.
+        stdio_server("broken", log, &[("MCP_FIXTURE_FAIL_START", "1")]),
+        McpServer::Stdio(McpServerStdio::new("missing", "/nonexistent/mcp-server")),
     ]
+}
+
+async fn full_access(conn: &Conn, session: &SessionId) {
+    conn.cx
+        .send_request(SetSessionConfigOptionRequest::new(
+            session.clone(),
+            "mode",
+            "full-access",
+        ))
+        .block_task()
+        .await
+        .unwrap();
+}
+
+async fn wait_until(what: &str, timeout: Duration, mut pred: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !pred() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn offered(request: &serde_json::Value) -> Vec<String> {
+    request["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+        .collect()
 }
 
 async fn session_with_servers(conn: &Conn, env: &TestEnv, log: &std::path::Path) -> SessionId {
@@ -66,19 +107,16 @@ async fn mcp_tools_are_offered_asked_for_and_called() {
     sim.answer(Answer::Select(PermissionOptionKind::AllowOnce));
     let conn = env.connect_with(sim.clone()).await;
     let session = session_with_servers(&conn, &env, &log).await;
-    // The server that cannot start is reported, the other one works.
-    conn.wait_for("a notice about the broken server", |u| {
-        crate::support::chunk_text(u, false).contains("MCP server \"broken\" is unavailable")
+    // The servers that cannot start are reported, the other one works.
+    conn.wait_for("notices about the broken servers", |u| {
+        let text = crate::support::chunk_text(u, false);
+        text.contains("MCP server \"broken\" is unavailable")
+            && text.contains("MCP server \"missing\" is unavailable")
     })
     .await;
     conn.prompt(&session, "use the tools").await.unwrap();
 
-    let offered: Vec<String> = env.mock.requests()[0]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
-        .collect();
+    let offered = offered(&env.mock.requests()[0]);
     for name in [
         "mcp__fixture__echo",
         "mcp__fixture__slow",
@@ -129,22 +167,30 @@ async fn mcp_tools_are_offered_asked_for_and_called() {
         "the image follows the tool results: {after_tools}"
     );
     assert!(
-        logged(&log).contains("call echo {\"text\": \"hello mcp\"}"),
+        logged(&log).contains("call echo {\"text\":\"hello mcp\"}"),
         "{}",
         logged(&log)
     );
+    // The child got the editor's env over a scrubbed copy of dsh's: no key.
+    for line in [
+        "env DEEPSEEK_API_KEY=unset",
+        "env PATH=set",
+        "env GIVEN_BY_EDITOR=set",
+    ] {
+        assert!(logged(&log).contains(line), "{line}: {}", logged(&log));
+    }
     assert!(kinds(&conn.updates()).contains(&"tool_call"));
 
     // Closing the session stops the server process.
     let cwd = env.cwd().canonicalize().unwrap();
-    assert_eq!(procs::live_pids("fixture_server.py", &cwd).len(), 1);
+    assert_eq!(procs::live_pids(FIXTURE, &cwd).len(), 1);
     conn.cx
         .send_request(CloseSessionRequest::new(session.clone()))
         .block_task()
         .await
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(3);
-    while !procs::live_pids("fixture_server.py", &cwd).is_empty() {
+    while !procs::live_pids(FIXTURE, &cwd).is_empty() {
         assert!(
             Instant::now() < deadline,
             "MCP server still running after session/close"
@@ -171,7 +217,7 @@ async fn a_rejected_mcp_call_never_reaches_the_server() {
     conn.finish().await;
     // Client EOF: no server left behind.
     let cwd = env.cwd().canonicalize().unwrap();
-    assert!(procs::live_pids("fixture_server.py", &cwd).is_empty());
+    assert!(procs::live_pids(FIXTURE, &cwd).is_empty());
 }
 
 #[tokio::test]
@@ -212,7 +258,7 @@ async fn a_slow_mcp_call_is_cancelled_with_the_turn() {
     );
     assert!(sent.elapsed() < Duration::from_secs(2));
     let deadline = Instant::now() + Duration::from_secs(5);
-    while !logged(&log).contains("cancel-notification") {
+    while !logged(&log).contains("cancelled ") {
         assert!(
             Instant::now() < deadline,
             "the server was not told: {}",
@@ -245,4 +291,192 @@ async fn sse_servers_are_refused_at_session_new() {
         err.message
     );
     conn.finish().await;
+}
+
+#[tokio::test]
+async fn a_crashed_server_is_restarted_with_backoff_a_bounded_number_of_times() {
+    let env = TestEnv::new().await;
+    let log = env.home.path().join("mcp.log");
+    // m1 crashes the first process; m2 runs on the restarted one; m3..m5
+    // crash the next three; m6 finds the restarts used up.
+    env.mock
+        .push_json(call("m1", "mcp__fixture__crash", json!({})));
+    env.mock.push_json(call(
+        "m2",
+        "mcp__fixture__echo",
+        json!({"text":"after crash"}),
+    ));
+    for id in ["m3", "m4", "m5"] {
+        env.mock
+            .push_json(call(id, "mcp__fixture__crash", json!({})));
+    }
+    env.mock
+        .push_json(call("m6", "mcp__fixture__echo", json!({"text":"too late"})));
+    env.mock.push_json(reply("done"));
+    let conn = env.connect().await;
+    conn.initialize().await;
+    let session = conn
+        .cx
+        .send_request(
+            NewSessionRequest::new(env.cwd()).mcp_servers(vec![stdio_server("fixture", &log, &[])]),
+        )
+        .block_task()
+        .await
+        .unwrap()
+        .session_id;
+    full_access(&conn, &session).await;
+    let started = Instant::now();
+    let stop = conn.prompt(&session, "crash it").await.unwrap();
+    assert_eq!(stop.stop_reason, StopReason::EndTurn);
+    let m1 = tool_result(&env, "m1");
+    assert!(
+        m1.contains("exited during the call") && m1.contains("restarted for the next call"),
+        "{m1}"
+    );
+    assert_eq!(tool_result(&env, "m2"), "after crash\n");
+    let m6 = tool_result(&env, "m6");
+    assert!(m6.contains("already restarted 3 times"), "{m6}");
+    let starts = logged(&log).matches("start stdio").count();
+    assert_eq!(starts, 4, "first start + 3 restarts: {}", logged(&log));
+    // Backoff 250 + 500 + 1000 ms between the restarts.
+    assert!(
+        started.elapsed() >= Duration::from_millis(1750),
+        "{:?}",
+        started.elapsed()
+    );
+    // The log stays valid for the next prompt.
+    env.mock.push_json(reply("still here"));
+    conn.prompt(&session, "again").await.unwrap();
+    conn.finish().await;
+    let cwd = env.cwd().canonicalize().unwrap();
+    assert!(procs::live_pids(FIXTURE, &cwd).is_empty());
+}
+
+#[tokio::test]
+async fn tools_list_changed_refreshes_the_tools_for_the_next_model_call() {
+    let env = TestEnv::new().await;
+    let log = env.home.path().join("mcp.log");
+    env.mock
+        .push_json(call("m1", "mcp__fixture__grow", json!({})));
+    env.mock
+        .push_json(call("m2", "mcp__fixture__extra", json!({})));
+    env.mock.push_json(reply("done"));
+    let conn = env.connect().await;
+    conn.initialize().await;
+    let session = conn
+        .cx
+        .send_request(
+            NewSessionRequest::new(env.cwd()).mcp_servers(vec![stdio_server("fixture", &log, &[])]),
+        )
+        .block_task()
+        .await
+        .unwrap()
+        .session_id;
+    full_access(&conn, &session).await;
+    conn.prompt(&session, "grow").await.unwrap();
+    let requests = env.mock.requests();
+    assert!(!offered(&requests[0]).contains(&"mcp__fixture__extra".to_owned()));
+    assert!(
+        offered(&requests[1]).contains(&"mcp__fixture__extra".to_owned()),
+        "{:?}",
+        offered(&requests[1])
+    );
+    assert_eq!(tool_result(&env, "m2"), "extra tool here\n");
+    conn.finish().await;
+}
+
+/// A Streamable HTTP fixture on 127.0.0.1, killed on drop.
+struct HttpFixture {
+    child: tokio::process::Child,
+    url: String,
+}
+
+impl HttpFixture {
+    async fn start(log: &std::path::Path) -> HttpFixture {
+        use tokio::io::AsyncBufReadExt;
+        let mut child = tokio::process::Command::new(test_mcp_binary())
+            .arg("http")
+            .env("MCP_FIXTURE_LOG", log)
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start the HTTP fixture");
+        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let url = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+            .await
+            .expect("the fixture prints its URL")
+            .unwrap()
+            .expect("a URL line");
+        HttpFixture { child, url }
+    }
+}
+
+#[tokio::test]
+async fn http_servers_get_headers_permission_prompts_and_cancellation() {
+    let env = TestEnv::new().await;
+    let log = env.home.path().join("mcp-http.log");
+    let mut fixture = HttpFixture::start(&log).await;
+    env.mock
+        .push_json(call("h1", "mcp__web__echo", json!({"text":"over http"})));
+    env.mock
+        .push_json(call("h2", "mcp__web__picture", json!({})));
+    env.mock.push_json(reply("done"));
+    env.mock
+        .push_json(call("h3", "mcp__web__slow", json!({"seconds": 20})));
+    let sim = ClientSim::new(false, false);
+    sim.answer(Answer::Select(PermissionOptionKind::AllowOnce));
+    sim.answer(Answer::Select(PermissionOptionKind::RejectOnce));
+    let conn = env.connect_with(sim.clone()).await;
+    let init = conn.initialize().await;
+    assert!(init.agent_capabilities.mcp_capabilities.http);
+    assert!(!init.agent_capabilities.mcp_capabilities.sse);
+    let session = conn
+        .cx
+        .send_request(NewSessionRequest::new(env.cwd()).mcp_servers(vec![
+            McpServer::Http(
+                McpServerHttp::new("web", &fixture.url)
+                    .headers(vec![HttpHeader::new("x-fixture-token", "tok-123")]),
+            ),
+            McpServer::Http(McpServerHttp::new("nowhere", "http://127.0.0.1:9/mcp")),
+        ]))
+        .block_task()
+        .await
+        .unwrap()
+        .session_id;
+    conn.wait_for("a notice about the unreachable server", |u| {
+        crate::support::chunk_text(u, false).contains("MCP server \"nowhere\" is unavailable")
+    })
+    .await;
+    conn.prompt(&session, "use http").await.unwrap();
+    assert_eq!(tool_result(&env, "h1"), "over http\n");
+    assert!(tool_result(&env, "h2").contains("rejected"));
+    assert!(logged(&log).contains("header tok-123"), "{}", logged(&log));
+    assert!(!logged(&log).contains("call picture"), "{}", logged(&log));
+    // The headers' values never reach the session log.
+    let session_log = std::fs::read_to_string(env.log_path(&session)).unwrap();
+    assert!(!session_log.contains("tok-123"));
+
+    // A slow HTTP call is cancelled with the turn and the server is told.
+    full_access(&conn, &session).await;
+    let prompt = conn.cx.send_request(PromptRequest::new(
+        session.clone(),
+        vec![ContentBlock::Text(TextContent::new("wait"))],
+    ));
+    wait_until("the slow call", Duration::from_secs(10), || {
+        logged(&log).contains("call slow")
+    })
+    .await;
+    conn.cx
+        .send_notification(CancelNotification::new(session.clone()))
+        .unwrap();
+    assert_eq!(
+        prompt.block_task().await.unwrap().stop_reason,
+        StopReason::Cancelled
+    );
+    wait_until("the cancel notification", Duration::from_secs(5), || {
+        logged(&log).contains("cancelled ")
+    })
+    .await;
+    conn.finish().await;
+    fixture.child.kill().await.unwrap();
 }

@@ -23,8 +23,8 @@ async fn initialize_advertises_honest_capabilities() {
     assert!(caps.prompt_capabilities.embedded_context);
     assert!(!caps.prompt_capabilities.audio);
     assert!(
-        !caps.mcp_capabilities.http && !caps.mcp_capabilities.sse,
-        "MCP is not supported yet"
+        caps.mcp_capabilities.http && !caps.mcp_capabilities.sse,
+        "stdio and Streamable HTTP MCP servers, not SSE"
     );
     let session = caps.session_capabilities;
     assert!(

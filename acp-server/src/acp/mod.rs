@@ -326,7 +326,7 @@ fn panicked<T>(error: tokio::task::JoinError) -> Result<T, AgentError> {
 }
 
 /// The client's MCP servers in the core's terms. SSE servers are refused
-/// (not supported, as `mcpCapabilities` says).
+/// (not supported, as `mcpCapabilities` says); stdio and HTTP are served.
 fn mcp_configs(
     servers: &[agent_client_protocol::v1::schema::McpServer],
 ) -> Result<Vec<crate::mcp::McpServerConfig>, AgentError> {
@@ -343,9 +343,15 @@ fn mcp_configs(
                     env: stdio.env.iter().map(|var| (var.name.clone(), var.value.clone())).collect(),
                 },
             }),
-            McpServer::Http(http) => Ok(McpServerConfig { name: http.name.clone(), transport: McpTransport::Http { url: http.url.clone() } }),
+            McpServer::Http(http) => Ok(McpServerConfig {
+                name: http.name.clone(),
+                transport: McpTransport::Http {
+                    url: http.url.clone(),
+                    headers: http.headers.iter().map(|h| (h.name.clone(), h.value.clone())).collect(),
+                },
+            }),
             McpServer::Sse(sse) => Err(AgentError::InvalidParams(format!(
-                "MCP server \"{}\" uses the SSE transport, which dsh does not support; use a stdio server",
+                "MCP server \"{}\" uses the SSE transport, which dsh does not support (deprecated in MCP); use its Streamable HTTP endpoint or a stdio server",
                 sse.name
             ))),
             _ => Err(AgentError::InvalidParams("unsupported MCP server transport".to_owned())),
@@ -420,7 +426,7 @@ pub fn initialize_response(request: &InitializeRequest, agent: &Agent) -> Initia
                         .embedded_context(true)
                         .audio(false),
                 )
-                .mcp_capabilities(McpCapabilities::new().http(false).sse(false))
+                .mcp_capabilities(McpCapabilities::new().http(true).sse(false))
                 .auth(AgentAuthCapabilities::new().logout(LogoutCapabilities::new()))
                 .session_capabilities(
                     SessionCapabilities::new()

@@ -34,6 +34,7 @@ impl HttpProvider {
     /// # Errors
     /// The TLS backend failed to initialize.
     pub fn new(config: Arc<Config>) -> Result<Self, String> {
+        crate::install_tls();
         let client = reqwest::Client::builder()
             .user_agent(USER_AGENT)
             .connect_timeout(Duration::from_secs(30))

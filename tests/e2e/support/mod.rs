@@ -43,23 +43,33 @@ pub struct Recorded {
 /// The deterministic test language server, built on first use.
 pub fn test_lsp_binary() -> PathBuf {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| {
-        let path = Path::new(DSH).with_file_name("dsh-test-lsp");
+    PATH.get_or_init(|| fixture_binary("dsh-test-lsp")).clone()
+}
+
+/// The fixture MCP server (rmcp's server side), built on first use.
+pub fn test_mcp_binary() -> PathBuf {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| fixture_binary("dsh-test-mcp")).clone()
+}
+
+/// Builds a fixture package whose binary has the package's name.
+fn fixture_binary(package: &str) -> PathBuf {
+    {
+        let path = Path::new(DSH).with_file_name(package);
         let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
             .parent()
             .unwrap()
             .to_path_buf();
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let status = std::process::Command::new(cargo)
-            .args(["build", "--quiet", "-p", "dsh-test-lsp"])
+            .args(["build", "--quiet", "-p", package])
             .current_dir(&workspace)
             .status()
-            .expect("run cargo build for the test language server");
-        assert!(status.success(), "building dsh-test-lsp failed");
+            .expect("run cargo build for a fixture");
+        assert!(status.success(), "building {package} failed");
         assert!(path.exists(), "{} missing after build", path.display());
         path
-    })
-    .clone()
+    }
 }
 
 /// Processes of the test language server whose cwd is `root`.
