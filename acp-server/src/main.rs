@@ -86,10 +86,28 @@ where
             return ExitCode::FAILURE;
         }
     };
-    let code = runtime.block_on(body());
+    let code = runtime.block_on(async {
+        catch_file_size_signal();
+        body().await
+    });
     // Blocking stdin reads cannot be interrupted; do not wait for them.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
     code
+}
+
+/// With a file-size limit (`ulimit -f`) the kernel kills a process whose
+/// write crosses it (SIGXFSZ). Handling the signal turns that into an
+/// `EFBIG` write error, which the session log reports and survives like a
+/// full disk. Children get the default action back at exec.
+fn catch_file_size_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::from_raw(
+        nix::sys::signal::Signal::SIGXFSZ as i32,
+    )) {
+        // Keep the handler installed for the life of the process.
+        Ok(stream) => std::mem::forget(stream),
+        Err(err) => tracing::debug!(%err, "cannot handle SIGXFSZ"),
+    }
 }
 
 fn init_tracing() {

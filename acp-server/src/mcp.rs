@@ -203,6 +203,7 @@ async fn connect(
                     .envs(env.iter().cloned())
                     .process_group(0)
                     .kill_on_drop(true);
+                dsh_lsp_bridge::process::die_with_parent(&mut cmd);
                 let (transport, _stderr) = TokioChildProcess::builder(cmd)
                     .stderr(std::process::Stdio::null())
                     .spawn()

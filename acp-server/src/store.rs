@@ -82,11 +82,16 @@ impl SessionStore {
         let mut line =
             serde_json::to_vec(header).map_err(|err| AgentError::Internal(err.to_string()))?;
         line.push(b'\n');
-        file.write_all(&line).map_err(write_error)?;
+        if let Err(err) = file.write_all(&line) {
+            // No half-written log is left to be listed or loaded.
+            let _ = std::fs::remove_file(&path);
+            return Err(write_error(err));
+        }
         Ok(LogWriter {
             file,
             path,
             next_seq: 1,
+            len: line.len() as u64,
         })
     }
 
@@ -147,11 +152,12 @@ impl SessionStore {
                 file.write_all(b"\n").map_err(write_error)?;
             }
         }
-        file.seek(SeekFrom::End(0)).map_err(write_error)?;
+        let len = file.seek(SeekFrom::End(0)).map_err(write_error)?;
         let writer = LogWriter {
             file,
             path,
             next_seq: parsed.last_seq + 1,
+            len,
         };
         Ok((parsed, writer))
     }
@@ -254,6 +260,8 @@ pub struct LogWriter {
     file: File,
     path: PathBuf,
     next_seq: u64,
+    /// Bytes of complete lines: where the next line starts.
+    len: u64,
 }
 
 impl LogWriter {
@@ -261,7 +269,9 @@ impl LogWriter {
     /// at most one torn line.
     ///
     /// # Errors
-    /// The write failed (disk full, read-only home); nothing was recorded.
+    /// The write failed (disk full, file size limit, read-only home). A
+    /// partly written line is cut off again, so nothing was recorded and a
+    /// later append (once there is space) continues a valid log.
     pub fn append(&mut self, data: EventData) -> Result<Event, AgentError> {
         let event = Event {
             seq: self.next_seq,
@@ -272,12 +282,20 @@ impl LogWriter {
         let mut line =
             serde_json::to_vec(&event).map_err(|err| AgentError::Internal(err.to_string()))?;
         line.push(b'\n');
-        self.file
-            .write_all(&line)
-            .map_err(|source| AgentError::LogWrite {
+        if let Err(source) = self.file.write_all(&line) {
+            let cut = self
+                .file
+                .set_len(self.len)
+                .and_then(|()| self.file.seek(SeekFrom::Start(self.len)).map(|_| ()));
+            if let Err(err) = cut {
+                tracing::error!(path = %self.path.display(), %err, "cannot cut a partly written line from the session log");
+            }
+            return Err(AgentError::LogWrite {
                 path: self.path.display().to_string(),
                 source,
-            })?;
+            });
+        }
+        self.len += line.len() as u64;
         self.next_seq += 1;
         Ok(event)
     }

@@ -31,6 +31,27 @@ pub fn signal_group(pgid: u32, signal: nix::sys::signal::Signal) {
     }
 }
 
+/// Asks the kernel to kill the child when dsh dies, even by SIGKILL
+/// (Linux `PR_SET_PDEATHSIG`; it survives `exec`). Only the direct child is
+/// covered: its own children keep running in its process group until the
+/// group is killed, which dsh does on every orderly exit.
+#[cfg(target_os = "linux")]
+pub fn die_with_parent(command: &mut tokio::process::Command) {
+    // SAFETY: `pre_exec` runs in the forked child before exec; `prctl` is
+    // async-signal-safe and touches no memory of the parent.
+    #[allow(unsafe_code)]
+    unsafe {
+        command.pre_exec(|| {
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+                .map_err(std::io::Error::from)
+        });
+    }
+}
+
+/// Not available off Linux; children are still killed on orderly exits.
+#[cfg(not(target_os = "linux"))]
+pub fn die_with_parent(_command: &mut tokio::process::Command) {}
+
 /// Sends SIGKILL to a whole process group.
 pub fn kill_group(pgid: u32) {
     signal_group(pgid, nix::sys::signal::Signal::SIGKILL);

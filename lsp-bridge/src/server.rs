@@ -119,7 +119,7 @@ impl Server {
             .stderr(std::process::Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
-        die_with_parent(&mut command);
+        crate::process::die_with_parent(&mut command);
         let mut child = command.spawn().map_err(|err| {
             crashed(format!(
                 "cannot start {}: {err}",
@@ -502,23 +502,6 @@ fn client_capabilities() -> ClientCapabilities {
     }))
     .unwrap_or_default()
 }
-
-/// Asks the kernel to kill the server when dsh dies, even by SIGKILL.
-#[cfg(target_os = "linux")]
-fn die_with_parent(command: &mut tokio::process::Command) {
-    // SAFETY: `pre_exec` runs in the forked child before exec; `prctl` is
-    // async-signal-safe and touches no memory of the parent.
-    #[allow(unsafe_code)]
-    unsafe {
-        command.pre_exec(|| {
-            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
-                .map_err(std::io::Error::from)
-        });
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn die_with_parent(_command: &mut tokio::process::Command) {}
 
 /// Where the server's documents live (for tests and diagnostics lookups).
 pub(crate) fn uri_path(uri: &Url) -> Option<PathBuf> {

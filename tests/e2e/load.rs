@@ -10,11 +10,21 @@ use serde_json::json;
 use crate::support::TestEnv;
 
 #[tokio::test]
-async fn fifty_concurrent_sessions_stream_without_cross_talk() {
+async fn fifty_concurrent_sessions_stream_and_run_tools_without_cross_talk() {
     let env = TestEnv::new().await;
-    for _ in 0..50 {
-        env.mock
-            .push_json(json!({"echo_chunks": 8, "finish": "stop", "delay_ms": 5}));
+    // Two model calls per session: a `read` of the session's own file, then
+    // an echo of the prompt and what the tool returned.
+    for _ in 0..100 {
+        env.mock.push_json(
+            json!({"echo_read": true, "echo_chunks": 8, "finish": "stop", "delay_ms": 5}),
+        );
+    }
+    for i in 0..50 {
+        std::fs::write(
+            env.cwd().join(format!("s{i}.txt")),
+            format!("content of file {i}\n"),
+        )
+        .unwrap();
     }
     let conn = env.connect().await;
     conn.initialize().await;
@@ -26,7 +36,7 @@ async fn fifty_concurrent_sessions_stream_without_cross_talk() {
         .iter()
         .enumerate()
         .map(|(i, session)| {
-            let text = format!("session number {i} says hello {i}");
+            let text = format!("s{i}.txt session number {i} says hello {i}");
             conn.cx.send_request(PromptRequest::new(
                 session.clone(),
                 vec![ContentBlock::Text(TextContent::new(text))],
@@ -51,21 +61,36 @@ async fn fifty_concurrent_sessions_stream_without_cross_talk() {
         }
     }
     assert_eq!(streamed.len(), 50);
+    let mut tool_sessions: HashMap<String, String> = HashMap::new();
+    for notification in conn.updates() {
+        if let SessionUpdate::ToolCall(call) = notification.update {
+            tool_sessions.insert(
+                call.tool_call_id.0.to_string(),
+                notification.session_id.0.to_string(),
+            );
+        }
+    }
     for (i, session) in sessions.iter().enumerate() {
+        let expected_start = format!("s{i}.txt session number {i} says hello {i} | ");
+        let text = &streamed[session.0.as_ref()];
+        assert!(
+            text.starts_with(&expected_start) && text.contains(&format!("content of file {i}")),
+            "session {i} got another session's stream or tool result: {text}"
+        );
         assert_eq!(
-            streamed[session.0.as_ref()],
-            format!("session number {i} says hello {i}"),
-            "session {i} got another session's stream"
+            tool_sessions[&format!("read-s{i}.txt")],
+            session.0.as_ref(),
+            "session {i}'s tool call was reported on another session"
         );
         let logged = env.log_events(session);
+        let result = logged.iter().find(|e| e["type"] == "tool/result").unwrap();
+        assert_eq!(result["data"]["call_id"], format!("read-s{i}.txt"));
         let reply = logged
             .iter()
-            .find(|e| e["type"] == "assistant/message")
+            .filter(|e| e["type"] == "assistant/message")
+            .last()
             .unwrap();
-        assert_eq!(
-            reply["data"]["text"],
-            format!("session number {i} says hello {i}")
-        );
+        assert_eq!(&reply["data"]["text"], text.as_str());
     }
     let pid = conn.child.id().unwrap();
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();

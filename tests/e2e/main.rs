@@ -3,6 +3,7 @@
 
 mod support;
 
+mod faults;
 mod load;
 mod lsp;
 mod mcp;

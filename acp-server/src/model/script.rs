@@ -47,6 +47,15 @@ pub struct ScriptEntry {
     /// this many chunks (cross-talk checks under load).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub echo_chunks: Option<usize>,
+    /// Mock server only: when the request ends with the user's message,
+    /// call `read` on the file named by its first word; once the tool result
+    /// is there, echo the user's message, `" | "` and the result (in
+    /// `echo_chunks` chunks). Load tests with tools, independent of order.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub echo_read: bool,
+    /// Mock server only: reset the connection without answering.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reset: bool,
 }
 
 /// A run of identical text chunks.

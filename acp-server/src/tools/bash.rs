@@ -236,6 +236,7 @@ async fn run_locally(
         .stderr(std::process::Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    dsh_lsp_bridge::process::die_with_parent(&mut command);
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(err) => {

@@ -169,9 +169,15 @@ fn parse<T: DeserializeOwned>(name: &str, arguments: &str) -> Result<T, Refusal>
         arguments
     };
     serde_json::from_str(arguments).map_err(|err| {
+        let what = match err.classify() {
+            serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
+                "are not valid JSON"
+            }
+            _ => "do not match its schema",
+        };
         Refusal::new(
             ErrorCode::InvalidToolArgs,
-            format!("Invalid arguments for {name}: {err}. Call it again with arguments that match its schema."),
+            format!("The arguments for {name} {what} ({err}). Call it again with one complete JSON object that matches its schema."),
         )
     })
 }

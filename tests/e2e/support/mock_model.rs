@@ -123,6 +123,18 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>) {
     }
     let body: serde_json::Value =
         serde_json::from_slice(&buf[head_end..head_end + length]).unwrap_or_default();
+    let last_role = body["messages"]
+        .as_array()
+        .and_then(|messages| messages.last())
+        .and_then(|m| m["role"].as_str())
+        .unwrap_or("")
+        .to_owned();
+    let last_tool = body["messages"]
+        .as_array()
+        .and_then(|messages| messages.iter().rev().find(|m| m["role"] == "tool"))
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or("")
+        .to_owned();
     let last_user = body["messages"]
         .as_array()
         .and_then(|messages| messages.iter().rev().find(|m| m["role"] == "user"))
@@ -140,6 +152,14 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>) {
         let _ = write_response(&mut stream, 500, None, body).await;
         return;
     };
+    if entry.reset {
+        // RST instead of FIN: the client sees a connection reset.
+        // A zero linger does not block on drop: it sends the RST at once.
+        #[allow(deprecated)]
+        let _ = stream.set_linger(Some(Duration::ZERO));
+        drop(stream);
+        return;
+    }
     if let Some(status) = entry.status {
         let body = entry
             .body
@@ -153,8 +173,25 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>) {
         return;
     }
     let mut entry = entry;
+    if entry.echo_read && last_role == "user" {
+        use dsh_acp_server::model::script::ScriptChunk;
+        let file = last_user.split_whitespace().next().unwrap_or("").to_owned();
+        entry.chunks = vec![ScriptChunk::ToolCall {
+            index: 0,
+            id: Some(format!("read-{file}")),
+            name: Some("read".into()),
+            arguments: serde_json::json!({"file_path": file}).to_string(),
+        }];
+        entry.echo_chunks = None;
+        entry.finish = Some("tool_calls".into());
+    }
+    let echoed = if entry.echo_read {
+        format!("{last_user} | {}", last_tool.trim_end())
+    } else {
+        last_user.clone()
+    };
     if let Some(parts) = entry.echo_chunks.filter(|n| *n > 0) {
-        let chars: Vec<char> = last_user.chars().collect();
+        let chars: Vec<char> = echoed.chars().collect();
         let size = chars.len().div_ceil(parts).max(1);
         entry.chunks = chars
             .chunks(size)
