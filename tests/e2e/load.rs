@@ -87,8 +87,8 @@ async fn fifty_concurrent_sessions_stream_and_run_tools_without_cross_talk() {
         assert_eq!(result["data"]["call_id"], format!("read-s{i}.txt"));
         let reply = logged
             .iter()
-            .filter(|e| e["type"] == "assistant/message")
-            .last()
+            .rev()
+            .find(|e| e["type"] == "assistant/message")
             .unwrap();
         assert_eq!(&reply["data"]["text"], text.as_str());
     }
