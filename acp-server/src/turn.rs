@@ -106,7 +106,26 @@ impl Agent {
         }
         session.append(EventData::UserMessage { turn, content })?;
         session.append(EventData::TurnStart { turn })?;
-        let outcome = self.run_steps(&ticket, turn, sink).await;
+        // A panic in the turn (a bug) fails this turn, is logged like any
+        // other failure, and leaves the session usable.
+        let outcome = {
+            use futures::FutureExt as _;
+            std::panic::AssertUnwindSafe(self.run_steps(&ticket, turn, sink))
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|payload| {
+                    let what = payload
+                        .downcast_ref::<&str>()
+                        .map(|s| (*s).to_owned())
+                        .or_else(|| payload.downcast_ref::<String>().cloned())
+                        .unwrap_or_default();
+                    tracing::error!(session = %session.id, turn, panic = %what, "the turn panicked");
+                    Err(AgentError::Internal(
+                        "the turn failed unexpectedly (a bug in dsh, details in its log); the session is still usable"
+                            .to_owned(),
+                    ))
+                })
+        };
         let (stop, error) = match &outcome {
             Ok(StopReason::EndTurn) => (TurnStop::EndTurn, None),
             Ok(StopReason::MaxTokens) => (TurnStop::MaxTokens, None),
@@ -143,6 +162,8 @@ impl Agent {
             if ticket.cancel.is_cancelled() {
                 return Ok(StopReason::Cancelled);
             }
+            #[cfg(debug_assertions)]
+            injected_panic(session);
             // MCP tool lists changed by the servers apply to the next call.
             if let Some(hub) = session.mcp() {
                 hub.refresh().await;
@@ -604,5 +625,29 @@ impl Agent {
             view: outcome.view,
         });
         Ok(())
+    }
+}
+
+/// Debug builds only, for the fault tests: with `DSH_TEST_FAULTS=1`, a turn
+/// whose last user message contains `dsh-test-panic` panics in its step.
+#[cfg(debug_assertions)]
+fn injected_panic(session: &Session) {
+    if std::env::var_os("DSH_TEST_FAULTS").is_none() {
+        return;
+    }
+    let state = session.state();
+    let asked = state
+        .events
+        .iter()
+        .rev()
+        .find_map(|event| match &event.data {
+            EventData::UserMessage { content, .. } => Some(content.iter().any(
+                |c| matches!(c, UserContent::Text { text } if text.contains("dsh-test-panic")),
+            )),
+            _ => None,
+        });
+    if asked == Some(true) {
+        drop(state);
+        panic!("injected test panic");
     }
 }

@@ -237,10 +237,15 @@ impl Server {
         let (dead_tx, dead) = tokio::sync::watch::channel(false);
         let loop_name = name.clone();
         let notify_dead = changed.clone();
+        // async-lsp's main loop panics ("Sender is alive") if every socket is
+        // dropped while it still runs; this one lives until the server's
+        // output ends (dsh kills its process group on every stop).
+        let keep_alive = socket.clone();
         tokio::spawn(async move {
             let result = mainloop
                 .run_buffered(stdout.compat(), stdin.compat_write())
                 .await;
+            drop(keep_alive);
             tracing::debug!(server = %loop_name, ?result, "language server connection ended");
             let _ = dead_tx.send(true);
             notify_dead.notify_waiters();

@@ -566,3 +566,37 @@ async fn crafted_arguments_and_always_rules_cannot_widen_permissions() {
     );
     conn.finish().await;
 }
+
+#[tokio::test]
+async fn a_panic_in_a_turn_fails_that_turn_only() {
+    let mut env = TestEnv::new().await;
+    env.extra_env.push(("DSH_TEST_FAULTS".into(), "1".into()));
+    let conn = env.connect().await;
+    let session = conn.start(&env.cwd()).await;
+    let other = conn.start(&env.cwd()).await;
+    let err = conn
+        .prompt(&session, "please dsh-test-panic now")
+        .await
+        .unwrap_err();
+    assert_eq!(i32::from(err.code), -32603, "{err:?}");
+    assert!(err.message.contains("still usable"), "{}", err.message);
+    // The same session and another one keep working.
+    env.mock.push_json(reply("fine again"));
+    env.mock.push_json(reply("other fine"));
+    assert_eq!(
+        conn.prompt(&session, "and now?").await.unwrap().stop_reason,
+        StopReason::EndTurn
+    );
+    assert_valid_history(&last_history(&env));
+    conn.prompt(&other, "you?").await.unwrap();
+    let ended = env
+        .log_events(&session)
+        .into_iter()
+        .find(|e| e["type"] == "turn/end")
+        .unwrap();
+    assert_eq!(ended["data"]["error"]["code"], "internal", "{ended}");
+    let stderr = std::mem::take(&mut *conn.stderr.lock().unwrap());
+    assert!(stderr.contains("the turn panicked"), "logged to stderr");
+    conn.finish().await;
+    log_is_clean(&env, &session);
+}

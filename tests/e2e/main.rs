@@ -4,6 +4,7 @@
 mod support;
 
 mod faults;
+mod fuzz;
 mod load;
 mod lsp;
 mod mcp;

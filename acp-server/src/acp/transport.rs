@@ -150,7 +150,17 @@ async fn read_frames<R: AsyncRead + Unpin>(
         } else if !line.iter().all(u8::is_ascii_whitespace) {
             match String::from_utf8(std::mem::take(&mut line)) {
                 Ok(text) => {
-                    if lines.send(Ok(text)).await.is_err() {
+                    let sent = match malformed_request(&text) {
+                        Some((id, detail)) => {
+                            tracing::warn!(%detail, "answering a malformed request");
+                            errors
+                                .send(error_frame(id, -32600, "Invalid request", detail))
+                                .await
+                                .is_ok()
+                        }
+                        None => lines.send(Ok(text)).await.is_ok(),
+                    };
+                    if !sent {
                         break;
                     }
                 }
@@ -248,6 +258,53 @@ fn recover_id(text: &str) -> serde_json::Value {
     serde_json::Value::Null
 }
 
+/// The top-level members of a frame, unparsed.
+#[derive(serde::Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow, default)]
+    jsonrpc: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow, default)]
+    id: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow, default)]
+    method: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow, default)]
+    params: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow, default)]
+    result: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow, default)]
+    error: Option<&'a serde_json::value::RawValue>,
+}
+
+/// A request whose id is usable but whose envelope is not valid JSON-RPC
+/// 2.0 (wrong or missing `jsonrpc`, a `method` that is not a string,
+/// `params` that are not structured, `result`/`error` on a request). The
+/// SDK would answer those with a `null` id, which leaves the client's
+/// request pending forever; dsh answers them with their id. Returns the id
+/// and what is wrong. Everything else goes to the SDK untouched.
+fn malformed_request(text: &str) -> Option<(serde_json::Value, String)> {
+    let envelope: Envelope = serde_json::from_str(text).ok()?;
+    let method = envelope.method?;
+    let id: serde_json::Value = serde_json::from_str(envelope.id?.get()).ok()?;
+    if !(id.is_string() || id.is_i64() || id.is_u64()) {
+        return None;
+    }
+    let problem = if envelope.jsonrpc.map(|v| v.get()) != Some("\"2.0\"") {
+        "`jsonrpc` must be \"2.0\""
+    } else if !method.get().starts_with('"') {
+        "`method` must be a string"
+    } else if envelope
+        .params
+        .is_some_and(|p| !p.get().starts_with('{') && !p.get().starts_with('['))
+    {
+        "`params` must be an object or an array"
+    } else if envelope.result.is_some() || envelope.error.is_some() {
+        "a request cannot carry `result` or `error`"
+    } else {
+        return None;
+    };
+    Some((id, format!("not a valid JSON-RPC 2.0 request: {problem}")))
+}
+
 fn error_frame(id: serde_json::Value, code: i32, message: &str, detail: String) -> String {
     serde_json::json!({
         "jsonrpc": "2.0",
@@ -260,6 +317,42 @@ fn error_frame(id: serde_json::Value, code: i32, message: &str, detail: String) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn malformed_requests_keep_their_id() {
+        let id = |text: &str| malformed_request(text).map(|(id, _)| id);
+        assert_eq!(
+            id(r#"{"id":"a","method":"x","params":{}}"#),
+            Some("a".into())
+        );
+        assert_eq!(
+            id(r#"{"jsonrpc":"1.0","id":7,"method":"x"}"#),
+            Some(7.into())
+        );
+        assert_eq!(id(r#"{"jsonrpc":"2.0","id":8,"method":5}"#), Some(8.into()));
+        assert_eq!(
+            id(r#"{"jsonrpc":"2.0","id":9,"method":"x","params":"s"}"#),
+            Some(9.into())
+        );
+        assert_eq!(
+            id(r#"{"jsonrpc":"2.0","id":10,"method":"x","params":{},"result":1}"#),
+            Some(10.into())
+        );
+        // Valid frames, notifications, responses and unusable ids pass.
+        for text in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":[1]}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","params":null}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","params":[]}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x"}"#,
+            r#"{"jsonrpc":"1.0","method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":5}"#,
+            r#"{"jsonrpc":"2.0","id":{},"method":"x","params":5}"#,
+            "not json",
+            "[1,2]",
+        ] {
+            assert_eq!(id(text), None, "{text}");
+        }
+    }
 
     #[test]
     fn recovers_ids() {

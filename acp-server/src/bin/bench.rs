@@ -229,6 +229,90 @@ async fn main() {
         "—",
         format!("{:.1} MB", proc.rss_kib() as f64 / 1024.0),
     );
+
+    // 3b. First SSE event written by the model → first agent_message_chunk
+    //     read by the client (same clock: the mock runs in this process).
+    let mut latencies = Vec::new();
+    for _ in 0..30 {
+        mock.push_json(json!({"chunks":[{"text":"first"},{"text":" second"}],"finish":"stop"}));
+        let before = mock.first_events().len();
+        let id = proc
+            .send(
+                "session/prompt",
+                json!({"sessionId":session_id,"prompt":[{"type":"text","text":"go"}]}),
+            )
+            .await;
+        let mut first_chunk = None;
+        loop {
+            let line = proc.lines.next_line().await.unwrap().unwrap();
+            if first_chunk.is_none() && line.contains("agent_message_chunk") {
+                first_chunk = Some(Instant::now());
+            } else if line.contains(&format!("\"id\":{id}")) && !line.contains("\"method\"") {
+                break;
+            }
+        }
+        let sent = mock.first_events()[before];
+        latencies.push(first_chunk.unwrap().duration_since(sent).as_secs_f64() * 1000.0);
+    }
+    let max = latencies.iter().cloned().fold(0.0, f64::max);
+    row(
+        "first SSE event → first agent_message_chunk (median of 30)",
+        "—",
+        format!("{:.2} ms (max {:.2})", median(latencies), max),
+    );
+    proc.close().await;
+
+    // 3c. 50 sessions in one process, each running a tool and streaming.
+    let mut proc = Proc::spawn(&dsh, &home, &mock.url);
+    proc.call("initialize", init.clone()).await;
+    let mut sessions = Vec::new();
+    for i in 0..50 {
+        std::fs::write(cwd.join(format!("s{i}.txt")), format!("file {i}\n")).unwrap();
+        let (created, _) = proc
+            .call("session/new", json!({"cwd":cwd,"mcpServers":[]}))
+            .await;
+        sessions.push(created["result"]["sessionId"].as_str().unwrap().to_owned());
+        let (_, _) = proc
+            .call(
+                "session/set_config_option",
+                json!({"sessionId":sessions[i],"configId":"mode","value":"full-access"}),
+            )
+            .await;
+    }
+    for _ in 0..100 {
+        mock.push_json(json!({"echo_read":true,"echo_chunks":8,"finish":"stop"}));
+    }
+    let started = Instant::now();
+    let mut pending = std::collections::HashSet::new();
+    for (i, session) in sessions.iter().enumerate() {
+        let text = format!("s{i}.txt hello from session {i}");
+        let id = proc
+            .send(
+                "session/prompt",
+                json!({"sessionId":session,"prompt":[{"type":"text","text":text}]}),
+            )
+            .await;
+        pending.insert(id);
+    }
+    while !pending.is_empty() {
+        let line = proc.lines.next_line().await.unwrap().unwrap();
+        let value: Value = serde_json::from_str(&line).unwrap();
+        if value.get("method").is_none() {
+            if let Some(id) = value.get("id").and_then(Value::as_u64) {
+                assert_eq!(value["result"]["stopReason"], "end_turn", "{value}");
+                pending.remove(&id);
+            }
+        }
+    }
+    row(
+        "50 sessions × (read tool + 8-chunk reply), all prompts at once",
+        "—",
+        format!(
+            "{:.0} ms wall, RSS {:.1} MB",
+            started.elapsed().as_secs_f64() * 1000.0,
+            proc.rss_kib() as f64 / 1024.0
+        ),
+    );
     proc.close().await;
 
     // 4. session/load of 1k, 10k and 100k-event sessions (replay included).

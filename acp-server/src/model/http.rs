@@ -18,7 +18,9 @@ use crate::config::{Config, ProviderKind, ThoughtLevel};
 
 /// The HTTP provider.
 pub struct HttpProvider {
-    client: reqwest::Client,
+    /// Built on the first request: loading the system's root certificates
+    /// takes ~8 ms and ~2 MB, which an editor should not pay at every spawn.
+    client: std::sync::OnceLock<reqwest::Client>,
     config: Arc<Config>,
 }
 
@@ -29,18 +31,33 @@ const USER_AGENT: &str = concat!(
 );
 
 impl HttpProvider {
-    /// A provider with its own connection pool.
+    /// A provider with its own connection pool (created on first use).
     ///
     /// # Errors
-    /// The TLS backend failed to initialize.
+    /// None today; kept so a provider that cannot work is refused early.
     pub fn new(config: Arc<Config>) -> Result<Self, String> {
+        Ok(HttpProvider {
+            client: std::sync::OnceLock::new(),
+            config,
+        })
+    }
+
+    fn client(&self) -> Result<&reqwest::Client, ModelError> {
+        if let Some(client) = self.client.get() {
+            return Ok(client);
+        }
         crate::install_tls();
         let client = reqwest::Client::builder()
             .user_agent(USER_AGENT)
             .connect_timeout(Duration::from_secs(30))
             .build()
-            .map_err(|err| format!("cannot build the HTTP client: {err}"))?;
-        Ok(HttpProvider { client, config })
+            .map_err(|err| {
+                ModelError::new(
+                    ErrorCode::ModelTransport,
+                    format!("cannot set up HTTPS (the system's root certificates?): {err}"),
+                )
+            })?;
+        Ok(self.client.get_or_init(|| client))
     }
 
     pub(super) async fn start(&self, request: &ModelRequest) -> Result<EventStream, ModelError> {
@@ -56,7 +73,7 @@ impl HttpProvider {
         let url = format!("{}/chat/completions", self.config.base_url);
         let body = request_body(request, self.config.provider);
         let send = self
-            .client
+            .client()?
             .post(&url)
             .bearer_auth(key)
             .header("x-deepseek-harness-session-id", &request.session_id)

@@ -16,6 +16,8 @@ struct State {
     queue: VecDeque<ScriptEntry>,
     requests: Vec<serde_json::Value>,
     headers: Vec<String>,
+    /// When the first SSE event of each streamed response was written.
+    first_events: Vec<std::time::Instant>,
 }
 
 /// A running mock server; it stops when dropped.
@@ -90,6 +92,11 @@ impl MockModel {
     /// Responses not yet served.
     pub fn pending(&self) -> usize {
         self.state.lock().unwrap().queue.len()
+    }
+
+    /// When the first SSE event of each streamed response was written.
+    pub fn first_events(&self) -> Vec<std::time::Instant> {
+        self.state.lock().unwrap().first_events.clone()
     }
 }
 
@@ -221,6 +228,13 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>) {
         if !delay.is_zero() || index == 0 || pending.len() > 16 * 1024 {
             if stream.write_all(&pending).await.is_err() {
                 return;
+            }
+            if index == 0 {
+                state
+                    .lock()
+                    .unwrap()
+                    .first_events
+                    .push(std::time::Instant::now());
             }
             pending.clear();
             if !delay.is_zero() {

@@ -413,6 +413,13 @@ impl Conn {
             "dsh exited with {status}; stderr:\n{}",
             self.stderr.lock().unwrap()
         );
+        // A panic caught anywhere (a task, a library's thread) is a bug even
+        // when the process survives it.
+        let stderr = self.stderr.lock().unwrap().clone();
+        assert!(
+            !stderr.contains("panicked"),
+            "a panic in dsh's stderr:\n{stderr}"
+        );
         let (sent, frames) = {
             let recorded = self.recorded.lock().unwrap();
             (recorded.sent.clone(), recorded.frames.clone())
