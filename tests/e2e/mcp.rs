@@ -480,3 +480,63 @@ async fn http_servers_get_headers_permission_prompts_and_cancellation() {
     conn.finish().await;
     fixture.child.kill().await.unwrap();
 }
+
+#[tokio::test]
+async fn servers_start_again_on_session_load_and_resume() {
+    let env = TestEnv::new().await;
+    let log = env.home.path().join("mcp.log");
+    let conn = env.connect().await;
+    conn.initialize().await;
+    let session = conn
+        .cx
+        .send_request(
+            NewSessionRequest::new(env.cwd()).mcp_servers(vec![stdio_server("fixture", &log, &[])]),
+        )
+        .block_task()
+        .await
+        .unwrap()
+        .session_id;
+    full_access(&conn, &session).await;
+    conn.finish().await;
+    let cwd = env.cwd().canonicalize().unwrap();
+    assert!(procs::live_pids(FIXTURE, &cwd).is_empty());
+
+    for (round, id) in ["after-load", "after-resume"].into_iter().enumerate() {
+        env.mock
+            .push_json(call(id, "mcp__fixture__echo", json!({"text": id})));
+        env.mock.push_json(reply("ok"));
+        let conn = env.connect().await;
+        conn.initialize().await;
+        let servers = vec![stdio_server("fixture", &log, &[])];
+        if round == 0 {
+            conn.cx
+                .send_request(
+                    agent_client_protocol::v1::schema::LoadSessionRequest::new(
+                        session.clone(),
+                        env.cwd(),
+                    )
+                    .mcp_servers(servers),
+                )
+                .block_task()
+                .await
+                .unwrap();
+        } else {
+            conn.cx
+                .send_request(
+                    agent_client_protocol::v1::schema::ResumeSessionRequest::new(
+                        session.clone(),
+                        env.cwd(),
+                    )
+                    .mcp_servers(servers),
+                )
+                .block_task()
+                .await
+                .unwrap();
+        }
+        assert_eq!(procs::live_pids(FIXTURE, &cwd).len(), 1);
+        conn.prompt(&session, "echo").await.unwrap();
+        assert_eq!(tool_result(&env, id), format!("{id}\n"));
+        conn.finish().await;
+    }
+    assert_eq!(logged(&log).matches("start stdio").count(), 3);
+}

@@ -568,17 +568,26 @@ pub async fn serve(
         .on_receive_request(
             async move |request: ResumeSessionRequest, responder, cx: ConnectionTo<Client>| {
                 let agent = a_resume.clone();
-                cx.spawn(async move {
+                let configs = match mcp_configs(&request.mcp_servers) {
+                    Ok(configs) => configs,
+                    Err(error) => return responder.respond_with_error(to_acp(&error)),
+                };
+                cx.clone().spawn(async move {
                     let id = request.session_id.0.to_string();
                     let resumed = tokio::task::spawn_blocking(move || agent.resume_session(&id))
                         .await
                         .unwrap_or_else(|err| Err(AgentError::Internal(format!("resume panicked: {err}"))));
                     match resumed {
-                        Ok((session, options)) => responder.respond(
-                            ResumeSessionResponse::new()
-                                .modes(mode_state(session.mode()))
-                                .config_options(convert::config_options(options)),
-                        ),
+                        Ok((session, options)) => {
+                            let failures = if configs.is_empty() { Vec::new() } else { start_mcp(&session, configs).await };
+                            responder.respond(
+                                ResumeSessionResponse::new()
+                                    .modes(mode_state(session.mode()))
+                                    .config_options(convert::config_options(options)),
+                            )?;
+                            notify_failures(&cx, &session.id, failures);
+                            Ok(())
+                        }
                         Err(error) => responder.respond_with_error(to_acp(&error)),
                     }
                 })
