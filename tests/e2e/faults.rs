@@ -416,6 +416,22 @@ async fn client_eof_mid_turn_stops_shell_language_server_and_mcp_server_within_2
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    // None of the children got dsh's secrets (dsh runs with
+    // DEEPSEEK_API_KEY set).
+    for needle in [marker.as_str(), "dsh-test-lsp", "dsh-test-mcp"] {
+        for pid in procs::live_pids(needle, &cwd) {
+            let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            let environ = String::from_utf8_lossy(&environ);
+            assert!(
+                environ.contains("PATH="),
+                "{needle}: /proc/{pid}/environ is readable"
+            );
+            assert!(
+                !environ.contains("DEEPSEEK_API_KEY") && !environ.contains("test-key-d5h"),
+                "{needle} got the API key"
+            );
+        }
+    }
     // The editor goes away mid-turn.
     let started = Instant::now();
     conn.finish().await;
