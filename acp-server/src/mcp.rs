@@ -118,6 +118,9 @@ pub struct McpHub {
 const START_TIMEOUT: Duration = Duration::from_secs(15);
 const CALL_TIMEOUT: Duration = Duration::from_secs(120);
 const MAX_RESULT_BYTES: usize = 64 * 1024;
+/// Images shown in the editor per result (base64 bytes); the model still
+/// gets every image.
+const MAX_SHOWN_IMAGE_BYTES: usize = 4 * 1024 * 1024;
 /// How many times a session restarts a stdio server that exited.
 pub const MAX_RESTARTS: u32 = 3;
 const FIRST_BACKOFF: Duration = Duration::from_millis(250);
@@ -523,29 +526,57 @@ impl McpHub {
 fn render(result: serde_json::Value) -> Outcome {
     let mut text = String::new();
     let mut attachments = Vec::new();
+    // What the editor shows: each block as its own kind of content.
+    let mut shown = Vec::new();
+    let mut shown_bytes = 0usize;
     for block in result["content"].as_array().into_iter().flatten() {
         match block["type"].as_str() {
-            Some("text") => text.push_str(block["text"].as_str().unwrap_or("")),
+            Some("text") => {
+                let piece = block["text"].as_str().unwrap_or("");
+                text.push_str(piece);
+                shown.push(ToolContent::Text {
+                    text: piece.to_owned(),
+                });
+            }
             Some("image") => {
                 let mime = block["mimeType"].as_str().unwrap_or("image/png").to_owned();
+                let data = block["data"].as_str().unwrap_or("").to_owned();
                 text.push_str(&format!("[image: {mime}, attached after the tool results]"));
+                shown_bytes += data.len();
+                shown.push(if shown_bytes <= MAX_SHOWN_IMAGE_BYTES {
+                    ToolContent::Image {
+                        mime_type: mime.clone(),
+                        data: data.clone(),
+                    }
+                } else {
+                    ToolContent::Text {
+                        text: format!("[image: {mime}, {} bytes, too large to show]", data.len()),
+                    }
+                });
                 attachments.push(UserContent::Image {
                     mime_type: mime,
-                    data: block["data"].as_str().unwrap_or("").to_owned(),
+                    data,
                 });
             }
             Some("resource") => {
                 let resource = &block["resource"];
+                let uri = resource["uri"].as_str().unwrap_or("").to_owned();
+                let body = resource["text"].as_str();
                 text.push_str(&format!(
-                    "<resource uri=\"{}\">\n{}\n</resource>",
-                    resource["uri"].as_str().unwrap_or(""),
-                    resource["text"].as_str().unwrap_or("[binary]")
+                    "<resource uri=\"{uri}\">\n{}\n</resource>",
+                    body.unwrap_or("[binary]")
                 ));
+                shown.push(ToolContent::Resource {
+                    uri,
+                    text: body
+                        .map(|b| dsh_protocol::content::head_bytes(b, MAX_RESULT_BYTES).to_owned()),
+                });
             }
-            Some("resource_link") => text.push_str(&format!(
-                "[resource_link uri={}]",
-                block["uri"].as_str().unwrap_or("")
-            )),
+            Some("resource_link") => {
+                let uri = block["uri"].as_str().unwrap_or("").to_owned();
+                text.push_str(&format!("[resource_link uri={uri}]"));
+                shown.push(ToolContent::Resource { uri, text: None });
+            }
             other => text.push_str(&format!("[{} content]", other.unwrap_or("unknown"))),
         }
         text.push('\n');
@@ -573,10 +604,25 @@ fn render(result: serde_json::Value) -> Outcome {
             },
         )
     } else {
+        if shown.is_empty() {
+            shown.push(ToolContent::Text { text: text.clone() });
+        }
+        // Long text blocks are capped like the model's copy.
+        for block in &mut shown {
+            if let ToolContent::Text { text } = block {
+                if text.len() > MAX_RESULT_BYTES {
+                    *text = format!(
+                        "{}\n[truncated: {} bytes in all]",
+                        dsh_protocol::content::head_bytes(text, MAX_RESULT_BYTES),
+                        text.len()
+                    );
+                }
+            }
+        }
         Outcome::ok(
-            text.clone(),
+            text,
             ToolView {
-                content: vec![ToolContent::Text { text }],
+                content: shown,
                 ..ToolView::default()
             },
         )

@@ -80,6 +80,22 @@ pub enum ToolContent {
         /// The client's terminal id.
         terminal_id: String,
     },
+    /// An image (MCP tool results), base64.
+    Image {
+        /// MIME type.
+        mime_type: String,
+        /// Base64 data.
+        data: String,
+    },
+    /// A resource (MCP tool results): embedded text, or a link when `text`
+    /// is absent.
+    Resource {
+        /// Its URI.
+        uri: String,
+        /// Its text, when the result embedded it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
+    },
 }
 
 /// How a tool call is presented: title, kind, locations and content.

@@ -8,6 +8,7 @@ use agent_client_protocol::v1::schema::{
     McpServerHttp, McpServerSse, McpServerStdio, NewSessionRequest, PermissionOptionKind,
     PromptRequest, SessionId, SetSessionConfigOptionRequest, StopReason, TextContent,
 };
+use agent_client_protocol::v1::schema::{ContentBlock as AcpBlock, SessionUpdate, ToolCallContent};
 use serde_json::json;
 
 use crate::support::{
@@ -100,9 +101,12 @@ async fn mcp_tools_are_offered_asked_for_and_called() {
         .push_json(call("m3", "mcp__fixture__fail", json!({})));
     env.mock
         .push_json(call("m4", "mcp__fixture__picture", json!({})));
+    env.mock
+        .push_json(call("m5", "mcp__fixture__document", json!({})));
     env.mock.push_json(reply("done"));
     let sim = ClientSim::new(false, false);
     sim.answer(Answer::Select(PermissionOptionKind::AllowAlways));
+    sim.answer(Answer::Select(PermissionOptionKind::AllowOnce));
     sim.answer(Answer::Select(PermissionOptionKind::AllowOnce));
     sim.answer(Answer::Select(PermissionOptionKind::AllowOnce));
     let conn = env.connect_with(sim.clone()).await;
@@ -144,7 +148,7 @@ async fn mcp_tools_are_offered_asked_for_and_called() {
         .collect();
     assert_eq!(
         asked,
-        ["m1", "m3", "m4"],
+        ["m1", "m3", "m4", "m5"],
         "allow_always for echo is remembered; other tools still ask"
     );
     assert_eq!(
@@ -157,7 +161,32 @@ async fn mcp_tools_are_offered_asked_for_and_called() {
     );
     assert!(tool_result(&env, "m3").contains("failed on purpose"));
     assert!(tool_result(&env, "m4").contains("a pixel:"));
-    let last = env.mock.requests().last().unwrap()["messages"]
+    assert!(tool_result(&env, "m5").contains("<resource uri=\"file:///fixture/notes.md\">"));
+    // The editor sees each result block as what it is.
+    let shown = |id: &str| -> Vec<ToolCallContent> {
+        conn.updates()
+            .into_iter()
+            .filter_map(|n| match n.update {
+                SessionUpdate::ToolCallUpdate(update) if update.tool_call_id.0.as_ref() == id => {
+                    update.fields.content
+                }
+                _ => None,
+            })
+            .last()
+            .unwrap_or_default()
+    };
+    let picture = shown("m4");
+    assert!(
+        matches!(&picture[1], ToolCallContent::Content(c) if matches!(&c.content, AcpBlock::Image(image) if image.mime_type == "image/png")),
+        "{picture:?}"
+    );
+    let document = shown("m5");
+    assert!(
+        matches!(&document[0], ToolCallContent::Content(c) if matches!(&c.content, AcpBlock::Resource(_))),
+        "{document:?}"
+    );
+    // The request right after the picture call.
+    let last = env.mock.requests()[4]["messages"]
         .as_array()
         .unwrap()
         .clone();

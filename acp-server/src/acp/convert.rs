@@ -123,6 +123,25 @@ fn tool_content(content: Vec<ToolContent>) -> Vec<acp::ToolCallContent> {
             ToolContent::Terminal { terminal_id } => {
                 acp::ToolCallContent::Terminal(acp::Terminal::new(terminal_id))
             }
+            ToolContent::Image { mime_type, data } => {
+                acp::ToolCallContent::Content(acp::Content::new(acp::ContentBlock::Image(
+                    acp::ImageContent::new(data, mime_type),
+                )))
+            }
+            ToolContent::Resource {
+                uri,
+                text: Some(text),
+            } => acp::ToolCallContent::Content(acp::Content::new(acp::ContentBlock::Resource(
+                acp::EmbeddedResource::new(acp::EmbeddedResourceResource::TextResourceContents(
+                    acp::TextResourceContents::new(text, uri),
+                )),
+            ))),
+            ToolContent::Resource { uri, text: None } => {
+                let name = uri.rsplit('/').next().unwrap_or(&uri).to_owned();
+                acp::ToolCallContent::Content(acp::Content::new(acp::ContentBlock::ResourceLink(
+                    acp::ResourceLink::new(name, uri),
+                )))
+            }
             _ => acp::ToolCallContent::Content(acp::Content::new(acp::ContentBlock::Text(
                 acp::TextContent::new(""),
             ))),
