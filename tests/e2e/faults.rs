@@ -5,9 +5,8 @@
 use std::time::{Duration, Instant};
 
 use agent_client_protocol::v1::schema::{
-    ContentBlock, EnvVariable, LoadSessionRequest, McpServer, McpServerStdio, NewSessionRequest,
-    PermissionOptionKind, PromptRequest, SessionId, SetSessionConfigOptionRequest, StopReason,
-    TextContent,
+    ContentBlock, EnvVariable, McpServer, McpServerStdio, PermissionOptionKind, PromptRequest,
+    SessionId, StopReason, TextContent,
 };
 use serde_json::{json, Value};
 
@@ -15,18 +14,6 @@ use crate::support::{
     call, calls, kinds, procs, reply, test_lsp_binary, test_mcp_binary, tool_result, Answer,
     ClientSim, Conn, TestEnv,
 };
-
-async fn set_mode(conn: &Conn, session: &SessionId, mode: &str) {
-    conn.cx
-        .send_request(SetSessionConfigOptionRequest::new(
-            session.clone(),
-            "mode",
-            mode,
-        ))
-        .block_task()
-        .await
-        .unwrap();
-}
 
 /// An OpenAI chat history a provider accepts: system first, every
 /// assistant tool call answered by exactly one tool message right after it,
@@ -186,11 +173,7 @@ async fn model_faults_end_turns_clearly_and_the_log_stays_valid_for_the_next_pro
     env.mock.push_json(reply("loaded"));
     let conn = env.connect().await;
     conn.initialize().await;
-    conn.cx
-        .send_request(LoadSessionRequest::new(session.clone(), env.cwd()))
-        .block_task()
-        .await
-        .unwrap();
+    conn.load(&session, &env.cwd()).await;
     conn.prompt(&session, "ten").await.unwrap();
     let after = last_history(&env);
     assert_valid_history(&after);
@@ -217,7 +200,7 @@ async fn sigkill_mid_tool_repairs_the_call_on_load_and_the_command_dies_with_dsh
     ));
     let mut conn = env.connect().await;
     let session = conn.start(&env.cwd()).await;
-    set_mode(&conn, &session, "full-access").await;
+    conn.set_mode(&session, "full-access").await;
     let _prompt = conn.cx.send_request(PromptRequest::new(
         session.clone(),
         vec![ContentBlock::Text(TextContent::new("run it"))],
@@ -244,11 +227,7 @@ async fn sigkill_mid_tool_repairs_the_call_on_load_and_the_command_dies_with_dsh
     env.mock.push_json(reply("checking"));
     let conn = env.connect().await;
     conn.initialize().await;
-    conn.cx
-        .send_request(LoadSessionRequest::new(session.clone(), env.cwd()))
-        .block_task()
-        .await
-        .unwrap();
+    conn.load(&session, &env.cwd()).await;
     let replayed = kinds(&conn.updates());
     assert!(replayed.contains(&"tool_call"), "{replayed:?}");
     conn.prompt(&session, "what happened?").await.unwrap();
@@ -305,11 +284,7 @@ async fn a_full_disk_fails_the_turn_clearly_and_the_log_stays_valid() {
     );
     let conn = Conn::spawn(limited).await;
     conn.initialize().await;
-    conn.cx
-        .send_request(LoadSessionRequest::new(session.clone(), env.cwd()))
-        .block_task()
-        .await
-        .unwrap();
+    conn.load(&session, &env.cwd()).await;
     let err = conn
         .prompt(&session, "this turn does not fit")
         .await
@@ -339,11 +314,7 @@ async fn a_full_disk_fails_the_turn_clearly_and_the_log_stays_valid() {
     env.mock.push_json(reply("space again"));
     let conn = env.connect().await;
     conn.initialize().await;
-    conn.cx
-        .send_request(LoadSessionRequest::new(session.clone(), env.cwd()))
-        .block_task()
-        .await
-        .unwrap();
+    conn.load(&session, &env.cwd()).await;
     conn.prompt(&session, "after").await.unwrap();
     assert_valid_history(&last_history(&env));
     conn.finish().await;
@@ -377,24 +348,20 @@ async fn client_eof_mid_turn_stops_shell_language_server_and_mcp_server_within_2
     ));
     let log = env.home.path().join("mcp.log");
     let conn = env.connect().await;
-    conn.initialize().await;
     let session = conn
-        .cx
-        .send_request(
-            NewSessionRequest::new(env.cwd()).mcp_servers(vec![McpServer::Stdio(
+        .start_with_mcp(
+            &env.cwd(),
+            vec![McpServer::Stdio(
                 McpServerStdio::new("fixture", test_mcp_binary())
                     .args(vec!["stdio".to_owned()])
                     .env(vec![EnvVariable::new(
                         "MCP_FIXTURE_LOG",
                         log.display().to_string(),
                     )]),
-            )]),
+            )],
         )
-        .block_task()
-        .await
-        .unwrap()
-        .session_id;
-    set_mode(&conn, &session, "full-access").await;
+        .await;
+    conn.set_mode(&session, "full-access").await;
     let _prompt = conn.cx.send_request(PromptRequest::new(
         session.clone(),
         vec![ContentBlock::Text(TextContent::new("start everything"))],
@@ -483,7 +450,7 @@ async fn writes_outside_the_roots_never_happen_below_full_access() {
         }
         let conn = env.connect_with(sim.clone()).await;
         let session = conn.start(&env.cwd()).await;
-        set_mode(&conn, &session, mode).await;
+        conn.set_mode(&session, mode).await;
         assert_eq!(
             env.cwd().parent(),
             outside.path().parent(),
@@ -561,13 +528,7 @@ async fn crafted_arguments_and_always_rules_cannot_widen_permissions() {
     let conn = env.connect_with(sim.clone()).await;
     let session = conn.start(&env.cwd()).await;
     conn.prompt(&session, "try").await.unwrap();
-    let asked: Vec<String> = sim
-        .permission_requests
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|r| r.tool_call.tool_call_id.0.to_string())
-        .collect();
+    let asked = sim.asked();
     assert_eq!(
         asked,
         ["b1", "b2", "b3", "b4", "w1", "w3", "w4", "e1"],

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use agent_client_protocol::v1::schema::{
     CancelNotification, CloseSessionRequest, ContentBlock, EnvVariable, HttpHeader, McpServer,
     McpServerHttp, McpServerSse, McpServerStdio, NewSessionRequest, PermissionOptionKind,
-    PromptRequest, SessionId, SetSessionConfigOptionRequest, StopReason, TextContent,
+    PromptRequest, SessionId, StopReason, TextContent,
 };
 use agent_client_protocol::v1::schema::{ContentBlock as AcpBlock, SessionUpdate, ToolCallContent};
 use serde_json::json;
@@ -41,18 +41,6 @@ fn servers(log: &std::path::Path) -> Vec<McpServer> {
         stdio_server("broken", log, &[("MCP_FIXTURE_FAIL_START", "1")]),
         McpServer::Stdio(McpServerStdio::new("missing", "/nonexistent/mcp-server")),
     ]
-}
-
-async fn full_access(conn: &Conn, session: &SessionId) {
-    conn.cx
-        .send_request(SetSessionConfigOptionRequest::new(
-            session.clone(),
-            "mode",
-            "full-access",
-        ))
-        .block_task()
-        .await
-        .unwrap();
 }
 
 async fn wait_until(what: &str, timeout: Duration, mut pred: impl FnMut() -> bool) {
@@ -139,13 +127,7 @@ async fn mcp_tools_are_offered_asked_for_and_called() {
 
     assert_eq!(tool_result(&env, "m1"), "hello mcp\n");
     assert_eq!(tool_result(&env, "m2"), "again\n");
-    let asked: Vec<String> = sim
-        .permission_requests
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|r| r.tool_call.tool_call_id.0.to_string())
-        .collect();
+    let asked = sim.asked();
     assert_eq!(
         asked,
         ["m1", "m3", "m4", "m5"],
@@ -343,17 +325,10 @@ async fn a_crashed_server_is_restarted_with_backoff_a_bounded_number_of_times() 
         .push_json(call("m6", "mcp__fixture__echo", json!({"text":"too late"})));
     env.mock.push_json(reply("done"));
     let conn = env.connect().await;
-    conn.initialize().await;
     let session = conn
-        .cx
-        .send_request(
-            NewSessionRequest::new(env.cwd()).mcp_servers(vec![stdio_server("fixture", &log, &[])]),
-        )
-        .block_task()
-        .await
-        .unwrap()
-        .session_id;
-    full_access(&conn, &session).await;
+        .start_with_mcp(&env.cwd(), vec![stdio_server("fixture", &log, &[])])
+        .await;
+    conn.set_mode(&session, "full-access").await;
     let started = Instant::now();
     let stop = conn.prompt(&session, "crash it").await.unwrap();
     assert_eq!(stop.stop_reason, StopReason::EndTurn);
@@ -391,17 +366,10 @@ async fn tools_list_changed_refreshes_the_tools_for_the_next_model_call() {
         .push_json(call("m2", "mcp__fixture__extra", json!({})));
     env.mock.push_json(reply("done"));
     let conn = env.connect().await;
-    conn.initialize().await;
     let session = conn
-        .cx
-        .send_request(
-            NewSessionRequest::new(env.cwd()).mcp_servers(vec![stdio_server("fixture", &log, &[])]),
-        )
-        .block_task()
-        .await
-        .unwrap()
-        .session_id;
-    full_access(&conn, &session).await;
+        .start_with_mcp(&env.cwd(), vec![stdio_server("fixture", &log, &[])])
+        .await;
+    conn.set_mode(&session, "full-access").await;
     conn.prompt(&session, "grow").await.unwrap();
     let requests = env.mock.requests();
     assert!(!offered(&requests[0]).contains(&"mcp__fixture__extra".to_owned()));
@@ -486,7 +454,7 @@ async fn http_servers_get_headers_permission_prompts_and_cancellation() {
     assert!(!session_log.contains("tok-123"));
 
     // A slow HTTP call is cancelled with the turn and the server is told.
-    full_access(&conn, &session).await;
+    conn.set_mode(&session, "full-access").await;
     let prompt = conn.cx.send_request(PromptRequest::new(
         session.clone(),
         vec![ContentBlock::Text(TextContent::new("wait"))],
@@ -515,17 +483,10 @@ async fn servers_start_again_on_session_load_and_resume() {
     let env = TestEnv::new().await;
     let log = env.home.path().join("mcp.log");
     let conn = env.connect().await;
-    conn.initialize().await;
     let session = conn
-        .cx
-        .send_request(
-            NewSessionRequest::new(env.cwd()).mcp_servers(vec![stdio_server("fixture", &log, &[])]),
-        )
-        .block_task()
-        .await
-        .unwrap()
-        .session_id;
-    full_access(&conn, &session).await;
+        .start_with_mcp(&env.cwd(), vec![stdio_server("fixture", &log, &[])])
+        .await;
+    conn.set_mode(&session, "full-access").await;
     conn.finish().await;
     let cwd = env.cwd().canonicalize().unwrap();
     assert!(procs::live_pids(FIXTURE, &cwd).is_empty());

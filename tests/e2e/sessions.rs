@@ -247,11 +247,7 @@ async fn a_torn_last_line_is_tolerated_and_repaired() {
         .push_json(json!({"chunks":[{"text":"continued"}],"finish":"stop"}));
     let conn = env.connect().await;
     conn.initialize().await;
-    conn.cx
-        .send_request(LoadSessionRequest::new(session.clone(), env.cwd()))
-        .block_task()
-        .await
-        .unwrap();
+    conn.load(&session, &env.cwd()).await;
     assert_eq!(chunk_text(&conn.updates(), false), "kept");
     conn.prompt(&session, "more").await.unwrap();
     conn.finish().await;
@@ -367,11 +363,7 @@ async fn sigkill_mid_stream_leaves_a_loadable_session_that_continues() {
         .push_json(json!({"chunks":[{"text":"recovered"}],"finish":"stop"}));
     let conn = env.connect().await;
     conn.initialize().await;
-    conn.cx
-        .send_request(LoadSessionRequest::new(session.clone(), env.cwd()))
-        .block_task()
-        .await
-        .unwrap();
+    conn.load(&session, &env.cwd()).await;
     assert_eq!(runs(&kinds(&conn.updates())), ["user"]);
     assert_eq!(
         conn.prompt(&session, "again").await.unwrap().stop_reason,

@@ -3,25 +3,13 @@
 use std::time::Duration;
 
 use agent_client_protocol::v1::schema::{
-    CancelNotification, ContentBlock, LoadSessionRequest, PermissionOptionKind, PromptRequest,
-    SessionId, SessionUpdate, SetSessionConfigOptionRequest, StopReason, TextContent,
-    ToolCallContent, ToolCallStatus, ToolKind,
+    CancelNotification, ContentBlock, PermissionOptionKind, PromptRequest, SessionUpdate,
+    SetSessionConfigOptionRequest, StopReason, TextContent, ToolCallContent, ToolCallStatus,
+    ToolKind,
 };
 use serde_json::{json, Value};
 
 use crate::support::{call, calls, kinds, reply, tool_result, Answer, ClientSim, Conn, TestEnv};
-
-async fn set_mode(conn: &Conn, session: &SessionId, mode: &str) {
-    conn.cx
-        .send_request(SetSessionConfigOptionRequest::new(
-            session.clone(),
-            "mode",
-            mode,
-        ))
-        .block_task()
-        .await
-        .unwrap();
-}
 
 fn tool_calls(conn: &Conn) -> Vec<agent_client_protocol::v1::schema::ToolCall> {
     conn.updates()
@@ -153,7 +141,7 @@ async fn edits_show_diffs_equal_to_disk_and_ambiguous_matches_explain_themselves
     env.mock.push_json(reply("edited"));
     let conn = env.connect().await;
     let session = conn.start(&env.cwd()).await;
-    set_mode(&conn, &session, "accept-edits").await;
+    conn.set_mode(&session, "accept-edits").await;
     assert_eq!(
         conn.prompt(&session, "edit").await.unwrap().stop_reason,
         StopReason::EndTurn
@@ -208,11 +196,7 @@ async fn edits_show_diffs_equal_to_disk_and_ambiguous_matches_explain_themselves
     // session/load replays the tool calls with their diffs.
     let conn = env.connect().await;
     conn.initialize().await;
-    conn.cx
-        .send_request(LoadSessionRequest::new(session.clone(), env.cwd()))
-        .block_task()
-        .await
-        .unwrap();
+    conn.load(&session, &env.cwd()).await;
     match &final_update(&conn, "e1").fields.content.as_ref().unwrap()[0] {
         ToolCallContent::Diff(diff) => assert_eq!(diff.new_text, after),
         other => panic!("{other:?}"),
@@ -359,11 +343,7 @@ async fn permission_answers_once_always_and_rules_survive_load() {
     let sim = ClientSim::new(false, false);
     let conn = env.connect_with(sim.clone()).await;
     conn.initialize().await;
-    conn.cx
-        .send_request(LoadSessionRequest::new(session.clone(), env.cwd()))
-        .block_task()
-        .await
-        .unwrap();
+    conn.load(&session, &env.cwd()).await;
     conn.prompt(&session, "again").await.unwrap();
     assert!(sim.permission_requests.lock().unwrap().is_empty());
     assert!(tool_result(&env, "b6").contains("after load"));
@@ -440,7 +420,7 @@ async fn modes_read_only_and_full_access() {
     let sim = ClientSim::new(false, false);
     let conn = env.connect_with(sim.clone()).await;
     let session = conn.start(&env.cwd()).await;
-    set_mode(&conn, &session, "read-only").await;
+    conn.set_mode(&session, "read-only").await;
     conn.prompt(&session, "try").await.unwrap();
     assert!(tool_result(&env, "r1").contains("hello"));
     for id in ["w1", "b1", "r2"] {
@@ -452,7 +432,7 @@ async fn modes_read_only_and_full_access() {
     }
     assert!(!root.join("x.txt").exists() && !root.join("y.txt").exists());
 
-    set_mode(&conn, &session, "full-access").await;
+    conn.set_mode(&session, "full-access").await;
     conn.prompt(&session, "now").await.unwrap();
     assert!(
         sim.permission_requests.lock().unwrap().is_empty(),
@@ -520,15 +500,9 @@ async fn paths_escaping_the_roots_are_never_automatic() {
     let sim = ClientSim::new(false, false);
     let conn = env.connect_with(sim.clone()).await;
     let session = conn.start(&env.cwd()).await;
-    set_mode(&conn, &session, "accept-edits").await;
+    conn.set_mode(&session, "accept-edits").await;
     conn.prompt(&session, "go").await.unwrap();
-    let asked: Vec<String> = sim
-        .permission_requests
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|r| r.tool_call.tool_call_id.0.to_string())
-        .collect();
+    let asked = sim.asked();
     assert_eq!(
         asked,
         ["w1", "w2"],
@@ -570,7 +544,7 @@ async fn a_client_with_fs_gets_reads_and_writes_through_the_protocol() {
         .insert(root.join("hello.txt"), "unsaved buffer\n".into());
     let conn = env.connect_with(sim.clone()).await;
     let session = conn.start(&env.cwd()).await;
-    set_mode(&conn, &session, "accept-edits").await;
+    conn.set_mode(&session, "accept-edits").await;
     conn.prompt(&session, "go").await.unwrap();
     assert_eq!(
         tool_result(&env, "r1"),
@@ -636,7 +610,7 @@ async fn without_a_client_terminal_bash_runs_locally_with_a_scrubbed_env() {
     env.mock.push_json(reply("done"));
     let conn = env.connect().await;
     let session = conn.start(&env.cwd()).await;
-    set_mode(&conn, &session, "full-access").await;
+    conn.set_mode(&session, "full-access").await;
     conn.prompt(&session, "go").await.unwrap();
     let result = tool_result(&env, "b1");
     assert!(
@@ -661,7 +635,7 @@ async fn bash_timeout_and_cancel_leave_no_process_behind() {
     ));
     let conn = env.connect().await;
     let session = conn.start(&env.cwd()).await;
-    set_mode(&conn, &session, "full-access").await;
+    conn.set_mode(&session, "full-access").await;
     conn.prompt(&session, "one").await.unwrap();
     assert!(
         tool_result(&env, "b1").contains("timed out after 0.5 s"),
@@ -746,11 +720,7 @@ async fn todo_write_sends_plans_and_load_replays_the_latest() {
 
     let conn = env.connect().await;
     conn.initialize().await;
-    conn.cx
-        .send_request(LoadSessionRequest::new(session.clone(), env.cwd()))
-        .block_task()
-        .await
-        .unwrap();
+    conn.load(&session, &env.cwd()).await;
     let replayed: Vec<Value> = conn
         .updates()
         .into_iter()
@@ -877,11 +847,7 @@ async fn a_tool_call_cut_off_by_a_crash_is_repaired_on_load() {
     env.mock.push_json(reply("checking state"));
     let conn = env.connect().await;
     conn.initialize().await;
-    conn.cx
-        .send_request(LoadSessionRequest::new(session.clone(), env.cwd()))
-        .block_task()
-        .await
-        .unwrap();
+    conn.load(&session, &env.cwd()).await;
     let update = final_update(&conn, "c9");
     assert_eq!(update.fields.status, Some(ToolCallStatus::Failed));
     conn.prompt(&session, "continue").await.unwrap();
@@ -930,7 +896,7 @@ async fn outputs_are_capped_with_visible_markers_and_spill_files() {
     env.mock.push_json(reply("done"));
     let conn = env.connect().await;
     let session = conn.start(&env.cwd()).await;
-    set_mode(&conn, &session, "full-access").await;
+    conn.set_mode(&session, "full-access").await;
     conn.prompt(&session, "go").await.unwrap();
 
     let read = tool_result(&env, "r1");

@@ -72,6 +72,16 @@ pub struct ClientSim {
 }
 
 impl ClientSim {
+    /// The tool-call ids of every permission request so far, in order.
+    pub fn asked(&self) -> Vec<String> {
+        self.permission_requests
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|r| r.tool_call.tool_call_id.0.to_string())
+            .collect()
+    }
+
     pub fn new(fs: bool, terminal: bool) -> Arc<ClientSim> {
         Arc::new(ClientSim {
             fs,

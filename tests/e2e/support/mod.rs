@@ -355,6 +355,50 @@ impl Conn {
         self.new_session(cwd).await.session_id
     }
 
+    /// Sets the session's permission mode (the `mode` config option).
+    pub async fn set_mode(&self, session: &SessionId, mode: &str) {
+        self.cx
+            .send_request(
+                agent_client_protocol::v1::schema::SetSessionConfigOptionRequest::new(
+                    session.clone(),
+                    "mode",
+                    mode,
+                ),
+            )
+            .block_task()
+            .await
+            .expect("set the mode");
+    }
+
+    /// `session/load` (after `initialize`), expecting success.
+    pub async fn load(&self, session: &SessionId, cwd: &Path) {
+        self.cx
+            .send_request(agent_client_protocol::v1::schema::LoadSessionRequest::new(
+                session.clone(),
+                cwd,
+            ))
+            .block_task()
+            .await
+            .expect("session/load");
+    }
+
+    /// `initialize`, then `session/new` with these MCP servers.
+    pub async fn start_with_mcp(
+        &self,
+        cwd: &Path,
+        servers: Vec<agent_client_protocol::v1::schema::McpServer>,
+    ) -> SessionId {
+        self.initialize().await;
+        self.cx
+            .send_request(
+                agent_client_protocol::v1::schema::NewSessionRequest::new(cwd).mcp_servers(servers),
+            )
+            .block_task()
+            .await
+            .expect("session/new with MCP servers")
+            .session_id
+    }
+
     pub async fn prompt(
         &self,
         session: &SessionId,
