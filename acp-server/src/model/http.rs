@@ -186,7 +186,7 @@ fn event_stream(response: reqwest::Response, idle: Duration) -> EventStream {
                     Err(_) => {
                         return Err(ModelError::new(
                             ErrorCode::ModelTimeout,
-                            format!("the model stream sent nothing for {} s and was abandoned; send the prompt again to retry", idle.as_secs()),
+                            format!("the model stream sent nothing for {} and was abandoned; send the prompt again to retry", super::human_duration(idle)),
                         ))
                     }
                     Ok(None) => break,

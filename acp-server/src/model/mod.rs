@@ -176,3 +176,14 @@ impl Provider {
         }
     }
 }
+
+/// `1.5 s`, `300 ms`.
+pub(crate) fn human_duration(duration: Duration) -> String {
+    if duration < Duration::from_secs(1) {
+        format!("{} ms", duration.as_millis())
+    } else if duration.subsec_millis() == 0 {
+        format!("{} s", duration.as_secs())
+    } else {
+        format!("{:.1} s", duration.as_secs_f64())
+    }
+}

@@ -49,8 +49,8 @@ pub async fn start_with_retry(
                 error.message = format!(
                     "{} (the provider asked to wait {}, longer than the {} retry cap, `retry_max_delay_ms`)",
                     error.message,
-                    human_duration(wait),
-                    human_duration(policy.max_delay)
+                    super::human_duration(wait),
+                    super::human_duration(policy.max_delay)
                 );
                 return Err(error);
             }
@@ -97,17 +97,6 @@ fn random_unit() -> f64 {
             .as_nanos(),
     );
     (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64
-}
-
-/// `1.5 s`, `300 ms`.
-fn human_duration(duration: Duration) -> String {
-    if duration < Duration::from_secs(1) {
-        format!("{} ms", duration.as_millis())
-    } else if duration.subsec_millis() == 0 {
-        format!("{} s", duration.as_secs())
-    } else {
-        format!("{:.1} s", duration.as_secs_f64())
-    }
 }
 
 #[cfg(test)]

@@ -42,34 +42,37 @@ pub struct Recorded {
 
 /// The deterministic test language server, built on first use.
 pub fn test_lsp_binary() -> PathBuf {
-    static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| fixture_binary("dsh-test-lsp")).clone()
+    fixture_binary("dsh-test-lsp")
 }
 
 /// The fixture MCP server (rmcp's server side), built on first use.
 pub fn test_mcp_binary() -> PathBuf {
-    static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| fixture_binary("dsh-test-mcp")).clone()
+    fixture_binary("dsh-test-mcp")
 }
 
-/// Builds a fixture package whose binary has the package's name.
+/// A fixture package's binary (named like the package). The first call
+/// brings the workspace's binaries up to date in one cargo run (a no-op
+/// after `.ci/run` built them), so tests do not queue on cargo's lock.
 fn fixture_binary(package: &str) -> PathBuf {
-    {
-        let path = Path::new(DSH).with_file_name(package);
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| {
         let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
             .parent()
             .unwrap()
             .to_path_buf();
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let status = std::process::Command::new(cargo)
-            .args(["build", "--quiet", "-p", package])
+            // The same package selection as `.ci/run`'s build, so the
+            // features unify the same way and nothing is rebuilt.
+            .args(["build", "--quiet", "--workspace", "--bins"])
             .current_dir(&workspace)
             .status()
-            .expect("run cargo build for a fixture");
-        assert!(status.success(), "building {package} failed");
-        assert!(path.exists(), "{} missing after build", path.display());
-        path
-    }
+            .expect("run cargo build for the fixtures");
+        assert!(status.success(), "building the fixture servers failed");
+    });
+    let path = Path::new(DSH).with_file_name(package);
+    assert!(path.exists(), "{} missing after build", path.display());
+    path
 }
 
 /// Processes of the test language server whose cwd is `root`.
@@ -109,6 +112,20 @@ impl TestEnv {
             api_key: Some("test-key-d5h".into()),
             extra_env: Vec::new(),
         }
+    }
+
+    /// Generous stream and request timeouts, for tests that load the
+    /// machine (the 600 ms idle timeout is for the tests that test it).
+    pub fn relax_timeouts(&self) {
+        let path = self.home.path().join("config.toml");
+        let config = std::fs::read_to_string(&path)
+            .unwrap()
+            .replace(
+                "stream_idle_timeout_ms = 600",
+                "stream_idle_timeout_ms = 30000",
+            )
+            .replace("request_timeout_ms = 5000", "request_timeout_ms = 30000");
+        std::fs::write(path, config).unwrap();
     }
 
     pub fn cwd(&self) -> PathBuf {
