@@ -51,8 +51,8 @@ pub fn test_mcp_binary() -> PathBuf {
 }
 
 /// A fixture package's binary (named like the package). The first call
-/// brings the workspace's binaries up to date in one cargo run (a no-op
-/// after `.ci/run` built them), so tests do not queue on cargo's lock.
+/// brings both fixtures up to date in one cargo run (a no-op after
+/// `.ci/run` built them), so tests do not queue on cargo's lock.
 fn fixture_binary(package: &str) -> PathBuf {
     static BUILT: OnceLock<()> = OnceLock::new();
     BUILT.get_or_init(|| {
@@ -62,9 +62,17 @@ fn fixture_binary(package: &str) -> PathBuf {
             .to_path_buf();
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let status = std::process::Command::new(cargo)
-            // The same package selection as `.ci/run`'s build, so the
-            // features unify the same way and nothing is rebuilt.
-            .args(["build", "--quiet", "--workspace", "--bins"])
+            // Only the fixtures: building `dsh` here would relink the binary
+            // other tests are running. The same selection as `.ci/run`'s
+            // pre-build, so the features unify alike and it is a no-op there.
+            .args([
+                "build",
+                "--quiet",
+                "-p",
+                "dsh-test-lsp",
+                "-p",
+                "dsh-test-mcp",
+            ])
             .current_dir(&workspace)
             .status()
             .expect("run cargo build for the fixtures");
