@@ -473,6 +473,14 @@ async fn fuzzed_frames_never_kill_the_process_and_every_request_is_answered() {
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+        // Errors stay small: a huge bad request is not echoed back (only its
+        // id, which the answer must carry).
+        for answer in dsh.answered() {
+            if answer.get("error").is_some() {
+                let size = answer.to_string().len() - answer["id"].to_string().len();
+                assert!(size < 32 * 1024, "a {size}-byte error answer");
+            }
+        }
         let mut counts = std::collections::HashMap::new();
         for answer in dsh.answered() {
             *counts.entry(answer["id"].to_string()).or_insert(0) += 1;

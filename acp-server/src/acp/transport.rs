@@ -99,7 +99,27 @@ async fn write_frames<W: AsyncWrite + Unpin>(
     }
 }
 
+/// Error answers larger than this are checked for echoed params.
+const ERROR_ECHO_LIMIT: usize = 16 * 1024;
+
+/// The SDK's invalid-params errors carry the request's params back in
+/// `error.data.json`; for a large request that doubles the traffic (a 60 MB
+/// prompt with one bad field would come back whole). Large error answers
+/// keep everything but that echo.
+fn shrink_error(frame: &str) -> Option<String> {
+    if frame.len() <= ERROR_ECHO_LIMIT || !frame.contains("\"error\"") {
+        return None;
+    }
+    let mut value: serde_json::Value = serde_json::from_str(frame).ok()?;
+    let echo = value.get_mut("error")?.get_mut("data")?.get_mut("json")?;
+    let size = echo.to_string().len();
+    *echo = serde_json::Value::String(format!("[{size} bytes of the request's params omitted]"));
+    Some(value.to_string())
+}
+
 async fn write_frame<W: AsyncWrite + Unpin>(output: &mut W, frame: &str) -> io::Result<()> {
+    let shrunk = shrink_error(frame);
+    let frame = shrunk.as_deref().unwrap_or(frame);
     // The SDK never emits embedded newlines; guard anyway, a stray one would
     // split the frame for the client.
     if frame.contains('\n') {
@@ -317,6 +337,27 @@ fn error_frame(id: serde_json::Value, code: i32, message: &str, detail: String) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn large_error_answers_drop_the_echoed_params() {
+        let pad = "x".repeat(100_000);
+        let frame = serde_json::json!({"jsonrpc":"2.0","id":2,"error":{"code":-32602,"message":"Invalid params","data":{"error":"invalid type","json":{"cwd":5,"pad":pad}}}}).to_string();
+        let shrunk: serde_json::Value =
+            serde_json::from_str(&shrink_error(&frame).unwrap()).unwrap();
+        assert_eq!(shrunk["id"], 2);
+        assert_eq!(shrunk["error"]["data"]["error"], "invalid type");
+        assert!(shrunk["error"]["data"]["json"]
+            .as_str()
+            .unwrap()
+            .contains("bytes of the request's params omitted"));
+        // Small errors and large results pass untouched.
+        assert!(shrink_error(
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"m","data":{"json":1}}}"#
+        )
+        .is_none());
+        let result = serde_json::json!({"jsonrpc":"2.0","id":3,"result":{"text":pad}}).to_string();
+        assert!(shrink_error(&result).is_none());
+    }
 
     #[test]
     fn malformed_requests_keep_their_id() {
