@@ -496,6 +496,22 @@ impl McpHub {
             }
             Ok(Ok(result)) => result,
         };
+        // A call may change the tool list. The server's `list_changed`
+        // notification reaches the handler on another task and can land
+        // after this result, so a server that announces such notifications
+        // is listed again before the next model call either way.
+        let announces = peer.peer_info().is_some_and(|info| {
+            info.capabilities
+                .tools
+                .as_ref()
+                .is_some_and(|tools| tools.list_changed == Some(true))
+        });
+        if announces {
+            connection
+                .watcher
+                .tools_changed
+                .store(true, Ordering::SeqCst);
+        }
         let value = serde_json::to_value(&result).unwrap_or_default();
         render(value)
     }
