@@ -44,6 +44,24 @@ pub enum AgentError {
 }
 
 impl AgentError {
+    /// The error for a bug caught as a panic in a `what` ("request",
+    /// "turn"); `detail` (the panic message) goes to the log, not the user.
+    pub fn bug(what: &str, detail: &dyn std::fmt::Display) -> AgentError {
+        tracing::error!(%detail, "the {what} panicked");
+        AgentError::Internal(format!(
+            "the {what} failed unexpectedly (a bug in dsh, details in its log); the session is still usable"
+        ))
+    }
+
+    /// The message of a panic payload (`&str` or `String`), else empty.
+    pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+        payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_default()
+    }
+
     /// The stable code.
     pub fn code(&self) -> ErrorCode {
         match self {

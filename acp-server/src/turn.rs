@@ -114,16 +114,12 @@ impl Agent {
                 .catch_unwind()
                 .await
                 .unwrap_or_else(|payload| {
-                    let what = payload
-                        .downcast_ref::<&str>()
-                        .map(|s| (*s).to_owned())
-                        .or_else(|| payload.downcast_ref::<String>().cloned())
-                        .unwrap_or_default();
-                    tracing::error!(session = %session.id, turn, panic = %what, "the turn panicked");
-                    Err(AgentError::Internal(
-                        "the turn failed unexpectedly (a bug in dsh, details in its log); the session is still usable"
-                            .to_owned(),
-                    ))
+                    let detail = format!(
+                        "session {} turn {turn}: {}",
+                        session.id,
+                        AgentError::panic_message(payload.as_ref())
+                    );
+                    Err(AgentError::bug("turn", &detail))
                 })
         };
         let (stop, error) = match &outcome {

@@ -5,8 +5,7 @@
 use std::time::{Duration, Instant};
 
 use agent_client_protocol::v1::schema::{
-    ContentBlock, EnvVariable, McpServer, McpServerStdio, PermissionOptionKind, PromptRequest,
-    SessionId, StopReason, TextContent,
+    EnvVariable, McpServer, McpServerStdio, PermissionOptionKind, SessionId, StopReason,
 };
 use serde_json::{json, Value};
 
@@ -201,10 +200,7 @@ async fn sigkill_mid_tool_repairs_the_call_on_load_and_the_command_dies_with_dsh
     let mut conn = env.connect().await;
     let session = conn.start(&env.cwd()).await;
     conn.set_mode(&session, "full-access").await;
-    let _prompt = conn.cx.send_request(PromptRequest::new(
-        session.clone(),
-        vec![ContentBlock::Text(TextContent::new("run it"))],
-    ));
+    let _prompt = conn.send_prompt(&session, "run it");
     let cwd = env.cwd().canonicalize().unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     while procs::live_pids(&marker, &cwd).is_empty() {
@@ -362,10 +358,7 @@ async fn client_eof_mid_turn_stops_shell_language_server_and_mcp_server_within_2
         )
         .await;
     conn.set_mode(&session, "full-access").await;
-    let _prompt = conn.cx.send_request(PromptRequest::new(
-        session.clone(),
-        vec![ContentBlock::Text(TextContent::new("start everything"))],
-    ));
+    let _prompt = conn.send_prompt(&session, "start everything");
     let cwd = env.cwd().canonicalize().unwrap();
     let all = |cwd: &std::path::Path| {
         (

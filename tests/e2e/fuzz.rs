@@ -415,8 +415,7 @@ async fn fuzzed_frames_never_kill_the_process_and_every_request_is_answered() {
     let mut requests = 0;
 
     for round in 0..rounds {
-        let env = TestEnv::new().await;
-        env.relax_timeouts();
+        let env = TestEnv::relaxed().await;
         env.mock.push_json(reply("still fine"));
         let cwd = env.cwd().display().to_string();
         let mut dsh = Child::spawn(&env);

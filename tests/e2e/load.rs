@@ -11,8 +11,7 @@ use crate::support::TestEnv;
 
 #[tokio::test]
 async fn fifty_concurrent_sessions_stream_and_run_tools_without_cross_talk() {
-    let env = TestEnv::new().await;
-    env.relax_timeouts();
+    let env = TestEnv::relaxed().await;
     // Two model calls per session: a `read` of the session's own file, then
     // an echo of the prompt and what the tool returned.
     for _ in 0..100 {

@@ -4,9 +4,8 @@
 use std::time::{Duration, Instant};
 
 use agent_client_protocol::v1::schema::{
-    CancelNotification, CloseSessionRequest, ContentBlock, EnvVariable, HttpHeader, McpServer,
-    McpServerHttp, McpServerSse, McpServerStdio, NewSessionRequest, PermissionOptionKind,
-    PromptRequest, SessionId, StopReason, TextContent,
+    CloseSessionRequest, EnvVariable, HttpHeader, McpServer, McpServerHttp, McpServerSse,
+    McpServerStdio, NewSessionRequest, PermissionOptionKind, SessionId, StopReason,
 };
 use agent_client_protocol::v1::schema::{ContentBlock as AcpBlock, SessionUpdate, ToolCallContent};
 use serde_json::json;
@@ -68,6 +67,11 @@ async fn session_with_servers(conn: &Conn, env: &TestEnv, log: &std::path::Path)
         .await
         .expect("session/new with MCP servers")
         .session_id
+}
+
+/// Fixture MCP server processes running in the test's workspace.
+fn fixtures_running(env: &TestEnv) -> usize {
+    procs::live_pids(FIXTURE, &env.cwd().canonicalize().unwrap()).len()
 }
 
 fn logged(log: &std::path::Path) -> String {
@@ -193,21 +197,18 @@ async fn mcp_tools_are_offered_asked_for_and_called() {
     assert!(kinds(&conn.updates()).contains(&"tool_call"));
 
     // Closing the session stops the server process.
-    let cwd = env.cwd().canonicalize().unwrap();
-    assert_eq!(procs::live_pids(FIXTURE, &cwd).len(), 1);
+    assert_eq!(fixtures_running(&env), 1);
     conn.cx
         .send_request(CloseSessionRequest::new(session.clone()))
         .block_task()
         .await
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(3);
-    while !procs::live_pids(FIXTURE, &cwd).is_empty() {
-        assert!(
-            Instant::now() < deadline,
-            "MCP server still running after session/close"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_until(
+        "the MCP server to stop after session/close",
+        Duration::from_secs(3),
+        || fixtures_running(&env) == 0,
+    )
+    .await;
     conn.finish().await;
 }
 
@@ -227,8 +228,7 @@ async fn a_rejected_mcp_call_never_reaches_the_server() {
     assert!(!logged(&log).contains("call echo"), "{}", logged(&log));
     conn.finish().await;
     // Client EOF: no server left behind.
-    let cwd = env.cwd().canonicalize().unwrap();
-    assert!(procs::live_pids(FIXTURE, &cwd).is_empty());
+    assert_eq!(fixtures_running(&env), 0, "no MCP server left behind");
 }
 
 #[tokio::test]
@@ -250,19 +250,14 @@ async fn a_slow_mcp_call_is_cancelled_with_the_turn() {
         .block_task()
         .await
         .unwrap();
-    let prompt = conn.cx.send_request(PromptRequest::new(
-        session.clone(),
-        vec![ContentBlock::Text(TextContent::new("wait"))],
-    ));
+    let prompt = conn.send_prompt(&session, "wait");
     let deadline = Instant::now() + Duration::from_secs(10);
     while !logged(&log).contains("call slow") {
         assert!(Instant::now() < deadline);
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let sent = Instant::now();
-    conn.cx
-        .send_notification(CancelNotification::new(session.clone()))
-        .unwrap();
+    conn.cancel(&session);
     assert_eq!(
         prompt.block_task().await.unwrap().stop_reason,
         StopReason::Cancelled
@@ -352,8 +347,7 @@ async fn a_crashed_server_is_restarted_with_backoff_a_bounded_number_of_times() 
     env.mock.push_json(reply("still here"));
     conn.prompt(&session, "again").await.unwrap();
     conn.finish().await;
-    let cwd = env.cwd().canonicalize().unwrap();
-    assert!(procs::live_pids(FIXTURE, &cwd).is_empty());
+    assert_eq!(fixtures_running(&env), 0, "no MCP server left behind");
 }
 
 #[tokio::test]
@@ -455,17 +449,12 @@ async fn http_servers_get_headers_permission_prompts_and_cancellation() {
 
     // A slow HTTP call is cancelled with the turn and the server is told.
     conn.set_mode(&session, "full-access").await;
-    let prompt = conn.cx.send_request(PromptRequest::new(
-        session.clone(),
-        vec![ContentBlock::Text(TextContent::new("wait"))],
-    ));
+    let prompt = conn.send_prompt(&session, "wait");
     wait_until("the slow call", Duration::from_secs(10), || {
         logged(&log).contains("call slow")
     })
     .await;
-    conn.cx
-        .send_notification(CancelNotification::new(session.clone()))
-        .unwrap();
+    conn.cancel(&session);
     assert_eq!(
         prompt.block_task().await.unwrap().stop_reason,
         StopReason::Cancelled
@@ -488,8 +477,7 @@ async fn servers_start_again_on_session_load_and_resume() {
         .await;
     conn.set_mode(&session, "full-access").await;
     conn.finish().await;
-    let cwd = env.cwd().canonicalize().unwrap();
-    assert!(procs::live_pids(FIXTURE, &cwd).is_empty());
+    assert_eq!(fixtures_running(&env), 0, "no MCP server left behind");
 
     for (round, id) in ["after-load", "after-resume"].into_iter().enumerate() {
         env.mock
@@ -523,7 +511,7 @@ async fn servers_start_again_on_session_load_and_resume() {
                 .await
                 .unwrap();
         }
-        assert_eq!(procs::live_pids(FIXTURE, &cwd).len(), 1);
+        assert_eq!(fixtures_running(&env), 1);
         conn.prompt(&session, "echo").await.unwrap();
         assert_eq!(tool_result(&env, id), format!("{id}\n"));
         conn.finish().await;

@@ -199,14 +199,7 @@ async fn close_cancels_a_running_prompt() {
         .push_json(json!({"repeat":{"text":"x","count":400},"finish":"stop","delay_ms":25}));
     let conn = env.connect().await;
     let session = conn.start(&env.cwd()).await;
-    let prompt = conn
-        .cx
-        .send_request(agent_client_protocol::v1::schema::PromptRequest::new(
-            session.clone(),
-            vec![agent_client_protocol::v1::schema::ContentBlock::Text(
-                agent_client_protocol::v1::schema::TextContent::new("go"),
-            )],
-        ));
+    let prompt = conn.send_prompt(&session, "go");
     conn.wait_for("streaming", |u| kinds(u).contains(&"message"))
         .await;
     conn.cx
@@ -342,14 +335,7 @@ async fn sigkill_mid_stream_leaves_a_loadable_session_that_continues() {
     );
     let mut conn = env.connect().await;
     let session = conn.start(&env.cwd()).await;
-    let _prompt = conn
-        .cx
-        .send_request(agent_client_protocol::v1::schema::PromptRequest::new(
-            session.clone(),
-            vec![agent_client_protocol::v1::schema::ContentBlock::Text(
-                agent_client_protocol::v1::schema::TextContent::new("long answer please"),
-            )],
-        ));
+    let _prompt = conn.send_prompt(&session, "long answer please");
     conn.wait_for("streaming", |u| {
         kinds(u).iter().filter(|k| **k == "message").count() >= 5
     })

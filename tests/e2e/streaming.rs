@@ -4,8 +4,8 @@
 use std::time::{Duration, Instant};
 
 use agent_client_protocol::v1::schema::{
-    CancelNotification, ContentBlock, EmbeddedResource, EmbeddedResourceResource, ImageContent,
-    PromptRequest, ResourceLink, SessionUpdate, StopReason, TextContent, TextResourceContents,
+    ContentBlock, EmbeddedResource, EmbeddedResourceResource, ImageContent, PromptRequest,
+    ResourceLink, SessionUpdate, StopReason, TextContent, TextResourceContents,
 };
 use serde_json::json;
 
@@ -173,25 +173,16 @@ async fn cancel_mid_stream_answers_cancelled_quickly_and_session_stays_usable() 
     let session = conn.start(&env.cwd()).await;
 
     // Cancelling an idle session is harmless.
-    conn.cx
-        .send_notification(CancelNotification::new(session.clone()))
-        .unwrap();
+    conn.cancel(&session);
 
-    let prompt = conn.cx.send_request(PromptRequest::new(
-        session.clone(),
-        vec![ContentBlock::Text(TextContent::new("count"))],
-    ));
+    let prompt = conn.send_prompt(&session, "count");
     conn.wait_for("three message chunks", |u| {
         kinds(u).iter().filter(|k| **k == "message").count() >= 3
     })
     .await;
     let sent = Instant::now();
-    conn.cx
-        .send_notification(CancelNotification::new(session.clone()))
-        .unwrap();
-    conn.cx
-        .send_notification(CancelNotification::new(session.clone()))
-        .unwrap(); // idempotent
+    conn.cancel(&session);
+    conn.cancel(&session); // idempotent
     let response = prompt.block_task().await.unwrap();
     let elapsed = sent.elapsed();
     assert_eq!(response.stop_reason, StopReason::Cancelled);
@@ -236,10 +227,7 @@ async fn cancel_request_for_the_prompt_is_honoured() {
         .push_json(json!({"repeat":{"text":"x","count":400},"finish":"stop","delay_ms":25}));
     let conn = env.connect().await;
     let session = conn.start(&env.cwd()).await;
-    let prompt = conn.cx.send_request(PromptRequest::new(
-        session.clone(),
-        vec![ContentBlock::Text(TextContent::new("go"))],
-    ));
+    let prompt = conn.send_prompt(&session, "go");
     conn.wait_for("a message chunk", |u| kinds(u).contains(&"message"))
         .await;
     prompt.cancel().unwrap();
@@ -404,18 +392,13 @@ async fn a_second_prompt_on_a_busy_session_is_refused() {
         .push_json(json!({"repeat":{"text":"x","count":100},"finish":"stop","delay_ms":20}));
     let conn = env.connect().await;
     let session = conn.start(&env.cwd()).await;
-    let first = conn.cx.send_request(PromptRequest::new(
-        session.clone(),
-        vec![ContentBlock::Text(TextContent::new("1"))],
-    ));
+    let first = conn.send_prompt(&session, "1");
     conn.wait_for("streaming", |u| kinds(u).contains(&"message"))
         .await;
     let err = conn.prompt(&session, "2").await.unwrap_err();
     assert_eq!(err.data.as_ref().unwrap()["code"], "session.busy");
     assert!(err.message.contains("already running"));
-    conn.cx
-        .send_notification(CancelNotification::new(session.clone()))
-        .unwrap();
+    conn.cancel(&session);
     assert_eq!(
         first.block_task().await.unwrap().stop_reason,
         StopReason::Cancelled

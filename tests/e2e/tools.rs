@@ -3,9 +3,8 @@
 use std::time::Duration;
 
 use agent_client_protocol::v1::schema::{
-    CancelNotification, ContentBlock, PermissionOptionKind, PromptRequest, SessionUpdate,
-    SetSessionConfigOptionRequest, StopReason, TextContent, ToolCallContent, ToolCallStatus,
-    ToolKind,
+    PermissionOptionKind, SessionUpdate, SetSessionConfigOptionRequest, StopReason,
+    ToolCallContent, ToolCallStatus, ToolKind,
 };
 use serde_json::{json, Value};
 
@@ -652,10 +651,7 @@ async fn bash_timeout_and_cancel_leave_no_process_behind() {
         "the background child of a timed-out command is killed"
     );
 
-    let prompt = conn.cx.send_request(PromptRequest::new(
-        session.clone(),
-        vec![ContentBlock::Text(TextContent::new("two"))],
-    ));
+    let prompt = conn.send_prompt(&session, "two");
     let pid_file = env.cwd().join("bg2.pid");
     for _ in 0..100 {
         if std::fs::read_to_string(&pid_file).is_ok_and(|s| s.ends_with('\n')) {
@@ -669,9 +665,7 @@ async fn bash_timeout_and_cancel_leave_no_process_behind() {
         .parse()
         .unwrap();
     assert!(pid_alive(pid));
-    conn.cx
-        .send_notification(CancelNotification::new(session.clone()))
-        .unwrap();
+    conn.cancel(&session);
     assert_eq!(
         prompt.block_task().await.unwrap().stop_reason,
         StopReason::Cancelled

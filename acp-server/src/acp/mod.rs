@@ -304,25 +304,16 @@ fn mcp_servers_json<T: serde::Serialize>(servers: &[T]) -> serde_json::Value {
 /// (a bug) into an internal error instead of taking the connection down.
 fn guard<T>(call: impl FnOnce() -> Result<T, AgentError>) -> Result<T, AgentError> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)).unwrap_or_else(|payload| {
-        let what = payload
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_default();
-        tracing::error!(panic = %what, "request handler panicked");
-        Err(AgentError::Internal(
-            "the request failed unexpectedly (a bug in dsh); the session is still usable"
-                .to_owned(),
+        Err(AgentError::bug(
+            "request",
+            &AgentError::panic_message(payload.as_ref()),
         ))
     })
 }
 
 /// Maps a panicked task to an internal error.
 fn panicked<T>(error: tokio::task::JoinError) -> Result<T, AgentError> {
-    tracing::error!(%error, "request task panicked");
-    Err(AgentError::Internal(
-        "the request failed unexpectedly (a bug in dsh); the session is still usable".to_owned(),
-    ))
+    Err(AgentError::bug("request", &error))
 }
 
 /// The client's MCP servers in the core's terms. SSE servers are refused
@@ -507,7 +498,9 @@ pub async fn serve(
                     Err(error) => return responder.respond_with_error(to_acp(&error)),
                 };
                 let mcp = mcp_servers_json(&request.mcp_servers);
-                match guard(|| a_new.new_session(&request.cwd, &request.additional_directories, mcp)) {
+                match guard(|| {
+                    a_new.new_session(&request.cwd, &request.additional_directories, mcp)
+                }) {
                     Ok((session, options)) => {
                         let mode = session.mode();
                         let response = NewSessionResponse::new(session.id.clone())
@@ -542,12 +535,20 @@ pub async fn serve(
                     let id = request.session_id.0.to_string();
                     let loaded = tokio::task::spawn_blocking(move || agent.load_session(&id))
                         .await
-                        .unwrap_or_else(|err| Err(AgentError::Internal(format!("load panicked: {err}"))));
+                        .unwrap_or_else(panicked);
                     match loaded {
                         Ok((session, updates, options)) => {
                             let mode = session.mode();
-                            let failures = if configs.is_empty() { Vec::new() } else { start_mcp(&session, configs).await };
-                            let sink = AcpSink { cx: cx.clone(), session_id: request.session_id.clone(), caps };
+                            let failures = if configs.is_empty() {
+                                Vec::new()
+                            } else {
+                                start_mcp(&session, configs).await
+                            };
+                            let sink = AcpSink {
+                                cx: cx.clone(),
+                                session_id: request.session_id.clone(),
+                                caps,
+                            };
                             for update in updates {
                                 sink.send(update);
                             }
@@ -576,10 +577,14 @@ pub async fn serve(
                     let id = request.session_id.0.to_string();
                     let resumed = tokio::task::spawn_blocking(move || agent.resume_session(&id))
                         .await
-                        .unwrap_or_else(|err| Err(AgentError::Internal(format!("resume panicked: {err}"))));
+                        .unwrap_or_else(panicked);
                     match resumed {
                         Ok((session, options)) => {
-                            let failures = if configs.is_empty() { Vec::new() } else { start_mcp(&session, configs).await };
+                            let failures = if configs.is_empty() {
+                                Vec::new()
+                            } else {
+                                start_mcp(&session, configs).await
+                            };
                             responder.respond(
                                 ResumeSessionResponse::new()
                                     .modes(mode_state(session.mode()))
@@ -595,23 +600,26 @@ pub async fn serve(
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |request: ListSessionsRequest, responder, _cx| {
-                match guard(|| a_list.list_sessions(request.cwd.as_deref(), request.cursor.as_deref())) {
-                    Ok(page) => {
-                        let sessions = page
-                            .sessions
-                            .into_iter()
-                            .map(|listing| {
-                                SessionInfo::new(listing.id, listing.cwd)
-                                    .additional_directories(listing.roots.into_iter().map(Into::into).collect())
-                                    .title(listing.title)
-                                    .updated_at(listing.updated_at)
-                            })
-                            .collect();
-                        responder.respond(ListSessionsResponse::new(sessions).next_cursor(page.next_cursor))
-                    }
-                    Err(error) => responder.respond_with_error(to_acp(&error)),
+            async move |request: ListSessionsRequest, responder, _cx| match guard(|| {
+                a_list.list_sessions(request.cwd.as_deref(), request.cursor.as_deref())
+            }) {
+                Ok(page) => {
+                    let sessions = page
+                        .sessions
+                        .into_iter()
+                        .map(|listing| {
+                            SessionInfo::new(listing.id, listing.cwd)
+                                .additional_directories(
+                                    listing.roots.into_iter().map(Into::into).collect(),
+                                )
+                                .title(listing.title)
+                                .updated_at(listing.updated_at)
+                        })
+                        .collect();
+                    responder
+                        .respond(ListSessionsResponse::new(sessions).next_cursor(page.next_cursor))
                 }
+                Err(error) => responder.respond_with_error(to_acp(&error)),
             },
             agent_client_protocol::on_receive_request!(),
         )
@@ -620,7 +628,9 @@ pub async fn serve(
                 let agent = a_close.clone();
                 cx.spawn(async move {
                     let id = request.session_id.0.to_string();
-                    let closed = tokio::spawn(async move { agent.close_session(&id).await }).await.unwrap_or_else(panicked);
+                    let closed = tokio::spawn(async move { agent.close_session(&id).await })
+                        .await
+                        .unwrap_or_else(panicked);
                     match closed {
                         Ok(()) => responder.respond(CloseSessionResponse::new()),
                         Err(error) => responder.respond_with_error(to_acp(&error)),
@@ -634,7 +644,9 @@ pub async fn serve(
                 let agent = a_delete.clone();
                 cx.spawn(async move {
                     let id = request.session_id.0.to_string();
-                    let deleted = tokio::spawn(async move { agent.delete_session(&id).await }).await.unwrap_or_else(panicked);
+                    let deleted = tokio::spawn(async move { agent.delete_session(&id).await })
+                        .await
+                        .unwrap_or_else(panicked);
                     match deleted {
                         Ok(()) => responder.respond(DeleteSessionResponse::new()),
                         Err(error) => responder.respond_with_error(to_acp(&error)),
@@ -644,22 +656,37 @@ pub async fn serve(
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |request: SetSessionConfigOptionRequest, responder, cx: ConnectionTo<Client>| {
+            async move |request: SetSessionConfigOptionRequest,
+                        responder,
+                        cx: ConnectionTo<Client>| {
                 let Some(value) = request.value.as_value_id() else {
                     return responder.respond_with_error(invalid_params(format!(
                         "config option {:?} takes a value id, not a boolean",
                         request.config_id.0
                     )));
                 };
-                match guard(|| a_config.set_config_option(&request.session_id.0, &request.config_id.0, &value.0)) {
+                match guard(|| {
+                    a_config.set_config_option(
+                        &request.session_id.0,
+                        &request.config_id.0,
+                        &value.0,
+                    )
+                }) {
                     Ok(options) => {
                         if request.config_id.0.as_ref() == "mode" {
-                            let update = SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(value.0.to_string()));
-                            if let Err(err) = cx.send_notification(SessionNotification::new(request.session_id.clone(), update)) {
+                            let update = SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(
+                                value.0.to_string(),
+                            ));
+                            if let Err(err) = cx.send_notification(SessionNotification::new(
+                                request.session_id.clone(),
+                                update,
+                            )) {
                                 tracing::debug!(error = ?err, "cannot send current_mode_update");
                             }
                         }
-                        responder.respond(SetSessionConfigOptionResponse::new(convert::config_options(options)))
+                        responder.respond(SetSessionConfigOptionResponse::new(
+                            convert::config_options(options),
+                        ))
                     }
                     Err(error) => responder.respond_with_error(to_acp(&error)),
                 }
@@ -668,10 +695,17 @@ pub async fn serve(
         )
         .on_receive_request(
             async move |request: SetSessionModeRequest, responder, cx: ConnectionTo<Client>| {
-                match guard(|| a_mode.set_config_option(&request.session_id.0, "mode", &request.mode_id.0)) {
+                match guard(|| {
+                    a_mode.set_config_option(&request.session_id.0, "mode", &request.mode_id.0)
+                }) {
                     Ok(options) => {
-                        let update = SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(convert::config_options(options)));
-                        if let Err(err) = cx.send_notification(SessionNotification::new(request.session_id.clone(), update)) {
+                        let update = SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(
+                            convert::config_options(options),
+                        ));
+                        if let Err(err) = cx.send_notification(SessionNotification::new(
+                            request.session_id.clone(),
+                            update,
+                        )) {
                             tracing::debug!(error = ?err, "cannot send config_option_update");
                         }
                         responder.respond(SetSessionModeResponse::new())
@@ -697,8 +731,13 @@ pub async fn serve(
                 let request_cancelled = responder.cancellation();
                 let agent = a_prompt.clone();
                 let caps = *caps_prompt.read().unwrap_or_else(|p| p.into_inner());
-                let sink = AcpSink { cx: cx.clone(), session_id: request.session_id.clone(), caps };
-                let mut work = tokio::spawn(async move { agent.prompt(ticket, content, &sink).await });
+                let sink = AcpSink {
+                    cx: cx.clone(),
+                    session_id: request.session_id.clone(),
+                    caps,
+                };
+                let mut work =
+                    tokio::spawn(async move { agent.prompt(ticket, content, &sink).await });
                 cx.spawn(async move {
                     let joined = tokio::select! {
                         joined = &mut work => joined,
@@ -710,12 +749,8 @@ pub async fn serve(
                     match joined {
                         Ok(Ok(stop)) => responder.respond(PromptResponse::new(stop_reason(stop))),
                         Ok(Err(error)) => responder.respond_with_error(to_acp(&error)),
-                        Err(join_error) => {
-                            tracing::error!(%join_error, "prompt turn panicked");
-                            responder.respond_with_error(to_acp(&AgentError::Internal(
-                                "the turn failed unexpectedly (a bug in dsh); the session is still usable".to_owned(),
-                            )))
-                        }
+                        Err(join_error) => responder
+                            .respond_with_error(to_acp(&AgentError::bug("turn", &join_error))),
                     }
                 })
             },

@@ -106,11 +106,21 @@ impl TestEnv {
     /// A fresh environment; `extra` is appended to the `[provider]` table of
     /// config.toml, or may add other tables after it.
     pub async fn with_config(extra: &str) -> TestEnv {
+        Self::build(600, 5000, extra).await
+    }
+
+    /// Generous stream and request timeouts, for tests that load the
+    /// machine (the 600 ms idle timeout is for the tests that test it).
+    pub async fn relaxed() -> TestEnv {
+        Self::build(30_000, 30_000, "").await
+    }
+
+    async fn build(idle_ms: u64, request_ms: u64, extra: &str) -> TestEnv {
         let home = tempfile::tempdir().expect("tempdir");
         let workspace = tempfile::tempdir().expect("tempdir");
         std::fs::write(workspace.path().join("hello.txt"), "hello\n").unwrap();
         let config = format!(
-            "[provider]\nkind = \"deepseek\"\nstream_idle_timeout_ms = 600\nrequest_timeout_ms = 5000\nmax_retries = 3\nretry_initial_delay_ms = 10\nretry_max_delay_ms = 300\n{extra}\n"
+            "[provider]\nkind = \"deepseek\"\nstream_idle_timeout_ms = {idle_ms}\nrequest_timeout_ms = {request_ms}\nmax_retries = 3\nretry_initial_delay_ms = 10\nretry_max_delay_ms = 300\n{extra}\n"
         );
         std::fs::write(home.path().join("config.toml"), config).unwrap();
         TestEnv {
@@ -120,20 +130,6 @@ impl TestEnv {
             api_key: Some("test-key-d5h".into()),
             extra_env: Vec::new(),
         }
-    }
-
-    /// Generous stream and request timeouts, for tests that load the
-    /// machine (the 600 ms idle timeout is for the tests that test it).
-    pub fn relax_timeouts(&self) {
-        let path = self.home.path().join("config.toml");
-        let config = std::fs::read_to_string(&path)
-            .unwrap()
-            .replace(
-                "stream_idle_timeout_ms = 600",
-                "stream_idle_timeout_ms = 30000",
-            )
-            .replace("request_timeout_ms = 5000", "request_timeout_ms = 30000");
-        std::fs::write(path, config).unwrap();
     }
 
     pub fn cwd(&self) -> PathBuf {
@@ -429,13 +425,28 @@ impl Conn {
         session: &SessionId,
         text: &str,
     ) -> Result<PromptResponse, agent_client_protocol::Error> {
+        self.send_prompt(session, text).block_task().await
+    }
+
+    /// Sends a text prompt without waiting for its answer.
+    pub fn send_prompt(
+        &self,
+        session: &SessionId,
+        text: &str,
+    ) -> agent_client_protocol::SentRequest<PromptResponse, agent_client_protocol::V1> {
+        self.cx.send_request(PromptRequest::new(
+            session.clone(),
+            vec![ContentBlock::Text(TextContent::new(text))],
+        ))
+    }
+
+    /// `session/cancel`.
+    pub fn cancel(&self, session: &SessionId) {
         self.cx
-            .send_request(PromptRequest::new(
+            .send_notification(agent_client_protocol::v1::schema::CancelNotification::new(
                 session.clone(),
-                vec![ContentBlock::Text(TextContent::new(text))],
             ))
-            .block_task()
-            .await
+            .expect("send session/cancel");
     }
 
     pub fn updates(&self) -> Vec<SessionNotification> {
