@@ -22,7 +22,7 @@ use crate::config::{Config, ProviderKind, ThoughtLevel};
 use crate::error::AgentError;
 use crate::model::replay::ReplayProvider;
 use crate::model::Provider;
-use crate::permission::Mode;
+use crate::permission::{self, Access, Decision, Mode};
 use crate::store::{now_ms, LogWriter, SessionStore};
 use dsh_protocol::log::PermissionRule;
 
@@ -156,7 +156,8 @@ pub struct SessionPage {
 /// an await).
 pub(crate) struct SessionState {
     pub(crate) events: Vec<Event>,
-    log: LogWriter,
+    /// The log's writer (and lock); `None` once the session is closed.
+    log: Option<LogWriter>,
     pub(crate) model: String,
     pub(crate) thought_level: ThoughtLevel,
     pub(crate) title: Option<String>,
@@ -164,6 +165,9 @@ pub(crate) struct SessionState {
     pub(crate) last_usage: Option<Usage>,
     pub(crate) mode: Mode,
     pub(crate) rules: Vec<PermissionRule>,
+    /// Every tool-call id used in the session (ids shown to the editor are
+    /// unique).
+    pub(crate) call_ids: std::collections::HashSet<String>,
 }
 
 /// One live session.
@@ -199,18 +203,58 @@ impl Session {
     /// The write failed; nothing was recorded.
     pub(crate) fn append(&self, data: EventData) -> Result<Event, AgentError> {
         let mut state = self.state();
-        let event = state.log.append(data)?;
+        let event = state
+            .log
+            .as_mut()
+            .ok_or_else(|| AgentError::SessionClosed(self.id.clone()))?
+            .append(data)?;
         apply(&mut state, &event);
         state.events.push(event.clone());
         Ok(event)
     }
 
     /// The session's language-server bridge (created on first use; no
-    /// server starts until a query needs one).
-    pub fn bridge(&self, settings: &dsh_lsp_bridge::BridgeSettings) -> Arc<dsh_lsp_bridge::Bridge> {
+    /// server starts until a query needs one). It starts a server found
+    /// inside the workspace only when the session's policy allows launching
+    /// that program now.
+    pub fn bridge(self: &Arc<Self>, config: &Arc<Config>) -> Arc<dsh_lsp_bridge::Bridge> {
         self.bridge
-            .get_or_init(|| dsh_lsp_bridge::Bridge::new(settings.clone(), self.roots.clone()))
+            .get_or_init(|| {
+                let session = Arc::downgrade(self);
+                let policy = config.clone();
+                let trust: dsh_lsp_bridge::Trust = Arc::new(move |program: &Path| {
+                    let launch = Access::Launch {
+                        program: program.to_path_buf(),
+                        reads: Vec::new(),
+                    };
+                    session.upgrade().is_some_and(|session| {
+                        session.decide(&policy, "lsp", &launch) == Decision::Allow
+                    })
+                });
+                dsh_lsp_bridge::Bridge::new(
+                    config.lsp.clone(),
+                    self.roots.clone(),
+                    config.spawner.clone(),
+                    trust,
+                )
+            })
             .clone()
+    }
+
+    /// What the permission policy says of a call now (mode and rules are
+    /// read at this moment).
+    pub(crate) fn decide(&self, config: &Config, tool: &str, access: &Access) -> Decision {
+        let state = self.state();
+        permission::decide(state.mode, tool, access, &self.policy(config), &state.rules)
+    }
+
+    /// The policy's view of this session.
+    pub(crate) fn policy<'a>(&'a self, config: &'a Config) -> permission::Context<'a> {
+        permission::Context {
+            roots: &self.roots,
+            protected: &config.protected,
+            trust_workspace_servers: config.lsp.trust_workspace_servers,
+        }
     }
 
     /// Installs the session's MCP servers, stopping any previous set.
@@ -252,7 +296,17 @@ impl Session {
     }
 
     pub(crate) fn sync(&self) {
-        self.state().log.sync();
+        if let Some(log) = &self.state().log {
+            log.sync();
+        }
+    }
+
+    /// Flushes and closes the log, releasing its lock: a turn still running
+    /// can no longer write, and the session can be opened again.
+    fn close_log(&self) {
+        if let Some(log) = self.state().log.take() {
+            log.sync();
+        }
     }
 
     fn cancel_turn(&self) {
@@ -285,8 +339,15 @@ fn apply(state: &mut SessionState, event: &Event) {
         EventData::Title { title } => state.title = Some(title.clone()),
         EventData::TurnStart { turn } => state.turns = state.turns.max(*turn),
         EventData::AssistantMessage {
-            usage: Some(usage), ..
-        } => state.last_usage = Some(*usage),
+            usage, tool_calls, ..
+        } => {
+            if usage.is_some() {
+                state.last_usage = *usage;
+            }
+            state
+                .call_ids
+                .extend(tool_calls.iter().map(|call| call.id.clone()));
+        }
         _ => {}
     }
 }
@@ -391,8 +452,9 @@ impl Agent {
             Ok(())
         } else {
             Err(AgentError::AuthRequired(format!(
-                "{} is not set: dsh needs a DeepSeek API key (or a key for the endpoint in $DSH_HOME/config.toml). Set {} in the environment your editor starts dsh with — in Zed, under agent_servers.<name>.env in settings.json — then restart the agent",
-                self.config.api_key_env, self.config.api_key_env
+                "{env} is not set: dsh needs the {key}. Set {env} in the environment your editor starts dsh with — in Zed, under agent_servers.<name>.env in settings.json — then restart the agent",
+                env = self.config.api_key_env,
+                key = self.config.key_name(),
             )))
         }
     }
@@ -455,7 +517,7 @@ impl Agent {
     fn install(&self, header: SessionHeader, events: Vec<Event>, log: LogWriter) -> Arc<Session> {
         let mut state = SessionState {
             events: Vec::new(),
-            log,
+            log: Some(log),
             model: self.config.default_model.clone(),
             thought_level: self.config.default_thought_level,
             title: None,
@@ -463,6 +525,7 @@ impl Agent {
             last_usage: None,
             mode: self.config.default_mode,
             rules: Vec::new(),
+            call_ids: Default::default(),
         };
         for event in &events {
             apply(&mut state, event);
@@ -553,10 +616,13 @@ impl Agent {
             .await
             .is_err()
         {
-            tracing::warn!(session = id, "turn did not stop within 5 s of close");
+            tracing::warn!(
+                session = id,
+                "turn did not stop within 5 s of close; its log is closed under it"
+            );
         }
         session.stop_servers().await;
-        session.sync();
+        session.close_log();
         Ok(())
     }
 
@@ -860,7 +926,7 @@ impl Agent {
                 tracing::warn!(session = %session.id, "turn did not stop within 2 s of shutdown");
             }
             session.stop_servers().await;
-            session.sync();
+            session.close_log();
         }
     }
 
@@ -949,6 +1015,7 @@ pub fn replay_updates(events: &[Event], context_window: u64) -> Vec<AgentUpdate>
                 text,
                 reasoning,
                 usage,
+                estimated_context,
                 ..
             } => {
                 if !reasoning.is_empty() {
@@ -957,8 +1024,11 @@ pub fn replay_updates(events: &[Event], context_window: u64) -> Vec<AgentUpdate>
                 if !text.is_empty() {
                     updates.push(AgentUpdate::MessageChunk(text.clone()));
                 }
-                if usage.is_some() {
-                    last_usage = *usage;
+                if let Some(used) = usage
+                    .map(|usage| usage.context_tokens())
+                    .or(*estimated_context)
+                {
+                    last_usage = Some(used);
                 }
             }
             EventData::ToolCall {
@@ -995,9 +1065,9 @@ pub fn replay_updates(events: &[Event], context_window: u64) -> Vec<AgentUpdate>
         }
     }
     close_open(&mut updates, &mut open_calls);
-    if let Some(usage) = last_usage {
+    if let Some(used) = last_usage {
         updates.push(AgentUpdate::Usage {
-            used: usage.context_tokens(),
+            used,
             size: context_window,
         });
     }

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use dsh_protocol::tool::{FileLocation, ToolKind};
+use dsh_protocol::tool::{FileLocation, ToolContent, ToolKind};
 use futures::future::BoxFuture;
 
 use crate::agent::UpdateSink;
@@ -34,8 +34,10 @@ pub struct PermissionAsk {
     pub raw_input: serde_json::Value,
     /// Files it touches.
     pub locations: Vec<FileLocation>,
-    /// What an "always" answer would cover (a path or a command prefix).
-    pub scope: Option<String>,
+    /// What the call will do, for the prompt (the whole command, escaped).
+    pub content: Vec<ToolContent>,
+    /// The answers to offer.
+    pub choices: crate::permission::Choices,
 }
 
 /// The user's answer. Anything but an allow is a denial.

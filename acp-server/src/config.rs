@@ -117,6 +117,31 @@ pub struct RawConfig {
     /// Language servers.
     #[serde(default)]
     pub lsp: dsh_lsp_bridge::BridgeSettings,
+    /// What children see of dsh's environment.
+    #[serde(default)]
+    pub env: RawEnv,
+    /// Permission settings beyond the mode.
+    #[serde(default)]
+    pub permissions: RawPermissions,
+}
+
+/// `[env]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawEnv {
+    /// More name patterns (case-insensitive globs) of variables children
+    /// must not see, on top of `dsh_process::DEFAULT_SECRET_PATTERNS`.
+    #[serde(default)]
+    pub scrub: Vec<String>,
+}
+
+/// `[permissions]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPermissions {
+    /// More protected paths (globs), on top of `Protected::DEFAULT`.
+    #[serde(default)]
+    pub protected_paths: Vec<String>,
 }
 
 /// `[provider]`.
@@ -141,6 +166,9 @@ pub struct RawProvider {
     pub retry_initial_delay_ms: Option<u64>,
     /// Backoff cap; a longer `Retry-After` gives up.
     pub retry_max_delay_ms: Option<u64>,
+    /// Send the session id as `x-deepseek-harness-session-id` (default
+    /// true; the provider may use it for caching and support).
+    pub session_header: Option<bool>,
 }
 
 /// `[session]`.
@@ -190,6 +218,12 @@ pub struct Config {
     pub max_image_bytes: usize,
     /// Language servers.
     pub lsp: dsh_lsp_bridge::BridgeSettings,
+    /// Send the session id header to the provider.
+    pub session_header: bool,
+    /// How children are started (environment scrubbing, command guard).
+    pub spawner: dsh_process::Spawner,
+    /// Paths whose change is always asked about, and `$DSH_HOME`.
+    pub protected: crate::permission::Protected,
 }
 
 /// Retries before the first byte of a response.
@@ -329,14 +363,18 @@ impl Config {
             })?,
         };
         let ms = Duration::from_millis;
+        let api_key_env = raw
+            .provider
+            .api_key_env
+            .unwrap_or_else(|| DEFAULT_API_KEY_ENV.to_owned());
+        let env_policy = dsh_process::EnvPolicy::new(&raw.env.scrub, std::slice::from_ref(&api_key_env))
+            .map_err(|err| format!("[env] scrub: {err}"))?;
+        let protected = crate::permission::Protected::new(&raw.permissions.protected_paths, &home)
+            .map_err(|err| format!("[permissions] protected_paths: {err}"))?;
         Ok(Config {
-            home,
             provider,
             base_url,
-            api_key_env: raw
-                .provider
-                .api_key_env
-                .unwrap_or_else(|| DEFAULT_API_KEY_ENV.to_owned()),
+            api_key_env,
             replay_file,
             stream_idle_timeout: ms(raw.provider.stream_idle_timeout_ms.unwrap_or(300_000)),
             request_timeout: ms(raw.provider.request_timeout_ms.unwrap_or(120_000)),
@@ -353,12 +391,41 @@ impl Config {
             max_steps: raw.session.max_steps.unwrap_or(100).max(1),
             max_image_bytes: raw.session.max_image_bytes.unwrap_or(20 * 1024 * 1024),
             lsp: raw.lsp,
+            session_header: raw.provider.session_header.unwrap_or(true),
+            spawner: dsh_process::Spawner::new(env_policy),
+            protected,
+            home,
         })
+    }
+
+    /// Runs shell commands under the command guard of this executable
+    /// (dsh's own binary; see `dsh_process::guard`).
+    pub fn with_command_guard(mut self, executable: PathBuf) -> Config {
+        self.spawner = self.spawner.with_guard(executable);
+        self
     }
 
     /// Whether this provider needs an API key at all.
     pub fn needs_key(&self) -> bool {
         self.provider != ProviderKind::Replay
+    }
+
+    /// What the key is, for people: "DeepSeek API key", or "API key for
+    /// 127.0.0.1:8080" with another OpenAI-compatible endpoint.
+    pub fn key_name(&self) -> String {
+        match self.provider {
+            ProviderKind::Deepseek if self.base_url == DEFAULT_BASE_URL => {
+                "DeepSeek API key".to_owned()
+            }
+            _ => {
+                let host = self
+                    .base_url
+                    .split_once("://")
+                    .map_or(self.base_url.as_str(), |(_, rest)| rest);
+                let host = host.split('/').next().unwrap_or(host);
+                format!("API key for {host}")
+            }
+        }
     }
 
     /// Resolves the API key now (keys rotate; never cache it).

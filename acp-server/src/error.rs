@@ -18,6 +18,17 @@ pub enum AgentError {
     /// A prompt is already running.
     #[error("session {0} is already running a prompt; wait for it to finish or cancel it first")]
     SessionBusy(String),
+    /// Another process writes the session's log.
+    #[error("session {id} is open in another dsh process{}; close it there (or quit that editor window) first", holder.map(|pid| format!(" (pid {pid})")).unwrap_or_default())]
+    SessionLocked {
+        /// The session.
+        id: String,
+        /// The process holding the log's lock, when known.
+        holder: Option<u32>,
+    },
+    /// The session was closed while a turn still ran.
+    #[error("session {0} was closed; load it again to continue")]
+    SessionClosed(String),
     /// No API key.
     #[error("{0}")]
     AuthRequired(String),
@@ -68,6 +79,8 @@ impl AgentError {
             AgentError::InvalidParams(_) => ErrorCode::InvalidParams,
             AgentError::SessionNotFound(_) => ErrorCode::SessionNotFound,
             AgentError::SessionBusy(_) => ErrorCode::SessionBusy,
+            AgentError::SessionLocked { .. } => ErrorCode::SessionLocked,
+            AgentError::SessionClosed(_) => ErrorCode::SessionNotFound,
             AgentError::AuthRequired(_) => ErrorCode::MissingCredential,
             AgentError::Model(error) => error.code,
             AgentError::Log(error) => error.code,

@@ -30,7 +30,19 @@ Zed: add to settings.json
 ";
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    // The command guard runs shell commands for a dsh process; it must not
+    // start a runtime or touch stdout (the command's).
+    let raw: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if raw
+        .first()
+        .is_some_and(|arg| arg == dsh_process::guard::ARG)
+    {
+        std::process::exit(dsh_process::guard::main(raw[1..].to_vec()));
+    }
+    let args: Vec<String> = raw
+        .iter()
+        .map(|arg| arg.to_string_lossy().into_owned())
+        .collect();
     let mut stdout = std::io::stdout();
     match args.first().map(String::as_str) {
         Some("acp") if args.len() == 1 => run(serve_acp),
@@ -121,8 +133,22 @@ fn init_tracing() {
         .init();
 }
 
+/// The configuration, with shell commands guarded by this very binary.
+fn load_config() -> Result<Config, String> {
+    let config = Config::load(&ProcessEnv)?;
+    Ok(match std::env::current_exe() {
+        Ok(executable) => config.with_command_guard(executable),
+        Err(err) => {
+            tracing::warn!(%err, "cannot find dsh's own executable; shell commands run without the command guard");
+            config
+        }
+    })
+}
+
 async fn serve_acp() -> ExitCode {
-    let agent = Agent::new(Config::load(&ProcessEnv));
+    // Children of the same user must not read the API key from us.
+    dsh_process::forbid_inspection();
+    let agent = Agent::new(load_config());
     let max_frame = std::env::var("DSH_MAX_FRAME_BYTES")
         .ok()
         .and_then(|value| value.parse().ok())

@@ -104,6 +104,7 @@ struct Connection {
     config: McpServerConfig,
     name: String,
     cwd: PathBuf,
+    spawner: dsh_process::Spawner,
     watcher: Watcher,
     live: tokio::sync::Mutex<Live>,
     tools: std::sync::RwLock<Vec<McpTool>>,
@@ -175,6 +176,7 @@ fn is_down(service: &Service) -> bool {
 async fn connect(
     config: &McpServerConfig,
     cwd: &Path,
+    spawner: &dsh_process::Spawner,
     watcher: Watcher,
 ) -> Result<Service, String> {
     let handshake = async {
@@ -198,15 +200,8 @@ async fn connect(
                     .map_err(|err| format!("the MCP handshake with {url} failed: {err}"))
             }
             McpTransport::Stdio { command, args, env } => {
-                let mut cmd = tokio::process::Command::new(command);
-                cmd.args(args)
-                    .current_dir(cwd)
-                    .env_clear()
-                    .envs(dsh_lsp_bridge::process::scrubbed_env())
-                    .envs(env.iter().cloned())
-                    .process_group(0)
-                    .kill_on_drop(true);
-                dsh_lsp_bridge::process::die_with_parent(&mut cmd);
+                let mut cmd = spawner.command(command);
+                cmd.args(args).current_dir(cwd).envs(env.iter().cloned());
                 let (transport, _stderr) = TokioChildProcess::builder(cmd)
                     .stderr(std::process::Stdio::null())
                     .spawn()
@@ -302,7 +297,7 @@ impl Connection {
         }
         live.restarts += 1;
         let attempt = live.restarts;
-        match connect(&self.config, &self.cwd, self.watcher.clone()).await {
+        match connect(&self.config, &self.cwd, &self.spawner, self.watcher.clone()).await {
             Ok(service) => {
                 tracing::info!(server = %self.name, attempt, "MCP server restarted");
                 let listed = self.list(index, &service).await;
@@ -328,7 +323,11 @@ impl Connection {
 impl McpHub {
     /// Starts every server in parallel (each bounded by a timeout) and lists
     /// their tools. Returns the hub and one message per server that failed.
-    pub async fn start(configs: Vec<McpServerConfig>, cwd: &Path) -> (Arc<McpHub>, Vec<String>) {
+    pub async fn start(
+        configs: Vec<McpServerConfig>,
+        cwd: &Path,
+        spawner: &dsh_process::Spawner,
+    ) -> (Arc<McpHub>, Vec<String>) {
         crate::install_tls();
         let names = unique_names(&configs);
         let connections: Vec<Connection> = configs
@@ -338,6 +337,7 @@ impl McpHub {
                 config,
                 name,
                 cwd: cwd.to_path_buf(),
+                spawner: spawner.clone(),
                 watcher: Watcher::default(),
                 live: tokio::sync::Mutex::new(Live::default()),
                 tools: std::sync::RwLock::new(Vec::new()),
@@ -345,7 +345,13 @@ impl McpHub {
             .collect();
         let started = futures::future::join_all(connections.iter().enumerate().map(
             |(index, connection)| async move {
-                let service = connect(&connection.config, cwd, connection.watcher.clone()).await?;
+                let service = connect(
+                    &connection.config,
+                    cwd,
+                    &connection.spawner,
+                    connection.watcher.clone(),
+                )
+                .await?;
                 let listed = connection.list(index, &service).await;
                 connection.live.lock().await.service = Some(service);
                 listed

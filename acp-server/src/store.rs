@@ -1,6 +1,14 @@
 //! Session logs on disk: `$DSH_HOME/sessions/<id>.jsonl`, one header line and
 //! one event per line, append-only. The format lives in
 //! `dsh_protocol::log`; this module owns files, ids and listing.
+//!
+//! One writer per log: a [`LogWriter`] holds an exclusive advisory lock
+//! (`flock`) on its file for as long as it lives, and opening a log for
+//! writing takes that lock *before* anything is read or repaired. A second
+//! process (another editor window) that loads the session gets
+//! `session.locked` naming the holder's pid. Lines are appended with
+//! `O_APPEND`. Logs are 0600 in a 0700 directory (an existing directory is
+//! tightened): they hold code and prompts.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -63,7 +71,7 @@ impl SessionStore {
         Ok(self.dir.join(format!("{id}.jsonl")))
     }
 
-    /// Creates a new log with its header.
+    /// Creates a new log with its header, locked for writing.
     ///
     /// # Errors
     /// The directory or file cannot be created.
@@ -74,11 +82,11 @@ impl SessionStore {
             source,
         };
         create_private_dir(&self.dir).map_err(write_error)?;
-        let mut file = OpenOptions::new()
+        let mut file = private_file()
             .create_new(true)
-            .append(true)
             .open(&path)
             .map_err(write_error)?;
+        lock(&file, &header.id, &path)?;
         let mut line =
             serde_json::to_vec(header).map_err(|err| AgentError::Internal(err.to_string()))?;
         line.push(b'\n');
@@ -116,23 +124,33 @@ impl SessionStore {
         parse_log(&bytes).map_err(AgentError::Log)
     }
 
-    /// Opens a log for appending, repairing a torn tail first: a partial
-    /// last line is cut, a missing final newline is added.
+    /// Opens a log for appending: takes its lock, then reads it and
+    /// repairs a torn tail (a partial last line is cut, a missing final
+    /// newline is added).
     ///
     /// # Errors
-    /// As [`Self::read`], plus the file cannot be opened for writing.
+    /// As [`Self::read`], `session.locked` when another writer holds it,
+    /// or the file cannot be opened for writing.
     pub fn open(&self, id: &str) -> Result<(ParsedLog, LogWriter), AgentError> {
-        let parsed = self.read(id)?;
         let path = self.path(id)?;
         let write_error = |source| AgentError::LogWrite {
             path: path.display().to_string(),
             source,
         };
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-            .map_err(write_error)?;
+        let mut file = match private_file().read(true).open(&path) {
+            Ok(file) => file,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                return Err(AgentError::SessionNotFound(id.to_owned()))
+            }
+            Err(err) => return Err(write_error(err)),
+        };
+        lock(&file, id, &path)?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).map_err(|err| {
+            AgentError::Internal(format!("cannot read {}: {err}", path.display()))
+        })?;
+        let parsed = parse_log(&bytes).map_err(AgentError::Log)?;
+        drop(bytes);
         let len = file.metadata().map_err(write_error)?.len();
         if (parsed.valid_len as u64) < len {
             tracing::warn!(
@@ -162,12 +180,15 @@ impl SessionStore {
         Ok((parsed, writer))
     }
 
-    /// Deletes a log.
+    /// Deletes a log, unless another writer holds it.
     ///
     /// # Errors
-    /// Missing session or an I/O failure.
+    /// Missing session, `session.locked`, or an I/O failure.
     pub fn delete(&self, id: &str) -> Result<(), AgentError> {
         let path = self.path(id)?;
+        if let Ok(file) = File::open(&path) {
+            lock(&file, id, &path)?;
+        }
         match std::fs::remove_file(&path) {
             Ok(()) => Ok(()),
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
@@ -239,22 +260,60 @@ fn memfind(haystack: &[u8], needle: &[u8]) -> bool {
         .any(|window| window == needle)
 }
 
+/// Creates `dir` (0700), or tightens an existing one that others can read.
 fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let mode = std::fs::metadata(dir)?.permissions().mode();
+    if mode & 0o077 != 0 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode & 0o700))?;
     }
-    #[cfg(not(unix))]
-    {
-        std::fs::create_dir_all(dir)
+    Ok(())
+}
+
+/// Options for a log file: appended to, created 0600.
+fn private_file() -> OpenOptions {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut options = OpenOptions::new();
+    options.append(true).mode(0o600);
+    options
+}
+
+/// Takes the exclusive lock on a log, or says who holds it.
+fn lock(file: &File, id: &str, path: &Path) -> Result<(), AgentError> {
+    match file.try_lock() {
+        Ok(()) => Ok(()),
+        Err(std::fs::TryLockError::WouldBlock) => Err(AgentError::SessionLocked {
+            id: id.to_owned(),
+            holder: lock_holder(file),
+        }),
+        Err(std::fs::TryLockError::Error(source)) => Err(AgentError::LogWrite {
+            path: path.display().to_string(),
+            source,
+        }),
     }
 }
 
-/// Appends events to one log.
+/// The pid holding a `flock` on `file`, from `/proc/locks` (Linux).
+fn lock_holder(file: &File) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let inode = file.metadata().ok()?.ino();
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    locks.lines().find_map(|line| {
+        // "1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF"
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let (kind, pid, device) = (fields.get(1)?, fields.get(4)?, fields.get(5)?);
+        let lock_inode: u64 = device.rsplit(':').next()?.parse().ok()?;
+        (*kind == "FLOCK" && lock_inode == inode)
+            .then(|| pid.parse().ok())
+            .flatten()
+    })
+}
+
+/// Appends events to one log; holds the log's lock until dropped.
 #[derive(Debug)]
 pub struct LogWriter {
     file: File,

@@ -48,6 +48,7 @@ impl Reply {
             id: String::new(),
             name: String::new(),
             arguments: String::new(),
+            provider_id: None,
         });
         if let Some(id) = id.filter(|id| !id.is_empty()) {
             call.id = id;
@@ -58,13 +59,35 @@ impl Reply {
         call.arguments.push_str(arguments);
     }
 
-    fn tool_calls(&mut self, turn: u64, step: u64) -> Vec<ToolCallRequest> {
+    /// The reply's calls with ids unique in the session (`used`): editors
+    /// key tool calls by id, and models repeat ids (`call_0` every step, or
+    /// twice in one reply). A changed id keeps the model's in
+    /// `provider_id` for the provider's history.
+    fn tool_calls(
+        &mut self,
+        turn: u64,
+        step: u64,
+        used: &std::collections::HashSet<String>,
+    ) -> Vec<ToolCallRequest> {
+        let mut taken = std::collections::HashSet::new();
         std::mem::take(&mut self.calls)
             .into_iter()
             .map(|(index, mut call)| {
-                if call.id.is_empty() {
-                    call.id = format!("call_{turn}_{step}_{index}");
+                let model_id = std::mem::take(&mut call.id);
+                let base = if model_id.is_empty() {
+                    format!("call_{turn}_{step}_{index}")
+                } else {
+                    model_id.clone()
+                };
+                let mut id = base.clone();
+                let mut copy = 1;
+                while used.contains(&id) || taken.contains(&id) {
+                    copy += 1;
+                    id = format!("{base}~{copy}");
                 }
+                taken.insert(id.clone());
+                call.provider_id = (!model_id.is_empty() && model_id != id).then_some(model_id);
+                call.id = id;
                 call
             })
             .collect()
@@ -257,10 +280,23 @@ impl Agent {
             // Tool calls of a cut or truncated reply were never dispatched.
             let tool_calls = match finish {
                 FinishReason::ToolCalls | FinishReason::Stop if !interrupted => {
-                    reply.tool_calls(turn, step)
+                    let used = session.state().call_ids.clone();
+                    reply.tool_calls(turn, step, &used)
                 }
                 _ => Vec::new(),
             };
+            // A provider that reports no usage still gets a context meter.
+            let estimated_context = (reply.usage.is_none() && !interrupted).then(|| {
+                request.estimated_tokens() + ((reply.text.len() + reply.reasoning.len()) / 4) as u64
+            });
+            match &end {
+                StepEnd::Failed(error) => {
+                    tracing::debug!(model = %request.model.id, code = %error.code, "model call failed")
+                }
+                _ => {
+                    tracing::debug!(model = %request.model.id, ?finish, usage = ?reply.usage, ?estimated_context, "model reply")
+                }
+            }
             session.append(EventData::AssistantMessage {
                 turn,
                 step,
@@ -268,13 +304,18 @@ impl Agent {
                 reasoning: std::mem::take(&mut reply.reasoning),
                 tool_calls: tool_calls.clone(),
                 usage: reply.usage,
+                estimated_context,
                 finish: finish.clone(),
                 interrupted,
                 model: request.model.id.clone(),
             })?;
-            if let Some(usage) = reply.usage {
+            if let Some(used) = reply
+                .usage
+                .map(|usage| usage.context_tokens())
+                .or(estimated_context)
+            {
                 sink.send(AgentUpdate::Usage {
-                    used: usage.context_tokens(),
+                    used,
                     size: request.model.context_window,
                 });
             }
@@ -311,6 +352,11 @@ impl Agent {
     ) -> Result<bool, AgentError> {
         let session = &ticket.session;
         let cwd = PathBuf::from(&session.header.cwd);
+        let plan_env = tools::PlanEnv {
+            cwd: &cwd,
+            roots: &session.roots,
+            lsp: &self.config.lsp,
+        };
         let mut batch: Vec<(&ToolCallRequest, tools::Planned)> = Vec::new();
         for call in calls {
             // A call that never runs is still logged and answered, so the
@@ -323,7 +369,9 @@ impl Agent {
             } else {
                 match session.mcp().and_then(|hub| hub.tool(&call.name)) {
                     Some(tool) => Ok(tools::plan_mcp(tool, &call.arguments)),
-                    None => tools::plan(&call.name, &call.arguments, &cwd).map_err(Outcome::from),
+                    None => {
+                        tools::plan(&call.name, &call.arguments, &plan_env).map_err(Outcome::from)
+                    }
                 }
             };
             let planned = match refused {
@@ -344,16 +392,7 @@ impl Agent {
             };
             // The mode and rules are read per call: a change applies to the
             // very next one.
-            let decision = {
-                let state = session.state();
-                permission::decide(
-                    state.mode,
-                    &planned.name,
-                    &planned.access,
-                    &session.roots,
-                    &state.rules,
-                )
-            };
+            let decision = session.decide(&self.config, &planned.name, &planned.access);
             if planned.parallel && decision == Decision::Allow {
                 self.log_call(session, turn, call, planned.view.clone(), frontend)?;
                 batch.push((call, planned));
@@ -409,7 +448,10 @@ impl Agent {
     }
 
     /// Asks the user. `Ok(None)` means run it; `Ok(Some(outcome))` is the
-    /// refusal to record. Everything but an allow denies (fail closed).
+    /// refusal to record. Everything but an allow denies (fail closed), and
+    /// an allow is checked against the policy again: the mode and rules at
+    /// the moment of the answer decide (a switch to read-only while the
+    /// prompt was open voids it).
     async fn ask(
         &self,
         ticket: &TurnTicket,
@@ -418,6 +460,7 @@ impl Agent {
         frontend: &dyn Frontend,
     ) -> Result<Option<Outcome>, AgentError> {
         let session = &ticket.session;
+        let choices = permission::choices(&planned.access, &session.policy(&self.config));
         let question = PermissionAsk {
             call_id: call.id.clone(),
             title: planned.view.title.clone(),
@@ -425,7 +468,8 @@ impl Agent {
             raw_input: serde_json::from_str(&call.arguments)
                 .unwrap_or(serde_json::Value::String(call.arguments.clone())),
             locations: planned.view.locations.clone(),
-            scope: permission::rule_scope(&planned.access),
+            content: planned.view.content.clone(),
+            choices: choices.clone(),
         };
         let answer = tokio::select! {
             biased;
@@ -436,18 +480,32 @@ impl Agent {
             call_id: call.id.clone(),
             outcome: answer.as_str().to_owned(),
         })?;
-        let remember = |allow: bool| {
-            session.append(EventData::PermissionRule(PermissionRule {
-                tool: planned.name.clone(),
-                scope: permission::rule_scope(&planned.access),
-                allow,
-            }))
+        let remember = |allow: bool| -> Result<(), AgentError> {
+            // Only what the prompt offered to remember is remembered.
+            if let Some(scope) =
+                permission::rule_scope(&planned.access, &session.policy(&self.config))
+            {
+                session.append(EventData::PermissionRule(PermissionRule {
+                    tool: planned.name.clone(),
+                    scope,
+                    allow,
+                }))?;
+            }
+            Ok(())
         };
         Ok(match answer {
-            PermissionAnswer::AllowOnce => None,
-            PermissionAnswer::AllowAlways => {
-                remember(true)?;
-                None
+            PermissionAnswer::AllowOnce | PermissionAnswer::AllowAlways => {
+                // Starting a workspace program is allowed for the session
+                // (it keeps running): there is no "once" for it.
+                if answer == PermissionAnswer::AllowAlways || !choices.once {
+                    remember(true)?;
+                }
+                match session.decide(&self.config, &planned.name, &planned.access) {
+                    Decision::Deny(reason) => {
+                        Some(Outcome::failed(ErrorCode::PermissionDenied, reason))
+                    }
+                    Decision::Allow | Decision::Ask(_) => None,
+                }
             }
             PermissionAnswer::RejectOnce | PermissionAnswer::RejectAlways => {
                 if answer == PermissionAnswer::RejectAlways {
@@ -491,7 +549,8 @@ impl Agent {
             spill_dir: &session.spill_dir,
             call_id: &call.id,
             mcp: session.mcp(),
-            lsp: &|| session.bridge(&self.config.lsp),
+            lsp: &|| session.bridge(&self.config),
+            spawner: &self.config.spawner,
         };
         // `bash` handles cancellation itself (it kills its process group and
         // reports what ran); other tools are abandoned at once.

@@ -46,6 +46,10 @@ pub struct BridgeSettings {
     pub diagnostics_wait_ms: u64,
     /// Use only configured servers (no built-in registry).
     pub builtin: bool,
+    /// Start servers found inside the workspace (`node_modules/.bin`,
+    /// `.venv/bin`, …) without asking, in every mode. Off by default: they
+    /// are programs from the repository.
+    pub trust_workspace_servers: bool,
 }
 
 impl Default for BridgeSettings {
@@ -58,17 +62,25 @@ impl Default for BridgeSettings {
             idle_timeout_ms: 10 * 60 * 1000,
             diagnostics_wait_ms: 2_000,
             builtin: true,
+            trust_workspace_servers: false,
         }
     }
 }
 
 type Key = (String, PathBuf);
 
+/// Says whether a language server found inside the workspace (a file the
+/// workspace's authors control) may be started. The session answers from
+/// its permission rules.
+pub type Trust = Arc<dyn Fn(&Path) -> bool + Send + Sync>;
+
 /// One session's language servers.
 pub struct Bridge {
     settings: BridgeSettings,
     specs: Vec<ServerSpec>,
     roots: Vec<PathBuf>,
+    spawner: dsh_process::Spawner,
+    trust: Trust,
     resolved: tokio::sync::Mutex<HashMap<(String, PathBuf), Option<Resolved>>>,
     slots: Mutex<HashMap<Key, Arc<tokio::sync::Mutex<Slot>>>>,
 }
@@ -84,19 +96,39 @@ fn ms(value: u64) -> Duration {
     Duration::from_millis(value)
 }
 
+fn specs(settings: &BridgeSettings) -> Vec<ServerSpec> {
+    if settings.builtin {
+        registry::merge(registry::builtin(), &settings.servers)
+    } else {
+        registry::merge(Vec::new(), &settings.servers)
+    }
+}
+
+fn candidates<'a>(specs: &'a [ServerSpec], file: &Path) -> Vec<&'a ServerSpec> {
+    let file_type = registry::file_type(file);
+    specs
+        .iter()
+        .filter(|spec| spec.extensions.contains_key(&file_type))
+        .collect()
+}
+
 impl Bridge {
-    /// A bridge for a session whose canonical roots are `roots`. Starts an
-    /// idle reaper on the current runtime.
-    pub fn new(settings: BridgeSettings, roots: Vec<PathBuf>) -> Arc<Bridge> {
-        let specs = if settings.builtin {
-            registry::merge(registry::builtin(), &settings.servers)
-        } else {
-            registry::merge(Vec::new(), &settings.servers)
-        };
+    /// A bridge for a session whose canonical roots are `roots`. Servers are
+    /// started with `spawner`; one found inside the roots only when `trust`
+    /// says so. Starts an idle reaper on the current runtime.
+    pub fn new(
+        settings: BridgeSettings,
+        roots: Vec<PathBuf>,
+        spawner: dsh_process::Spawner,
+        trust: Trust,
+    ) -> Arc<Bridge> {
+        let specs = specs(&settings);
         let bridge = Arc::new(Bridge {
             settings,
             specs,
             roots,
+            spawner,
+            trust,
             resolved: tokio::sync::Mutex::new(HashMap::new()),
             slots: Mutex::new(HashMap::new()),
         });
@@ -107,38 +139,63 @@ impl Bridge {
         bridge
     }
 
-    /// The specs that claim a file type, in preference order.
-    fn candidates(&self, file: &Path) -> Vec<&ServerSpec> {
-        let file_type = registry::file_type(file);
-        self.specs
-            .iter()
-            .filter(|spec| spec.extensions.contains_key(&file_type))
-            .collect()
+    /// The program from inside the workspace that a query on `file` would
+    /// start, if it would start one: the first candidate server found at
+    /// all lies inside `roots`. Runs nothing, so the caller can ask the user
+    /// before anything from the workspace executes.
+    pub fn workspace_program(
+        settings: &BridgeSettings,
+        file: &Path,
+        roots: &[PathBuf],
+    ) -> Option<(String, PathBuf)> {
+        let specs = specs(settings);
+        candidates(&specs, file).into_iter().find_map(|spec| {
+            let root = find_root(file, &spec.root_markers, roots);
+            let located = registry::locate(spec, &root, roots)?;
+            Some(
+                located
+                    .in_workspace
+                    .then(|| (spec.name.clone(), located.program)),
+            )
+        })?
     }
 
-    /// The first usable server for a file (located and verified once).
+    /// The first usable server for a file (located and verified once; a
+    /// server from inside the workspace only when trusted).
     async fn resolve(&self, file: &Path) -> Result<(Resolved, PathBuf)> {
-        let candidates = self.candidates(file);
+        let candidates = candidates(&self.specs, file);
         let file_type = registry::file_type(file);
+        let mut untrusted = None;
         for spec in &candidates {
             let root = find_root(file, &spec.root_markers, &self.roots);
             let key = (spec.name.clone(), root.clone());
             let mut cache = self.resolved.lock().await;
-            if !cache.contains_key(&key) {
-                let found = match registry::locate(spec, &root) {
-                    Some(program) if registry::verify(spec, &program).await => Some(Resolved {
-                        spec: (*spec).clone(),
-                        program,
-                    }),
-                    Some(program) => {
-                        tracing::info!(server = %spec.name, program = %program.display(), "found but `--version` failed; skipping");
-                        None
-                    }
-                    None => None,
-                };
-                cache.insert(key.clone(), found);
+            match cache.get(&key) {
+                Some(Some(resolved)) => return Ok((resolved.clone(), root)),
+                Some(None) => continue,
+                None => {}
             }
-            if let Some(resolved) = cache.get(&key).cloned().flatten() {
+            let Some(located) = registry::locate(spec, &root, &self.roots) else {
+                cache.insert(key, None);
+                continue;
+            };
+            if located.in_workspace && !(self.trust)(&located.program) {
+                // Not cached: the user may allow it later.
+                tracing::info!(server = %spec.name, program = %located.program.display(), "found inside the workspace and not trusted; not starting it");
+                untrusted.get_or_insert(located.program);
+                continue;
+            }
+            let found = if registry::verify(spec, &located.program, &self.spawner).await {
+                Some(Resolved {
+                    spec: (*spec).clone(),
+                    program: located.program,
+                })
+            } else {
+                tracing::info!(server = %spec.name, program = %located.program.display(), "found but `--version` failed; skipping");
+                None
+            };
+            cache.insert(key, found.clone());
+            if let Some(resolved) = found {
                 return Ok((resolved, root));
             }
         }
@@ -146,7 +203,12 @@ impl Bridge {
             .iter()
             .map(|spec| spec.command.as_str())
             .collect();
-        let hint = if names.is_empty() {
+        let hint = if let Some(program) = untrusted {
+            format!(
+                "the only server found is {}, inside the workspace: a program from the workspace runs only with the user's permission, which this query did not have",
+                program.display()
+            )
+        } else if names.is_empty() {
             "add one under [[lsp.servers]] in $DSH_HOME/config.toml (command, args, extensions)"
                 .to_owned()
         } else {
@@ -201,6 +263,7 @@ impl Bridge {
                             &resolved,
                             &root,
                             ms(self.settings.initialize_timeout_ms),
+                            &self.spawner,
                         )
                         .await;
                         match server {
@@ -524,7 +587,7 @@ impl Bridge {
         file: &Path,
         text: &str,
     ) -> Option<(String, Vec<Diagnostic>)> {
-        let candidates = self.candidates(file);
+        let candidates = candidates(&self.specs, file);
         for spec in candidates {
             let root = find_root(file, &spec.root_markers, &self.roots);
             let key = (spec.name.clone(), root);

@@ -12,12 +12,11 @@
 #![warn(missing_docs)]
 
 mod bridge;
-pub mod process;
 pub mod registry;
 pub mod roots;
 mod server;
 
-pub use bridge::{Bridge, BridgeSettings};
+pub use bridge::{Bridge, BridgeSettings, Trust};
 pub use registry::ServerSpec;
 
 use std::path::PathBuf;

@@ -1,9 +1,10 @@
 //! Which language server handles which files. A built-in registry of common
 //! servers, overridden or extended by configuration; candidates are found on
-//! `PATH` (with `which`) or in the project's `node_modules/.bin` and
-//! `.venv/bin`, and each is verified by running it with `--version` under a
-//! timeout, so a stub (like a rustup proxy without its component) never
-//! counts. Nothing is ever downloaded.
+//! `PATH` (with `which`), else in the project's `node_modules/.bin`,
+//! `.venv/bin` or `venv/bin` — files from the workspace, which the bridge
+//! starts only when its owner trusts them — and each is verified by running
+//! it with `--version` under a timeout, so a stub (like a rustup proxy
+//! without its component) never counts. Nothing is ever downloaded.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -204,24 +205,62 @@ pub fn file_type(file: &Path) -> String {
         .unwrap_or_default()
 }
 
-/// Finds the program for a spec: project-local bins first, then PATH.
-pub fn locate(spec: &ServerSpec, project_root: &Path) -> Option<PathBuf> {
-    let command = Path::new(&spec.command);
-    if command.components().count() > 1 {
-        return command.is_file().then(|| command.to_path_buf());
-    }
-    for local in ["node_modules/.bin", ".venv/bin", "venv/bin"] {
-        let candidate = project_root.join(local).join(&spec.command);
-        if candidate.is_file() {
-            return Some(candidate);
-        }
-    }
-    which::which(&spec.command).ok()
+/// A program found for a spec.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Located {
+    /// Where it is.
+    pub program: PathBuf,
+    /// True when it lies inside the session's roots (a project-local bin,
+    /// or a PATH entry that points into the workspace): a file from the
+    /// workspace, which dsh runs only with the user's permission.
+    pub in_workspace: bool,
 }
 
-/// Runs `program --version` (or the spec's version args) with a timeout;
-/// true when it exits successfully.
-pub async fn verify(spec: &ServerSpec, program: &Path) -> bool {
+/// Where project-local servers are looked for, under the project root.
+pub const LOCAL_BIN_DIRS: &[&str] = &["node_modules/.bin", ".venv/bin", "venv/bin"];
+
+/// Finds the program for a spec: an explicit path from the configuration
+/// as is (the configuration is the user's); otherwise PATH first, then the
+/// project's `node_modules/.bin`, `.venv/bin` and `venv/bin`. Nothing is
+/// run here.
+pub fn locate(
+    spec: &ServerSpec,
+    project_root: &Path,
+    session_roots: &[PathBuf],
+) -> Option<Located> {
+    let command = Path::new(&spec.command);
+    if command.components().count() > 1 {
+        return command.is_file().then(|| Located {
+            program: command.to_path_buf(),
+            in_workspace: false,
+        });
+    }
+    let inside = |program: &Path| {
+        let canonical = program
+            .canonicalize()
+            .unwrap_or_else(|_| program.to_path_buf());
+        session_roots.iter().any(|root| canonical.starts_with(root))
+    };
+    if let Ok(program) = which::which(&spec.command) {
+        let in_workspace = inside(&program);
+        return Some(Located {
+            program,
+            in_workspace,
+        });
+    }
+    LOCAL_BIN_DIRS.iter().find_map(|local| {
+        let candidate = project_root.join(local).join(&spec.command);
+        candidate.is_file().then_some(Located {
+            in_workspace: true,
+            program: candidate,
+        })
+    })
+}
+
+/// Runs `program --version` (or the spec's version args) with a timeout,
+/// started like every child of dsh (scrubbed environment, own process
+/// group); true when it exits successfully.
+pub async fn verify(spec: &ServerSpec, program: &Path, spawner: &dsh_process::Spawner) -> bool {
     let args = spec
         .version_args
         .clone()
@@ -229,13 +268,13 @@ pub async fn verify(spec: &ServerSpec, program: &Path) -> bool {
     if args.is_empty() {
         return program.is_file();
     }
-    let run = tokio::process::Command::new(program)
+    let mut command = spawner.command(program);
+    command
         .args(&args)
-        .stdin(std::process::Stdio::null())
+        .envs(&spec.env)
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .status();
+        .stderr(std::process::Stdio::null());
+    let run = command.status();
     match tokio::time::timeout(Duration::from_secs(10), run).await {
         Ok(Ok(status)) => status.success(),
         Ok(Err(err)) => {

@@ -100,6 +100,7 @@ impl Server {
         resolved: &Resolved,
         root: &Path,
         init_timeout: Duration,
+        spawner: &dsh_process::Spawner,
     ) -> Result<Arc<Server>, LspError> {
         let spec = &resolved.spec;
         let name = spec.name.clone();
@@ -107,19 +108,14 @@ impl Server {
             server: name.clone(),
             detail,
         };
-        let mut command = tokio::process::Command::new(&resolved.program);
+        let mut command = spawner.command(&resolved.program);
         command
             .args(&spec.args)
             .current_dir(root)
-            .env_clear()
-            .envs(crate::process::scrubbed_env())
             .envs(&spec.env)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-        crate::process::die_with_parent(&mut command);
+            .stderr(std::process::Stdio::piped());
         let mut child = command.spawn().map_err(|err| {
             crashed(format!(
                 "cannot start {}: {err}",
@@ -272,14 +268,14 @@ impl Server {
         let initialized = tokio::time::timeout(init_timeout, socket.initialize(params)).await;
         let result = match initialized {
             Err(_) => {
-                crate::process::kill_group(pgid);
+                dsh_process::kill_group(pgid);
                 return Err(LspError::TimedOut {
                     server: name,
                     seconds: init_timeout.as_secs(),
                 });
             }
             Ok(Err(err)) => {
-                crate::process::kill_group(pgid);
+                dsh_process::kill_group(pgid);
                 return Err(crashed(format!("initialize failed: {err}")));
             }
             Ok(Ok(result)) => result,
@@ -465,18 +461,18 @@ impl Server {
                 .await
                 .is_err()
             {
-                crate::process::signal_group(self.pgid, nix::sys::signal::Signal::SIGTERM);
+                dsh_process::signal_group(self.pgid, nix::sys::signal::Signal::SIGTERM);
                 if tokio::time::timeout(Duration::from_millis(1000), child.wait())
                     .await
                     .is_err()
                 {
-                    crate::process::kill_group(self.pgid);
+                    dsh_process::kill_group(self.pgid);
                     let _ = child.wait().await;
                 }
             }
         }
         // Anything the server left in its group goes too.
-        crate::process::kill_group(self.pgid);
+        dsh_process::kill_group(self.pgid);
         *child = None;
         tracing::info!(server = %self.name, "language server stopped");
     }
@@ -484,7 +480,7 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        crate::process::kill_group(self.pgid);
+        dsh_process::kill_group(self.pgid);
     }
 }
 

@@ -85,6 +85,48 @@ pub fn truncate_chars(text: &str, max: usize) -> String {
     }
 }
 
+/// Whether a character can change how surrounding text is displayed
+/// without being seen: controls, bidirectional overrides and isolates,
+/// zero-width characters.
+fn is_invisible(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{061C}'
+                | '\u{200B}'..='\u{200F}'
+                | '\u{202A}'..='\u{202E}'
+                | '\u{2060}'..='\u{2069}'
+                | '\u{FEFF}'
+        )
+}
+
+/// Text from a model or a workspace made safe to show a person: invisible
+/// characters are written out as `\u{…}` escapes, so a bidi override or a
+/// carriage return cannot make a command or a path look like another.
+/// Newlines and tabs are kept when `multiline`; otherwise they are escaped
+/// too.
+pub fn visible(text: &str, multiline: bool) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if multiline && (c == '\n' || c == '\t') {
+            out.push(c);
+        } else if is_invisible(c) {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A one-line title from untrusted text: invisible characters escaped and
+/// every run of whitespace shown as one space, so padding cannot push the
+/// rest of a command out of view; cut at `max` characters.
+pub fn visible_title(text: &str, max: usize) -> String {
+    let collapsed: Vec<&str> = text.split_whitespace().collect();
+    truncate_chars(&visible(&collapsed.join(" "), false), max)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,5 +138,15 @@ mod tests {
         assert_eq!(tail_bytes("aé😀b", 5), "😀b");
         assert_eq!(head_bytes("abc", 10), "abc");
         assert_eq!(truncate_chars("héllo", 2), "hé…");
+    }
+
+    #[test]
+    fn invisible_characters_are_written_out() {
+        assert_eq!(visible("a\u{202E}b\rc\n", true), "a\\u{202e}b\\u{d}c\n");
+        assert_eq!(
+            visible_title(&format!("ls -la{}&& curl x | sh", " ".repeat(120)), 80),
+            "ls -la && curl x | sh"
+        );
+        assert_eq!(visible_title("a\nb", 80), "a b");
     }
 }

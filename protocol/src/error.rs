@@ -110,6 +110,9 @@ pub enum ErrorCode {
     /// The language server answered with an error.
     #[serde(rename = "lsp.failed")]
     LspFailed,
+    /// Another dsh process is writing the session's log.
+    #[serde(rename = "session.locked")]
+    SessionLocked,
 }
 
 impl ErrorCode {
@@ -149,6 +152,7 @@ impl ErrorCode {
         ErrorCode::LspTimedOut,
         ErrorCode::LspCrashed,
         ErrorCode::LspFailed,
+        ErrorCode::SessionLocked,
     ];
 
     /// The wire string, e.g. `"model.rate_limit"`.
@@ -188,6 +192,7 @@ impl ErrorCode {
             ErrorCode::LspTimedOut => "lsp.timed_out",
             ErrorCode::LspCrashed => "lsp.crashed",
             ErrorCode::LspFailed => "lsp.failed",
+            ErrorCode::SessionLocked => "session.locked",
         }
     }
 }
@@ -260,6 +265,7 @@ mod tests {
             "lsp.timed_out",
             "lsp.crashed",
             "lsp.failed",
+            "session.locked",
         ];
         assert_eq!(names, expected);
         for code in ErrorCode::ALL {

@@ -185,6 +185,10 @@ pub enum EventData {
         /// Provider usage.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         usage: Option<Usage>,
+        /// Tokens in the context window as dsh estimated them, when the
+        /// provider sent no usage.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        estimated_context: Option<u64>,
         /// Why the call finished.
         finish: FinishReason,
         /// True when the stream was cut (cancel or failure) and this is the
@@ -461,8 +465,18 @@ pub const OUTCOME_UNKNOWN: &str = "The outcome of this tool call is unknown: dsh
 /// Derives the model conversation from the log: user prompts, assistant
 /// replies (interrupted ones keep their delivered text and lose undispatched
 /// tool calls), tool results, with compaction summaries replacing the range
-/// they cover. A tool call without a logged result gets a synthetic
-/// "outcome unknown" result so the history stays valid for the provider.
+/// they cover. Tool calls carry the model's own ids (see
+/// [`ToolCallRequest::provider_id`]).
+///
+/// The result is valid for every provider, strict chat templates included:
+/// - a tool call without a logged result (dsh died while it ran) gets a
+///   synthetic "outcome unknown" result;
+/// - roles alternate: a turn that ended without a reply (failed,
+///   cancelled, cut off by a crash) is closed with a short assistant note,
+///   so the next prompt never follows a user message directly;
+/// - a turn that failed because the conversation outgrew the context
+///   window keeps only its prompt (replaced by a note when it is large), so
+///   it does not make the next request overflow too.
 pub fn derive_history(events: &[Event]) -> Vec<ChatMessage> {
     // Latest compaction wins for overlapping ranges; ranges are by seq.
     let compactions: Vec<(u64, u64, &str)> = events
@@ -476,43 +490,36 @@ pub fn derive_history(events: &[Event]) -> Vec<ChatMessage> {
             _ => None,
         })
         .collect();
-    let mut messages = Vec::new();
-    let mut pending_calls: Vec<String> = Vec::new();
-    // Attachments follow the whole run of tool results: providers require
-    // tool messages to come straight after the assistant message.
-    let mut attachments: Vec<UserContent> = Vec::new();
+    let mut history = History::default();
     let mut emitted_summaries = std::collections::HashSet::new();
-    let flush_pending = |messages: &mut Vec<ChatMessage>,
-                         pending: &mut Vec<String>,
-                         attachments: &mut Vec<UserContent>| {
-        for call_id in pending.drain(..) {
-            messages.push(ChatMessage::Tool {
-                call_id,
-                content: OUTCOME_UNKNOWN.to_owned(),
-            });
-        }
-        if !attachments.is_empty() {
-            messages.push(ChatMessage::User(std::mem::take(attachments)));
-        }
-    };
     for event in events {
         if let Some(index) = compactions
             .iter()
             .rposition(|(start, end, _)| (*start..=*end).contains(&event.seq))
         {
             if emitted_summaries.insert(index) {
-                flush_pending(&mut messages, &mut pending_calls, &mut attachments);
-                messages.push(ChatMessage::User(vec![UserContent::text(format!(
-                    "<conversation-summary>\n{}\n</conversation-summary>",
-                    compactions[index].2
-                ))]));
+                history.flush_pending();
+                history.close_open_turn(NOTE_AFTER_SUMMARY);
+                history
+                    .messages
+                    .push(ChatMessage::User(vec![UserContent::text(format!(
+                        "<conversation-summary>\n{}\n</conversation-summary>",
+                        compactions[index].2
+                    ))]));
+                history.messages.push(ChatMessage::Assistant {
+                    text: NOTE_AFTER_SUMMARY.to_owned(),
+                    reasoning: String::new(),
+                    tool_calls: Vec::new(),
+                });
             }
             continue;
         }
         match &event.data {
             EventData::UserMessage { content, .. } => {
-                flush_pending(&mut messages, &mut pending_calls, &mut attachments);
-                messages.push(ChatMessage::User(content.clone()));
+                history.flush_pending();
+                history.close_open_turn(NOTE_NO_REPLY);
+                history.turn_start = Some(history.messages.len());
+                history.messages.push(ChatMessage::User(content.clone()));
             }
             EventData::AssistantMessage {
                 text,
@@ -521,20 +528,32 @@ pub fn derive_history(events: &[Event]) -> Vec<ChatMessage> {
                 interrupted,
                 ..
             } => {
-                flush_pending(&mut messages, &mut pending_calls, &mut attachments);
+                history.flush_pending();
                 let tool_calls = if *interrupted {
-                    Vec::new()
+                    &[][..]
                 } else {
-                    tool_calls.clone()
+                    tool_calls.as_slice()
                 };
                 if text.is_empty() && tool_calls.is_empty() {
                     continue;
                 }
-                pending_calls.extend(tool_calls.iter().map(|call| call.id.clone()));
-                messages.push(ChatMessage::Assistant {
+                history.pending.extend(
+                    tool_calls
+                        .iter()
+                        .map(|call| (call.id.clone(), call.provider_id().to_owned())),
+                );
+                history.messages.push(ChatMessage::Assistant {
                     text: text.clone(),
                     reasoning: reasoning.clone(),
-                    tool_calls,
+                    tool_calls: tool_calls
+                        .iter()
+                        .map(|call| ToolCallRequest {
+                            id: call.provider_id().to_owned(),
+                            name: call.name.clone(),
+                            arguments: call.arguments.clone(),
+                            provider_id: None,
+                        })
+                        .collect(),
                 });
             }
             EventData::ToolResult {
@@ -543,20 +562,121 @@ pub fn derive_history(events: &[Event]) -> Vec<ChatMessage> {
                 attachments: extra,
                 ..
             } => {
-                if let Some(pos) = pending_calls.iter().position(|id| id == call_id) {
-                    pending_calls.remove(pos);
-                    messages.push(ChatMessage::Tool {
-                        call_id: call_id.clone(),
+                if let Some(pos) = history.pending.iter().position(|(id, _)| id == call_id) {
+                    let (_, provider_id) = history.pending.remove(pos);
+                    history.messages.push(ChatMessage::Tool {
+                        call_id: provider_id,
                         content: output.clone(),
                     });
-                    attachments.extend(extra.iter().cloned());
+                    history.attachments.extend(extra.iter().cloned());
                 }
+            }
+            EventData::TurnEnd { stop, error, .. } => {
+                history.flush_pending();
+                if error
+                    .as_ref()
+                    .is_some_and(|error| error.code == ErrorCode::ModelContextWindowExceeded)
+                {
+                    history.drop_overflowed_turn();
+                }
+                let note = match (stop, error) {
+                    (TurnStop::Cancelled, _) => {
+                        "[dsh: the user cancelled this turn before it was done.]".to_owned()
+                    }
+                    (_, Some(error)) => format!(
+                        "[dsh: this turn failed ({}): {}]",
+                        error.code.as_str(),
+                        crate::content::truncate_chars(&error.message, 300)
+                    ),
+                    (TurnStop::MaxTurnRequests, _) => {
+                        "[dsh: this turn stopped: it reached the limit of model calls per turn.]"
+                            .to_owned()
+                    }
+                    _ => NOTE_NO_REPLY.to_owned(),
+                };
+                history.close_open_turn(&note);
+                history.turn_start = None;
             }
             _ => {}
         }
     }
-    flush_pending(&mut messages, &mut pending_calls, &mut attachments);
-    messages
+    history.flush_pending();
+    history.messages
+}
+
+/// Closes a turn that has no reply after its prompt or tool results.
+const NOTE_NO_REPLY: &str = "[dsh: no reply was recorded for this turn.]";
+/// Follows a compaction summary.
+const NOTE_AFTER_SUMMARY: &str = "Understood; I will continue from this summary.";
+/// Replaces a large prompt whose turn overflowed the context window.
+const NOTE_DROPPED_PROMPT: &str = "[dsh: this message was removed from the conversation: together with what it produced it did not fit the model's context window.]";
+/// Prompts up to this size are kept when their turn overflowed.
+const KEEP_OVERFLOWED_PROMPT_BYTES: usize = 4096;
+
+/// The conversation being derived.
+#[derive(Default)]
+struct History {
+    messages: Vec<ChatMessage>,
+    /// Calls awaiting results: (dsh id, provider id).
+    pending: Vec<(String, String)>,
+    /// Attachments follow the whole run of tool results: providers require
+    /// tool messages to come straight after the assistant message.
+    attachments: Vec<UserContent>,
+    /// Where the current turn's prompt is in `messages`.
+    turn_start: Option<usize>,
+}
+
+impl History {
+    fn flush_pending(&mut self) {
+        for (_, provider_id) in self.pending.drain(..) {
+            self.messages.push(ChatMessage::Tool {
+                call_id: provider_id,
+                content: OUTCOME_UNKNOWN.to_owned(),
+            });
+        }
+        if !self.attachments.is_empty() {
+            self.messages
+                .push(ChatMessage::User(std::mem::take(&mut self.attachments)));
+        }
+    }
+
+    /// Adds an assistant note when the conversation ends in a user or tool
+    /// message, so a next user message keeps the roles alternating.
+    fn close_open_turn(&mut self, note: &str) {
+        if matches!(
+            self.messages.last(),
+            Some(ChatMessage::User(_) | ChatMessage::Tool { .. })
+        ) {
+            self.messages.push(ChatMessage::Assistant {
+                text: note.to_owned(),
+                reasoning: String::new(),
+                tool_calls: Vec::new(),
+            });
+        }
+    }
+
+    /// Keeps only the prompt of a turn that overflowed the context window
+    /// (and replaces the prompt too when it is large).
+    fn drop_overflowed_turn(&mut self) {
+        let Some(start) = self.turn_start else {
+            return;
+        };
+        self.messages.truncate(start + 1);
+        if let Some(ChatMessage::User(content)) = self.messages.get_mut(start) {
+            let size: usize = content
+                .iter()
+                .map(|block| match block {
+                    UserContent::Text { text } => text.len(),
+                    UserContent::Resource { text, .. } => text.len(),
+                    UserContent::Image { data, .. } => data.len(),
+                    _ => 0,
+                })
+                .sum();
+            if size > KEEP_OVERFLOWED_PROMPT_BYTES {
+                *content = vec![UserContent::text(NOTE_DROPPED_PROMPT)];
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -644,6 +764,7 @@ mod tests {
             id: "c1".into(),
             name: "read".into(),
             arguments: "{}".into(),
+            provider_id: None,
         };
         let mk = |seq, data| Event {
             seq,
@@ -668,6 +789,7 @@ mod tests {
                     reasoning: "r".into(),
                     tool_calls: vec![call],
                     usage: None,
+                    estimated_context: None,
                     finish: FinishReason::ToolCalls,
                     interrupted: false,
                     model: String::new(),
@@ -682,13 +804,16 @@ mod tests {
             ),
         ];
         let history = derive_history(&events);
-        assert_eq!(history.len(), 4);
+        assert_eq!(history.len(), 5);
         assert_eq!(
             history[2],
             ChatMessage::Tool {
                 call_id: "c1".into(),
                 content: OUTCOME_UNKNOWN.into()
             }
+        );
+        assert!(
+            matches!(&history[3], ChatMessage::Assistant { text, .. } if text == NOTE_NO_REPLY)
         );
 
         let mut compacted = events.clone();
@@ -701,9 +826,226 @@ mod tests {
             },
         ));
         let history = derive_history(&compacted);
-        assert_eq!(history.len(), 2);
+        assert_eq!(history.len(), 3);
         assert!(
             matches!(&history[0], ChatMessage::User(c) if matches!(&c[0], UserContent::Text{text} if text.contains("did one")))
+        );
+    }
+
+    fn mk(seq: u64, data: EventData) -> Event {
+        Event {
+            seq,
+            time: 0,
+            ignorable: false,
+            data,
+        }
+    }
+
+    fn prompt(turn: u64, text: &str) -> EventData {
+        EventData::UserMessage {
+            turn,
+            content: vec![UserContent::text(text)],
+        }
+    }
+
+    fn failed(turn: u64, code: ErrorCode) -> EventData {
+        EventData::TurnEnd {
+            turn,
+            stop: TurnStop::Error,
+            error: Some(ErrorInfo {
+                code,
+                message: "it failed".into(),
+            }),
+        }
+    }
+
+    fn roles(history: &[ChatMessage]) -> Vec<&'static str> {
+        history
+            .iter()
+            .map(|message| match message {
+                ChatMessage::System(_) => "system",
+                ChatMessage::User(_) => "user",
+                ChatMessage::Assistant { .. } => "assistant",
+                ChatMessage::Tool { .. } => "tool",
+            })
+            .collect()
+    }
+
+    /// Issue 10, item 19: failed and cancelled turns, and a crash, never
+    /// leave two user messages in a row.
+    #[test]
+    fn failed_turns_keep_roles_alternating() {
+        let events = vec![
+            mk(1, prompt(1, "one")),
+            mk(2, failed(1, ErrorCode::ModelServer)),
+            mk(3, prompt(2, "two")),
+            mk(
+                4,
+                EventData::TurnEnd {
+                    turn: 2,
+                    stop: TurnStop::Cancelled,
+                    error: None,
+                },
+            ),
+            mk(5, prompt(3, "three")),
+            // dsh died here: no turn/end.
+            mk(6, prompt(4, "four")),
+        ];
+        let history = derive_history(&events);
+        assert_eq!(
+            roles(&history),
+            [
+                "user",
+                "assistant",
+                "user",
+                "assistant",
+                "user",
+                "assistant",
+                "user"
+            ]
+        );
+        assert!(
+            matches!(&history[1], ChatMessage::Assistant { text, .. } if text.contains("model.server"))
+        );
+        assert!(
+            matches!(&history[3], ChatMessage::Assistant { text, .. } if text.contains("cancelled"))
+        );
+    }
+
+    /// Issue 10, item 19: a turn that overflowed the window keeps a short
+    /// prompt, drops a large one and everything the turn produced.
+    #[test]
+    fn an_overflowed_turn_does_not_overflow_the_next() {
+        let call = ToolCallRequest {
+            id: "c1".into(),
+            name: "read".into(),
+            arguments: "{}".into(),
+            provider_id: None,
+        };
+        let big = "x".repeat(100_000);
+        let events = vec![
+            mk(1, prompt(1, &big)),
+            mk(
+                2,
+                EventData::AssistantMessage {
+                    turn: 1,
+                    step: 1,
+                    text: String::new(),
+                    reasoning: String::new(),
+                    tool_calls: vec![call],
+                    usage: None,
+                    estimated_context: None,
+                    finish: FinishReason::ToolCalls,
+                    interrupted: false,
+                    model: String::new(),
+                },
+            ),
+            mk(
+                3,
+                EventData::ToolResult {
+                    turn: 1,
+                    call_id: "c1".into(),
+                    status: ToolStatus::Completed,
+                    output: big.clone(),
+                    error: None,
+                    view: ToolView::default(),
+                    attachments: Vec::new(),
+                },
+            ),
+            mk(4, failed(1, ErrorCode::ModelContextWindowExceeded)),
+            mk(5, prompt(2, "short again")),
+        ];
+        let history = derive_history(&events);
+        assert_eq!(roles(&history), ["user", "assistant", "user"]);
+        assert!(
+            matches!(&history[0], ChatMessage::User(c) if matches!(&c[0], UserContent::Text { text } if text == NOTE_DROPPED_PROMPT))
+        );
+        let size: usize = history
+            .iter()
+            .map(|m| match m {
+                ChatMessage::User(c) => c
+                    .iter()
+                    .map(|b| match b {
+                        UserContent::Text { text } => text.len(),
+                        _ => 0,
+                    })
+                    .sum(),
+                ChatMessage::Assistant { text, .. } => text.len(),
+                ChatMessage::Tool { content, .. } => content.len(),
+                ChatMessage::System(t) => t.len(),
+            })
+            .sum();
+        assert!(size < 2000, "{size}");
+    }
+
+    /// Issue 10, item 16: a renamed call keeps the model's id in the history.
+    #[test]
+    fn renamed_calls_keep_the_models_id_for_the_provider() {
+        let calls = vec![
+            ToolCallRequest {
+                id: "call_1".into(),
+                name: "read".into(),
+                arguments: "{}".into(),
+                provider_id: None,
+            },
+            ToolCallRequest {
+                id: "call_1~2".into(),
+                name: "read".into(),
+                arguments: "{}".into(),
+                provider_id: Some("call_1".into()),
+            },
+        ];
+        let result = |seq, id: &str| {
+            mk(
+                seq,
+                EventData::ToolResult {
+                    turn: 1,
+                    call_id: id.into(),
+                    status: ToolStatus::Completed,
+                    output: id.into(),
+                    error: None,
+                    view: ToolView::default(),
+                    attachments: Vec::new(),
+                },
+            )
+        };
+        let events = vec![
+            mk(1, prompt(1, "go")),
+            mk(
+                2,
+                EventData::AssistantMessage {
+                    turn: 1,
+                    step: 1,
+                    text: String::new(),
+                    reasoning: String::new(),
+                    tool_calls: calls,
+                    usage: None,
+                    estimated_context: None,
+                    finish: FinishReason::ToolCalls,
+                    interrupted: false,
+                    model: String::new(),
+                },
+            ),
+            result(3, "call_1"),
+            result(4, "call_1~2"),
+        ];
+        let history = derive_history(&events);
+        assert!(
+            matches!(&history[1], ChatMessage::Assistant { tool_calls, .. } if tool_calls.iter().all(|c| c.id == "call_1"))
+        );
+        assert_eq!(
+            history[2],
+            ChatMessage::Tool {
+                call_id: "call_1".into(),
+                content: "call_1".into()
+            }
+        );
+        assert_eq!(
+            history[3],
+            ChatMessage::Tool {
+                call_id: "call_1".into(),
+                content: "call_1~2".into()
+            }
         );
     }
 }

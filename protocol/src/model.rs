@@ -9,12 +9,24 @@ use crate::content::UserContent;
 /// the model produced, so a malformed call can still be logged and answered.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolCallRequest {
-    /// Provider call id, echoed in the tool result.
+    /// dsh's call id: unique in the session (the editor keys tool calls by
+    /// it). The model's own id when that was unique.
     pub id: String,
     /// Tool name as the model wrote it.
     pub name: String,
     /// Raw JSON arguments.
     pub arguments: String,
+    /// The model's id when dsh had to change it (it was empty, or repeated
+    /// an earlier call's): the provider's history keeps the model's id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_id: Option<String>,
+}
+
+impl ToolCallRequest {
+    /// The id the provider knows this call by.
+    pub fn provider_id(&self) -> &str {
+        self.provider_id.as_deref().unwrap_or(&self.id)
+    }
 }
 
 /// A message in the model conversation, derived from the session log.

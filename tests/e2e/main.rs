@@ -5,6 +5,7 @@ mod support;
 
 mod faults;
 mod fuzz;
+mod hardening;
 mod load;
 mod lsp;
 mod mcp;

@@ -499,14 +499,18 @@ async fn tool_call_deltas_are_assembled_and_answered_without_failing_the_turn() 
     assert_eq!(response.stop_reason, StopReason::EndTurn);
 
     let updates = conn.updates();
+    // The mock reports no usage: each step still ends with an estimated
+    // usage_update (issue 10, item 19b).
     assert_eq!(
         runs(&kinds(&updates)),
         [
             "session_info",
             "thought",
+            "usage",
             "tool_call",
             "tool_call_update",
-            "message"
+            "message",
+            "usage"
         ]
     );
     let call = updates.iter().find_map(|n| match &n.update {
@@ -574,7 +578,8 @@ async fn tool_call_deltas_are_assembled_and_answered_without_failing_the_turn() 
             "thought",
             "tool_call",
             "tool_call_update",
-            "message"
+            "message",
+            "usage"
         ]
     );
     conn.finish().await;

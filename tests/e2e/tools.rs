@@ -457,7 +457,8 @@ async fn a_mode_change_applies_to_the_next_tool_call() {
     ));
     env.mock.push_json(reply("done"));
     let sim = ClientSim::new(false, false);
-    // While the first prompt is open, the user switches to read-only, then allows.
+    // While the first prompt is open, the user switches to read-only, then
+    // allows: the mode at the moment of the answer decides (issue 10, item 8).
     sim.answer(Answer::SwitchModeThenSelect(
         "read-only".into(),
         PermissionOptionKind::AllowOnce,
@@ -465,7 +466,8 @@ async fn a_mode_change_applies_to_the_next_tool_call() {
     let conn = env.connect_with(sim.clone()).await;
     let session = conn.start(&env.cwd()).await;
     conn.prompt(&session, "go").await.unwrap();
-    assert!(env.cwd().join("first.txt").exists());
+    assert!(!env.cwd().join("first.txt").exists());
+    assert!(tool_result(&env, "w1").contains("read-only mode"));
     assert!(!env.cwd().join("second.txt").exists());
     assert!(tool_result(&env, "w2").contains("read-only mode"));
     assert_eq!(sim.permission_requests.lock().unwrap().len(), 1);
@@ -930,7 +932,7 @@ async fn outputs_are_capped_with_visible_markers_and_spill_files() {
     );
     assert!(bash.contains("line-5000-padding-padding\n[exit code: 0]"));
     let spill = bash
-        .split("full output in ")
+        .split("the full output is in ")
         .nth(1)
         .unwrap()
         .split(']')

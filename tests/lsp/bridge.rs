@@ -10,6 +10,17 @@ use dsh_lsp_bridge::{
     Answer, Bridge, BridgeSettings, LspError, Operation, Position, Query, ServerSpec,
 };
 
+/// A bridge that trusts every server (these tests configure them) and
+/// starts them like dsh does.
+fn new_bridge(settings: BridgeSettings, roots: Vec<PathBuf>) -> Arc<Bridge> {
+    Bridge::new(
+        settings,
+        roots,
+        dsh_process::Spawner::default(),
+        Arc::new(|_: &Path| true),
+    )
+}
+
 const SERVER: &str = env!("CARGO_BIN_EXE_dsh-test-lsp");
 const SOURCE: &str = "fn helper() {}\nfn main() {\n    helper();\n    helper();\n}\n";
 
@@ -83,7 +94,7 @@ fn server_pids(root: &Path) -> Vec<u32> {
 #[tokio::test]
 async fn answers_definitions_references_hover_symbols_and_diagnostics() {
     let w = world();
-    let bridge = Bridge::new(settings(&[]), vec![w.root.clone()]);
+    let bridge = new_bridge(settings(&[]), vec![w.root.clone()]);
     let answer = bridge.query(&definition(&w.file)).await.unwrap();
     assert_eq!(
         answer,
@@ -156,7 +167,7 @@ async fn answers_definitions_references_hover_symbols_and_diagnostics() {
 #[tokio::test]
 async fn not_ready_is_distinct_from_no_results_and_clears() {
     let w = world();
-    let bridge = Bridge::new(
+    let bridge = new_bridge(
         settings(&[("TEST_LSP_READY_DELAY_MS", "1500")]),
         vec![w.root.clone()],
     );
@@ -183,7 +194,7 @@ async fn not_ready_is_distinct_from_no_results_and_clears() {
 #[tokio::test]
 async fn slow_answers_time_out_distinctly() {
     let w = world();
-    let bridge = Bridge::new(
+    let bridge = new_bridge(
         settings(&[("TEST_LSP_SLOW_MS", "3000")]),
         vec![w.root.clone()],
     );
@@ -199,7 +210,7 @@ async fn a_crash_restarts_once_then_answers() {
     let w = world();
     let marker = w.root.join("crash-marker");
     let mode = format!("once:{}", marker.display());
-    let bridge = Bridge::new(
+    let bridge = new_bridge(
         settings(&[("TEST_LSP_CRASH_ON_DEFINITION", &mode)]),
         vec![w.root.clone()],
     );
@@ -216,7 +227,7 @@ async fn a_crash_restarts_once_then_answers() {
 #[tokio::test]
 async fn crashing_twice_is_a_clear_error_and_no_process_is_left() {
     let w = world();
-    let bridge = Bridge::new(
+    let bridge = new_bridge(
         settings(&[("TEST_LSP_CRASH_ON_DEFINITION", "always")]),
         vec![w.root.clone()],
     );
@@ -239,7 +250,7 @@ async fn idle_servers_are_reaped() {
     let w = world();
     let mut settings = settings(&[]);
     settings.idle_timeout_ms = 300;
-    let bridge = Bridge::new(settings, vec![w.root.clone()]);
+    let bridge = new_bridge(settings, vec![w.root.clone()]);
     bridge.query(&definition(&w.file)).await.unwrap();
     assert_eq!(server_pids(&w.root).len(), 1);
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -256,13 +267,13 @@ async fn idle_servers_are_reaped() {
 #[tokio::test]
 async fn one_server_per_root_even_under_concurrent_first_queries() {
     let w = world();
-    let bridge = Bridge::new(
+    let bridge = new_bridge(
         settings(&[("TEST_LSP_READY_DELAY_MS", "200")]),
         vec![w.root.clone()],
     );
     let mut slow = settings(&[]);
     slow.ready_timeout_ms = 2_000;
-    let bridge2: Arc<Bridge> = Bridge::new(slow, vec![w.root.clone()]);
+    let bridge2: Arc<Bridge> = new_bridge(slow, vec![w.root.clone()]);
     drop(bridge);
     let queries = (0..5).map(|_| {
         let bridge = bridge2.clone();
@@ -289,7 +300,7 @@ async fn futures_join(
 #[tokio::test]
 async fn unknown_file_types_are_unavailable_with_a_hint() {
     let w = world();
-    let bridge = Bridge::new(settings(&[]), vec![w.root.clone()]);
+    let bridge = new_bridge(settings(&[]), vec![w.root.clone()]);
     let query = Query {
         file: w.root.join("x.zig"),
         text: String::new(),
@@ -306,7 +317,7 @@ async fn unknown_file_types_are_unavailable_with_a_hint() {
 #[tokio::test]
 async fn pull_diagnostics_are_used_when_the_server_offers_them() {
     let w = world();
-    let bridge = Bridge::new(
+    let bridge = new_bridge(
         settings(&[("TEST_LSP_PULL_DIAGNOSTICS", "1")]),
         vec![w.root.clone()],
     );

@@ -5,8 +5,20 @@
 //! missing server skips its test with a message.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use dsh_lsp_bridge::{Answer, Bridge, BridgeSettings, Location, Operation, Position, Query};
+
+/// A bridge that trusts every server (these tests configure them) and
+/// starts them like dsh does.
+fn new_bridge(settings: BridgeSettings, roots: Vec<PathBuf>) -> Arc<Bridge> {
+    Bridge::new(
+        settings,
+        roots,
+        dsh_process::Spawner::default(),
+        Arc::new(|_: &Path| true),
+    )
+}
 
 fn required() -> bool {
     std::env::var("DSH_REAL_LSP").is_ok_and(|v| v == "1")
@@ -54,7 +66,7 @@ fn bridge(root: &Path) -> std::sync::Arc<Bridge> {
         diagnostics_wait_ms: 20_000,
         ..BridgeSettings::default()
     };
-    Bridge::new(settings, vec![root.to_path_buf()])
+    new_bridge(settings, vec![root.to_path_buf()])
 }
 
 /// The position of `symbol` on 1-based `line`, in UTF-16 units.
@@ -308,7 +320,7 @@ async fn a_rustup_proxy_without_the_component_does_not_count() {
         .into_iter()
         .find(|s| s.name == "rust-analyzer")
         .unwrap();
-    if dsh_lsp_bridge::registry::verify(&spec, &stub).await {
+    if dsh_lsp_bridge::registry::verify(&spec, &stub, &dsh_process::Spawner::default()).await {
         eprintln!("skipping: rust-analyzer is really installed here");
         return;
     }
@@ -321,7 +333,7 @@ async fn a_rustup_proxy_without_the_component_does_not_count() {
         }],
         ..BridgeSettings::default()
     };
-    let bridge = Bridge::new(settings, vec![root.clone()]);
+    let bridge = new_bridge(settings, vec![root.clone()]);
     let err = bridge
         .query(&query(
             &root.join("lib.rs"),

@@ -110,7 +110,8 @@ fn tool_status(status: ToolStatus) -> acp::ToolCallStatus {
     }
 }
 
-fn tool_content(content: Vec<ToolContent>) -> Vec<acp::ToolCallContent> {
+/// Tool-call content → ACP content.
+pub fn tool_content(content: Vec<ToolContent>) -> Vec<acp::ToolCallContent> {
     content
         .into_iter()
         .map(|block| match block {

@@ -9,8 +9,10 @@ use crate::error::AgentError;
 pub fn to_acp(error: &AgentError) -> Error {
     let code: i32 = match error {
         AgentError::AuthRequired(_) => -32000,
-        AgentError::SessionNotFound(_) => -32002,
-        AgentError::InvalidParams(_) | AgentError::SessionBusy(_) => -32602,
+        AgentError::SessionNotFound(_) | AgentError::SessionClosed(_) => -32002,
+        AgentError::InvalidParams(_)
+        | AgentError::SessionBusy(_)
+        | AgentError::SessionLocked { .. } => -32602,
         AgentError::Model(_)
         | AgentError::Log(_)
         | AgentError::LogWrite { .. }

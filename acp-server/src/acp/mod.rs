@@ -67,30 +67,15 @@ impl Frontend for AcpSink {
 
     fn request_permission(&self, ask: PermissionAsk) -> BoxFuture<'_, PermissionAnswer> {
         Box::pin(async move {
-            let scope = ask
-                .scope
-                .as_deref()
-                .map(|scope| format!(" ({scope})"))
-                .unwrap_or_default();
-            let options = vec![
-                PermissionOption::new("allow_once", "Allow once", PermissionOptionKind::AllowOnce),
-                PermissionOption::new(
-                    "allow_always",
-                    format!("Always allow{scope}"),
-                    PermissionOptionKind::AllowAlways,
-                ),
-                PermissionOption::new("reject_once", "Reject", PermissionOptionKind::RejectOnce),
-                PermissionOption::new(
-                    "reject_always",
-                    format!("Always reject{scope}"),
-                    PermissionOptionKind::RejectAlways,
-                ),
-            ];
-            let fields = ToolCallUpdateFields::new()
+            let options = permission_options(&ask.choices);
+            let mut fields = ToolCallUpdateFields::new()
                 .title(ask.title)
                 .kind(convert::tool_kind(ask.kind))
                 .locations(convert::locations(&ask.locations))
                 .raw_input(ask.raw_input);
+            if !ask.content.is_empty() {
+                fields = fields.content(convert::tool_content(ask.content));
+            }
             let request = RequestPermissionRequest::new(
                 self.session_id.clone(),
                 ToolCallUpdate::new(ask.call_id, fields),
@@ -138,7 +123,7 @@ impl Frontend for AcpSink {
                     format!(
                         "the editor could not read {}: {}",
                         path.display(),
-                        err.message
+                        error_detail(&err)
                     )
                 })
         })
@@ -166,7 +151,7 @@ impl Frontend for AcpSink {
                     format!(
                         "the editor could not write {}: {}",
                         path.display(),
-                        err.message
+                        error_detail(&err)
                     )
                 })
         })
@@ -192,7 +177,7 @@ impl Frontend for AcpSink {
                 )
                 .block_task()
                 .await
-                .map_err(|err| err.message)?;
+                .map_err(|err| error_detail(&err))?;
             let terminal_id = created.terminal_id;
             // Embed the terminal now, so the editor shows it while it runs
             // (and before it is released).
@@ -245,7 +230,7 @@ impl Frontend for AcpSink {
             {
                 tracing::warn!(error = ?err, "terminal/release failed");
             }
-            let output = output.map_err(|err| err.message)?;
+            let output = output.map_err(|err| error_detail(&err))?;
             run.output = output.output;
             run.truncated = output.truncated;
             let status = exited.or(output.exit_status);
@@ -262,6 +247,83 @@ impl UpdateSink for AcpSink {
             SessionNotification::new(self.session_id.clone(), convert::session_update(update));
         if let Err(err) = self.cx.send_notification(notification) {
             tracing::debug!(error = ?err, "client connection gone; dropping update");
+        }
+    }
+}
+
+/// The options of a permission prompt: what the policy says may be offered
+/// (no "always" where a rule could not match again; no "once" for starting
+/// a workspace program, whose approval lasts the session).
+fn permission_options(choices: &crate::permission::Choices) -> Vec<PermissionOption> {
+    use crate::permission::Remember;
+    let scope = match &choices.remember {
+        Remember::Scope(scope) => {
+            format!(" ({})", dsh_protocol::content::visible_title(scope, 120))
+        }
+        _ => String::new(),
+    };
+    let mut options = Vec::new();
+    if choices.once {
+        options.push(PermissionOption::new(
+            "allow_once",
+            "Allow once",
+            PermissionOptionKind::AllowOnce,
+        ));
+    }
+    if choices.remember != Remember::Never {
+        let label = if choices.once {
+            format!("Always allow{scope}")
+        } else {
+            format!("Allow for this session{scope}")
+        };
+        options.push(PermissionOption::new(
+            "allow_always",
+            label,
+            PermissionOptionKind::AllowAlways,
+        ));
+    }
+    options.push(PermissionOption::new(
+        "reject_once",
+        "Reject",
+        PermissionOptionKind::RejectOnce,
+    ));
+    if choices.remember != Remember::Never {
+        options.push(PermissionOption::new(
+            "reject_always",
+            format!("Always reject{scope}"),
+            PermissionOptionKind::RejectAlways,
+        ));
+    }
+    options
+}
+
+/// An error from the editor as text: its message and, when it sent one, its
+/// `data` (acpx: "Permission denied for fs/write_text_file").
+fn error_detail(err: &agent_client_protocol::Error) -> String {
+    match &err.data {
+        None | Some(serde_json::Value::Null) => err.message.clone(),
+        Some(serde_json::Value::String(data)) => format!("{}: {data}", err.message),
+        Some(data) => format!("{}: {data}", err.message),
+    }
+}
+
+/// Tells the editor the mode changed, in both shapes clients track: the
+/// `mode` config option and the legacy current mode.
+fn announce_mode(
+    cx: &ConnectionTo<Client>,
+    session_id: &SessionId,
+    mode: &str,
+    options: Vec<crate::agent::ConfigOption>,
+) {
+    for update in [
+        SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(mode.to_owned())),
+        SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(convert::config_options(
+            options,
+        ))),
+    ] {
+        if let Err(err) = cx.send_notification(SessionNotification::new(session_id.clone(), update))
+        {
+            tracing::debug!(error = ?err, "cannot announce the mode change");
         }
     }
 }
@@ -352,11 +414,12 @@ fn mcp_configs(
 
 /// Starts a session's MCP servers; returns the failure messages.
 async fn start_mcp(
+    agent: &Agent,
     session: &crate::agent::Session,
     configs: Vec<crate::mcp::McpServerConfig>,
 ) -> Vec<String> {
     let cwd = std::path::PathBuf::from(&session.header.cwd);
-    let (hub, failures) = crate::mcp::McpHub::start(configs, &cwd).await;
+    let (hub, failures) = crate::mcp::McpHub::start(configs, &cwd, &agent.config().spawner).await;
     session.set_mcp(hub).await;
     for failure in &failures {
         tracing::warn!(session = %session.id, "{failure}");
@@ -397,11 +460,12 @@ pub fn initialize_response(request: &InitializeRequest, agent: &Agent) -> Initia
         tracing::info!(client = ?request.protocol_version, "client asked for another protocol version; answering 1");
     }
     let env = &agent.config().api_key_env;
+    let key = agent.config().key_name();
     let mut methods = Vec::new();
     if agent.config().needs_key() {
         methods.push(AuthMethod::Agent(
             AuthMethodAgent::new(AUTH_METHOD_ENV, format!("{env} environment variable")).description(format!(
-                "dsh reads the DeepSeek API key from {env}. Set it in the environment the editor launches dsh with (Zed: agent_servers.<name>.env in settings.json), then restart the agent."
+                "dsh reads the {key} from {env}. Set it in the environment the editor launches dsh with (Zed: agent_servers.<name>.env in settings.json), then restart the agent."
             )),
         ));
     }
@@ -511,8 +575,9 @@ pub async fn serve(
                         }
                         // MCP servers start before the answer, so their tools are
                         // there for the first prompt; failures are told after it.
+                        let agent = a_new.clone();
                         cx.clone().spawn(async move {
-                            let failures = start_mcp(&session, configs).await;
+                            let failures = start_mcp(&agent, &session, configs).await;
                             responder.respond(response)?;
                             notify_failures(&cx, &session.id, failures);
                             Ok(())
@@ -533,7 +598,8 @@ pub async fn serve(
                 };
                 cx.clone().spawn(async move {
                     let id = request.session_id.0.to_string();
-                    let loaded = tokio::task::spawn_blocking(move || agent.load_session(&id))
+                    let loading = agent.clone();
+                    let loaded = tokio::task::spawn_blocking(move || loading.load_session(&id))
                         .await
                         .unwrap_or_else(panicked);
                     match loaded {
@@ -542,7 +608,7 @@ pub async fn serve(
                             let failures = if configs.is_empty() {
                                 Vec::new()
                             } else {
-                                start_mcp(&session, configs).await
+                                start_mcp(&agent, &session, configs).await
                             };
                             let sink = AcpSink {
                                 cx: cx.clone(),
@@ -575,7 +641,8 @@ pub async fn serve(
                 };
                 cx.clone().spawn(async move {
                     let id = request.session_id.0.to_string();
-                    let resumed = tokio::task::spawn_blocking(move || agent.resume_session(&id))
+                    let resuming = agent.clone();
+                    let resumed = tokio::task::spawn_blocking(move || resuming.resume_session(&id))
                         .await
                         .unwrap_or_else(panicked);
                     match resumed {
@@ -583,7 +650,7 @@ pub async fn serve(
                             let failures = if configs.is_empty() {
                                 Vec::new()
                             } else {
-                                start_mcp(&session, configs).await
+                                start_mcp(&agent, &session, configs).await
                             };
                             responder.respond(
                                 ResumeSessionResponse::new()
@@ -674,15 +741,7 @@ pub async fn serve(
                 }) {
                     Ok(options) => {
                         if request.config_id.0.as_ref() == "mode" {
-                            let update = SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(
-                                value.0.to_string(),
-                            ));
-                            if let Err(err) = cx.send_notification(SessionNotification::new(
-                                request.session_id.clone(),
-                                update,
-                            )) {
-                                tracing::debug!(error = ?err, "cannot send current_mode_update");
-                            }
+                            announce_mode(&cx, &request.session_id, &value.0, options.clone());
                         }
                         responder.respond(SetSessionConfigOptionResponse::new(
                             convert::config_options(options),
@@ -699,15 +758,7 @@ pub async fn serve(
                     a_mode.set_config_option(&request.session_id.0, "mode", &request.mode_id.0)
                 }) {
                     Ok(options) => {
-                        let update = SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(
-                            convert::config_options(options),
-                        ));
-                        if let Err(err) = cx.send_notification(SessionNotification::new(
-                            request.session_id.clone(),
-                            update,
-                        )) {
-                            tracing::debug!(error = ?err, "cannot send config_option_update");
-                        }
+                        announce_mode(&cx, &request.session_id, &request.mode_id.0, options);
                         responder.respond(SetSessionModeResponse::new())
                     }
                     Err(error) => responder.respond_with_error(to_acp(&error)),

@@ -440,7 +440,12 @@ async fn lsp_rows(scratch: &Path) {
             request_timeout_ms: 30_000,
             ..BridgeSettings::default()
         };
-        let bridge = Bridge::new(settings, vec![root.clone()]);
+        let bridge = Bridge::new(
+            settings,
+            vec![root.clone()],
+            dsh_process::Spawner::default(),
+            std::sync::Arc::new(|_: &std::path::Path| true),
+        );
         let started = Instant::now();
         loop {
             match bridge.query(&query).await {

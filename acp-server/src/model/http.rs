@@ -72,13 +72,12 @@ impl HttpProvider {
         })?;
         let url = format!("{}/chat/completions", self.config.base_url);
         let body = request_body(request, self.config.provider);
-        let send = self
-            .client()?
-            .post(&url)
-            .bearer_auth(key)
-            .header("x-deepseek-harness-session-id", &request.session_id)
-            .json(&body)
-            .send();
+        let mut post = self.client()?.post(&url).bearer_auth(&key);
+        if self.config.session_header {
+            post = post.header("x-deepseek-harness-session-id", &request.session_id);
+        }
+        tracing::debug!(%url, model = %request.model.id, messages = request.messages.len(), tools = request.tools.len(), "model request");
+        let send = post.json(&body).send();
         let response = match tokio::time::timeout(self.config.request_timeout, send).await {
             Err(_) => {
                 return Err(ModelError::new(
@@ -91,14 +90,18 @@ impl HttpProvider {
                 ))
             }
             Ok(Err(err)) => {
-                return Err(ModelError::new(
+                let error = ModelError::new(
                     ErrorCode::ModelTransport,
                     format!("cannot reach the model provider at {}: {}; check the network or DEEPSEEK_BASE_URL", self.config.base_url, error_chain(&err)),
-                ))
+                )
+                .redact(&key);
+                tracing::debug!(code = %error.code, "model request failed");
+                return Err(error);
             }
             Ok(Ok(response)) => response,
         };
         let status = response.status();
+        tracing::debug!(status = status.as_u16(), "model response");
         if !status.is_success() {
             let retry_after = response
                 .headers()
@@ -110,14 +113,13 @@ impl HttpProvider {
                 .ok()
                 .and_then(Result::ok)
                 .unwrap_or_default();
-            return Err(ModelError::from_status(
-                status.as_u16(),
-                &body,
-                retry_after,
-                &self.config.base_url,
-            ));
+            let error =
+                ModelError::from_status(status.as_u16(), &body, retry_after, &self.config.base_url)
+                    .redact(&key);
+            tracing::debug!(code = %error.code, status = status.as_u16(), "model request failed");
+            return Err(error);
         }
-        Ok(event_stream(response, self.config.stream_idle_timeout))
+        Ok(event_stream(response, self.config.stream_idle_timeout, key))
     }
 }
 
@@ -167,8 +169,9 @@ fn httpdate(value: &str) -> Option<std::time::SystemTime> {
 }
 
 /// Reads the body with an idle timeout per read, decodes SSE and yields
-/// events; the reader task stops when the consumer drops the stream.
-fn event_stream(response: reqwest::Response, idle: Duration) -> EventStream {
+/// events; the reader task stops when the consumer drops the stream. Error
+/// messages never carry the key.
+fn event_stream(response: reqwest::Response, idle: Duration, key: String) -> EventStream {
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<StreamEvent, ModelError>>(256);
     tokio::spawn(async move {
         let mut body = response.bytes_stream();
@@ -225,6 +228,8 @@ fn event_stream(response: reqwest::Response, idle: Duration) -> EventStream {
         }
         .await;
         if let Err(error) = result {
+            let error = error.redact(&key);
+            tracing::debug!(code = %error.code, "model stream failed");
             if tx.send(Err(error)).await.is_err() {
                 tracing::debug!("model stream consumer left before the error");
             }
@@ -369,6 +374,7 @@ mod tests {
                         id: "c".into(),
                         name: "read".into(),
                         arguments: "{}".into(),
+                        provider_id: None,
                     }],
                 },
                 ChatMessage::Tool {

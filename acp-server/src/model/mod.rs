@@ -52,6 +52,51 @@ pub struct ModelRequest {
     pub session_id: String,
 }
 
+impl ModelRequest {
+    /// A rough count of the tokens this request puts in the context window
+    /// (four bytes a token), for providers that report no usage.
+    pub fn estimated_tokens(&self) -> u64 {
+        let text: usize = self
+            .messages
+            .iter()
+            .map(|message| match message {
+                ChatMessage::System(text) => text.len(),
+                ChatMessage::User(content) => content
+                    .iter()
+                    .map(|block| match block {
+                        dsh_protocol::UserContent::Text { text } => text.len(),
+                        dsh_protocol::UserContent::Resource { text, .. } => text.len(),
+                        // An image costs about a thousand tokens.
+                        dsh_protocol::UserContent::Image { .. } => 4000,
+                        _ => 64,
+                    })
+                    .sum(),
+                ChatMessage::Assistant {
+                    text,
+                    reasoning,
+                    tool_calls,
+                } => {
+                    text.len()
+                        + reasoning.len()
+                        + tool_calls
+                            .iter()
+                            .map(|call| call.name.len() + call.arguments.len())
+                            .sum::<usize>()
+                }
+                ChatMessage::Tool { content, .. } => content.len(),
+            })
+            .sum();
+        let tools: usize = self
+            .tools
+            .iter()
+            .map(|tool| {
+                tool.name.len() + tool.description.len() + tool.parameters.to_string().len()
+            })
+            .sum();
+        ((self.system.len() + text + tools) / 4) as u64
+    }
+}
+
 /// A failed model call with a stable code and a message that says what to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModelError {
@@ -87,15 +132,23 @@ impl ModelError {
         )
     }
 
-    /// Maps an HTTP error status and body to an error with advice.
+    /// Maps an HTTP error status and body to an error with advice. The
+    /// body's error `type` and `code` count as much as the status: servers
+    /// disagree on statuses (llama.cpp's overflow is a 400 with type
+    /// `exceed_context_size_error`).
     pub fn from_status(
         status: u16,
         body: &str,
         retry_after: Option<Duration>,
         base_url: &str,
     ) -> Self {
-        let detail = provider_message(body);
+        let provider = ProviderError::parse(body);
+        let detail = &provider.message;
         let (code, advice) = match status {
+            _ if provider.is_context_overflow() => (
+                ErrorCode::ModelContextWindowExceeded,
+                "the conversation is longer than the model's context window; start a new session".to_owned(),
+            ),
             401 | 403 => (
                 ErrorCode::ModelAuth,
                 "the API key was rejected; check DEEPSEEK_API_KEY (or the key variable set in config.toml)".to_owned(),
@@ -105,9 +158,9 @@ impl ModelError {
                 (ErrorCode::ModelQuota, "the account's quota is used up".to_owned())
             }
             429 => (ErrorCode::ModelRateLimit, "the provider is rate limiting requests; wait a moment and try again".to_owned()),
-            400 if is_context_overflow(&detail) => (
-                ErrorCode::ModelContextWindowExceeded,
-                "the conversation is longer than the model's context window; start a new session".to_owned(),
+            _ if provider.is_model_not_found() => (
+                ErrorCode::ModelInvalidRequest,
+                "the provider does not know this model; pick another model or check the model ids in config.toml".to_owned(),
             ),
             400 | 422 => (ErrorCode::ModelInvalidRequest, "the provider rejected the request".to_owned()),
             404 => (
@@ -129,30 +182,118 @@ impl ModelError {
             retry_after,
         }
     }
+
+    /// Maps an error the provider sent inside the stream (an `error`
+    /// object in a chunk).
+    pub fn from_stream(error: &serde_json::Value) -> Self {
+        let provider = ProviderError::from_value(error);
+        let said = if provider.message.is_empty() {
+            "unknown error".to_owned()
+        } else {
+            provider.message.clone()
+        };
+        let (code, message) = if provider.is_context_overflow() {
+            (
+                ErrorCode::ModelContextWindowExceeded,
+                format!("the conversation is longer than the model's context window (provider said: {said})"),
+            )
+        } else if provider.is_model_not_found() || provider.kind == "invalid_request_error" {
+            (
+                ErrorCode::ModelInvalidRequest,
+                format!("the provider rejected the request mid-stream: {said}"),
+            )
+        } else if provider.kind.contains("rate_limit") || provider.code.contains("rate_limit") {
+            (
+                ErrorCode::ModelRateLimit,
+                format!("the provider is rate limiting requests (provider said: {said}); wait a moment and try again"),
+            )
+        } else {
+            (
+                ErrorCode::ModelServer,
+                format!("the provider reported an error mid-stream: {said}; try again"),
+            )
+        };
+        ModelError::new(code, message)
+    }
+
+    /// Removes `secret` (the API key) from the message: some providers
+    /// echo the key they rejected.
+    pub fn redact(mut self, secret: &str) -> Self {
+        if !secret.is_empty() && self.message.contains(secret) {
+            self.message = self.message.replace(secret, "[redacted]");
+        }
+        self
+    }
+}
+
+/// What an OpenAI-style error body says: `{"error": {"message", "type",
+/// "code"}}`, or plain text.
+#[derive(Debug, Default)]
+struct ProviderError {
+    message: String,
+    kind: String,
+    code: String,
+}
+
+impl ProviderError {
+    fn parse(body: &str) -> ProviderError {
+        match serde_json::from_str::<serde_json::Value>(body) {
+            Ok(value) => {
+                let error = value.get("error").unwrap_or(&value);
+                let mut parsed = ProviderError::from_value(error);
+                if parsed.message.is_empty() && !error.is_object() {
+                    parsed.message = dsh_protocol::content::truncate_chars(body.trim(), 300);
+                }
+                parsed
+            }
+            Err(_) => ProviderError {
+                message: dsh_protocol::content::truncate_chars(body.trim(), 300),
+                ..ProviderError::default()
+            },
+        }
+    }
+
+    fn from_value(error: &serde_json::Value) -> ProviderError {
+        let text = |key: &str| {
+            error
+                .get(key)
+                .map(|value| match value {
+                    serde_json::Value::String(text) => text.clone(),
+                    other => other.to_string(),
+                })
+                .unwrap_or_default()
+        };
+        let message = match error {
+            serde_json::Value::String(text) => text.clone(),
+            _ => text("message"),
+        };
+        ProviderError {
+            message: dsh_protocol::content::truncate_chars(&message, 300),
+            kind: text("type").to_ascii_lowercase(),
+            code: text("code").to_ascii_lowercase(),
+        }
+    }
+
+    /// DeepSeek's and OpenAI's wording and codes, vLLM's and llama.cpp's.
+    fn is_context_overflow(&self) -> bool {
+        let message = self.message.to_ascii_lowercase();
+        self.code == "context_length_exceeded"
+            || self.kind == "exceed_context_size_error"
+            || message.contains("context length")
+            || message.contains("context window")
+            || message.contains("maximum context")
+            || message.contains("context size")
+    }
+
+    fn is_model_not_found(&self) -> bool {
+        self.code == "model_not_found" || self.kind == "model_not_found"
+    }
 }
 
 impl std::fmt::Display for ModelError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.message)
     }
-}
-
-fn is_context_overflow(detail: &str) -> bool {
-    let detail = detail.to_ascii_lowercase();
-    detail.contains("context length")
-        || detail.contains("context window")
-        || detail.contains("maximum context")
-}
-
-/// Pulls `error.message` out of an OpenAI-style error body, else a short
-/// prefix of the body.
-fn provider_message(body: &str) -> String {
-    if let Ok(value) = serde_json::from_str::<serde_json::Value>(body) {
-        if let Some(message) = value.pointer("/error/message").and_then(|m| m.as_str()) {
-            return dsh_protocol::content::truncate_chars(message, 300);
-        }
-    }
-    dsh_protocol::content::truncate_chars(body.trim(), 300)
 }
 
 /// The configured provider.
@@ -185,5 +326,56 @@ pub(crate) fn human_duration(duration: Duration) -> String {
         format!("{} s", duration.as_secs())
     } else {
         format!("{:.1} s", duration.as_secs_f64())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 10, item 19b: errors are classified by type and code too.
+    #[test]
+    fn provider_errors_are_classified_by_type_and_code() {
+        let llama = r#"{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error"}}"#;
+        assert_eq!(
+            ModelError::from_status(400, llama, None, "x").code,
+            ErrorCode::ModelContextWindowExceeded
+        );
+        let openai = r#"{"error":{"message":"This model's maximum context length is 8192 tokens.","type":"invalid_request_error","code":"context_length_exceeded"}}"#;
+        assert_eq!(
+            ModelError::from_status(400, openai, None, "x").code,
+            ErrorCode::ModelContextWindowExceeded
+        );
+        let missing = serde_json::json!({"message":"The model `x` does not exist","type":"invalid_request_error","code":"model_not_found"});
+        let error = ModelError::from_stream(&missing);
+        assert_eq!(error.code, ErrorCode::ModelInvalidRequest);
+        assert!(!error.message.contains("try again"), "{}", error.message);
+        assert_eq!(
+            ModelError::from_status(
+                404,
+                &serde_json::json!({"error": missing}).to_string(),
+                None,
+                "x"
+            )
+            .code,
+            ErrorCode::ModelInvalidRequest
+        );
+        let overloaded = serde_json::json!({"message":"overloaded","type":"server_error"});
+        assert_eq!(
+            ModelError::from_stream(&overloaded).code,
+            ErrorCode::ModelServer
+        );
+        let echoed = ModelError::from_status(
+            401,
+            r#"{"error":{"message":"bad key sk-secret-123"}}"#,
+            None,
+            "x",
+        )
+        .redact("sk-secret-123");
+        assert!(
+            !echoed.message.contains("sk-secret-123"),
+            "{}",
+            echoed.message
+        );
     }
 }

@@ -170,14 +170,7 @@ impl ChunkParser {
             )
         })?;
         if let Some(error) = chunk.error {
-            let message = error
-                .get("message")
-                .and_then(|m| m.as_str())
-                .unwrap_or("unknown error");
-            return Err(ModelError::new(
-                ErrorCode::ModelServer,
-                format!("the provider reported an error mid-stream: {message}; try again"),
-            ));
+            return Err(ModelError::from_stream(&error));
         }
         for choice in chunk.choices {
             if let Some(delta) = choice.delta {

@@ -1,28 +1,32 @@
-//! `bash`: one fresh `bash -c` per call, in its own process group with a
-//! scrubbed environment. Runs in the client's terminal when it advertises
-//! one (the editor shows it live), else locally. Timeout (default 2 min,
-//! max 10) and cancellation kill the whole group. Output is capped keeping
-//! the tail; the full output goes to a private file.
+//! `bash`: one fresh `bash -c` per call. Runs in the client's terminal when
+//! it advertises one (the editor shows it live), else locally under dsh's
+//! command guard (`dsh_process::guard`): its own process group, a scrubbed
+//! environment, and everything it starts — background jobs, `setsid`
+//! daemons — killed when it ends. Timeout (default 2 min, max 10) and
+//! cancellation stop it the same way. The model sees the tail of the
+//! output; the output is also written to a private file as it arrives (up
+//! to 64 MiB), whose path and contents the result names.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use dsh_protocol::tool::{ToolContent, ToolKind, ToolView};
 use dsh_protocol::ErrorCode;
 use serde::Deserialize;
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::{Outcome, ToolEnv};
 use crate::client::TerminalCommand;
-use dsh_lsp_bridge::process::{kill_group, scrubbed_env};
 
 pub const DESCRIPTION: &str = "Run a shell command with bash -c in a fresh shell (nothing persists between calls: pass workdir instead of using cd). Returns the output and [exit code: N]. Default timeout 2 minutes, at most 10 (timeoutMs). If a command is denied by policy, do not retry it another way.";
 
 const DEFAULT_TIMEOUT_MS: u64 = 120_000;
 const MAX_TIMEOUT_MS: u64 = 600_000;
+/// The tail of the output the model sees.
 const INLINE_BYTES: usize = 30_000;
-const KEEP_BYTES: usize = 16 * 1024 * 1024;
+/// How much of the output the spill file keeps (its head).
+const SPILL_BYTES: u64 = 64 * 1024 * 1024;
 
 pub fn schema() -> serde_json::Value {
     serde_json::json!({
@@ -49,76 +53,39 @@ pub struct BashArgs {
     pub workdir: Option<String>,
 }
 
+/// The command as the user sees it before it runs: the title is its first
+/// line (invisible characters escaped, whitespace runs collapsed — a title
+/// cannot hide what follows), the content the whole command, escaped, and
+/// then the model's description, labelled as such: it never replaces the
+/// command.
 pub fn present(args: &BashArgs) -> ToolView {
     let first = args.command.lines().next().unwrap_or("");
-    let short = dsh_protocol::content::truncate_chars(first, 80);
-    let title = if args.command.lines().count() > 1 {
-        format!("Run {short} …")
-    } else {
-        format!("Run {short}")
-    };
-    let content = if args.description.trim().is_empty() {
-        Vec::new()
-    } else {
-        vec![ToolContent::Text {
-            text: args.description.trim().to_owned(),
-        }]
-    };
+    let more = args.command.trim_end().lines().count() > 1;
+    let title = format!(
+        "Run {}{}",
+        dsh_protocol::content::visible_title(first, 80),
+        if more { " …" } else { "" }
+    );
+    let mut content = vec![ToolContent::Text {
+        text: format!(
+            "```sh\n{}\n```",
+            dsh_protocol::content::visible(args.command.trim_end(), true)
+        ),
+    }];
+    let description = args.description.trim();
+    if !description.is_empty() {
+        content.push(ToolContent::Text {
+            text: format!(
+                "The model says it will: {}",
+                dsh_protocol::content::visible(description, false)
+            ),
+        });
+    }
     ToolView {
         title,
         kind: Some(ToolKind::Execute),
         locations: Vec::new(),
         content,
-    }
-}
-
-/// Keeps the tail of the output for the model and writes the whole of it to
-/// a private spill file when it is too long.
-fn finish_output(raw: &[u8], total: usize, env: &ToolEnv<'_>) -> String {
-    let text = String::from_utf8_lossy(raw);
-    if total <= INLINE_BYTES {
-        return text.into_owned();
-    }
-    let kept = dsh_protocol::content::tail_bytes(&text, INLINE_BYTES);
-    let spill = spill(raw, env);
-    format!(
-        "[output truncated: showing the last {} of {total} bytes; {spill}]\n{}",
-        kept.len(),
-        kept
-    )
-}
-
-fn spill(raw: &[u8], env: &ToolEnv<'_>) -> String {
-    use std::io::Write;
-    #[cfg(unix)]
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    let path = env.spill_dir.join(format!(
-        "{}.log",
-        env.call_id.replace(
-            |c: char| !c.is_ascii_alphanumeric() && c != '-' && c != '_',
-            "_"
-        )
-    ));
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    builder.mode(0o700);
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    options.mode(0o600);
-    let written = builder
-        .create(env.spill_dir)
-        .and_then(|()| options.open(&path))
-        .and_then(|mut file| file.write_all(raw));
-    match written {
-        Ok(()) if raw.len() >= KEEP_BYTES => format!(
-            "the first {} MiB are in {}",
-            KEEP_BYTES >> 20,
-            path.display()
-        ),
-        Ok(()) => format!("full output in {}", path.display()),
-        Err(err) => format!("the full output could not be saved: {err}"),
     }
 }
 
@@ -218,25 +185,152 @@ fn status_line(
     }
 }
 
+/// The output of a local command as it arrives: the tail for the model,
+/// the head in a private spill file once it outgrows the tail.
+struct Capture {
+    total: u64,
+    tail: Vec<u8>,
+    /// The output until the spill file exists.
+    head: Vec<u8>,
+    spill: Option<(tokio::fs::File, std::path::PathBuf)>,
+    spilled: u64,
+    spill_error: Option<String>,
+}
+
+impl Capture {
+    fn new() -> Capture {
+        Capture {
+            total: 0,
+            tail: Vec::new(),
+            head: Vec::new(),
+            spill: None,
+            spilled: 0,
+            spill_error: None,
+        }
+    }
+
+    async fn take(&mut self, chunk: &[u8], env_spill: &SpillTarget) {
+        self.total += chunk.len() as u64;
+        self.tail.extend_from_slice(chunk);
+        if self.tail.len() > 2 * INLINE_BYTES {
+            let cut = self.tail.len() - INLINE_BYTES;
+            self.tail.drain(..cut);
+        }
+        if self.spill.is_none() && self.spill_error.is_none() {
+            self.head.extend_from_slice(chunk);
+            if self.head.len() <= INLINE_BYTES {
+                return;
+            }
+            match env_spill.create().await {
+                Ok(spill) => self.spill = Some(spill),
+                Err(err) => {
+                    self.spill_error = Some(err);
+                    self.head = Vec::new();
+                    return;
+                }
+            }
+            let head = std::mem::take(&mut self.head);
+            self.write_spill(&head).await;
+        } else if self.spill.is_some() {
+            self.write_spill(chunk).await;
+        }
+    }
+
+    async fn write_spill(&mut self, bytes: &[u8]) {
+        let room = SPILL_BYTES.saturating_sub(self.spilled) as usize;
+        let Some((file, _)) = self.spill.as_mut() else {
+            return;
+        };
+        let part = &bytes[..bytes.len().min(room)];
+        if part.is_empty() {
+            return;
+        }
+        match file.write_all(part).await {
+            Ok(()) => self.spilled += part.len() as u64,
+            Err(err) => self.spill_error = Some(err.to_string()),
+        }
+    }
+
+    /// The text the model sees: all of a short output, else the tail with a
+    /// note saying what the spill file holds.
+    async fn finish(mut self) -> String {
+        if let Some((file, _)) = self.spill.as_mut() {
+            if let Err(err) = file.flush().await {
+                self.spill_error.get_or_insert(err.to_string());
+            }
+        }
+        let total = self.total;
+        if total <= INLINE_BYTES as u64 {
+            let all = if self.spill.is_some() {
+                &self.tail
+            } else {
+                &self.head
+            };
+            return String::from_utf8_lossy(all).into_owned();
+        }
+        let text = String::from_utf8_lossy(&self.tail);
+        let kept = dsh_protocol::content::tail_bytes(&text, INLINE_BYTES);
+        let saved = match (&self.spill, &self.spill_error) {
+            (_, Some(err)) => format!("the full output could not be saved: {err}"),
+            (Some((_, path)), None) if self.spilled < total => format!(
+                "the first {} MiB of it are in {}",
+                SPILL_BYTES >> 20,
+                path.display()
+            ),
+            (Some((_, path)), None) => format!("the full output is in {}", path.display()),
+            (None, None) => "the full output was not saved".to_owned(),
+        };
+        format!(
+            "[output truncated: showing the last {} of {total} bytes; {saved}]\n{kept}",
+            kept.len()
+        )
+    }
+}
+
+/// Where a call's spill file goes: `<spill dir>/<call id>.log`, directory
+/// 0700, file 0600, created only if it does not exist.
+struct SpillTarget {
+    path: std::path::PathBuf,
+}
+
+impl SpillTarget {
+    fn new(env: &ToolEnv<'_>) -> SpillTarget {
+        let name = env.call_id.replace(
+            |c: char| !c.is_ascii_alphanumeric() && c != '-' && c != '_',
+            "_",
+        );
+        SpillTarget {
+            path: env.spill_dir.join(format!("{name}.log")),
+        }
+    }
+
+    async fn create(&self) -> Result<(tokio::fs::File, std::path::PathBuf), String> {
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        let mut builder = tokio::fs::DirBuilder::new();
+        builder.recursive(true).mode(0o700);
+        builder.create(dir).await.map_err(|err| err.to_string())?;
+        let file = tokio::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&self.path)
+            .await
+            .map_err(|err| format!("{}: {err}", self.path.display()))?;
+        Ok((file, self.path.clone()))
+    }
+}
+
 async fn run_locally(
     args: &BashArgs,
     workdir: &Path,
     timeout: Duration,
     env: &ToolEnv<'_>,
 ) -> Outcome {
-    let mut command = tokio::process::Command::new("bash");
+    let mut command = env.spawner.guarded("bash", ["-c", args.command.as_str()]);
     command
-        .arg("-c")
-        .arg(&args.command)
         .current_dir(workdir)
-        .env_clear()
-        .envs(scrubbed_env())
-        .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    dsh_lsp_bridge::process::die_with_parent(&mut command);
+        .stderr(std::process::Stdio::piped());
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(err) => {
@@ -244,9 +338,9 @@ async fn run_locally(
         }
     };
     let pgid = child.id().unwrap_or(0);
-    // Both streams go into one buffer in arrival order, keeping a bounded
-    // amount; `total` counts everything.
-    let buffer = Arc::new(Mutex::new((Vec::<u8>::new(), 0usize)));
+    // Both streams go into one capture in arrival order.
+    let capture = Arc::new(tokio::sync::Mutex::new(Capture::new()));
+    let spill = Arc::new(SpillTarget::new(env));
     let mut readers = Vec::new();
     for stream in [
         child
@@ -258,25 +352,15 @@ async fn run_locally(
     .into_iter()
     .flatten()
     {
-        let buffer = buffer.clone();
+        let capture = capture.clone();
+        let spill = spill.clone();
         readers.push(tokio::spawn(async move {
             let mut stream = stream;
-            let mut chunk = [0u8; 8192];
+            let mut chunk = vec![0u8; 16 * 1024];
             loop {
                 match stream.read(&mut chunk).await {
                     Ok(0) | Err(_) => break,
-                    Ok(n) => {
-                        let mut guard = buffer.lock().unwrap_or_else(|p| p.into_inner());
-                        guard.1 += n;
-                        if guard.0.len() < KEEP_BYTES {
-                            guard.0.extend_from_slice(&chunk[..n]);
-                        } else {
-                            // Keep the tail: drop the oldest half once full.
-                            let half = guard.0.len() / 2;
-                            guard.0.drain(..half);
-                            guard.0.extend_from_slice(&chunk[..n]);
-                        }
-                    }
+                    Ok(n) => capture.lock().await.take(&chunk[..n], &spill).await,
                 }
             }
         }));
@@ -286,28 +370,25 @@ async fn run_locally(
         () = tokio::time::sleep(timeout) => (None, true, false),
         () = env.cancel.cancelled() => (None, false, true),
     };
-    // Reap the whole group: a timed-out or cancelled command, and anything a
-    // finished command left running in the background.
+    // A timed-out or cancelled command: the guard kills everything it
+    // started; its group is killed if it does not exit in time.
     if timed_out || cancelled {
-        kill_group(pgid);
-        let _ = child.wait().await;
+        dsh_process::stop_guarded(&mut child, pgid, Duration::from_millis(1000)).await;
     }
     let drained = tokio::time::timeout(
         Duration::from_millis(500),
         futures::future::join_all(readers.iter_mut()),
     )
     .await;
-    kill_group(pgid);
+    // Anything left in the group (no guard, or one that died) goes too.
+    dsh_process::kill_group(pgid);
     if drained.is_err() {
         for reader in &readers {
             reader.abort();
         }
     }
-    let (raw, total) = {
-        let guard = buffer.lock().unwrap_or_else(|p| p.into_inner());
-        (guard.0.clone(), guard.1)
-    };
-    let mut output = finish_output(&raw, total, env);
+    let capture = std::mem::replace(&mut *capture.lock().await, Capture::new());
+    let mut output = capture.finish().await;
     if !output.is_empty() && !output.ends_with('\n') {
         output.push('\n');
     }

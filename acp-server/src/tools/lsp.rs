@@ -131,13 +131,12 @@ fn symbol_column(line: &str, symbol: &str) -> Option<u32> {
     Some(line[..byte].encode_utf16().count() as u32)
 }
 
+/// The largest document sent to a language server (the seeds'
+/// `maxDocumentBytes`).
+const MAX_DOCUMENT_BYTES: u64 = 4_000_000;
+
 async fn file_text(path: &Path, env: &ToolEnv<'_>) -> Result<String, String> {
-    if env.frontend.caps().read_text_file {
-        return env.frontend.read_text_file(path).await;
-    }
-    let bytes =
-        std::fs::read(path).map_err(|err| format!("Cannot read {}: {err}", path.display()))?;
-    String::from_utf8(bytes).map_err(|_| format!("{} is not a UTF-8 text file.", path.display()))
+    super::fs::read_text(path, MAX_DOCUMENT_BYTES, env).await
 }
 
 pub async fn run(args: &LspArgs, path: &Path, env: &ToolEnv<'_>) -> Outcome {

@@ -28,6 +28,17 @@ use crate::permission::Access;
 
 pub use paths::{canonical_roots, display_path};
 
+/// What planning a call may look at (nothing it does has effects).
+pub struct PlanEnv<'a> {
+    /// Session working directory.
+    pub cwd: &'a Path,
+    /// Canonical workspace roots.
+    pub roots: &'a [PathBuf],
+    /// Language-server settings (to see whether a query would start a
+    /// program from the workspace).
+    pub lsp: &'a dsh_lsp_bridge::BridgeSettings,
+}
+
 /// What a tool run may use.
 pub struct ToolEnv<'a> {
     /// Session working directory.
@@ -46,6 +57,8 @@ pub struct ToolEnv<'a> {
     pub mcp: Option<std::sync::Arc<crate::mcp::McpHub>>,
     /// The session's language servers (created on first use).
     pub lsp: &'a (dyn Fn() -> std::sync::Arc<dsh_lsp_bridge::Bridge> + Send + Sync),
+    /// How children are started.
+    pub spawner: &'a dsh_process::Spawner,
 }
 
 /// A parsed, presented call.
@@ -191,11 +204,13 @@ pub fn fallback_view(name: &str) -> ToolView {
     }
 }
 
-/// Parses and presents a call.
+/// Parses and presents a call. Titles are made safe to show (see
+/// [`dsh_protocol::content::visible_title`]): arguments come from the model.
 ///
 /// # Errors
 /// Unknown tool or invalid arguments, as an outcome for the model.
-pub fn plan(name: &str, arguments: &str, cwd: &Path) -> Result<Planned, Refusal> {
+pub fn plan(name: &str, arguments: &str, env: &PlanEnv<'_>) -> Result<Planned, Refusal> {
+    let cwd = env.cwd;
     let (call, view, access, parallel) = match name {
         "read" => {
             let args: fs::ReadArgs = parse(name, arguments)?;
@@ -267,12 +282,17 @@ pub fn plan(name: &str, arguments: &str, cwd: &Path) -> Result<Planned, Refusal>
             lsp::validate(&args)?;
             let path = paths::resolve(cwd, &args.file_path)?;
             let view = lsp::present(&args, &path, cwd);
-            (
-                Call::Lsp(args, path.clone()),
-                view,
-                Access::Read(vec![path]),
-                true,
-            )
+            // A server found only inside the workspace is a program from
+            // the repository: the policy decides whether it may start.
+            let access = match dsh_lsp_bridge::Bridge::workspace_program(env.lsp, &path, env.roots)
+            {
+                Some((_, program)) => Access::Launch {
+                    program,
+                    reads: vec![path.clone()],
+                },
+                None => Access::Read(vec![path.clone()]),
+            };
+            (Call::Lsp(args, path), view, access, true)
         }
         "todo_write" => {
             let args: todo::TodoArgs = parse(name, arguments)?;
@@ -295,6 +315,10 @@ pub fn plan(name: &str, arguments: &str, cwd: &Path) -> Result<Planned, Refusal>
             ));
         }
     };
+    let view = ToolView {
+        title: dsh_protocol::content::visible_title(&view.title, 200),
+        ..view
+    };
     Ok(Planned {
         call,
         name: name.to_owned(),
@@ -308,7 +332,10 @@ pub fn plan(name: &str, arguments: &str, cwd: &Path) -> Result<Planned, Refusal>
 /// policy as an external call, run by the session's hub.
 pub fn plan_mcp(tool: crate::mcp::McpTool, arguments: &str) -> Planned {
     let view = ToolView {
-        title: format!("{}: {}", tool.server, tool.tool),
+        title: dsh_protocol::content::visible_title(
+            &format!("{}: {}", tool.server, tool.tool),
+            200,
+        ),
         kind: Some(ToolKind::Other),
         ..ToolView::default()
     };

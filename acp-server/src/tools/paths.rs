@@ -3,17 +3,22 @@
 //! symlinks resolved), so the permission policy sees where a call really
 //! lands and the tool operates on exactly that path.
 
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use dsh_protocol::ErrorCode;
 
 use super::Refusal;
 
-/// Resolves `raw` against `cwd` and canonicalizes it. A path that does not
-/// exist yet is its deepest existing ancestor, canonicalized, plus the rest.
+/// Resolves `raw` against `cwd` to the path a call really lands on:
+/// canonicalized the way the OS resolves it, `..` and symlinks followed. A
+/// path that does not exist (yet) is resolved the way the kernel would
+/// create it: existing parts canonically, symlinks followed even when they
+/// dangle (a link's target resolved against the link's directory), so
+/// `notes.md → /elsewhere/missing` is `/elsewhere/missing`, not a file in
+/// the workspace.
 ///
 /// # Errors
-/// An empty path, or a path whose missing part contains `..`.
+/// An empty path, or a symlink loop.
 pub fn resolve(cwd: &Path, raw: &str) -> Result<PathBuf, Refusal> {
     let raw = raw.trim();
     if raw.is_empty() {
@@ -31,31 +36,74 @@ pub fn resolve(cwd: &Path, raw: &str) -> Result<PathBuf, Refusal> {
     if let Ok(canonical) = joined.canonicalize() {
         return Ok(canonical);
     }
-    let mut existing = joined.clone();
-    let mut rest = Vec::new();
-    while let Some(name) = existing.file_name() {
-        rest.push(name.to_owned());
-        existing.pop();
-        if let Ok(canonical) = existing.canonicalize() {
-            let mut path = canonical;
-            for part in rest.iter().rev() {
-                path.push(part);
+    follow(&joined).map_err(|why| {
+        Refusal::new(
+            ErrorCode::InvalidToolArgs,
+            format!("Cannot resolve the path {}: {why}.", joined.display()),
+        )
+    })
+}
+
+/// One step of a path still to resolve.
+enum Part {
+    Root,
+    Parent,
+    Name(std::ffi::OsString),
+}
+
+fn parts(path: &Path) -> impl DoubleEndedIterator<Item = Part> + '_ {
+    path.components().filter_map(|component| match component {
+        Component::RootDir | Component::Prefix(_) => Some(Part::Root),
+        Component::CurDir => None,
+        Component::ParentDir => Some(Part::Parent),
+        Component::Normal(name) => Some(Part::Name(name.to_owned())),
+    })
+}
+
+/// Resolves an absolute path component by component, following every
+/// symlink met on the way (dangling ones included). Like the kernel, it
+/// refuses to climb (`..`) out of a directory that does not exist, and
+/// gives up after 40 links.
+fn follow(path: &Path) -> Result<PathBuf, &'static str> {
+    let mut resolved = PathBuf::from("/");
+    // A stack: the next part is on top.
+    let mut pending: Vec<Part> = parts(path).rev().collect();
+    let mut links = 0;
+    let mut missing = false;
+    while let Some(part) = pending.pop() {
+        match part {
+            Part::Root => {
+                resolved = PathBuf::from("/");
+                missing = false;
             }
-            // The missing tail holds only plain names (`file_name` never
-            // yields `..`), so it cannot climb out of the canonical ancestor.
-            return Ok(path);
-        }
-        if existing.as_os_str().is_empty() || existing == Path::new("/") {
-            break;
+            Part::Parent if missing => {
+                return Err("it climbs out of a directory that does not exist")
+            }
+            Part::Parent => {
+                resolved.pop();
+            }
+            Part::Name(name) => {
+                let next = resolved.join(&name);
+                match std::fs::symlink_metadata(&next) {
+                    Ok(meta) if meta.file_type().is_symlink() => {
+                        links += 1;
+                        if links > 40 {
+                            return Err("it goes through too many symbolic links (a loop?)");
+                        }
+                        let target = std::fs::read_link(&next)
+                            .map_err(|_| "a symbolic link on the way cannot be read")?;
+                        pending.extend(parts(&target).rev());
+                    }
+                    Ok(_) => resolved = next,
+                    Err(_) => {
+                        resolved = next;
+                        missing = true;
+                    }
+                }
+            }
         }
     }
-    Err(Refusal::new(
-        ErrorCode::InvalidToolArgs,
-        format!(
-            "Cannot resolve the path {}: no part of it exists.",
-            joined.display()
-        ),
-    ))
+    Ok(resolved)
 }
 
 /// Canonical forms of the session roots (cwd first).
@@ -104,5 +152,35 @@ mod tests {
             let escaped = resolve(&root, "link/hostname-new").unwrap();
             assert!(escaped.starts_with("/etc"), "{escaped:?}");
         }
+    }
+
+    /// Issue 10, item 2: a dangling link inside the workspace resolves to
+    /// its target outside, relative links against their own directory, and
+    /// chains and loops are handled.
+    #[cfg(unix)]
+    #[test]
+    fn dangling_symlinks_resolve_to_their_targets() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let far = outside.path().canonicalize().unwrap();
+        std::os::unix::fs::symlink(far.join("missing.md"), root.join("notes.md")).unwrap();
+        assert_eq!(resolve(&root, "notes.md").unwrap(), far.join("missing.md"));
+        std::fs::create_dir(root.join("sub")).unwrap();
+        std::os::unix::fs::symlink("../../escape/x", root.join("sub/rel")).unwrap();
+        assert_eq!(
+            resolve(&root, "sub/rel").unwrap(),
+            root.parent().unwrap().join("escape/x")
+        );
+        assert!(resolve(&root, "missing/../../x").is_err());
+        std::os::unix::fs::symlink("notes.md", root.join("chain")).unwrap();
+        assert_eq!(resolve(&root, "chain").unwrap(), far.join("missing.md"));
+        std::os::unix::fs::symlink("loop2", root.join("loop1")).unwrap();
+        std::os::unix::fs::symlink("loop1", root.join("loop2")).unwrap();
+        assert!(resolve(&root, "loop1").is_err());
+        assert_eq!(
+            resolve(&root, "new/dir/f.txt").unwrap(),
+            root.join("new/dir/f.txt")
+        );
     }
 }

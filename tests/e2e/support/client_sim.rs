@@ -68,6 +68,9 @@ pub struct ClientSim {
     pub terminal_calls: Mutex<Vec<String>>,
     /// Client methods dsh called without the capability being advertised.
     pub violations: Mutex<Vec<String>>,
+    /// When set, `fs/write_text_file` fails with this as the error's `data`
+    /// (as acpx does when its user denies the write).
+    pub fail_writes: Mutex<Option<String>>,
     terminals: Mutex<HashMap<String, Terminal>>,
 }
 
@@ -188,6 +191,10 @@ impl ClientSim {
                 .lock()
                 .unwrap()
                 .push("fs/write_text_file".into());
+        }
+        if let Some(data) = self.fail_writes.lock().unwrap().clone() {
+            return responder
+                .respond_with_error(agent_client_protocol::Error::internal_error().data(data));
         }
         self.writes
             .lock()

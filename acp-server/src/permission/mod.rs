@@ -1,0 +1,778 @@
+//! The permission policy: one pure function from (mode, what a tool call
+//! touches, session rules) to allow / deny / ask. Every front end uses it;
+//! tools never check permissions themselves.
+//!
+//! Modes, from strictest:
+//! - `read-only`: reads inside the roots only; no writes, no commands;
+//! - `ask` (default): reads inside the roots are free; writes, commands and
+//!   anything outside the roots ask;
+//! - `accept-edits`: writes inside the roots are automatic; commands and
+//!   outside access ask;
+//! - `full-access`: nothing asks.
+//!
+//! Besides the mode, some things are guarded by what they are:
+//! - a program from the workspace (a language server in `node_modules/.bin`)
+//!   is a command from the repository: asked once per program and session,
+//!   refused in read-only;
+//! - [`Protected`] paths (`.git/` internals, `.envrc`, editor task files, …)
+//!   turn an edit into code execution: always asked, never remembered,
+//!   refused in read-only; dsh's own home (`$DSH_HOME`: configuration and
+//!   session logs) is refused below full-access.
+//!
+//! "Always" answers become session rules scoped to what was asked: a tool on
+//! one path, or a command and its subcommand for `bash` ([`shell::scope`]).
+//! A rule never widens: an allow rule matches only a plain command line
+//! (see [`shell`]); reject rules see through quoting, wrappers and nested
+//! commands; writes outside the roots are never automatic below
+//! `full-access`.
+
+pub mod shell;
+
+use std::path::{Path, PathBuf};
+
+use dsh_protocol::log::PermissionRule;
+
+/// Session permission mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Reads inside roots only.
+    ReadOnly,
+    /// Ask for writes, commands and outside access.
+    Ask,
+    /// Writes inside roots are automatic.
+    AcceptEdits,
+    /// No prompts.
+    FullAccess,
+}
+
+impl Mode {
+    /// All modes, in menu order.
+    pub const ALL: [Mode; 4] = [
+        Mode::ReadOnly,
+        Mode::Ask,
+        Mode::AcceptEdits,
+        Mode::FullAccess,
+    ];
+
+    /// The option value id.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::ReadOnly => "read-only",
+            Mode::Ask => "ask",
+            Mode::AcceptEdits => "accept-edits",
+            Mode::FullAccess => "full-access",
+        }
+    }
+
+    /// Parses an option value id.
+    pub fn parse(value: &str) -> Option<Mode> {
+        Self::ALL.into_iter().find(|mode| mode.as_str() == value)
+    }
+
+    /// Display name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::ReadOnly => "Read only",
+            Mode::Ask => "Ask",
+            Mode::AcceptEdits => "Accept edits",
+            Mode::FullAccess => "Full access",
+        }
+    }
+
+    /// One-line description.
+    pub fn description(self) -> &'static str {
+        match self {
+            Mode::ReadOnly => "Reads inside the workspace only; no edits, no commands",
+            Mode::Ask => "Reads are free; edits, commands and outside access ask first",
+            Mode::AcceptEdits => "Edits inside the workspace are automatic; commands ask",
+            Mode::FullAccess => "Everything runs without asking",
+        }
+    }
+}
+
+/// What a tool call would touch, with canonical paths.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Access {
+    /// Touches nothing outside the session (plans).
+    None,
+    /// Reads these paths.
+    Read(Vec<PathBuf>),
+    /// Writes these paths.
+    Write(Vec<PathBuf>),
+    /// Calls a tool outside dsh (an MCP server); its effects are unknown.
+    External,
+    /// Runs a shell command in a directory.
+    Execute {
+        /// The command line.
+        command: String,
+        /// Working directory (canonical).
+        workdir: PathBuf,
+    },
+    /// Starts a program found inside the workspace (a language server in
+    /// `node_modules/.bin`, say) to read these paths.
+    Launch {
+        /// The program.
+        program: PathBuf,
+        /// What the call reads with it.
+        reads: Vec<PathBuf>,
+    },
+}
+
+/// The policy's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Run it.
+    Allow,
+    /// Do not run it; the reason is shown to the model.
+    Deny(String),
+    /// Ask the user; the reason explains why.
+    Ask(String),
+}
+
+/// Paths whose change can make programs run code (git hooks and config,
+/// direnv, editor task files, package-manager settings) and dsh's own home.
+#[derive(Debug, Clone)]
+pub struct Protected {
+    patterns: globset::GlobSet,
+    home: PathBuf,
+}
+
+impl Protected {
+    /// Protected by default; `[permissions] protected_paths` adds to them.
+    pub const DEFAULT: &'static [&'static str] = &[
+        "**/.git",
+        "**/.git/**",
+        "**/.envrc",
+        "**/.env.local",
+        "**/.vscode/tasks.json",
+        "**/.vscode/settings.json",
+        "**/.vscode/launch.json",
+        "**/.idea/workspace.xml",
+        "**/.idea/runConfigurations/**",
+        "**/.husky/**",
+        "**/.githooks/**",
+        "**/.pre-commit-config.yaml",
+        "**/.cargo/config",
+        "**/.cargo/config.toml",
+        "**/.npmrc",
+        "**/.yarnrc",
+        "**/.yarnrc.yml",
+        "**/.devcontainer/**",
+    ];
+
+    /// The default patterns plus `extra`, and `home` (`$DSH_HOME`).
+    ///
+    /// # Errors
+    /// A pattern that is not a valid glob.
+    pub fn new(extra: &[String], home: &Path) -> Result<Protected, String> {
+        let mut builder = globset::GlobSetBuilder::new();
+        for pattern in Self::DEFAULT
+            .iter()
+            .copied()
+            .chain(extra.iter().map(String::as_str))
+        {
+            let glob = globset::GlobBuilder::new(pattern)
+                .literal_separator(true)
+                .build()
+                .map_err(|err| format!("invalid protected path {pattern:?}: {err}"))?;
+            builder.add(glob);
+        }
+        Ok(Protected {
+            patterns: builder
+                .build()
+                .map_err(|err| format!("invalid protected paths: {err}"))?,
+            home: home.canonicalize().unwrap_or_else(|_| home.to_path_buf()),
+        })
+    }
+
+    /// Whether `path` is inside dsh's own home.
+    pub fn in_home(&self, path: &Path) -> bool {
+        path.starts_with(&self.home)
+    }
+
+    /// Whether changing `path` can make a program run code.
+    pub fn guards(&self, path: &Path) -> bool {
+        self.patterns.is_match(path)
+    }
+}
+
+/// What the policy knows about the session besides its mode and rules.
+#[derive(Debug, Clone, Copy)]
+pub struct Context<'a> {
+    /// Canonical workspace roots (cwd first).
+    pub roots: &'a [PathBuf],
+    /// Protected paths.
+    pub protected: &'a Protected,
+    /// Start language servers from the workspace without asking.
+    pub trust_workspace_servers: bool,
+}
+
+/// Whether `path` is inside one of `roots` (all canonical).
+pub fn inside(path: &Path, roots: &[PathBuf]) -> bool {
+    roots.iter().any(|root| path.starts_with(root))
+}
+
+/// What an "always" answer for a call would remember.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Remember {
+    /// Nothing: a rule could not safely match this call again (a compound
+    /// command, a protected path), so "always" is not offered.
+    Never,
+    /// The whole tool (MCP tools).
+    Tool,
+    /// One path, program or command prefix.
+    Scope(String),
+}
+
+/// The answers a permission prompt offers for a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Choices {
+    /// "Allow once" is offered (not for starting a workspace program, whose
+    /// approval lasts the session: the server keeps running).
+    pub once: bool,
+    /// What "always" would remember.
+    pub remember: Remember,
+}
+
+/// The answers to offer when asking about `access`.
+pub fn choices(access: &Access, ctx: &Context<'_>) -> Choices {
+    let remember = match access {
+        Access::None => Remember::Never,
+        Access::External => Remember::Tool,
+        Access::Read(paths) | Access::Write(paths) => match paths.as_slice() {
+            [path] if !ctx.protected.guards(path) && !ctx.protected.in_home(path) => {
+                Remember::Scope(path.display().to_string())
+            }
+            _ => Remember::Never,
+        },
+        Access::Execute { command, .. } => shell::analyze(command)
+            .plain
+            .and_then(|words| shell::scope(&words))
+            .map_or(Remember::Never, |scope| Remember::Scope(scope.join(" "))),
+        Access::Launch { program, .. } => Remember::Scope(program.display().to_string()),
+    };
+    Choices {
+        once: !matches!(access, Access::Launch { .. }),
+        remember,
+    }
+}
+
+/// The scope string a rule stores for an "always" answer, if one may be
+/// stored (see [`choices`]).
+pub fn rule_scope(access: &Access, ctx: &Context<'_>) -> Option<Option<String>> {
+    match choices(access, ctx).remember {
+        Remember::Never => None,
+        Remember::Tool => Some(None),
+        Remember::Scope(scope) => Some(Some(scope)),
+    }
+}
+
+fn rule_matches(rule: &PermissionRule, tool: &str, access: &Access) -> shell::Match {
+    use shell::Match;
+    if rule.tool != tool {
+        return Match::No;
+    }
+    let Some(scope) = &rule.scope else {
+        return Match::Yes;
+    };
+    let yes = |matched: bool| if matched { Match::Yes } else { Match::No };
+    match access {
+        Access::None | Access::External => Match::Yes,
+        Access::Read(paths) | Access::Write(paths) => {
+            yes(!paths.is_empty() && paths.iter().all(|p| Path::new(scope) == p))
+        }
+        Access::Launch { program, .. } => yes(Path::new(scope) == program),
+        Access::Execute { command, .. } => {
+            let analysis = shell::analyze(command);
+            let wanted: Vec<&str> = scope.split_whitespace().collect();
+            if rule.allow {
+                // An allow rule covers only a plain command whose rule
+                // would be exactly this one.
+                let scoped = analysis.plain.as_deref().and_then(shell::scope);
+                yes(scoped.is_some_and(|words| {
+                    words.iter().map(String::as_str).eq(wanted.iter().copied())
+                }))
+            } else {
+                shell::reject_matches(&analysis, &wanted)
+            }
+        }
+    }
+}
+
+/// Decides one tool call. `rules` are the session's remembered answers,
+/// newest last (a later rule wins).
+pub fn decide(
+    mode: Mode,
+    tool: &str,
+    access: &Access,
+    ctx: &Context<'_>,
+    rules: &[PermissionRule],
+) -> Decision {
+    let denied = |what: &str| {
+        Decision::Deny(format!(
+            "[permission: {what} is not allowed in {} mode] This is a policy decision, not an error: do not retry it another way. Tell the user what you need and that they can switch the mode.",
+            mode.as_str()
+        ))
+    };
+    let read_decision = |paths: &[PathBuf]| {
+        let outside = paths.iter().any(|p| !inside(p, ctx.roots));
+        match (mode, outside) {
+            (_, false) | (Mode::FullAccess, true) => Decision::Allow,
+            (Mode::ReadOnly, true) => denied("reading outside the workspace"),
+            (_, true) => Decision::Ask("reads a path outside the workspace".to_owned()),
+        }
+    };
+    // `rules_apply`: whether an allow rule may turn the ask into an allow.
+    let (base, rules_apply) = match access {
+        Access::None => return Decision::Allow,
+        Access::Read(paths) => (read_decision(paths), true),
+        Access::Launch { program, reads } => {
+            let read = read_decision(reads);
+            if matches!(read, Decision::Deny(_)) {
+                return read;
+            }
+            let launch = if ctx.trust_workspace_servers {
+                Decision::Allow
+            } else {
+                match mode {
+                    Mode::ReadOnly => {
+                        return denied(&format!(
+                            "starting {}, a program from the workspace,",
+                            program.display()
+                        ))
+                    }
+                    Mode::FullAccess => Decision::Allow,
+                    Mode::Ask | Mode::AcceptEdits => Decision::Ask(format!(
+                        "starts {}, a program from the workspace",
+                        program.display()
+                    )),
+                }
+            };
+            match (read, launch) {
+                (Decision::Allow, Decision::Allow) => (Decision::Allow, true),
+                (Decision::Ask(reason), _) | (_, Decision::Ask(reason)) => {
+                    (Decision::Ask(reason), true)
+                }
+                (other, _) => (other, true),
+            }
+        }
+        Access::Write(paths) => {
+            let outside = paths.iter().any(|p| !inside(p, ctx.roots));
+            if mode == Mode::ReadOnly {
+                return denied("changing files");
+            }
+            if mode != Mode::FullAccess {
+                if let Some(path) = paths.iter().find(|p| ctx.protected.in_home(p)) {
+                    return Decision::Deny(format!(
+                        "[permission: {} is dsh's own state ($DSH_HOME: configuration and session logs); tools may change it only in full-access mode] Do not retry it another way.",
+                        path.display()
+                    ));
+                }
+            }
+            let protected = paths.iter().find(|p| ctx.protected.guards(p));
+            match (mode, outside, protected) {
+                (Mode::FullAccess, _, _) => (Decision::Allow, true),
+                (_, _, Some(path)) => (
+                    Decision::Ask(format!(
+                        "changes {}, a file that can make programs run code",
+                        path.display()
+                    )),
+                    false,
+                ),
+                (Mode::AcceptEdits, false, None) => (Decision::Allow, true),
+                (_, true, None) => (
+                    Decision::Ask("writes outside the workspace".to_owned()),
+                    // Writes outside the roots are never automatic below full-access.
+                    false,
+                ),
+                (_, false, None) => (Decision::Ask("changes a file".to_owned()), true),
+            }
+        }
+        Access::External => match mode {
+            Mode::ReadOnly => return denied("calling MCP tools"),
+            Mode::FullAccess => (Decision::Allow, true),
+            Mode::Ask | Mode::AcceptEdits => (Decision::Ask("calls an MCP tool".to_owned()), true),
+        },
+        Access::Execute { .. } => match mode {
+            Mode::ReadOnly => return denied("running commands"),
+            Mode::FullAccess => (Decision::Allow, true),
+            Mode::Ask | Mode::AcceptEdits => (Decision::Ask("runs a command".to_owned()), true),
+        },
+    };
+    // The newest rule that matches wins; a reject rule that may match
+    // (the line runs something decided at run time) keeps it from running
+    // unasked.
+    let mut maybe_rejected = false;
+    let newest = rules
+        .iter()
+        .rev()
+        .find(|rule| match rule_matches(rule, tool, access) {
+            shell::Match::Yes => true,
+            shell::Match::Maybe => {
+                maybe_rejected |= !rule.allow;
+                false
+            }
+            shell::Match::No => false,
+        });
+    match newest {
+        Some(rule) if !rule.allow => Decision::Deny(format!(
+            "The user chose to always reject {tool}{}. Do not retry it another way; ask the user how to proceed.",
+            rule.scope.as_deref().map(|s| format!(" for {s}")).unwrap_or_default()
+        )),
+        Some(_) if rules_apply => Decision::Allow,
+        _ if base == Decision::Allow && maybe_rejected => Decision::Ask(
+            "runs a command decided at run time, which could be one the user chose to always reject"
+                .to_owned(),
+        ),
+        _ => base,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn roots() -> Vec<PathBuf> {
+        vec![PathBuf::from("/w")]
+    }
+
+    fn protected() -> Protected {
+        Protected::new(&["**/secret.cfg".to_owned()], Path::new("/home/u/.dsh")).unwrap()
+    }
+
+    fn rule(tool: &str, scope: Option<&str>, allow: bool) -> PermissionRule {
+        PermissionRule {
+            tool: tool.into(),
+            scope: scope.map(Into::into),
+            allow,
+        }
+    }
+
+    fn check(mode: Mode, tool: &str, access: Access, rules: &[PermissionRule]) -> &'static str {
+        let (roots, protected) = (roots(), protected());
+        let ctx = Context {
+            roots: &roots,
+            protected: &protected,
+            trust_workspace_servers: false,
+        };
+        match decide(mode, tool, &access, &ctx, rules) {
+            Decision::Allow => "allow",
+            Decision::Deny(_) => "deny",
+            Decision::Ask(_) => "ask",
+        }
+    }
+
+    #[test]
+    fn mode_table() {
+        let read_in = || Access::Read(vec!["/w/a".into()]);
+        let read_out = || Access::Read(vec!["/etc/passwd".into()]);
+        let write_in = || Access::Write(vec!["/w/a".into()]);
+        let write_out = || Access::Write(vec!["/tmp/x".into()]);
+        let exec = || Access::Execute {
+            command: "ls".into(),
+            workdir: "/w".into(),
+        };
+        let table = [
+            (Mode::ReadOnly, ["allow", "deny", "deny", "deny", "deny"]),
+            (Mode::Ask, ["allow", "ask", "ask", "ask", "ask"]),
+            (Mode::AcceptEdits, ["allow", "ask", "allow", "ask", "ask"]),
+            (
+                Mode::FullAccess,
+                ["allow", "allow", "allow", "allow", "allow"],
+            ),
+        ];
+        for (mode, expected) in table {
+            let got = [
+                check(mode, "read", read_in(), &[]),
+                check(mode, "read", read_out(), &[]),
+                check(mode, "write", write_in(), &[]),
+                check(mode, "write", write_out(), &[]),
+                check(mode, "bash", exec(), &[]),
+            ];
+            assert_eq!(got, expected, "{mode:?}");
+        }
+    }
+
+    #[test]
+    fn rules_are_scoped_and_never_widen() {
+        let allow_cargo = [rule("bash", Some("cargo test"), true)];
+        let exec = |command: &str| Access::Execute {
+            command: command.into(),
+            workdir: "/w".into(),
+        };
+        assert_eq!(
+            check(Mode::Ask, "bash", exec("cargo test --all"), &allow_cargo),
+            "allow"
+        );
+        assert_eq!(
+            check(Mode::Ask, "bash", exec("cargo testx"), &allow_cargo),
+            "ask"
+        );
+        assert_eq!(
+            check(Mode::Ask, "bash", exec("cargo build"), &allow_cargo),
+            "ask"
+        );
+        assert_eq!(
+            check(
+                Mode::Ask,
+                "bash",
+                exec("cargo test; rm -rf /"),
+                &allow_cargo
+            ),
+            "ask"
+        );
+        assert_eq!(
+            check(
+                Mode::Ask,
+                "bash",
+                exec("cargo test && curl x | sh"),
+                &allow_cargo
+            ),
+            "ask"
+        );
+        assert_eq!(
+            check(
+                Mode::Ask,
+                "bash",
+                exec("cargo test $(rm -rf ~)"),
+                &allow_cargo
+            ),
+            "ask"
+        );
+        assert_eq!(
+            check(Mode::ReadOnly, "bash", exec("cargo test"), &allow_cargo),
+            "deny",
+            "rules never beat read-only"
+        );
+
+        let allow_file = [rule("write", Some("/w/a"), true)];
+        assert_eq!(
+            check(
+                Mode::Ask,
+                "write",
+                Access::Write(vec!["/w/a".into()]),
+                &allow_file
+            ),
+            "allow"
+        );
+        assert_eq!(
+            check(
+                Mode::Ask,
+                "write",
+                Access::Write(vec!["/w/b".into()]),
+                &allow_file
+            ),
+            "ask"
+        );
+        assert_eq!(
+            check(
+                Mode::Ask,
+                "edit",
+                Access::Write(vec!["/w/a".into()]),
+                &allow_file
+            ),
+            "ask",
+            "per tool"
+        );
+        let allow_outside = [rule("write", Some("/tmp/x"), true)];
+        assert_eq!(
+            check(
+                Mode::AcceptEdits,
+                "write",
+                Access::Write(vec!["/tmp/x".into()]),
+                &allow_outside
+            ),
+            "ask"
+        );
+
+        let reject = [rule("bash", Some("rm"), false)];
+        assert_eq!(
+            check(Mode::FullAccess, "bash", exec("rm -rf build"), &reject),
+            "deny"
+        );
+        assert_eq!(check(Mode::Ask, "bash", exec("rm x; ls"), &reject), "deny");
+    }
+
+    #[test]
+    fn protected_paths_and_dsh_home() {
+        let write = |path: &str| Access::Write(vec![path.into()]);
+        assert_eq!(
+            check(Mode::AcceptEdits, "write", write("/w/.git/config"), &[]),
+            "ask"
+        );
+        assert_eq!(
+            check(
+                Mode::AcceptEdits,
+                "write",
+                write("/w/.git/hooks/pre-commit"),
+                &[]
+            ),
+            "ask"
+        );
+        assert_eq!(
+            check(Mode::AcceptEdits, "write", write("/w/sub/.envrc"), &[]),
+            "ask"
+        );
+        assert_eq!(
+            check(
+                Mode::AcceptEdits,
+                "write",
+                write("/w/.vscode/tasks.json"),
+                &[]
+            ),
+            "ask"
+        );
+        assert_eq!(
+            check(Mode::AcceptEdits, "write", write("/w/a/secret.cfg"), &[]),
+            "ask"
+        );
+        assert_eq!(
+            check(Mode::AcceptEdits, "write", write("/w/src/git.rs"), &[]),
+            "allow"
+        );
+        assert_eq!(
+            check(Mode::ReadOnly, "write", write("/w/.git/config"), &[]),
+            "deny"
+        );
+        assert_eq!(
+            check(
+                Mode::AcceptEdits,
+                "write",
+                write("/w/.git/config"),
+                &[rule("write", Some("/w/.git/config"), true)]
+            ),
+            "ask",
+            "rules never cover protected paths"
+        );
+        assert_eq!(
+            check(Mode::FullAccess, "write", write("/w/.git/config"), &[]),
+            "allow"
+        );
+        for mode in [Mode::Ask, Mode::AcceptEdits] {
+            assert_eq!(
+                check(mode, "write", write("/home/u/.dsh/config.toml"), &[]),
+                "deny"
+            );
+        }
+        assert_eq!(
+            check(
+                Mode::FullAccess,
+                "write",
+                write("/home/u/.dsh/config.toml"),
+                &[]
+            ),
+            "allow"
+        );
+    }
+
+    #[test]
+    fn workspace_programs_ask_once_per_program_and_never_in_read_only() {
+        let launch = || Access::Launch {
+            program: "/w/node_modules/.bin/tsls".into(),
+            reads: vec!["/w/a.ts".into()],
+        };
+        assert_eq!(check(Mode::ReadOnly, "lsp", launch(), &[]), "deny");
+        assert_eq!(check(Mode::AcceptEdits, "lsp", launch(), &[]), "ask");
+        assert_eq!(check(Mode::FullAccess, "lsp", launch(), &[]), "allow");
+        let allowed = [rule("lsp", Some("/w/node_modules/.bin/tsls"), true)];
+        assert_eq!(check(Mode::Ask, "lsp", launch(), &allowed), "allow");
+        assert_eq!(check(Mode::ReadOnly, "lsp", launch(), &allowed), "deny");
+    }
+
+    #[test]
+    fn allow_rules_need_plain_commands_and_reject_rules_see_through_them() {
+        let exec = |command: &str| Access::Execute {
+            command: command.into(),
+            workdir: "/w".into(),
+        };
+        let allow_ls = [rule("bash", Some("ls"), true)];
+        assert_eq!(check(Mode::Ask, "bash", exec("ls -la"), &allow_ls), "allow");
+        for hostile in [
+            "ls ${x:=a}${x@P}",
+            "ls ${!x}",
+            "ls ${y[x]}",
+            "ls $(id)",
+            "FOO=1 ls",
+            "ls > x",
+        ] {
+            assert_eq!(
+                check(Mode::Ask, "bash", exec(hostile), &allow_ls),
+                "ask",
+                "{hostile}"
+            );
+        }
+        let allow_log = [rule("bash", Some("git log"), true)];
+        assert_eq!(
+            check(Mode::Ask, "bash", exec("git --no-pager log -3"), &allow_log),
+            "allow"
+        );
+        assert_eq!(
+            check(
+                Mode::Ask,
+                "bash",
+                exec("git -c core.pager=x log"),
+                &allow_log
+            ),
+            "ask"
+        );
+        let reject_rm = [rule("bash", Some("rm"), false)];
+        for spelled in ["/bin/rm x", "\\rm x", "'rm' x", "command rm x", "env rm x"] {
+            assert_eq!(
+                check(Mode::FullAccess, "bash", exec(spelled), &reject_rm),
+                "deny",
+                "{spelled}"
+            );
+        }
+        assert_eq!(
+            check(Mode::FullAccess, "bash", exec("$c x"), &reject_rm),
+            "ask"
+        );
+        assert_eq!(
+            check(Mode::FullAccess, "bash", exec("ls"), &reject_rm),
+            "allow"
+        );
+    }
+
+    #[test]
+    fn always_is_offered_only_when_the_rule_could_match_again() {
+        let (roots, protected) = (roots(), protected());
+        let ctx = Context {
+            roots: &roots,
+            protected: &protected,
+            trust_workspace_servers: false,
+        };
+        let exec = |command: &str| Access::Execute {
+            command: command.into(),
+            workdir: "/w".into(),
+        };
+        assert_eq!(
+            choices(&exec("echo a && pwd"), &ctx).remember,
+            Remember::Never
+        );
+        assert_eq!(
+            choices(&exec("timeout 5 ls"), &ctx).remember,
+            Remember::Never
+        );
+        assert_eq!(
+            choices(&exec("sed -i s/a/b/ x"), &ctx).remember,
+            Remember::Never
+        );
+        assert_eq!(
+            choices(&exec("git --no-pager log"), &ctx).remember,
+            Remember::Scope("git log".into())
+        );
+        assert_eq!(
+            choices(&Access::Write(vec!["/w/.git/config".into()]), &ctx).remember,
+            Remember::Never
+        );
+        let launch = choices(
+            &Access::Launch {
+                program: "/w/venv/bin/pylsp".into(),
+                reads: vec![],
+            },
+            &ctx,
+        );
+        assert!(!launch.once);
+        assert_eq!(launch.remember, Remember::Scope("/w/venv/bin/pylsp".into()));
+    }
+}

@@ -1,0 +1,105 @@
+//! What runs in a child between `fork` and `exec`: the death signal and the
+//! loss of `CAP_SYS_PTRACE`. Only raw system calls here — no allocation,
+//! no locks — because dsh is multi-threaded and the child is a copy of it
+//! with one thread.
+
+/// Capabilities that let a process read another process's memory and
+/// `/proc/<pid>/environ` even when it is non-dumpable: `CAP_SYS_PTRACE`,
+/// and on current kernels also `CAP_SYS_ADMIN` and `CAP_PERFMON`
+/// (linux/capability.h numbers).
+#[cfg(target_os = "linux")]
+const INSPECTION_CAPS: [u32; 3] = [19, 21, 38];
+
+/// Prepares `command`'s child: it gets `death` when dsh dies and cannot
+/// inspect dsh (see [`drop_inspection_capabilities`]).
+#[cfg(target_os = "linux")]
+pub(crate) fn harden(command: &mut tokio::process::Command, death: nix::sys::signal::Signal) {
+    // SAFETY: the closure runs in the forked child before exec and only
+    // makes async-signal-safe system calls (prctl, capget, capset); it
+    // touches no memory shared with other threads of the parent.
+    #[allow(unsafe_code)]
+    unsafe {
+        command.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(death).map_err(std::io::Error::from)?;
+            drop_inspection_capabilities();
+            Ok(())
+        });
+    }
+}
+
+/// Not available off Linux; children are still killed on orderly exits.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn harden(_command: &mut tokio::process::Command, _death: nix::sys::signal::Signal) {}
+
+/// Removes the [`INSPECTION_CAPS`] from this process's bounding, ambient
+/// and inheritable sets, so nothing it executes can hold them. A child
+/// running as root would otherwise read dsh's `/proc/<pid>/environ` (the
+/// API key) although dsh is non-dumpable. Without privileges the calls fail
+/// harmlessly: such a process cannot gain the capabilities anyway.
+#[cfg(target_os = "linux")]
+pub(crate) fn drop_inspection_capabilities() {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const VERSION_3: u32 = 0x2008_0522;
+    // SAFETY: plain system calls with valid pointers to local structs of
+    // the layout the kernel expects (linux/capability.h, version 3).
+    #[allow(unsafe_code)]
+    unsafe {
+        for cap in INSPECTION_CAPS {
+            libc::prctl(
+                libc::PR_CAPBSET_DROP,
+                cap as libc::c_ulong,
+                0 as libc::c_ulong,
+                0 as libc::c_ulong,
+                0 as libc::c_ulong,
+            );
+            libc::prctl(
+                libc::PR_CAP_AMBIENT,
+                libc::PR_CAP_AMBIENT_LOWER as libc::c_ulong,
+                cap as libc::c_ulong,
+                0 as libc::c_ulong,
+                0 as libc::c_ulong,
+            );
+        }
+        let mut header = Header {
+            version: VERSION_3,
+            pid: 0,
+        };
+        let mut data = [Data {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        }; 2];
+        if libc::syscall(
+            libc::SYS_capget,
+            &mut header as *mut Header,
+            data.as_mut_ptr(),
+        ) == 0
+        {
+            let mut changed = false;
+            for cap in INSPECTION_CAPS {
+                let (word, bit) = ((cap / 32) as usize, 1u32 << (cap % 32));
+                if data[word].inheritable & bit != 0 {
+                    data[word].inheritable &= !bit;
+                    changed = true;
+                }
+            }
+            if changed {
+                libc::syscall(libc::SYS_capset, &mut header as *mut Header, data.as_ptr());
+            }
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn drop_inspection_capabilities() {}

@@ -1,0 +1,164 @@
+//! The command guard: `dsh __guard -- PROGRAM ARGS…`.
+//!
+//! dsh runs each shell command under this small process instead of
+//! directly. The guard marks itself a *child subreaper*, so every process
+//! the command starts stays its descendant even when the command's shell
+//! exits or a process calls `setsid` and leaves the process group. When the
+//! command ends — or the guard gets SIGTERM, because the turn was cancelled,
+//! the command timed out or dsh died — the guard kills every descendant,
+//! reaps them, and exits with the command's status.
+//!
+//! What can still outlive a command: a process handed to another service
+//! (cron, `at`, systemd, a D-Bus activated daemon, `ssh host …`), which is
+//! not a descendant at all; and descendants of a guard killed with SIGKILL
+//! before it could clean up (dsh sends SIGTERM first and SIGKILL only after
+//! a grace period).
+//!
+//! The guard is synchronous and single-threaded: it blocks the signals it
+//! handles and waits for them with `sigwait`, so no signal handler runs.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use nix::sys::signal::{SigSet, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+
+/// The hidden subcommand that runs the guard.
+pub const ARG: &str = "__guard";
+
+/// Runs the guard with the arguments after [`ARG`]; returns the exit code
+/// for the process (a command killed by a signal is re-raised instead).
+pub fn main(args: Vec<OsString>) -> i32 {
+    let mut args = args.into_iter().peekable();
+    if args.peek().is_some_and(|arg| arg == "--") {
+        args.next();
+    }
+    let Some(program) = args.next() else {
+        eprintln!("dsh __guard: usage: dsh __guard -- PROGRAM [ARGS…]");
+        return 2;
+    };
+    #[cfg(target_os = "linux")]
+    {
+        if let Err(err) = nix::sys::prctl::set_child_subreaper(true) {
+            eprintln!("dsh __guard: cannot become a subreaper ({err}); background processes may outlive the command");
+        }
+        crate::child::drop_inspection_capabilities();
+    }
+    let mut handled = SigSet::empty();
+    for signal in [
+        Signal::SIGCHLD,
+        Signal::SIGTERM,
+        Signal::SIGINT,
+        Signal::SIGHUP,
+    ] {
+        handled.add(signal);
+    }
+    if let Err(err) = handled.thread_block() {
+        eprintln!("dsh __guard: cannot block signals: {err}");
+        return 125;
+    }
+    // std resets the signal mask in the child before exec.
+    let main_pid = match std::process::Command::new(&program).args(args).spawn() {
+        Ok(child) => Pid::from_raw(child.id() as i32),
+        Err(err) => {
+            eprintln!("dsh: cannot run {}: {err}", program.to_string_lossy());
+            return 127;
+        }
+    };
+    let status = loop {
+        let signal = match handled.wait() {
+            Ok(signal) => signal,
+            Err(_) => continue,
+        };
+        if signal != Signal::SIGCHLD {
+            // Stopped from outside: take everything down.
+            kill_descendants();
+            return 128 + signal as i32;
+        }
+        if let Some(status) = reap_exited()
+            .into_iter()
+            .find(|status| status.pid() == Some(main_pid))
+        {
+            break status;
+        }
+    };
+    kill_descendants();
+    match status {
+        WaitStatus::Exited(_, code) => code,
+        WaitStatus::Signaled(_, signal, _) => {
+            // Die the same way, so dsh reports the signal, not a code.
+            let _ = handled.thread_unblock();
+            let _ = nix::sys::signal::raise(signal);
+            128 + signal as i32
+        }
+        _ => 1,
+    }
+}
+
+/// Reaps every child that has exited (or was killed); returns their
+/// statuses.
+fn reap_exited() -> Vec<WaitStatus> {
+    let mut reaped = Vec::new();
+    loop {
+        match waitpid(None::<Pid>, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) | Err(_) => return reaped,
+            Ok(status @ (WaitStatus::Exited(..) | WaitStatus::Signaled(..))) => reaped.push(status),
+            Ok(_) => {}
+        }
+    }
+}
+
+/// Kills every live descendant: this process's children (orphans land
+/// here, the guard being a subreaper) and the other members of its process
+/// group, generation by generation until none is left.
+fn kill_descendants() {
+    let me = std::process::id() as i32;
+    let group = nix::unistd::getpgrp().as_raw();
+    for _ in 0..200 {
+        let targets = processes(|pid, ppid, pgrp, state| {
+            pid != me && state != 'Z' && (ppid == me || pgrp == group)
+        });
+        reap_exited();
+        if targets.is_empty() {
+            if matches!(
+                waitpid(None::<Pid>, Some(WaitPidFlag::WNOHANG)),
+                Err(nix::errno::Errno::ECHILD)
+            ) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+            continue;
+        }
+        for pid in targets {
+            let _ = nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Pids of the processes for which `keep(pid, ppid, pgrp, state)` holds,
+/// from `/proc/<pid>/stat`.
+fn processes(keep: impl Fn(i32, i32, i32, char) -> bool) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                return false;
+            };
+            // "pid (comm) state ppid pgrp …"; comm may hold spaces and ')'.
+            let Some(rest) = stat.rfind(')').map(|at| &stat[at + 1..]) else {
+                return false;
+            };
+            let mut fields = rest.split_whitespace();
+            let state = fields.next().and_then(|s| s.chars().next()).unwrap_or('?');
+            let ppid = fields.next().and_then(|s| s.parse().ok()).unwrap_or(0);
+            let pgrp = fields.next().and_then(|s| s.parse().ok()).unwrap_or(0);
+            keep(*pid, ppid, pgrp, state)
+        })
+        .collect()
+}

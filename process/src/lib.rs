@@ -1,0 +1,283 @@
+//! How dsh starts children. Every program dsh runs — shell commands,
+//! language servers and their `--version` probes, MCP servers — is started
+//! through a [`Spawner`], so each one gets the same treatment:
+//!
+//! - an environment without secrets (a configurable list of name patterns,
+//!   plus the variable that holds the model key) — [`EnvPolicy`];
+//! - its own process group, so dsh can stop it with everything it started;
+//! - a death signal, so it dies with dsh even when dsh is SIGKILLed;
+//! - no way to read dsh's memory or environment: dsh makes itself
+//!   non-dumpable ([`forbid_inspection`]) and children lose
+//!   `CAP_SYS_PTRACE`, `CAP_SYS_ADMIN` and `CAP_PERFMON`, any of which would
+//!   otherwise let a child running as root read `/proc/<dsh>/environ`
+//!   anyway.
+//!
+//! Shell commands also run under the [`guard`]: a small process (dsh's own
+//! binary, `dsh __guard`) that is a child subreaper, so whatever a command
+//! leaves behind — background jobs, even `setsid` daemons — is killed when
+//! the command ends or is stopped.
+//!
+//! This crate knows nothing of sessions, tools or protocols.
+#![warn(missing_docs)]
+
+mod child;
+pub mod guard;
+
+use std::ffi::OsStr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Environment variable names that hold secrets, as case-insensitive globs.
+/// Extended (never replaced) by `[env] scrub` in the configuration.
+pub const DEFAULT_SECRET_PATTERNS: &[&str] = &[
+    "*KEY*",
+    "*SECRET*",
+    "*TOKEN*",
+    "*PASSWORD*",
+    "*PASSWD*",
+    "*PASSPHRASE*",
+    "*CREDENTIAL*",
+    "*_PAT",
+    "*_AUTH",
+    "PGPASS*",
+    "*_DSN",
+    "*DATABASE_URL",
+    "*_COOKIE",
+];
+
+/// Which of dsh's environment variables children must not see.
+#[derive(Debug, Clone)]
+pub struct EnvPolicy {
+    patterns: globset::GlobSet,
+    names: Vec<String>,
+}
+
+impl Default for EnvPolicy {
+    fn default() -> Self {
+        EnvPolicy::new(&[], &[]).unwrap_or_else(|_| unreachable!("the defaults compile"))
+    }
+}
+
+impl EnvPolicy {
+    /// The default patterns plus `extra` patterns, plus exact `names` that
+    /// are always secret (the variable that holds the model key, whatever it
+    /// is called).
+    ///
+    /// # Errors
+    /// A pattern that is not a valid glob, named in the message.
+    pub fn new(extra: &[String], names: &[String]) -> Result<EnvPolicy, String> {
+        let mut builder = globset::GlobSetBuilder::new();
+        for pattern in DEFAULT_SECRET_PATTERNS
+            .iter()
+            .copied()
+            .chain(extra.iter().map(String::as_str))
+        {
+            let glob = globset::GlobBuilder::new(pattern)
+                .case_insensitive(true)
+                .literal_separator(false)
+                .build()
+                .map_err(|err| format!("invalid environment pattern {pattern:?}: {err}"))?;
+            builder.add(glob);
+        }
+        let patterns = builder
+            .build()
+            .map_err(|err| format!("invalid environment patterns: {err}"))?;
+        Ok(EnvPolicy {
+            patterns,
+            names: names.to_vec(),
+        })
+    }
+
+    /// Whether a variable of this name must be kept from children.
+    pub fn is_secret(&self, name: &str) -> bool {
+        self.names.iter().any(|secret| secret == name) || self.patterns.is_match(name)
+    }
+
+    /// dsh's environment without the secrets, for a child.
+    pub fn scrubbed(&self) -> Vec<(String, String)> {
+        std::env::vars()
+            .filter(|(name, _)| !self.is_secret(name))
+            .collect()
+    }
+
+    /// Removes every secret value in `text` (a provider's error message
+    /// that echoes a key, say); names are kept.
+    pub fn redact(&self, text: &str) -> String {
+        let mut text = text.to_owned();
+        for (name, value) in std::env::vars() {
+            if value.len() >= 8 && self.is_secret(&name) && text.contains(&value) {
+                text = text.replace(&value, "[redacted]");
+            }
+        }
+        text
+    }
+}
+
+/// Starts dsh's children (see the crate docs). Cheap to clone.
+#[derive(Debug, Clone, Default)]
+pub struct Spawner {
+    env: Arc<EnvPolicy>,
+    guard: Option<PathBuf>,
+}
+
+impl Spawner {
+    /// A spawner with this environment policy and no command guard.
+    pub fn new(env: EnvPolicy) -> Spawner {
+        Spawner {
+            env: Arc::new(env),
+            guard: None,
+        }
+    }
+
+    /// Runs shell commands under `dsh __guard` from this executable (dsh's
+    /// own binary). Without it, commands run directly and only their
+    /// process group is cleaned up.
+    pub fn with_guard(mut self, executable: PathBuf) -> Spawner {
+        self.guard = Some(executable);
+        self
+    }
+
+    /// The environment policy.
+    pub fn env(&self) -> &EnvPolicy {
+        &self.env
+    }
+
+    /// A command for `program`: scrubbed environment, stdin from
+    /// `/dev/null`, its own process group, killed when dropped, SIGKILLed
+    /// when dsh dies, and without the capabilities that inspect processes. Callers add arguments,
+    /// the working directory, pipes and extra variables.
+    pub fn command(&self, program: impl AsRef<OsStr>) -> tokio::process::Command {
+        let mut command = tokio::process::Command::new(program);
+        command
+            .env_clear()
+            .envs(self.env.scrubbed())
+            .stdin(std::process::Stdio::null())
+            .process_group(0)
+            .kill_on_drop(true);
+        child::harden(&mut command, nix::sys::signal::Signal::SIGKILL);
+        command
+    }
+
+    /// A command that runs `program args…` under the guard when there is
+    /// one. The guard gets SIGTERM when dsh dies (it then kills everything
+    /// the command started); stop it with [`stop_guarded`].
+    pub fn guarded<I, S>(&self, program: &str, args: I) -> tokio::process::Command
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        match &self.guard {
+            Some(guard) => {
+                let mut command = tokio::process::Command::new(guard);
+                command
+                    .env_clear()
+                    .envs(self.env.scrubbed())
+                    .stdin(std::process::Stdio::null())
+                    .process_group(0)
+                    .kill_on_drop(true)
+                    .arg(guard::ARG)
+                    .arg("--")
+                    .arg(program)
+                    .args(args);
+                child::harden(&mut command, nix::sys::signal::Signal::SIGTERM);
+                command
+            }
+            None => {
+                let mut command = self.command(program);
+                command.args(args);
+                command
+            }
+        }
+    }
+}
+
+/// Stops a command started with [`Spawner::guarded`]: SIGTERM to the guard
+/// (which kills everything the command started, setsid daemons included),
+/// then, if it has not exited within `grace`, SIGKILL to its process group.
+pub async fn stop_guarded(
+    child: &mut tokio::process::Child,
+    pgid: u32,
+    grace: std::time::Duration,
+) {
+    if let Some(pid) = child.id() {
+        if let Err(err) = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        ) {
+            tracing::debug!(pid, %err, "cannot signal the command guard");
+        }
+    }
+    if tokio::time::timeout(grace, child.wait()).await.is_err() {
+        kill_group(pgid);
+        let _ = child.wait().await;
+    }
+}
+
+/// Makes dsh itself non-dumpable: other processes of the same user (its
+/// own children included) can no longer read `/proc/<dsh>/environ` or its
+/// memory, which hold the API key. Call once at start.
+pub fn forbid_inspection() {
+    #[cfg(target_os = "linux")]
+    if let Err(err) = nix::sys::prctl::set_dumpable(false) {
+        tracing::warn!(%err, "cannot make dsh non-dumpable; children of the same user could read its environment");
+    }
+}
+
+/// Sends a signal to a whole process group; a group that is already gone
+/// is fine. Group 0 (unknown) is never signalled.
+pub fn signal_group(pgid: u32, signal: nix::sys::signal::Signal) {
+    if pgid == 0 {
+        return;
+    }
+    if let Err(err) = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid as i32), signal) {
+        if err != nix::errno::Errno::ESRCH {
+            tracing::debug!(pgid, %err, "cannot signal process group");
+        }
+    }
+}
+
+/// Sends SIGKILL to a whole process group.
+pub fn kill_group(pgid: u32) {
+    signal_group(pgid, nix::sys::signal::Signal::SIGKILL);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_recognised_by_pattern_and_name() {
+        let policy = EnvPolicy::new(&["ACME_*".to_owned()], &["LOCAL_LLM".to_owned()]).unwrap();
+        for name in [
+            "DEEPSEEK_API_KEY",
+            "GITHUB_TOKEN",
+            "aws_secret_access_key",
+            "DB_PASSWORD",
+            "KEYRING",
+            "DATABASE_URL",
+            "GH_PAT",
+            "NPM_AUTH",
+            "PGPASSWORD",
+            "PGPASSFILE",
+            "GOOGLE_APPLICATION_CREDENTIALS",
+            "SMTP_PASSWD",
+            "SENTRY_DSN",
+            "SSH_PRIVATE_KEY",
+            "ACME_ANYTHING",
+            "LOCAL_LLM",
+        ] {
+            assert!(policy.is_secret(name), "{name}");
+        }
+        for name in [
+            "PATH",
+            "HOME",
+            "LANG",
+            "CARGO_HOME",
+            "SSH_AUTH_SOCK",
+            "PATHEXT",
+        ] {
+            assert!(!policy.is_secret(name), "{name}");
+        }
+        assert!(EnvPolicy::new(&["[".to_owned()], &[]).is_err());
+    }
+}
