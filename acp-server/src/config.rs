@@ -367,8 +367,9 @@ impl Config {
             .provider
             .api_key_env
             .unwrap_or_else(|| DEFAULT_API_KEY_ENV.to_owned());
-        let env_policy = dsh_process::EnvPolicy::new(&raw.env.scrub, std::slice::from_ref(&api_key_env))
-            .map_err(|err| format!("[env] scrub: {err}"))?;
+        let env_policy =
+            dsh_process::EnvPolicy::new(&raw.env.scrub, std::slice::from_ref(&api_key_env))
+                .map_err(|err| format!("[env] scrub: {err}"))?;
         let protected = crate::permission::Protected::new(&raw.permissions.protected_paths, &home)
             .map_err(|err| format!("[permissions] protected_paths: {err}"))?;
         Ok(Config {

@@ -280,8 +280,7 @@ impl Agent {
             // Tool calls of a cut or truncated reply were never dispatched.
             let tool_calls = match finish {
                 FinishReason::ToolCalls | FinishReason::Stop if !interrupted => {
-                    let used = session.state().call_ids.clone();
-                    reply.tool_calls(turn, step, &used)
+                    reply.tool_calls(turn, step, &session.state().call_ids)
                 }
                 _ => Vec::new(),
             };

@@ -38,6 +38,15 @@ pub fn main(args: Vec<OsString>) -> i32 {
         eprintln!("dsh __guard: usage: dsh __guard -- PROGRAM [ARGS…]");
         return 2;
     };
+    // Lead a process group of our own, so "the group" below is this guard
+    // and what it starts, never whoever started the guard (dsh starts it as
+    // a group leader already; run by hand it may not be one).
+    let me = nix::unistd::getpid();
+    if nix::unistd::getpgrp() != me {
+        if let Err(err) = nix::unistd::setpgid(me, me) {
+            eprintln!("dsh __guard: cannot lead a process group ({err}); only direct descendants will be cleaned up");
+        }
+    }
     #[cfg(target_os = "linux")]
     {
         if let Err(err) = nix::sys::prctl::set_child_subreaper(true) {
@@ -110,14 +119,15 @@ fn reap_exited() -> Vec<WaitStatus> {
 }
 
 /// Kills every live descendant: this process's children (orphans land
-/// here, the guard being a subreaper) and the other members of its process
-/// group, generation by generation until none is left.
+/// here, the guard being a subreaper) and the other members of the process
+/// group it leads, generation by generation until none is left.
 fn kill_descendants() {
     let me = std::process::id() as i32;
-    let group = nix::unistd::getpgrp().as_raw();
+    // Only a group this guard leads is its own to empty.
+    let group = Some(nix::unistd::getpgrp().as_raw()).filter(|group| *group == me);
     for _ in 0..200 {
         let targets = processes(|pid, ppid, pgrp, state| {
-            pid != me && state != 'Z' && (ppid == me || pgrp == group)
+            pid != me && state != 'Z' && (ppid == me || Some(pgrp) == group)
         });
         reap_exited();
         if targets.is_empty() {

@@ -558,7 +558,14 @@ async fn issue10_item15_setsid_children_die_with_the_command() {
         .current_dir(&cwd)
         .spawn()
         .unwrap();
-    assert_eq!(procs::live_pids(&marker, &cwd).len(), 1);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while procs::live_pids(&marker, &cwd).len() != 1 {
+        assert!(
+            Instant::now() < deadline,
+            "the detector does not see the probe"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     probe.kill().unwrap();
     probe.wait().unwrap();
     env.mock.push_json(call(
@@ -853,5 +860,29 @@ async fn issue10_item22_the_session_header_can_be_turned_off() {
             "{head}"
         );
         conn.finish().await;
+    }
+}
+
+/// Item 15, the guard itself: run by a process that does not lead its
+/// group, it cleans up only what it started (never its caller), passes the
+/// command's exit code through, and kills background and `setsid`
+/// descendants.
+#[tokio::test]
+async fn issue10_item15_the_command_guard_cleans_up_only_what_it_started() {
+    let marker = format!("314.{}", std::process::id() % 1000);
+    let status = tokio::process::Command::new(crate::support::DSH)
+        .args(["__guard", "--", "bash", "-c"])
+        .arg(format!(
+            "sleep {marker} & setsid sleep {marker} < /dev/null > /dev/null 2>&1 & sleep 0.3; exit 3"
+        ))
+        .status()
+        .await
+        .unwrap();
+    assert_eq!(status.code(), Some(3));
+    let cwd = std::env::current_dir().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while !procs::live_pids(&marker, &cwd).is_empty() {
+        assert!(Instant::now() < deadline, "a descendant outlived the guard");
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

@@ -10,16 +10,9 @@ use dsh_lsp_bridge::{
     Answer, Bridge, BridgeSettings, LspError, Operation, Position, Query, ServerSpec,
 };
 
-/// A bridge that trusts every server (these tests configure them) and
-/// starts them like dsh does.
-fn new_bridge(settings: BridgeSettings, roots: Vec<PathBuf>) -> Arc<Bridge> {
-    Bridge::new(
-        settings,
-        roots,
-        dsh_process::Spawner::default(),
-        Arc::new(|_: &Path| true),
-    )
-}
+#[path = "../common/bridge.rs"]
+mod common_bridge;
+use common_bridge::new_bridge;
 
 const SERVER: &str = env!("CARGO_BIN_EXE_dsh-test-lsp");
 const SOURCE: &str = "fn helper() {}\nfn main() {\n    helper();\n    helper();\n}\n";

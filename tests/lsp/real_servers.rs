@@ -5,20 +5,12 @@
 //! missing server skips its test with a message.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use dsh_lsp_bridge::{Answer, Bridge, BridgeSettings, Location, Operation, Position, Query};
 
-/// A bridge that trusts every server (these tests configure them) and
-/// starts them like dsh does.
-fn new_bridge(settings: BridgeSettings, roots: Vec<PathBuf>) -> Arc<Bridge> {
-    Bridge::new(
-        settings,
-        roots,
-        dsh_process::Spawner::default(),
-        Arc::new(|_: &Path| true),
-    )
-}
+#[path = "../common/bridge.rs"]
+mod common_bridge;
+use common_bridge::new_bridge;
 
 fn required() -> bool {
     std::env::var("DSH_REAL_LSP").is_ok_and(|v| v == "1")

@@ -440,6 +440,23 @@ mod tests {
         Protected::new(&["**/secret.cfg".to_owned()], Path::new("/home/u/.dsh")).unwrap()
     }
 
+    fn exec(command: &str) -> Access {
+        Access::Execute {
+            command: command.into(),
+            workdir: "/w".into(),
+        }
+    }
+
+    /// Runs `f` with the policy context of the test session.
+    fn with_context<T>(f: impl FnOnce(&Context<'_>) -> T) -> T {
+        let (roots, protected) = (roots(), protected());
+        f(&Context {
+            roots: &roots,
+            protected: &protected,
+            trust_workspace_servers: false,
+        })
+    }
+
     fn rule(tool: &str, scope: Option<&str>, allow: bool) -> PermissionRule {
         PermissionRule {
             tool: tool.into(),
@@ -449,13 +466,7 @@ mod tests {
     }
 
     fn check(mode: Mode, tool: &str, access: Access, rules: &[PermissionRule]) -> &'static str {
-        let (roots, protected) = (roots(), protected());
-        let ctx = Context {
-            roots: &roots,
-            protected: &protected,
-            trust_workspace_servers: false,
-        };
-        match decide(mode, tool, &access, &ctx, rules) {
+        match with_context(|ctx| decide(mode, tool, &access, ctx, rules)) {
             Decision::Allow => "allow",
             Decision::Deny(_) => "deny",
             Decision::Ask(_) => "ask",
@@ -468,10 +479,7 @@ mod tests {
         let read_out = || Access::Read(vec!["/etc/passwd".into()]);
         let write_in = || Access::Write(vec!["/w/a".into()]);
         let write_out = || Access::Write(vec!["/tmp/x".into()]);
-        let exec = || Access::Execute {
-            command: "ls".into(),
-            workdir: "/w".into(),
-        };
+        let ls = || exec("ls");
         let table = [
             (Mode::ReadOnly, ["allow", "deny", "deny", "deny", "deny"]),
             (Mode::Ask, ["allow", "ask", "ask", "ask", "ask"]),
@@ -487,7 +495,7 @@ mod tests {
                 check(mode, "read", read_out(), &[]),
                 check(mode, "write", write_in(), &[]),
                 check(mode, "write", write_out(), &[]),
-                check(mode, "bash", exec(), &[]),
+                check(mode, "bash", ls(), &[]),
             ];
             assert_eq!(got, expected, "{mode:?}");
         }
@@ -496,10 +504,6 @@ mod tests {
     #[test]
     fn rules_are_scoped_and_never_widen() {
         let allow_cargo = [rule("bash", Some("cargo test"), true)];
-        let exec = |command: &str| Access::Execute {
-            command: command.into(),
-            workdir: "/w".into(),
-        };
         assert_eq!(
             check(Mode::Ask, "bash", exec("cargo test --all"), &allow_cargo),
             "allow"
@@ -681,10 +685,6 @@ mod tests {
 
     #[test]
     fn allow_rules_need_plain_commands_and_reject_rules_see_through_them() {
-        let exec = |command: &str| Access::Execute {
-            command: command.into(),
-            workdir: "/w".into(),
-        };
         let allow_ls = [rule("bash", Some("ls"), true)];
         assert_eq!(check(Mode::Ask, "bash", exec("ls -la"), &allow_ls), "allow");
         for hostile in [
@@ -735,43 +735,27 @@ mod tests {
 
     #[test]
     fn always_is_offered_only_when_the_rule_could_match_again() {
-        let (roots, protected) = (roots(), protected());
-        let ctx = Context {
-            roots: &roots,
-            protected: &protected,
-            trust_workspace_servers: false,
-        };
-        let exec = |command: &str| Access::Execute {
-            command: command.into(),
-            workdir: "/w".into(),
-        };
+        let remember = |access: Access| with_context(|ctx| choices(&access, ctx).remember);
+        assert_eq!(remember(exec("echo a && pwd")), Remember::Never);
+        assert_eq!(remember(exec("timeout 5 ls")), Remember::Never);
+        assert_eq!(remember(exec("sed -i s/a/b/ x")), Remember::Never);
         assert_eq!(
-            choices(&exec("echo a && pwd"), &ctx).remember,
-            Remember::Never
-        );
-        assert_eq!(
-            choices(&exec("timeout 5 ls"), &ctx).remember,
-            Remember::Never
-        );
-        assert_eq!(
-            choices(&exec("sed -i s/a/b/ x"), &ctx).remember,
-            Remember::Never
-        );
-        assert_eq!(
-            choices(&exec("git --no-pager log"), &ctx).remember,
+            remember(exec("git --no-pager log")),
             Remember::Scope("git log".into())
         );
         assert_eq!(
-            choices(&Access::Write(vec!["/w/.git/config".into()]), &ctx).remember,
+            remember(Access::Write(vec!["/w/.git/config".into()])),
             Remember::Never
         );
-        let launch = choices(
-            &Access::Launch {
-                program: "/w/venv/bin/pylsp".into(),
-                reads: vec![],
-            },
-            &ctx,
-        );
+        let launch = with_context(|ctx| {
+            choices(
+                &Access::Launch {
+                    program: "/w/venv/bin/pylsp".into(),
+                    reads: vec![],
+                },
+                ctx,
+            )
+        });
         assert!(!launch.once);
         assert_eq!(launch.remember, Remember::Scope("/w/venv/bin/pylsp".into()));
     }

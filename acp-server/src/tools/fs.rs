@@ -823,7 +823,8 @@ pub async fn edit(args: &EditArgs, path: &Path, env: &ToolEnv<'_>) -> Outcome {
         } else {
             old.replacen(&old_string, &new_string, 1)
         };
-        Ok((old.clone(), new, starts.len(), line_of(starts[0])))
+        let first_line = line_of(starts[0]);
+        Ok((old, new, starts.len(), first_line))
     })
     .await;
     let (old, new, count, first_line) = match replaced {
