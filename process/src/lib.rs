@@ -45,17 +45,28 @@ pub const DEFAULT_SECRET_PATTERNS: &[&str] = &[
     "*_COOKIE",
 ];
 
-/// Which of dsh's environment variables children must not see.
+/// Which of dsh's environment variables children must not see. The
+/// patterns are checked when the policy is built and compiled on first use
+/// (most sessions start no child at all).
 #[derive(Debug, Clone)]
 pub struct EnvPolicy {
-    patterns: globset::GlobSet,
+    patterns: Vec<String>,
+    compiled: std::sync::OnceLock<globset::GlobSet>,
     names: Vec<String>,
 }
 
 impl Default for EnvPolicy {
     fn default() -> Self {
-        EnvPolicy::new(&[], &[]).unwrap_or_else(|_| unreachable!("the defaults compile"))
+        EnvPolicy::new(&[], &[]).unwrap_or_else(|_| unreachable!("the defaults are valid"))
     }
+}
+
+fn glob(pattern: &str) -> Result<globset::Glob, String> {
+    globset::GlobBuilder::new(pattern)
+        .case_insensitive(true)
+        .literal_separator(false)
+        .build()
+        .map_err(|err| format!("invalid environment pattern {pattern:?}: {err}"))
 }
 
 impl EnvPolicy {
@@ -66,31 +77,36 @@ impl EnvPolicy {
     /// # Errors
     /// A pattern that is not a valid glob, named in the message.
     pub fn new(extra: &[String], names: &[String]) -> Result<EnvPolicy, String> {
-        let mut builder = globset::GlobSetBuilder::new();
-        for pattern in DEFAULT_SECRET_PATTERNS
+        let patterns: Vec<String> = DEFAULT_SECRET_PATTERNS
             .iter()
-            .copied()
-            .chain(extra.iter().map(String::as_str))
-        {
-            let glob = globset::GlobBuilder::new(pattern)
-                .case_insensitive(true)
-                .literal_separator(false)
-                .build()
-                .map_err(|err| format!("invalid environment pattern {pattern:?}: {err}"))?;
-            builder.add(glob);
+            .map(|pattern| (*pattern).to_owned())
+            .chain(extra.iter().cloned())
+            .collect();
+        for pattern in &patterns {
+            glob(pattern)?;
         }
-        let patterns = builder
-            .build()
-            .map_err(|err| format!("invalid environment patterns: {err}"))?;
         Ok(EnvPolicy {
             patterns,
+            compiled: std::sync::OnceLock::new(),
             names: names.to_vec(),
+        })
+    }
+
+    fn compiled(&self) -> &globset::GlobSet {
+        self.compiled.get_or_init(|| {
+            let mut builder = globset::GlobSetBuilder::new();
+            for pattern in &self.patterns {
+                if let Ok(glob) = glob(pattern) {
+                    builder.add(glob);
+                }
+            }
+            builder.build().unwrap_or_else(|_| globset::GlobSet::empty())
         })
     }
 
     /// Whether a variable of this name must be kept from children.
     pub fn is_secret(&self, name: &str) -> bool {
-        self.names.iter().any(|secret| secret == name) || self.patterns.is_match(name)
+        self.names.iter().any(|secret| secret == name) || self.compiled().is_match(name)
     }
 
     /// dsh's environment without the secrets, for a child.

@@ -131,10 +131,20 @@ pub enum Decision {
 
 /// Paths whose change can make programs run code (git hooks and config,
 /// direnv, editor task files, package-manager settings) and dsh's own home.
+/// The patterns are checked at configuration time and compiled on the
+/// first write decision.
 #[derive(Debug, Clone)]
 pub struct Protected {
-    patterns: globset::GlobSet,
+    patterns: Vec<String>,
+    compiled: std::sync::OnceLock<globset::GlobSet>,
     home: PathBuf,
+}
+
+fn protected_glob(pattern: &str) -> Result<globset::Glob, String> {
+    globset::GlobBuilder::new(pattern)
+        .literal_separator(true)
+        .build()
+        .map_err(|err| format!("invalid protected path {pattern:?}: {err}"))
 }
 
 impl Protected {
@@ -165,22 +175,17 @@ impl Protected {
     /// # Errors
     /// A pattern that is not a valid glob.
     pub fn new(extra: &[String], home: &Path) -> Result<Protected, String> {
-        let mut builder = globset::GlobSetBuilder::new();
-        for pattern in Self::DEFAULT
+        let patterns: Vec<String> = Self::DEFAULT
             .iter()
-            .copied()
-            .chain(extra.iter().map(String::as_str))
-        {
-            let glob = globset::GlobBuilder::new(pattern)
-                .literal_separator(true)
-                .build()
-                .map_err(|err| format!("invalid protected path {pattern:?}: {err}"))?;
-            builder.add(glob);
+            .map(|pattern| (*pattern).to_owned())
+            .chain(extra.iter().cloned())
+            .collect();
+        for pattern in &patterns {
+            protected_glob(pattern)?;
         }
         Ok(Protected {
-            patterns: builder
-                .build()
-                .map_err(|err| format!("invalid protected paths: {err}"))?,
+            patterns,
+            compiled: std::sync::OnceLock::new(),
             home: home.canonicalize().unwrap_or_else(|_| home.to_path_buf()),
         })
     }
@@ -192,7 +197,17 @@ impl Protected {
 
     /// Whether changing `path` can make a program run code.
     pub fn guards(&self, path: &Path) -> bool {
-        self.patterns.is_match(path)
+        self.compiled
+            .get_or_init(|| {
+                let mut builder = globset::GlobSetBuilder::new();
+                for pattern in &self.patterns {
+                    if let Ok(glob) = protected_glob(pattern) {
+                        builder.add(glob);
+                    }
+                }
+                builder.build().unwrap_or_else(|_| globset::GlobSet::empty())
+            })
+            .is_match(path)
     }
 }
 
