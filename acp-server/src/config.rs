@@ -60,6 +60,26 @@ impl ThoughtLevel {
     pub fn parse(value: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|level| level.as_str() == value)
     }
+
+    /// Display name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ThoughtLevel::Off => "Off",
+            ThoughtLevel::Low => "Low",
+            ThoughtLevel::High => "High",
+            ThoughtLevel::Max => "Max",
+        }
+    }
+
+    /// One-line description.
+    pub fn description(self) -> &'static str {
+        match self {
+            ThoughtLevel::Off => "No reasoning; fastest",
+            ThoughtLevel::Low => "Brief reasoning",
+            ThoughtLevel::High => "Thorough reasoning (default)",
+            ThoughtLevel::Max => "Maximum reasoning effort",
+        }
+    }
 }
 
 /// One model in the catalog.

@@ -1,24 +1,33 @@
 //! dsh: a coding agent served over the Agent Client Protocol.
 //!
-//! The agent core ([`agent`], [`turn`], [`model`], [`store`]) knows nothing of
-//! ACP; [`acp`] translates between the wire and the core, so other front ends
-//! (a headless runner, an SDK server) reuse the same core.
+//! The agent core knows nothing of ACP: [`agent`] is what front ends call,
+//! [`session`] holds a live session (its log, its state as a fold of the
+//! log), [`turn`] runs a prompt, [`tools`] and [`mcp`] are what the model can
+//! call, [`permission`] decides, [`model`] talks to the provider, [`store`]
+//! keeps the logs. Every durable fact is recorded in the log and
+//! [`projection`] turns it into [`update::AgentUpdate`]s for the editor,
+//! live and on replay alike. [`acp`] translates between the wire and the
+//! core; another front end implements [`frontend::Frontend`] and calls the
+//! same [`agent::Agent`].
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 #![forbid(unsafe_code)]
 
 pub mod acp;
 pub mod agent;
-pub mod client;
 pub mod config;
-pub mod demo;
 pub mod error;
+pub mod frontend;
 pub mod mcp;
 pub mod model;
 pub mod permission;
+pub mod projection;
 pub mod prompt;
+pub mod session;
+pub mod settings;
 pub mod store;
 pub mod tools;
-pub mod turn;
+mod turn;
+pub mod update;
 
 /// The version printed by `dsh --version` and sent as `agentInfo.version`.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

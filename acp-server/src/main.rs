@@ -47,7 +47,7 @@ fn main() -> ExitCode {
     match args.first().map(String::as_str) {
         Some("acp") if args.len() == 1 => run(serve_acp),
         Some("demo") if args.len() == 1 => run(|| async move {
-            match dsh_acp_server::demo::run(Box::new(std::io::stdout())).await {
+            match dsh_acp_server::acp::demo::run(Box::new(std::io::stdout())).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(err) => {
                     tracing::error!("{err:#}");

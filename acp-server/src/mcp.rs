@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dsh_protocol::tool::{ToolContent, ToolView};
+use dsh_protocol::tool::{ToolContent, ToolOutcome, ToolView};
 use dsh_protocol::{ErrorCode, UserContent};
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::{NotificationContext, RunningService};
@@ -27,7 +27,6 @@ use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::model::ToolSchema;
-use crate::tools::Outcome;
 
 /// How to reach one server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,6 +56,34 @@ pub struct McpServerConfig {
     pub name: String,
     /// How to reach it.
     pub transport: McpTransport,
+}
+
+/// The servers as the session log records them: names, commands and
+/// URLs, never the values of `env` or `headers` (they may hold secrets).
+pub fn recorded(servers: &[McpServerConfig]) -> serde_json::Value {
+    let names = |pairs: &[(String, String)]| -> Vec<serde_json::Value> {
+        pairs
+            .iter()
+            .map(|(name, _)| serde_json::json!({ "name": name }))
+            .collect()
+    };
+    servers
+        .iter()
+        .map(|server| match &server.transport {
+            McpTransport::Stdio { command, args, env } => serde_json::json!({
+                "name": server.name,
+                "command": command,
+                "args": args,
+                "env": names(env),
+            }),
+            McpTransport::Http { url, headers } => serde_json::json!({
+                "type": "http",
+                "name": server.name,
+                "url": url,
+                "headers": names(headers),
+            }),
+        })
+        .collect()
 }
 
 /// A tool offered to the model.
@@ -432,9 +459,9 @@ impl McpHub {
         tool: &McpTool,
         arguments: &str,
         cancel: &CancellationToken,
-    ) -> Outcome {
+    ) -> ToolOutcome {
         let Some(connection) = self.connections.get(tool.index) else {
-            return Outcome::failed(ErrorCode::Internal, "unknown MCP server");
+            return ToolOutcome::failed(ErrorCode::Internal, "unknown MCP server");
         };
         let arguments =
             match serde_json::from_str::<serde_json::Value>(if arguments.trim().is_empty() {
@@ -444,7 +471,7 @@ impl McpHub {
             }) {
                 Ok(serde_json::Value::Object(map)) => map,
                 _ => {
-                    return Outcome::failed(
+                    return ToolOutcome::failed(
                         ErrorCode::InvalidToolArgs,
                         format!("Arguments for {} must be a JSON object.", tool.model_name),
                     )
@@ -454,19 +481,19 @@ impl McpHub {
         request.arguments = Some(arguments);
         let peer = tokio::select! {
             peer = connection.peer(tool.index, true) => peer,
-            () = cancel.cancelled() => return Outcome::failed(ErrorCode::ToolAborted, "Cancelled by the user before it ran."),
+            () = cancel.cancelled() => return ToolOutcome::failed(ErrorCode::ToolAborted, "Cancelled by the user before it ran."),
         };
         let peer = match peer {
             Ok(peer) => peer,
-            Err(reason) => return Outcome::failed(ErrorCode::Internal, format!("{reason}.")),
+            Err(reason) => return ToolOutcome::failed(ErrorCode::Internal, format!("{reason}.")),
         };
         let result = tokio::select! {
             result = tokio::time::timeout(CALL_TIMEOUT, peer.call_tool(request)) => result,
-            () = cancel.cancelled() => return Outcome::failed(ErrorCode::ToolAborted, "Cancelled by the user while it ran; its effect is unknown."),
+            () = cancel.cancelled() => return ToolOutcome::failed(ErrorCode::ToolAborted, "Cancelled by the user while it ran; its effect is unknown."),
         };
         let result = match result {
             Err(_) => {
-                return Outcome::failed(
+                return ToolOutcome::failed(
                     ErrorCode::Internal,
                     format!(
                         "{} did not answer within {} s.",
@@ -498,7 +525,7 @@ impl McpHub {
                 } else {
                     format!("MCP server {} failed the call: {err}", connection.name)
                 };
-                return Outcome::failed(ErrorCode::Internal, message);
+                return ToolOutcome::failed(ErrorCode::Internal, message);
             }
             Ok(Ok(result)) => result,
         };
@@ -545,7 +572,7 @@ impl McpHub {
 
 /// Turns a `CallToolResult` (as JSON) into an outcome: text and resources
 /// for the model (capped), images attached for image-capable models.
-fn render(result: serde_json::Value) -> Outcome {
+fn render(result: serde_json::Value) -> ToolOutcome {
     let mut text = String::new();
     let mut attachments = Vec::new();
     // What the editor shows: each block as its own kind of content.
@@ -617,7 +644,7 @@ fn render(result: serde_json::Value) -> Outcome {
     }
     let is_error = result["isError"].as_bool().unwrap_or(false);
     let mut outcome = if is_error {
-        Outcome::failed(
+        ToolOutcome::failed(
             ErrorCode::InvalidToolArgs,
             if text.is_empty() {
                 "The MCP tool reported an error.".to_owned()
@@ -641,7 +668,7 @@ fn render(result: serde_json::Value) -> Outcome {
                 }
             }
         }
-        Outcome::ok(
+        ToolOutcome::ok(
             text,
             ToolView {
                 content: shown,

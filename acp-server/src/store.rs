@@ -76,7 +76,7 @@ impl SessionStore {
     /// # Errors
     /// The directory or file cannot be created.
     pub fn create(&self, header: &SessionHeader) -> Result<LogWriter, AgentError> {
-        let path = self.path(&header.id)?;
+        let path = self.path(header.id.as_str())?;
         let write_error = |source| AgentError::LogWrite {
             path: path.display().to_string(),
             source,
@@ -86,7 +86,7 @@ impl SessionStore {
             .create_new(true)
             .open(&path)
             .map_err(write_error)?;
-        lock(&file, &header.id, &path)?;
+        lock(&file, header.id.as_str(), &path)?;
         let mut line =
             serde_json::to_vec(header).map_err(|err| AgentError::Internal(err.to_string()))?;
         line.push(b'\n');

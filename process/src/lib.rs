@@ -100,7 +100,9 @@ impl EnvPolicy {
                     builder.add(glob);
                 }
             }
-            builder.build().unwrap_or_else(|_| globset::GlobSet::empty())
+            builder
+                .build()
+                .unwrap_or_else(|_| globset::GlobSet::empty())
         })
     }
 

@@ -9,9 +9,12 @@
 
 pub mod content;
 pub mod error;
+pub mod history;
+pub mod ids;
 pub mod log;
 pub mod model;
 pub mod tool;
 
 pub use content::UserContent;
 pub use error::ErrorCode;
+pub use ids::{SessionId, ToolCallId};

@@ -1,6 +1,6 @@
 //! The session event log: one JSONL file per session, a header line then one
-//! event per line. The log is the truth: model history and replayed editor
-//! updates are derived from it (see [`derive_history`]).
+//! event per line. The log is the truth: the model's history
+//! ([`crate::history`]) and the editor's view are derived from it.
 //!
 //! Format rules (documented in `docs/session-log.md`):
 //! - the header carries `format: "dsh-session"` and `version`; a reader
@@ -15,7 +15,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::content::UserContent;
 use crate::error::{ErrorCode, ErrorInfo};
-use crate::model::{ChatMessage, FinishReason, ToolCallRequest, Usage};
+use crate::ids::{SessionId, ToolCallId};
+use crate::model::{FinishReason, ToolCallRequest, Usage};
 use crate::tool::{ToolStatus, ToolView};
 
 /// The log format version this build writes and the newest it reads.
@@ -31,7 +32,7 @@ pub struct SessionHeader {
     /// Format version.
     pub version: u32,
     /// Session id.
-    pub id: String,
+    pub id: SessionId,
     /// Creation time, epoch ms.
     pub created_at: u64,
     /// Absolute working directory.
@@ -46,7 +47,7 @@ pub struct SessionHeader {
 
 impl SessionHeader {
     /// A header for a new session.
-    pub fn new(id: String, created_at: u64, cwd: String, roots: Vec<String>) -> Self {
+    pub fn new(id: SessionId, created_at: u64, cwd: String, roots: Vec<String>) -> Self {
         SessionHeader {
             format: FORMAT_NAME.to_owned(),
             version: FORMAT_VERSION,
@@ -74,11 +75,11 @@ pub struct Event {
     pub data: EventData,
 }
 
-/// How a turn ended.
+/// Why a turn stopped without an error. The one stop vocabulary: front
+/// ends map it to their own (ACP's `StopReason`) at their edge.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum TurnStop {
+pub enum StopReason {
     /// The model finished.
     EndTurn,
     /// The output limit was hit.
@@ -89,8 +90,30 @@ pub enum TurnStop {
     Refusal,
     /// The user cancelled.
     Cancelled,
-    /// The turn failed; see the error.
-    Error,
+}
+
+/// `turn/end.stop`: a [`StopReason`], or `"error"` for a failed turn.
+mod turn_stop {
+    use super::StopReason;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(stop: &Option<StopReason>, out: S) -> Result<S::Ok, S::Error> {
+        match stop {
+            Some(reason) => reason.serialize(out),
+            None => out.serialize_str("error"),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        input: D,
+    ) -> Result<Option<StopReason>, D::Error> {
+        let text = String::deserialize(input)?;
+        if text == "error" {
+            return Ok(None);
+        }
+        StopReason::deserialize(serde::de::value::StringDeserializer::<D::Error>::new(text))
+            .map(Some)
+    }
 }
 
 /// A permission rule remembered for the session ("always" answers).
@@ -105,32 +128,119 @@ pub struct PermissionRule {
     pub allow: bool,
 }
 
+/// How a permission prompt was answered. Anything but an allow denies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PermissionOutcome {
+    /// Run it this time.
+    AllowOnce,
+    /// Run it and remember for the session.
+    AllowAlways,
+    /// Do not run it.
+    RejectOnce,
+    /// Do not run it and remember.
+    RejectAlways,
+    /// The prompt was cancelled (the turn is cancelled).
+    Cancelled,
+    /// No answer could be had (no client, broken channel): denied.
+    Unavailable,
+}
+
+impl PermissionOutcome {
+    /// Whether the call may run.
+    pub fn allows(self) -> bool {
+        matches!(
+            self,
+            PermissionOutcome::AllowOnce | PermissionOutcome::AllowAlways
+        )
+    }
+}
+
+/// Where a plan entry stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanStatus {
+    /// Not started.
+    Pending,
+    /// Being worked on.
+    InProgress,
+    /// Done.
+    Completed,
+}
+
+/// How much a plan entry matters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanPriority {
+    /// First.
+    High,
+    /// The default.
+    #[default]
+    Medium,
+    /// Last.
+    Low,
+}
+
 /// One entry of the agent's plan.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlanEntry {
     /// What to do.
     pub content: String,
-    /// `pending`, `in_progress` or `completed`.
-    pub status: String,
-    /// `high`, `medium` or `low`.
-    #[serde(default = "default_priority")]
-    pub priority: String,
+    /// Where it stands.
+    pub status: PlanStatus,
+    /// How much it matters.
+    #[serde(default)]
+    pub priority: PlanPriority,
 }
 
-fn default_priority() -> String {
-    "medium".to_owned()
+/// A session setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConfigKey {
+    /// The model.
+    Model,
+    /// The reasoning effort.
+    ThoughtLevel,
+    /// The permission mode.
+    Mode,
+    /// A key written by a newer dsh: ignored.
+    #[serde(other)]
+    Unknown,
+}
+
+impl ConfigKey {
+    /// The option id (`mode`, `model`, `thought_level`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConfigKey::Model => "model",
+            ConfigKey::ThoughtLevel => "thought_level",
+            ConfigKey::Mode => "mode",
+            ConfigKey::Unknown => "unknown",
+        }
+    }
+
+    /// Parses an option id.
+    pub fn parse(id: &str) -> Option<ConfigKey> {
+        [ConfigKey::Mode, ConfigKey::Model, ConfigKey::ThoughtLevel]
+            .into_iter()
+            .find(|key| key.as_str() == id)
+    }
 }
 
 /// Event types and payloads. The `type` strings are the wire names.
+///
+/// Not `#[non_exhaustive]`, on purpose: every consumer (the model's
+/// history, the editor's projection) matches it exhaustively, so a new
+/// event type cannot be added without deciding what each of them makes of
+/// it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", content = "data")]
-#[non_exhaustive]
 pub enum EventData {
     /// A session setting changed (`model`, `thought_level`, `mode`).
     #[serde(rename = "session/config")]
     Config {
-        /// Option id.
-        key: String,
+        /// Which setting.
+        key: ConfigKey,
         /// New value id.
         value: String,
     },
@@ -159,8 +269,9 @@ pub enum EventData {
     TurnEnd {
         /// Turn number.
         turn: u64,
-        /// Why it ended.
-        stop: TurnStop,
+        /// Why it stopped; `None` (written `"error"`) when it failed.
+        #[serde(with = "turn_stop")]
+        stop: Option<StopReason>,
         /// The failure, when `stop` is `error`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<ErrorInfo>,
@@ -205,7 +316,7 @@ pub enum EventData {
         /// Turn number.
         turn: u64,
         /// Call id.
-        call_id: String,
+        call_id: ToolCallId,
         /// Tool name.
         name: String,
         /// Raw JSON arguments.
@@ -220,7 +331,7 @@ pub enum EventData {
         /// Turn number.
         turn: u64,
         /// Call id.
-        call_id: String,
+        call_id: ToolCallId,
         /// Completed or failed.
         status: ToolStatus,
         /// What the model sees.
@@ -235,15 +346,18 @@ pub enum EventData {
         /// read), in a user message.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         attachments: Vec<UserContent>,
+        /// The client terminal that showed the command live (its id is good
+        /// for that connection only: replay shows `view` instead).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        live_terminal: Option<String>,
     },
     /// A permission prompt was answered (or failed closed).
     #[serde(rename = "permission/decision")]
     PermissionDecision {
         /// Call id.
-        call_id: String,
-        /// `allow_once`, `allow_always`, `reject_once`, `reject_always`,
-        /// `cancelled` or `unavailable`.
-        outcome: String,
+        call_id: ToolCallId,
+        /// The answer.
+        outcome: PermissionOutcome,
     },
     /// A session rule from an "always" answer.
     #[serde(rename = "permission/rule")]
@@ -458,227 +572,6 @@ pub fn parse_log(bytes: &[u8]) -> Result<ParsedLog, LogError> {
     })
 }
 
-/// Text the model sees for a tool call whose outcome was never logged
-/// (the process died while it ran).
-pub const OUTCOME_UNKNOWN: &str = "The outcome of this tool call is unknown: dsh stopped while it was running. Check the current state before relying on it.";
-
-/// Derives the model conversation from the log: user prompts, assistant
-/// replies (interrupted ones keep their delivered text and lose undispatched
-/// tool calls), tool results, with compaction summaries replacing the range
-/// they cover. Tool calls carry the model's own ids (see
-/// [`ToolCallRequest::provider_id`]).
-///
-/// The result is valid for every provider, strict chat templates included:
-/// - a tool call without a logged result (dsh died while it ran) gets a
-///   synthetic "outcome unknown" result;
-/// - roles alternate: a turn that ended without a reply (failed,
-///   cancelled, cut off by a crash) is closed with a short assistant note,
-///   so the next prompt never follows a user message directly;
-/// - a turn that failed because the conversation outgrew the context
-///   window keeps only its prompt (replaced by a note when it is large), so
-///   it does not make the next request overflow too.
-pub fn derive_history(events: &[Event]) -> Vec<ChatMessage> {
-    // Latest compaction wins for overlapping ranges; ranges are by seq.
-    let compactions: Vec<(u64, u64, &str)> = events
-        .iter()
-        .filter_map(|event| match &event.data {
-            EventData::CompactionSummary {
-                start,
-                end,
-                summary,
-            } => Some((*start, *end, summary.as_str())),
-            _ => None,
-        })
-        .collect();
-    let mut history = History::default();
-    let mut emitted_summaries = std::collections::HashSet::new();
-    for event in events {
-        if let Some(index) = compactions
-            .iter()
-            .rposition(|(start, end, _)| (*start..=*end).contains(&event.seq))
-        {
-            if emitted_summaries.insert(index) {
-                history.flush_pending();
-                history.close_open_turn(NOTE_AFTER_SUMMARY);
-                history
-                    .messages
-                    .push(ChatMessage::User(vec![UserContent::text(format!(
-                        "<conversation-summary>\n{}\n</conversation-summary>",
-                        compactions[index].2
-                    ))]));
-                history.messages.push(ChatMessage::Assistant {
-                    text: NOTE_AFTER_SUMMARY.to_owned(),
-                    reasoning: String::new(),
-                    tool_calls: Vec::new(),
-                });
-            }
-            continue;
-        }
-        match &event.data {
-            EventData::UserMessage { content, .. } => {
-                history.flush_pending();
-                history.close_open_turn(NOTE_NO_REPLY);
-                history.turn_start = Some(history.messages.len());
-                history.messages.push(ChatMessage::User(content.clone()));
-            }
-            EventData::AssistantMessage {
-                text,
-                reasoning,
-                tool_calls,
-                interrupted,
-                ..
-            } => {
-                history.flush_pending();
-                let tool_calls = if *interrupted {
-                    &[][..]
-                } else {
-                    tool_calls.as_slice()
-                };
-                if text.is_empty() && tool_calls.is_empty() {
-                    continue;
-                }
-                history.pending.extend(
-                    tool_calls
-                        .iter()
-                        .map(|call| (call.id.clone(), call.provider_id().to_owned())),
-                );
-                history.messages.push(ChatMessage::Assistant {
-                    text: text.clone(),
-                    reasoning: reasoning.clone(),
-                    tool_calls: tool_calls
-                        .iter()
-                        .map(|call| ToolCallRequest {
-                            id: call.provider_id().to_owned(),
-                            name: call.name.clone(),
-                            arguments: call.arguments.clone(),
-                            provider_id: None,
-                        })
-                        .collect(),
-                });
-            }
-            EventData::ToolResult {
-                call_id,
-                output,
-                attachments: extra,
-                ..
-            } => {
-                if let Some(pos) = history.pending.iter().position(|(id, _)| id == call_id) {
-                    let (_, provider_id) = history.pending.remove(pos);
-                    history.messages.push(ChatMessage::Tool {
-                        call_id: provider_id,
-                        content: output.clone(),
-                    });
-                    history.attachments.extend(extra.iter().cloned());
-                }
-            }
-            EventData::TurnEnd { stop, error, .. } => {
-                history.flush_pending();
-                if error
-                    .as_ref()
-                    .is_some_and(|error| error.code == ErrorCode::ModelContextWindowExceeded)
-                {
-                    history.drop_overflowed_turn();
-                }
-                let note = match (stop, error) {
-                    (TurnStop::Cancelled, _) => {
-                        "[dsh: the user cancelled this turn before it was done.]".to_owned()
-                    }
-                    (_, Some(error)) => format!(
-                        "[dsh: this turn failed ({}): {}]",
-                        error.code.as_str(),
-                        crate::content::truncate_chars(&error.message, 300)
-                    ),
-                    (TurnStop::MaxTurnRequests, _) => {
-                        "[dsh: this turn stopped: it reached the limit of model calls per turn.]"
-                            .to_owned()
-                    }
-                    _ => NOTE_NO_REPLY.to_owned(),
-                };
-                history.close_open_turn(&note);
-                history.turn_start = None;
-            }
-            _ => {}
-        }
-    }
-    history.flush_pending();
-    history.messages
-}
-
-/// Closes a turn that has no reply after its prompt or tool results.
-const NOTE_NO_REPLY: &str = "[dsh: no reply was recorded for this turn.]";
-/// Follows a compaction summary.
-const NOTE_AFTER_SUMMARY: &str = "Understood; I will continue from this summary.";
-/// Replaces a large prompt whose turn overflowed the context window.
-const NOTE_DROPPED_PROMPT: &str = "[dsh: this message was removed from the conversation: together with what it produced it did not fit the model's context window.]";
-/// Prompts up to this size are kept when their turn overflowed.
-const KEEP_OVERFLOWED_PROMPT_BYTES: usize = 4096;
-
-/// The conversation being derived.
-#[derive(Default)]
-struct History {
-    messages: Vec<ChatMessage>,
-    /// Calls awaiting results: (dsh id, provider id).
-    pending: Vec<(String, String)>,
-    /// Attachments follow the whole run of tool results: providers require
-    /// tool messages to come straight after the assistant message.
-    attachments: Vec<UserContent>,
-    /// Where the current turn's prompt is in `messages`.
-    turn_start: Option<usize>,
-}
-
-impl History {
-    fn flush_pending(&mut self) {
-        for (_, provider_id) in self.pending.drain(..) {
-            self.messages.push(ChatMessage::Tool {
-                call_id: provider_id,
-                content: OUTCOME_UNKNOWN.to_owned(),
-            });
-        }
-        if !self.attachments.is_empty() {
-            self.messages
-                .push(ChatMessage::User(std::mem::take(&mut self.attachments)));
-        }
-    }
-
-    /// Adds an assistant note when the conversation ends in a user or tool
-    /// message, so a next user message keeps the roles alternating.
-    fn close_open_turn(&mut self, note: &str) {
-        if matches!(
-            self.messages.last(),
-            Some(ChatMessage::User(_) | ChatMessage::Tool { .. })
-        ) {
-            self.messages.push(ChatMessage::Assistant {
-                text: note.to_owned(),
-                reasoning: String::new(),
-                tool_calls: Vec::new(),
-            });
-        }
-    }
-
-    /// Keeps only the prompt of a turn that overflowed the context window
-    /// (and replaces the prompt too when it is large).
-    fn drop_overflowed_turn(&mut self) {
-        let Some(start) = self.turn_start else {
-            return;
-        };
-        self.messages.truncate(start + 1);
-        if let Some(ChatMessage::User(content)) = self.messages.get_mut(start) {
-            let size: usize = content
-                .iter()
-                .map(|block| match block {
-                    UserContent::Text { text } => text.len(),
-                    UserContent::Resource { text, .. } => text.len(),
-                    UserContent::Image { data, .. } => data.len(),
-                    _ => 0,
-                })
-                .sum();
-            if size > KEEP_OVERFLOWED_PROMPT_BYTES {
-                *content = vec![UserContent::text(NOTE_DROPPED_PROMPT)];
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -689,8 +582,13 @@ mod tests {
 
     fn header() -> String {
         line(
-            serde_json::to_value(SessionHeader::new("s1".into(), 1, "/tmp".into(), vec![]))
-                .unwrap(),
+            serde_json::to_value(SessionHeader::new(
+                SessionId::new("s1"),
+                1,
+                "/tmp".into(),
+                vec![],
+            ))
+            .unwrap(),
         )
     }
 
@@ -752,300 +650,72 @@ mod tests {
 
     #[test]
     fn newer_version_is_refused() {
-        let mut header = SessionHeader::new("s".into(), 0, "/".into(), vec![]);
+        let mut header = SessionHeader::new(SessionId::new("s"), 0, "/".into(), vec![]);
         header.version = FORMAT_VERSION + 1;
         let err = parse_log(line(serde_json::to_value(header).unwrap()).as_bytes()).unwrap_err();
         assert_eq!(err.code, ErrorCode::SessionLogVersion);
     }
 
+    /// Issue 11: typed fields read the strings older logs hold, and write
+    /// them the same way.
     #[test]
-    fn history_repairs_unfinished_calls_and_applies_compaction() {
-        let call = ToolCallRequest {
-            id: "c1".into(),
-            name: "read".into(),
-            arguments: "{}".into(),
-            provider_id: None,
-        };
-        let mk = |seq, data| Event {
-            seq,
-            time: 0,
-            ignorable: false,
-            data,
-        };
-        let events = vec![
-            mk(
-                1,
-                EventData::UserMessage {
-                    turn: 1,
-                    content: vec![UserContent::text("one")],
-                },
-            ),
-            mk(
-                2,
-                EventData::AssistantMessage {
-                    turn: 1,
-                    step: 1,
-                    text: String::new(),
-                    reasoning: "r".into(),
-                    tool_calls: vec![call],
-                    usage: None,
-                    estimated_context: None,
-                    finish: FinishReason::ToolCalls,
-                    interrupted: false,
-                    model: String::new(),
-                },
-            ),
-            mk(
-                3,
-                EventData::UserMessage {
-                    turn: 2,
-                    content: vec![UserContent::text("two")],
-                },
-            ),
+    fn typed_fields_keep_the_wire_strings() {
+        let lines = [
+            r#"{"seq":1,"time":0,"type":"session/config","data":{"key":"mode","value":"ask"}}"#,
+            r#"{"seq":2,"time":0,"type":"session/config","data":{"key":"future_key","value":"x"}}"#,
+            r#"{"seq":3,"time":0,"type":"turn/end","data":{"turn":1,"stop":"error","error":{"code":"model.server","message":"m"}}}"#,
+            r#"{"seq":4,"time":0,"type":"turn/end","data":{"turn":2,"stop":"max_turn_requests"}}"#,
+            r#"{"seq":5,"time":0,"type":"permission/decision","data":{"call_id":"c1","outcome":"allow_always"}}"#,
+            r#"{"seq":6,"time":0,"type":"plan","data":{"entries":[{"content":"a","status":"in_progress"}]}}"#,
         ];
-        let history = derive_history(&events);
-        assert_eq!(history.len(), 5);
-        assert_eq!(
-            history[2],
-            ChatMessage::Tool {
-                call_id: "c1".into(),
-                content: OUTCOME_UNKNOWN.into()
+        let events: Vec<Event> = lines
+            .iter()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect();
+        assert!(matches!(
+            events[0].data,
+            EventData::Config {
+                key: ConfigKey::Mode,
+                ..
             }
-        );
-        assert!(
-            matches!(&history[3], ChatMessage::Assistant { text, .. } if text == NOTE_NO_REPLY)
-        );
-
-        let mut compacted = events.clone();
-        compacted.push(mk(
-            4,
-            EventData::CompactionSummary {
-                start: 1,
-                end: 2,
-                summary: "did one".into(),
-            },
         ));
-        let history = derive_history(&compacted);
-        assert_eq!(history.len(), 3);
-        assert!(
-            matches!(&history[0], ChatMessage::User(c) if matches!(&c[0], UserContent::Text{text} if text.contains("did one")))
-        );
-    }
-
-    fn mk(seq: u64, data: EventData) -> Event {
-        Event {
-            seq,
-            time: 0,
-            ignorable: false,
-            data,
-        }
-    }
-
-    fn prompt(turn: u64, text: &str) -> EventData {
-        EventData::UserMessage {
-            turn,
-            content: vec![UserContent::text(text)],
-        }
-    }
-
-    fn failed(turn: u64, code: ErrorCode) -> EventData {
-        EventData::TurnEnd {
-            turn,
-            stop: TurnStop::Error,
-            error: Some(ErrorInfo {
-                code,
-                message: "it failed".into(),
-            }),
-        }
-    }
-
-    fn roles(history: &[ChatMessage]) -> Vec<&'static str> {
-        history
-            .iter()
-            .map(|message| match message {
-                ChatMessage::System(_) => "system",
-                ChatMessage::User(_) => "user",
-                ChatMessage::Assistant { .. } => "assistant",
-                ChatMessage::Tool { .. } => "tool",
-            })
-            .collect()
-    }
-
-    /// Issue 10, item 19: failed and cancelled turns, and a crash, never
-    /// leave two user messages in a row.
-    #[test]
-    fn failed_turns_keep_roles_alternating() {
-        let events = vec![
-            mk(1, prompt(1, "one")),
-            mk(2, failed(1, ErrorCode::ModelServer)),
-            mk(3, prompt(2, "two")),
-            mk(
-                4,
-                EventData::TurnEnd {
-                    turn: 2,
-                    stop: TurnStop::Cancelled,
-                    error: None,
-                },
-            ),
-            mk(5, prompt(3, "three")),
-            // dsh died here: no turn/end.
-            mk(6, prompt(4, "four")),
-        ];
-        let history = derive_history(&events);
-        assert_eq!(
-            roles(&history),
-            [
-                "user",
-                "assistant",
-                "user",
-                "assistant",
-                "user",
-                "assistant",
-                "user"
-            ]
-        );
-        assert!(
-            matches!(&history[1], ChatMessage::Assistant { text, .. } if text.contains("model.server"))
-        );
-        assert!(
-            matches!(&history[3], ChatMessage::Assistant { text, .. } if text.contains("cancelled"))
-        );
-    }
-
-    /// Issue 10, item 19: a turn that overflowed the window keeps a short
-    /// prompt, drops a large one and everything the turn produced.
-    #[test]
-    fn an_overflowed_turn_does_not_overflow_the_next() {
-        let call = ToolCallRequest {
-            id: "c1".into(),
-            name: "read".into(),
-            arguments: "{}".into(),
-            provider_id: None,
-        };
-        let big = "x".repeat(100_000);
-        let events = vec![
-            mk(1, prompt(1, &big)),
-            mk(
-                2,
-                EventData::AssistantMessage {
-                    turn: 1,
-                    step: 1,
-                    text: String::new(),
-                    reasoning: String::new(),
-                    tool_calls: vec![call],
-                    usage: None,
-                    estimated_context: None,
-                    finish: FinishReason::ToolCalls,
-                    interrupted: false,
-                    model: String::new(),
-                },
-            ),
-            mk(
-                3,
-                EventData::ToolResult {
-                    turn: 1,
-                    call_id: "c1".into(),
-                    status: ToolStatus::Completed,
-                    output: big.clone(),
-                    error: None,
-                    view: ToolView::default(),
-                    attachments: Vec::new(),
-                },
-            ),
-            mk(4, failed(1, ErrorCode::ModelContextWindowExceeded)),
-            mk(5, prompt(2, "short again")),
-        ];
-        let history = derive_history(&events);
-        assert_eq!(roles(&history), ["user", "assistant", "user"]);
-        assert!(
-            matches!(&history[0], ChatMessage::User(c) if matches!(&c[0], UserContent::Text { text } if text == NOTE_DROPPED_PROMPT))
-        );
-        let size: usize = history
-            .iter()
-            .map(|m| match m {
-                ChatMessage::User(c) => c
-                    .iter()
-                    .map(|b| match b {
-                        UserContent::Text { text } => text.len(),
-                        _ => 0,
-                    })
-                    .sum(),
-                ChatMessage::Assistant { text, .. } => text.len(),
-                ChatMessage::Tool { content, .. } => content.len(),
-                ChatMessage::System(t) => t.len(),
-            })
-            .sum();
-        assert!(size < 2000, "{size}");
-    }
-
-    /// Issue 10, item 16: a renamed call keeps the model's id in the history.
-    #[test]
-    fn renamed_calls_keep_the_models_id_for_the_provider() {
-        let calls = vec![
-            ToolCallRequest {
-                id: "call_1".into(),
-                name: "read".into(),
-                arguments: "{}".into(),
-                provider_id: None,
-            },
-            ToolCallRequest {
-                id: "call_1~2".into(),
-                name: "read".into(),
-                arguments: "{}".into(),
-                provider_id: Some("call_1".into()),
-            },
-        ];
-        let result = |seq, id: &str| {
-            mk(
-                seq,
-                EventData::ToolResult {
-                    turn: 1,
-                    call_id: id.into(),
-                    status: ToolStatus::Completed,
-                    output: id.into(),
-                    error: None,
-                    view: ToolView::default(),
-                    attachments: Vec::new(),
-                },
-            )
-        };
-        let events = vec![
-            mk(1, prompt(1, "go")),
-            mk(
-                2,
-                EventData::AssistantMessage {
-                    turn: 1,
-                    step: 1,
-                    text: String::new(),
-                    reasoning: String::new(),
-                    tool_calls: calls,
-                    usage: None,
-                    estimated_context: None,
-                    finish: FinishReason::ToolCalls,
-                    interrupted: false,
-                    model: String::new(),
-                },
-            ),
-            result(3, "call_1"),
-            result(4, "call_1~2"),
-        ];
-        let history = derive_history(&events);
-        assert!(
-            matches!(&history[1], ChatMessage::Assistant { tool_calls, .. } if tool_calls.iter().all(|c| c.id == "call_1"))
-        );
-        assert_eq!(
-            history[2],
-            ChatMessage::Tool {
-                call_id: "call_1".into(),
-                content: "call_1".into()
+        assert!(matches!(
+            events[1].data,
+            EventData::Config {
+                key: ConfigKey::Unknown,
+                ..
             }
-        );
-        assert_eq!(
-            history[3],
-            ChatMessage::Tool {
-                call_id: "call_1".into(),
-                content: "call_1~2".into()
+        ));
+        assert!(matches!(
+            events[2].data,
+            EventData::TurnEnd { stop: None, .. }
+        ));
+        assert!(matches!(
+            events[3].data,
+            EventData::TurnEnd {
+                stop: Some(StopReason::MaxTurnRequests),
+                ..
             }
+        ));
+        assert!(matches!(
+            events[4].data,
+            EventData::PermissionDecision {
+                outcome: PermissionOutcome::AllowAlways,
+                ..
+            }
+        ));
+        assert!(
+            matches!(&events[5].data, EventData::Plan { entries } if entries[0].status == PlanStatus::InProgress && entries[0].priority == PlanPriority::Medium)
         );
+        // (The plan line gains its default priority when written.)
+        for (line, event) in lines
+            .iter()
+            .zip(&events)
+            .filter(|(line, _)| !line.contains("future_key") && !line.contains("plan"))
+        {
+            let written = serde_json::to_value(event).unwrap();
+            let read: serde_json::Value = serde_json::from_str(line).unwrap();
+            assert_eq!(written["data"], read["data"], "{line}");
+        }
     }
 }

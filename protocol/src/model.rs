@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::content::UserContent;
+use crate::ids::ToolCallId;
 
 /// One tool call the model asked for. `arguments` stays the raw JSON text
 /// the model produced, so a malformed call can still be logged and answered.
@@ -11,7 +12,7 @@ use crate::content::UserContent;
 pub struct ToolCallRequest {
     /// dsh's call id: unique in the session (the editor keys tool calls by
     /// it). The model's own id when that was unique.
-    pub id: String,
+    pub id: ToolCallId,
     /// Tool name as the model wrote it.
     pub name: String,
     /// Raw JSON arguments.
@@ -25,7 +26,7 @@ pub struct ToolCallRequest {
 impl ToolCallRequest {
     /// The id the provider knows this call by.
     pub fn provider_id(&self) -> &str {
-        self.provider_id.as_deref().unwrap_or(&self.id)
+        self.provider_id.as_deref().unwrap_or(self.id.as_str())
     }
 }
 

@@ -114,3 +114,65 @@ pub struct ToolView {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub content: Vec<ToolContent>,
 }
+
+/// What a tool call produced: what the model sees, the error when it
+/// failed, the editor's final view, and what else it feeds the session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolOutcome {
+    /// What the model sees.
+    pub output: String,
+    /// The error, when it failed.
+    pub error: Option<crate::error::ErrorInfo>,
+    /// The final presentation.
+    pub view: ToolView,
+    /// A new plan (`todo_write`).
+    pub plan: Option<Vec<crate::log::PlanEntry>>,
+    /// Content the model sees after the tool results (images `read`
+    /// loaded).
+    pub attachments: Vec<crate::content::UserContent>,
+    /// The client terminal that showed a command live (see
+    /// `EventData::ToolResult::live_terminal`).
+    pub live_terminal: Option<String>,
+}
+
+impl ToolOutcome {
+    /// A successful result.
+    pub fn ok(output: String, view: ToolView) -> ToolOutcome {
+        ToolOutcome {
+            output,
+            error: None,
+            view,
+            plan: None,
+            attachments: Vec::new(),
+            live_terminal: None,
+        }
+    }
+
+    /// A failure the model sees; the editor shows the same text.
+    pub fn failed(code: crate::error::ErrorCode, message: impl Into<String>) -> ToolOutcome {
+        let message = message.into();
+        ToolOutcome {
+            output: message.clone(),
+            error: Some(crate::error::ErrorInfo {
+                code,
+                message: message.clone(),
+            }),
+            view: ToolView {
+                content: vec![ToolContent::Text { text: message }],
+                ..ToolView::default()
+            },
+            plan: None,
+            attachments: Vec::new(),
+            live_terminal: None,
+        }
+    }
+
+    /// Completed or failed.
+    pub fn status(&self) -> ToolStatus {
+        if self.error.is_some() {
+            ToolStatus::Failed
+        } else {
+            ToolStatus::Completed
+        }
+    }
+}

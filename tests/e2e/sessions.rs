@@ -94,9 +94,19 @@ async fn sessions_survive_restart_list_load_resume_close_delete() {
     // Replay equals what was streamed: same texts, same order of kinds.
     assert_eq!(chunk_text(&replayed, false), chunk_text(&streamed, false));
     assert_eq!(chunk_text(&replayed, true), chunk_text(&streamed, true));
+    // The title and the usage of every step come back too.
     assert_eq!(
         runs(&kinds(&replayed)),
-        ["user", "thought", "message", "user", "message", "usage"]
+        [
+            "session_info",
+            "user",
+            "thought",
+            "message",
+            "usage",
+            "user",
+            "message",
+            "usage"
+        ]
     );
     let user_text: Vec<String> = replayed
         .iter()
@@ -350,7 +360,7 @@ async fn sigkill_mid_stream_leaves_a_loadable_session_that_continues() {
     let conn = env.connect().await;
     conn.initialize().await;
     conn.load(&session, &env.cwd()).await;
-    assert_eq!(runs(&kinds(&conn.updates())), ["user"]);
+    assert_eq!(runs(&kinds(&conn.updates())), ["session_info", "user"]);
     assert_eq!(
         conn.prompt(&session, "again").await.unwrap().stop_reason,
         StopReason::EndTurn

@@ -574,8 +574,10 @@ async fn tool_call_deltas_are_assembled_and_answered_without_failing_the_turn() 
     assert_eq!(
         runs(&kinds(&replayed)),
         [
+            "session_info",
             "user",
             "thought",
+            "usage",
             "tool_call",
             "tool_call_update",
             "message",

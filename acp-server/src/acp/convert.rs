@@ -1,12 +1,15 @@
-//! Conversions between ACP schema types and the agent's own vocabulary.
+//! Conversions between ACP schema types and the agent's own vocabulary, each
+//! in one place.
 
 use agent_client_protocol::v1::schema as acp;
-use dsh_protocol::log::PlanEntry;
+use dsh_protocol::log::{ConfigKey, PlanEntry, PlanPriority, PlanStatus, StopReason};
 use dsh_protocol::tool::{ToolContent, ToolKind, ToolStatus};
 use dsh_protocol::UserContent;
 
-use crate::agent::{AgentUpdate, ConfigCategory, ConfigOption};
 use crate::error::AgentError;
+use crate::mcp::{McpServerConfig, McpTransport};
+use crate::permission::Mode;
+use crate::update::{AgentUpdate, ConfigOption};
 
 /// Prompt blocks → user content.
 ///
@@ -75,13 +78,20 @@ pub fn config_options(options: Vec<ConfigOption>) -> Vec<acp::SessionConfigOptio
                         .description(value.description)
                 })
                 .collect();
-            acp::SessionConfigOption::select(option.id, option.name, option.current, values)
-                .description(option.description.to_owned())
-                .category(match option.category {
-                    ConfigCategory::Mode => acp::SessionConfigOptionCategory::Mode,
-                    ConfigCategory::Model => acp::SessionConfigOptionCategory::Model,
-                    ConfigCategory::ThoughtLevel => acp::SessionConfigOptionCategory::ThoughtLevel,
-                })
+            acp::SessionConfigOption::select(
+                option.key.as_str(),
+                option.name,
+                option.current,
+                values,
+            )
+            .description(option.description.to_owned())
+            .category(match option.key {
+                ConfigKey::Mode => acp::SessionConfigOptionCategory::Mode,
+                ConfigKey::Model => acp::SessionConfigOptionCategory::Model,
+                ConfigKey::ThoughtLevel | ConfigKey::Unknown => {
+                    acp::SessionConfigOptionCategory::ThoughtLevel
+                }
+            })
         })
         .collect()
 }
@@ -159,17 +169,76 @@ pub fn locations(locations: &[dsh_protocol::tool::FileLocation]) -> Vec<acp::Too
 }
 
 fn plan_entry(entry: PlanEntry) -> acp::PlanEntry {
-    let priority = match entry.priority.as_str() {
-        "high" => acp::PlanEntryPriority::High,
-        "low" => acp::PlanEntryPriority::Low,
-        _ => acp::PlanEntryPriority::Medium,
+    let priority = match entry.priority {
+        PlanPriority::High => acp::PlanEntryPriority::High,
+        PlanPriority::Medium => acp::PlanEntryPriority::Medium,
+        PlanPriority::Low => acp::PlanEntryPriority::Low,
     };
-    let status = match entry.status.as_str() {
-        "in_progress" => acp::PlanEntryStatus::InProgress,
-        "completed" => acp::PlanEntryStatus::Completed,
-        _ => acp::PlanEntryStatus::Pending,
+    let status = match entry.status {
+        PlanStatus::Pending => acp::PlanEntryStatus::Pending,
+        PlanStatus::InProgress => acp::PlanEntryStatus::InProgress,
+        PlanStatus::Completed => acp::PlanEntryStatus::Completed,
     };
     acp::PlanEntry::new(entry.content, priority, status)
+}
+
+/// The one stop vocabulary → ACP's.
+pub fn stop_reason(stop: StopReason) -> acp::StopReason {
+    match stop {
+        StopReason::EndTurn => acp::StopReason::EndTurn,
+        StopReason::MaxTokens => acp::StopReason::MaxTokens,
+        StopReason::MaxTurnRequests => acp::StopReason::MaxTurnRequests,
+        StopReason::Refusal => acp::StopReason::Refusal,
+        StopReason::Cancelled => acp::StopReason::Cancelled,
+    }
+}
+
+/// The legacy modes view of the `mode` option, for clients that only know
+/// `session/set_mode` (clients with config options use those).
+pub fn mode_state(mode: Mode) -> acp::SessionModeState {
+    acp::SessionModeState::new(
+        mode.as_str(),
+        Mode::ALL
+            .iter()
+            .map(|mode| {
+                acp::SessionMode::new(mode.as_str(), mode.name())
+                    .description(mode.description().to_owned())
+            })
+            .collect(),
+    )
+}
+
+/// The client's MCP servers in the core's terms. SSE servers are refused
+/// (not supported, as `mcpCapabilities` says); stdio and HTTP are served.
+///
+/// # Errors
+/// An SSE server, or a transport this version does not know.
+pub fn mcp_servers(servers: &[acp::McpServer]) -> Result<Vec<McpServerConfig>, AgentError> {
+    servers
+        .iter()
+        .map(|server| match server {
+            acp::McpServer::Stdio(stdio) => Ok(McpServerConfig {
+                name: stdio.name.clone(),
+                transport: McpTransport::Stdio {
+                    command: stdio.command.display().to_string(),
+                    args: stdio.args.clone(),
+                    env: stdio.env.iter().map(|var| (var.name.clone(), var.value.clone())).collect(),
+                },
+            }),
+            acp::McpServer::Http(http) => Ok(McpServerConfig {
+                name: http.name.clone(),
+                transport: McpTransport::Http {
+                    url: http.url.clone(),
+                    headers: http.headers.iter().map(|h| (h.name.clone(), h.value.clone())).collect(),
+                },
+            }),
+            acp::McpServer::Sse(sse) => Err(AgentError::InvalidParams(format!(
+                "MCP server \"{}\" uses the SSE transport, which dsh does not support (deprecated in MCP); use its Streamable HTTP endpoint or a stdio server",
+                sse.name
+            ))),
+            _ => Err(AgentError::InvalidParams("unsupported MCP server transport".to_owned())),
+        })
+        .collect()
 }
 
 /// An agent update → a `session/update` payload.
@@ -200,7 +269,7 @@ pub fn session_update(update: AgentUpdate) -> acp::SessionUpdate {
                 .unwrap_or(serde_json::Value::String(arguments));
             let locations = locations(&view.locations);
             acp::SessionUpdate::ToolCall(
-                acp::ToolCall::new(call_id, view.title)
+                acp::ToolCall::new(call_id.into_string(), view.title)
                     .kind(tool_kind(view.kind.unwrap_or(ToolKind::Other)))
                     .status(tool_status(status))
                     .locations(locations)
@@ -223,10 +292,19 @@ pub fn session_update(update: AgentUpdate) -> acp::SessionUpdate {
             if !view.content.is_empty() {
                 fields = fields.content(tool_content(view.content));
             }
-            acp::SessionUpdate::ToolCallUpdate(acp::ToolCallUpdate::new(call_id, fields))
+            acp::SessionUpdate::ToolCallUpdate(acp::ToolCallUpdate::new(
+                call_id.into_string(),
+                fields,
+            ))
         }
         AgentUpdate::Plan(entries) => acp::SessionUpdate::Plan(acp::Plan::new(
             entries.into_iter().map(plan_entry).collect(),
         )),
+        AgentUpdate::ConfigOptions(options) => acp::SessionUpdate::ConfigOptionUpdate(
+            acp::ConfigOptionUpdate::new(config_options(options)),
+        ),
+        AgentUpdate::Mode(mode) => {
+            acp::SessionUpdate::CurrentModeUpdate(acp::CurrentModeUpdate::new(mode.as_str()))
+        }
     }
 }

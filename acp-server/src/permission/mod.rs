@@ -205,7 +205,9 @@ impl Protected {
                         builder.add(glob);
                     }
                 }
-                builder.build().unwrap_or_else(|_| globset::GlobSet::empty())
+                builder
+                    .build()
+                    .unwrap_or_else(|_| globset::GlobSet::empty())
             })
             .is_match(path)
     }

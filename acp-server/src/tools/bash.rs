@@ -16,8 +16,9 @@ use dsh_protocol::ErrorCode;
 use serde::Deserialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::{Outcome, ToolEnv};
-use crate::client::TerminalCommand;
+use super::ToolEnv;
+use crate::frontend::TerminalCommand;
+use dsh_protocol::tool::ToolOutcome;
 
 pub const DESCRIPTION: &str = "Run a shell command with bash -c in a fresh shell (nothing persists between calls: pass workdir instead of using cd). Returns the output and [exit code: N]. Default timeout 2 minutes, at most 10 (timeoutMs). If a command is denied by policy, do not retry it another way.";
 
@@ -89,12 +90,12 @@ pub fn present(args: &BashArgs) -> ToolView {
     }
 }
 
-pub async fn run(args: &BashArgs, workdir: &Path, env: &ToolEnv<'_>) -> Outcome {
+pub async fn run(args: &BashArgs, workdir: &Path, env: &ToolEnv<'_>) -> ToolOutcome {
     if args.command.trim().is_empty() {
-        return Outcome::failed(ErrorCode::InvalidToolArgs, "The command is empty.");
+        return ToolOutcome::failed(ErrorCode::InvalidToolArgs, "The command is empty.");
     }
     if !workdir.is_dir() {
-        return Outcome::failed(
+        return ToolOutcome::failed(
             ErrorCode::InvalidToolArgs,
             format!("workdir {} is not a directory.", workdir.display()),
         );
@@ -115,16 +116,16 @@ async fn run_in_client_terminal(
     workdir: &Path,
     timeout: Duration,
     env: &ToolEnv<'_>,
-) -> Outcome {
+) -> ToolOutcome {
     let command = TerminalCommand {
         command: args.command.clone(),
         cwd: workdir.to_path_buf(),
         output_limit: INLINE_BYTES as u64,
         timeout,
-        call_id: env.call_id.to_owned(),
+        call_id: env.call_id.clone(),
     };
     match env.frontend.run_in_terminal(command, env.cancel).await {
-        Err(message) => Outcome::failed(
+        Err(message) => ToolOutcome::failed(
             ErrorCode::Internal,
             format!("The command could not be started in the editor's terminal: {message}"),
         ),
@@ -145,14 +146,23 @@ async fn run_in_client_terminal(
                 run.cancelled,
                 timeout,
             ));
-            let view = ToolView {
-                content: vec![ToolContent::Terminal {
-                    terminal_id: run.terminal_id,
-                }],
-                ..ToolView::default()
-            };
-            Outcome::ok(output, view)
+            // Live, the editor keeps showing its terminal; the log keeps the
+            // output, which is what a reload shows (the terminal is gone).
+            ToolOutcome {
+                live_terminal: Some(run.terminal_id),
+                ..ToolOutcome::ok(output.clone(), output_view(&output))
+            }
         }
+    }
+}
+
+/// The output as the editor shows it: the tail, in a code block.
+fn output_view(output: &str) -> ToolView {
+    ToolView {
+        content: vec![ToolContent::Text {
+            text: format!("```\n{}\n```", tail(output, 8000)),
+        }],
+        ..ToolView::default()
     }
 }
 
@@ -295,7 +305,7 @@ struct SpillTarget {
 
 impl SpillTarget {
     fn new(env: &ToolEnv<'_>) -> SpillTarget {
-        let name = env.call_id.replace(
+        let name = env.call_id.as_str().replace(
             |c: char| !c.is_ascii_alphanumeric() && c != '-' && c != '_',
             "_",
         );
@@ -325,7 +335,7 @@ async fn run_locally(
     workdir: &Path,
     timeout: Duration,
     env: &ToolEnv<'_>,
-) -> Outcome {
+) -> ToolOutcome {
     let mut command = env.spawner.guarded("bash", ["-c", args.command.as_str()]);
     command
         .current_dir(workdir)
@@ -334,7 +344,7 @@ async fn run_locally(
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(err) => {
-            return Outcome::failed(ErrorCode::Internal, format!("Cannot start bash: {err}"))
+            return ToolOutcome::failed(ErrorCode::Internal, format!("Cannot start bash: {err}"))
         }
     };
     let pgid = child.id().unwrap_or(0);
@@ -402,12 +412,6 @@ async fn run_locally(
         cancelled,
         timeout,
     ));
-    let shown = tail(&output, 8000);
-    let view = ToolView {
-        content: vec![ToolContent::Text {
-            text: format!("```\n{shown}\n```"),
-        }],
-        ..ToolView::default()
-    };
-    Outcome::ok(output, view)
+    let view = output_view(&output);
+    ToolOutcome::ok(output, view)
 }

@@ -24,7 +24,8 @@ use dsh_protocol::tool::{FileDiff, FileLocation, ToolContent, ToolKind, ToolView
 use dsh_protocol::ErrorCode;
 use serde::Deserialize;
 
-use super::{display_path, Outcome, ToolEnv};
+use super::{display_path, ToolEnv};
+use dsh_protocol::tool::ToolOutcome;
 
 pub const READ_DESCRIPTION: &str = "Read a UTF-8 text file. Returns numbered lines (1-based). Use offset and limit to read part of a large file. Binary files are refused.";
 pub const WRITE_DESCRIPTION: &str = "Create or fully replace a UTF-8 text file.";
@@ -420,26 +421,26 @@ fn stream_into(
     Ok(Seen::All)
 }
 
-pub async fn read(args: &ReadArgs, path: &Path, env: &ToolEnv<'_>) -> Outcome {
+pub async fn read(args: &ReadArgs, path: &Path, env: &ToolEnv<'_>) -> ToolOutcome {
     let offset = args.offset.unwrap_or(1).max(1);
     let limit = args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, DEFAULT_LIMIT);
     let owned = path.to_path_buf();
     let size = match blocking(move || probe(&owned)).await {
-        Err(message) => return Outcome::failed(ErrorCode::InvalidToolArgs, message),
+        Err(message) => return ToolOutcome::failed(ErrorCode::InvalidToolArgs, message),
         Ok(Probe::Missing) => {
-            return Outcome::failed(
+            return ToolOutcome::failed(
                 ErrorCode::InvalidToolArgs,
                 format!("File not found: {}", path.display()),
             )
         }
         Ok(Probe::Directory) => {
-            return Outcome::failed(
+            return ToolOutcome::failed(
                 ErrorCode::InvalidToolArgs,
                 format!("{} is a directory; use glob to list files.", path.display()),
             )
         }
         Ok(Probe::Binary(what)) => {
-            return Outcome::failed(
+            return ToolOutcome::failed(
                 ErrorCode::InvalidToolArgs,
                 format!(
                     "{} is not a text file ({what}); read only handles UTF-8 text.",
@@ -471,13 +472,13 @@ pub async fn read(args: &ReadArgs, path: &Path, env: &ToolEnv<'_>) -> Outcome {
     };
     let (mut window, seen) = match window {
         Ok(read) => read,
-        Err(message) => return Outcome::failed(ErrorCode::InvalidToolArgs, message),
+        Err(message) => return ToolOutcome::failed(ErrorCode::InvalidToolArgs, message),
     };
     let total = window.total;
     if total == 0 {
         window.out.push_str("(empty file)\n");
     } else if window.shown == 0 {
-        return Outcome::failed(
+        return ToolOutcome::failed(
             ErrorCode::InvalidToolArgs,
             format!(
                 "offset {offset} is past the end of {} ({total} lines).",
@@ -512,15 +513,15 @@ pub async fn read(args: &ReadArgs, path: &Path, env: &ToolEnv<'_>) -> Outcome {
         locations: vec![location(path, offset as u32)],
         ..ToolView::default()
     };
-    Outcome::ok(window.out, view)
+    ToolOutcome::ok(window.out, view)
 }
 
 /// Hands an image to the model: it follows the tool results as a user
 /// message (image-capable models see it; others get a note saying so).
-async fn read_image(path: &Path, mime: &'static str, what: String, size: u64) -> Outcome {
+async fn read_image(path: &Path, mime: &'static str, what: String, size: u64) -> ToolOutcome {
     use base64::Engine as _;
     if size > MAX_IMAGE_BYTES {
-        return Outcome::failed(
+        return ToolOutcome::failed(
             ErrorCode::InvalidToolArgs,
             format!(
                 "{} is an image ({what}) larger than the {} MiB limit.",
@@ -541,9 +542,9 @@ async fn read_image(path: &Path, mime: &'static str, what: String, size: u64) ->
     .await
     {
         Ok(bytes) => bytes,
-        Err(message) => return Outcome::failed(ErrorCode::InvalidToolArgs, message),
+        Err(message) => return ToolOutcome::failed(ErrorCode::InvalidToolArgs, message),
     };
-    let mut outcome = Outcome::ok(
+    let mut outcome = ToolOutcome::ok(
         format!(
             "{} is an image ({what}); it is attached after the tool results.",
             path.display()
@@ -734,13 +735,13 @@ async fn describe_change(path: &Path, old: Current, new: String) -> (String, Too
     described.unwrap_or_else(|message| (message, ToolView::default()))
 }
 
-pub async fn write(args: &WriteArgs, path: &Path, env: &ToolEnv<'_>) -> Outcome {
+pub async fn write(args: &WriteArgs, path: &Path, env: &ToolEnv<'_>) -> ToolOutcome {
     let old = match current_text(path, MAX_DIFF_BYTES, env).await {
         Ok(old) => old,
-        Err(message) => return Outcome::failed(ErrorCode::InvalidToolArgs, message),
+        Err(message) => return ToolOutcome::failed(ErrorCode::InvalidToolArgs, message),
     };
     if let Err(message) = store(path, &args.content, env).await {
-        return Outcome::failed(ErrorCode::InvalidToolArgs, message);
+        return ToolOutcome::failed(ErrorCode::InvalidToolArgs, message);
     }
     let lines = args.content.lines().count();
     let created = matches!(old, Current::Missing);
@@ -750,18 +751,18 @@ pub async fn write(args: &WriteArgs, path: &Path, env: &ToolEnv<'_>) -> Outcome 
     } else {
         format!("Wrote {} ({lines} lines; {summary}).", path.display())
     };
-    Outcome::ok(output, view)
+    ToolOutcome::ok(output, view)
 }
 
-pub async fn edit(args: &EditArgs, path: &Path, env: &ToolEnv<'_>) -> Outcome {
+pub async fn edit(args: &EditArgs, path: &Path, env: &ToolEnv<'_>) -> ToolOutcome {
     if args.old_string.is_empty() {
-        return Outcome::failed(
+        return ToolOutcome::failed(
             ErrorCode::InvalidToolArgs,
             "old_string is empty; use write to create or replace a whole file.",
         );
     }
     if args.old_string == args.new_string {
-        return Outcome::failed(
+        return ToolOutcome::failed(
             ErrorCode::InvalidToolArgs,
             "old_string and new_string are identical; nothing to change.",
         );
@@ -769,7 +770,7 @@ pub async fn edit(args: &EditArgs, path: &Path, env: &ToolEnv<'_>) -> Outcome {
     let old = match current_text(path, MAX_EDIT_BYTES, env).await {
         Ok(Current::Text(old)) => old,
         Ok(Current::Missing) => {
-            return Outcome::failed(
+            return ToolOutcome::failed(
                 ErrorCode::InvalidToolArgs,
                 format!(
                     "File not found: {}; use write to create it.",
@@ -778,7 +779,7 @@ pub async fn edit(args: &EditArgs, path: &Path, env: &ToolEnv<'_>) -> Outcome {
             )
         }
         Ok(Current::TooLarge(size)) => {
-            return Outcome::failed(
+            return ToolOutcome::failed(
                 ErrorCode::InvalidToolArgs,
                 format!(
                     "{} is {size} bytes; edit handles files up to {} MiB. Use bash (sed, a script) for a file this large.",
@@ -787,7 +788,7 @@ pub async fn edit(args: &EditArgs, path: &Path, env: &ToolEnv<'_>) -> Outcome {
                 ),
             )
         }
-        Err(message) => return Outcome::failed(ErrorCode::InvalidToolArgs, message),
+        Err(message) => return ToolOutcome::failed(ErrorCode::InvalidToolArgs, message),
     };
     let (old_string, new_string, replace_all) = (
         args.old_string.clone(),
@@ -829,10 +830,10 @@ pub async fn edit(args: &EditArgs, path: &Path, env: &ToolEnv<'_>) -> Outcome {
     .await;
     let (old, new, count, first_line) = match replaced {
         Ok(replaced) => replaced,
-        Err(message) => return Outcome::failed(ErrorCode::InvalidToolArgs, message),
+        Err(message) => return ToolOutcome::failed(ErrorCode::InvalidToolArgs, message),
     };
     if let Err(message) = store(path, &new, env).await {
-        return Outcome::failed(ErrorCode::InvalidToolArgs, message);
+        return ToolOutcome::failed(ErrorCode::InvalidToolArgs, message);
     }
     let (summary, view) = describe_change(path, Current::Text(old), new).await;
     let output = format!(
@@ -840,7 +841,7 @@ pub async fn edit(args: &EditArgs, path: &Path, env: &ToolEnv<'_>) -> Outcome {
         path.display(),
         if count == 1 { "" } else { "s" },
     );
-    Outcome::ok(output, view)
+    ToolOutcome::ok(output, view)
 }
 
 /// Explains a failed match: zero matches, and where the first line of

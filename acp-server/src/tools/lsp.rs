@@ -12,7 +12,8 @@ use dsh_protocol::tool::{FileLocation, ToolKind, ToolView};
 use dsh_protocol::ErrorCode;
 use serde::Deserialize;
 
-use super::{display_path, Outcome, Refusal, ToolEnv};
+use super::{display_path, Refusal, ToolEnv};
+use dsh_protocol::tool::ToolOutcome;
 
 pub const DESCRIPTION: &str = "Ask the project's language server. Operations: goToDefinition, findReferences, goToImplementation, hover, documentSymbol, workspaceSymbol (symbol is the query), diagnostics (of the file), incomingCalls, outgoingCalls. line is 1-based; give the position either as symbol (a name on that line; preferred) or as character (1-based, UTF-16).";
 
@@ -139,30 +140,30 @@ async fn file_text(path: &Path, env: &ToolEnv<'_>) -> Result<String, String> {
     super::fs::read_text(path, MAX_DOCUMENT_BYTES, env).await
 }
 
-pub async fn run(args: &LspArgs, path: &Path, env: &ToolEnv<'_>) -> Outcome {
+pub async fn run(args: &LspArgs, path: &Path, env: &ToolEnv<'_>) -> ToolOutcome {
     let operation = match operation(args) {
         Ok(operation) => operation,
         Err(refusal) => return refusal.into(),
     };
     if path.is_dir() {
-        return Outcome::failed(
+        return ToolOutcome::failed(
             ErrorCode::InvalidToolArgs,
             format!("{} is a directory; lsp needs a file.", path.display()),
         );
     }
     let text = match file_text(path, env).await {
         Ok(text) => text,
-        Err(message) => return Outcome::failed(ErrorCode::InvalidToolArgs, message),
+        Err(message) => return ToolOutcome::failed(ErrorCode::InvalidToolArgs, message),
     };
     let position = if operation.needs_position() {
         let Some(line_number) = args.line.filter(|l| *l >= 1) else {
-            return Outcome::failed(
+            return ToolOutcome::failed(
                 ErrorCode::InvalidToolArgs,
                 "line is required (1-based) for this operation.",
             );
         };
         let Some(line) = text.lines().nth(line_number as usize - 1) else {
-            return Outcome::failed(
+            return ToolOutcome::failed(
                 ErrorCode::InvalidToolArgs,
                 format!(
                     "line {line_number} is past the end of {} ({} lines).",
@@ -175,7 +176,7 @@ pub async fn run(args: &LspArgs, path: &Path, env: &ToolEnv<'_>) -> Outcome {
             (Some(symbol), _) => match symbol_column(line, symbol) {
                 Some(column) => column,
                 None => {
-                    return Outcome::failed(
+                    return ToolOutcome::failed(
                         ErrorCode::InvalidToolArgs,
                         format!("`{symbol}` does not appear on line {line_number}: {:?}. Check the line number.", line.trim()),
                     )
@@ -183,7 +184,7 @@ pub async fn run(args: &LspArgs, path: &Path, env: &ToolEnv<'_>) -> Outcome {
             },
             (None, Some(character)) if character >= 1 => character - 1,
             _ => {
-                return Outcome::failed(
+                return ToolOutcome::failed(
                     ErrorCode::InvalidToolArgs,
                     "Give the position as symbol (a name on that line) or character (1-based).",
                 )
@@ -218,7 +219,7 @@ pub async fn run(args: &LspArgs, path: &Path, env: &ToolEnv<'_>) -> Outcome {
             } else {
                 ""
             };
-            Outcome::failed(code, format!("{prefix}{error}"))
+            ToolOutcome::failed(code, format!("{prefix}{error}"))
         }
     }
 }
@@ -254,7 +255,7 @@ impl Sources<'_> {
     }
 }
 
-fn render(answer: Answer, path: &Path, text: &str, cwd: &Path) -> Outcome {
+fn render(answer: Answer, path: &Path, text: &str, cwd: &Path) -> ToolOutcome {
     let mut sources = Sources {
         queried: path,
         text,
@@ -373,7 +374,7 @@ fn render(answer: Answer, path: &Path, text: &str, cwd: &Path) -> Outcome {
     } else {
         locations
     };
-    Outcome::ok(
+    ToolOutcome::ok(
         out,
         ToolView {
             locations,

@@ -15,14 +15,12 @@ mod todo;
 
 use std::path::{Path, PathBuf};
 
-use dsh_protocol::error::ErrorInfo;
-use dsh_protocol::log::PlanEntry;
-use dsh_protocol::tool::{ToolContent, ToolKind, ToolView};
+use dsh_protocol::tool::{ToolKind, ToolOutcome, ToolView};
 use dsh_protocol::ErrorCode;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::Frontend;
+use crate::frontend::Frontend;
 use crate::model::ToolSchema;
 use crate::permission::Access;
 
@@ -52,7 +50,7 @@ pub struct ToolEnv<'a> {
     /// Private directory for full outputs.
     pub spill_dir: &'a Path,
     /// The call id (names spill files).
-    pub call_id: &'a str,
+    pub call_id: &'a dsh_protocol::ToolCallId,
     /// The session's MCP servers.
     pub mcp: Option<std::sync::Arc<crate::mcp::McpHub>>,
     /// The session's language servers (created on first use).
@@ -61,7 +59,8 @@ pub struct ToolEnv<'a> {
     pub spawner: &'a dsh_process::Spawner,
 }
 
-/// A parsed, presented call.
+/// A parsed, presented call, with what the turn loop needs to know of it
+/// (the loop never branches on tool names).
 pub struct Planned {
     call: Call,
     /// Tool name.
@@ -72,6 +71,12 @@ pub struct Planned {
     pub access: Access,
     /// Whether it may run alongside other parallel calls.
     pub parallel: bool,
+    /// It handles cancellation itself (stops its process and reports what
+    /// ran) instead of being abandoned at once.
+    pub stops_itself: bool,
+    /// It changes a file: a running language server is asked afterwards
+    /// for the errors it introduced.
+    pub edits_files: bool,
 }
 
 enum Call {
@@ -84,52 +89,6 @@ enum Call {
     Lsp(lsp::LspArgs, PathBuf),
     Mcp(crate::mcp::McpTool, String),
     TodoWrite(todo::TodoArgs),
-}
-
-/// A tool's result.
-#[derive(Debug, Clone)]
-pub struct Outcome {
-    /// What the model sees.
-    pub output: String,
-    /// The error, when it failed.
-    pub error: Option<ErrorInfo>,
-    /// The final presentation.
-    pub view: ToolView,
-    /// A new plan (todo_write).
-    pub plan: Option<Vec<PlanEntry>>,
-    /// Content the model sees after the tool results (images `read` loaded).
-    pub attachments: Vec<dsh_protocol::UserContent>,
-}
-
-impl Outcome {
-    /// A successful result.
-    pub(crate) fn ok(output: String, view: ToolView) -> Outcome {
-        Outcome {
-            output,
-            error: None,
-            view,
-            plan: None,
-            attachments: Vec::new(),
-        }
-    }
-
-    /// A failure the model sees; the editor shows the same text.
-    pub fn failed(code: ErrorCode, message: impl Into<String>) -> Outcome {
-        let message = message.into();
-        Outcome {
-            output: message.clone(),
-            error: Some(ErrorInfo {
-                code,
-                message: message.clone(),
-            }),
-            view: ToolView {
-                content: vec![ToolContent::Text { text: message }],
-                ..ToolView::default()
-            },
-            plan: None,
-            attachments: Vec::new(),
-        }
-    }
 }
 
 /// Why a call could not be planned (unknown tool, bad arguments, bad path).
@@ -150,9 +109,9 @@ impl Refusal {
     }
 }
 
-impl From<Refusal> for Outcome {
-    fn from(refusal: Refusal) -> Outcome {
-        Outcome::failed(refusal.code, refusal.message)
+impl From<Refusal> for ToolOutcome {
+    fn from(refusal: Refusal) -> ToolOutcome {
+        ToolOutcome::failed(refusal.code, refusal.message)
     }
 }
 
@@ -320,6 +279,8 @@ pub fn plan(name: &str, arguments: &str, env: &PlanEnv<'_>) -> Result<Planned, R
         ..view
     };
     Ok(Planned {
+        stops_itself: matches!(call, Call::Bash(..)),
+        edits_files: matches!(call, Call::Write(..) | Call::Edit(..)),
         call,
         name: name.to_owned(),
         view,
@@ -345,11 +306,13 @@ pub fn plan_mcp(tool: crate::mcp::McpTool, arguments: &str) -> Planned {
         view,
         access: Access::External,
         parallel: false,
+        stops_itself: false,
+        edits_files: false,
     }
 }
 
 /// Runs a planned call.
-pub async fn run(planned: &Planned, env: &ToolEnv<'_>) -> Outcome {
+pub async fn run(planned: &Planned, env: &ToolEnv<'_>) -> ToolOutcome {
     match &planned.call {
         Call::Read(args, path) => fs::read(args, path, env).await,
         Call::Write(args, path) => fs::write(args, path, env).await,
@@ -360,7 +323,7 @@ pub async fn run(planned: &Planned, env: &ToolEnv<'_>) -> Outcome {
         Call::Lsp(args, path) => lsp::run(args, path, env).await,
         Call::Mcp(tool, arguments) => match &env.mcp {
             Some(hub) => hub.call(tool, arguments, env.cancel).await,
-            None => Outcome::failed(ErrorCode::Internal, "the session's MCP servers are gone"),
+            None => ToolOutcome::failed(ErrorCode::Internal, "the session's MCP servers are gone"),
         },
         Call::TodoWrite(args) => todo::run(args),
     }

@@ -12,7 +12,8 @@ use grep::regex::RegexMatcherBuilder;
 use grep::searcher::{BinaryDetection, SearcherBuilder, Sink, SinkMatch};
 use serde::Deserialize;
 
-use super::{display_path, Outcome, ToolEnv};
+use super::{display_path, ToolEnv};
+use dsh_protocol::tool::ToolOutcome;
 
 pub const GLOB_DESCRIPTION: &str = "Find files by glob pattern (e.g. \"**/*.rs\", \"src/**/test_*.py\"). A pattern without \"/\" matches file names at any depth. Returns paths sorted by modification time, newest first; respects .gitignore.";
 pub const GREP_DESCRIPTION: &str = "Search file contents with a regular expression (ripgrep syntax). Returns matching lines grouped by file with line numbers; respects .gitignore. Use include to filter files by a glob (e.g. \"*.ts\").";
@@ -131,13 +132,13 @@ fn walker(root: &Path) -> ignore::Walk {
         .build()
 }
 
-pub async fn glob(args: &GlobArgs, root: &Path, env: &ToolEnv<'_>) -> Outcome {
+pub async fn glob(args: &GlobArgs, root: &Path, env: &ToolEnv<'_>) -> ToolOutcome {
     let matcher = match PathGlob::new(&args.pattern) {
         Ok(matcher) => matcher,
-        Err(message) => return Outcome::failed(ErrorCode::InvalidToolArgs, message),
+        Err(message) => return ToolOutcome::failed(ErrorCode::InvalidToolArgs, message),
     };
     if !root.is_dir() {
-        return Outcome::failed(
+        return ToolOutcome::failed(
             ErrorCode::InvalidToolArgs,
             format!("{} is not a directory.", root.display()),
         );
@@ -190,7 +191,7 @@ pub async fn glob(args: &GlobArgs, root: &Path, env: &ToolEnv<'_>) -> Outcome {
             line: None,
         })
         .collect();
-    Outcome::ok(
+    ToolOutcome::ok(
         output,
         ToolView {
             locations,
@@ -242,14 +243,14 @@ impl Sink for Collect<'_> {
     }
 }
 
-pub async fn grep(args: &GrepArgs, root: &Path, env: &ToolEnv<'_>) -> Outcome {
+pub async fn grep(args: &GrepArgs, root: &Path, env: &ToolEnv<'_>) -> ToolOutcome {
     let matcher = match RegexMatcherBuilder::new()
         .line_terminator(Some(b'\n'))
         .build(&args.pattern)
     {
         Ok(matcher) => matcher,
         Err(err) => {
-            return Outcome::failed(
+            return ToolOutcome::failed(
                 ErrorCode::InvalidToolArgs,
                 format!("Invalid regular expression {:?}: {err}", args.pattern),
             )
@@ -257,10 +258,10 @@ pub async fn grep(args: &GrepArgs, root: &Path, env: &ToolEnv<'_>) -> Outcome {
     };
     let include = match args.include.as_deref().map(PathGlob::new).transpose() {
         Ok(include) => include,
-        Err(message) => return Outcome::failed(ErrorCode::InvalidToolArgs, message),
+        Err(message) => return ToolOutcome::failed(ErrorCode::InvalidToolArgs, message),
     };
     if !root.exists() {
-        return Outcome::failed(
+        return ToolOutcome::failed(
             ErrorCode::InvalidToolArgs,
             format!("{} does not exist.", root.display()),
         );
@@ -334,7 +335,7 @@ pub async fn grep(args: &GrepArgs, root: &Path, env: &ToolEnv<'_>) -> Outcome {
             line: Some(hit.line as u32),
         })
         .collect();
-    Outcome::ok(
+    ToolOutcome::ok(
         output,
         ToolView {
             locations,

@@ -1,12 +1,13 @@
 //! `todo_write`: the model's plan, sent whole each time; it becomes an ACP
 //! `plan` update and a `plan` event in the session log.
 
-use dsh_protocol::log::PlanEntry;
+use dsh_protocol::log::{PlanEntry, PlanPriority, PlanStatus};
 use dsh_protocol::tool::ToolView;
 use dsh_protocol::ErrorCode;
 use serde::Deserialize;
 
-use super::{Outcome, Refusal};
+use super::Refusal;
+use dsh_protocol::tool::ToolOutcome;
 
 pub const DESCRIPTION: &str = "Write the task list for this work. Send the whole list every time (it replaces the previous one). Each item has content and status: pending, in_progress or completed.";
 
@@ -67,29 +68,35 @@ pub fn validate(args: &TodoArgs) -> Result<(), Refusal> {
     Ok(())
 }
 
-pub fn run(args: &TodoArgs) -> Outcome {
+/// The status a validated todo names.
+fn status(name: &str) -> PlanStatus {
+    match name {
+        "in_progress" => PlanStatus::InProgress,
+        "completed" => PlanStatus::Completed,
+        _ => PlanStatus::Pending,
+    }
+}
+
+pub fn run(args: &TodoArgs) -> ToolOutcome {
     let entries: Vec<PlanEntry> = args
         .todos
         .iter()
         .map(|todo| PlanEntry {
             content: todo.content.clone(),
-            status: todo.status.clone(),
-            priority: "medium".to_owned(),
+            status: status(&todo.status),
+            priority: PlanPriority::Medium,
         })
         .collect();
-    let count = |status: &str| entries.iter().filter(|e| e.status == status).count();
+    let count = |status: PlanStatus| entries.iter().filter(|e| e.status == status).count();
     let output = format!(
         "Plan updated: {} items ({} completed, {} in progress, {} pending).",
         entries.len(),
-        count("completed"),
-        count("in_progress"),
-        count("pending")
+        count(PlanStatus::Completed),
+        count(PlanStatus::InProgress),
+        count(PlanStatus::Pending)
     );
-    Outcome {
-        output,
-        error: None,
-        view: ToolView::default(),
+    ToolOutcome {
         plan: Some(entries),
-        attachments: Vec::new(),
+        ..ToolOutcome::ok(output, ToolView::default())
     }
 }

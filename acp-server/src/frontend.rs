@@ -1,14 +1,18 @@
-//! What the agent core may ask of the editor, without knowing ACP: permission
+//! The editor, as the agent core sees it: where updates go, and what the
+//! core may ask of the editor without knowing its protocol — permission
 //! prompts, its file system (which sees unsaved buffers) and its terminals.
-//! The ACP adapter implements [`Frontend`]; a headless runner answers with
-//! the defaults (no capabilities, every prompt unavailable → denied).
+//! The ACP adapter implements [`Frontend`]; a front end without an editor
+//! implements only `send` and gets the defaults (no capabilities, every
+//! prompt unavailable → denied).
 
 use std::path::{Path, PathBuf};
 
+use dsh_protocol::log::PermissionOutcome;
 use dsh_protocol::tool::{FileLocation, ToolContent, ToolKind};
+use dsh_protocol::ToolCallId;
 use futures::future::BoxFuture;
 
-use crate::agent::UpdateSink;
+use crate::update::AgentUpdate;
 
 /// Capabilities the client advertised at `initialize`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -25,7 +29,7 @@ pub struct ClientCaps {
 #[derive(Debug, Clone)]
 pub struct PermissionAsk {
     /// The call.
-    pub call_id: String,
+    pub call_id: ToolCallId,
     /// Its title.
     pub title: String,
     /// Its kind.
@@ -38,37 +42,6 @@ pub struct PermissionAsk {
     pub content: Vec<ToolContent>,
     /// The answers to offer.
     pub choices: crate::permission::Choices,
-}
-
-/// The user's answer. Anything but an allow is a denial.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PermissionAnswer {
-    /// Run it this time.
-    AllowOnce,
-    /// Run it and remember for the session.
-    AllowAlways,
-    /// Do not run it.
-    RejectOnce,
-    /// Do not run it and remember.
-    RejectAlways,
-    /// The prompt was cancelled (the turn is cancelled).
-    Cancelled,
-    /// No answer could be had (no client, broken channel).
-    Unavailable,
-}
-
-impl PermissionAnswer {
-    /// The log name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PermissionAnswer::AllowOnce => "allow_once",
-            PermissionAnswer::AllowAlways => "allow_always",
-            PermissionAnswer::RejectOnce => "reject_once",
-            PermissionAnswer::RejectAlways => "reject_always",
-            PermissionAnswer::Cancelled => "cancelled",
-            PermissionAnswer::Unavailable => "unavailable",
-        }
-    }
 }
 
 /// How a client terminal run ended.
@@ -102,19 +75,24 @@ pub struct TerminalCommand {
     /// Timeout.
     pub timeout: std::time::Duration,
     /// The tool call that embeds the terminal (sent as soon as it exists).
-    pub call_id: String,
+    pub call_id: ToolCallId,
 }
 
-/// The editor, as the agent core sees it.
-pub trait Frontend: UpdateSink {
+/// The editor, as the agent core sees it. Implementations must not block
+/// in `send`.
+pub trait Frontend: Send + Sync {
+    /// Delivers one update.
+    fn send(&self, update: AgentUpdate);
+
     /// Advertised capabilities.
     fn caps(&self) -> ClientCaps {
         ClientCaps::default()
     }
 
-    /// Asks the user. Must resolve (fail closed) if the client goes away.
-    fn request_permission(&self, _ask: PermissionAsk) -> BoxFuture<'_, PermissionAnswer> {
-        Box::pin(async { PermissionAnswer::Unavailable })
+    /// Asks the user. Must resolve (fail closed, `Unavailable`) if the
+    /// client goes away.
+    fn request_permission(&self, _ask: PermissionAsk) -> BoxFuture<'_, PermissionOutcome> {
+        Box::pin(async { PermissionOutcome::Unavailable })
     }
 
     /// Reads a file through the client.

@@ -1,0 +1,371 @@
+//! One function per ACP method: translate the request into a call on the
+//! [`Agent`], and its answer back. Handlers run inside the SDK's dispatch
+//! loop, so anything that waits (the disk, the model, MCP servers, closing a
+//! turn) is spawned with `cx.spawn`; only quick in-memory calls answer
+//! inline.
+
+use std::sync::{Arc, RwLock};
+
+use agent_client_protocol::v1::schema::{
+    AuthenticateRequest, AuthenticateResponse, CancelNotification, CloseSessionRequest,
+    CloseSessionResponse, DeleteSessionRequest, DeleteSessionResponse, InitializeRequest,
+    InitializeResponse, ListSessionsRequest, ListSessionsResponse, LoadSessionRequest,
+    LoadSessionResponse, LogoutRequest, LogoutResponse, NewSessionRequest, NewSessionResponse,
+    PromptRequest, PromptResponse, ResumeSessionRequest, ResumeSessionResponse, SessionId,
+    SessionInfo, SessionNotification, SetSessionConfigOptionRequest,
+    SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse,
+};
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::{Client, Error, Responder, V1};
+
+use super::error::{invalid_params, to_acp};
+use super::sink::AcpSink;
+use super::{convert, AUTH_METHOD_ENV};
+use crate::agent::{Agent, Opened};
+use crate::error::AgentError;
+use crate::frontend::{ClientCaps, Frontend};
+use crate::update::AgentUpdate;
+
+/// What every handler shares: the agent and what the client advertised.
+#[derive(Clone)]
+pub(super) struct Ctx {
+    pub(super) agent: Arc<Agent>,
+    pub(super) caps: Arc<RwLock<ClientCaps>>,
+}
+
+impl Ctx {
+    fn caps(&self) -> ClientCaps {
+        *self.caps.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn sink(&self, cx: &ConnectionTo<Client>, session_id: &SessionId) -> AcpSink {
+        AcpSink {
+            cx: cx.clone(),
+            session_id: session_id.clone(),
+            caps: self.caps(),
+        }
+    }
+}
+
+/// Runs a synchronous agent call inside the dispatch loop, turning a panic
+/// (a bug) into an internal error instead of taking the connection down.
+fn guard<T>(call: impl FnOnce() -> Result<T, AgentError>) -> Result<T, AgentError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)).unwrap_or_else(|payload| {
+        Err(AgentError::bug(
+            "request",
+            &AgentError::panic_message(payload.as_ref()),
+        ))
+    })
+}
+
+/// Runs an agent call that waits, on its own task: a panic in it is an
+/// internal error, not a dead connection.
+async fn spawned<T: Send + 'static>(
+    work: impl std::future::Future<Output = Result<T, AgentError>> + Send + 'static,
+) -> Result<T, AgentError> {
+    tokio::spawn(work)
+        .await
+        .unwrap_or_else(|error| Err(AgentError::bug("request", &error)))
+}
+
+/// Tells the user which MCP servers failed to start (transient notices,
+/// after the answer).
+fn notify(cx: &ConnectionTo<Client>, session_id: &SessionId, notices: Vec<String>) {
+    for notice in notices {
+        let update = convert::session_update(AgentUpdate::MessageChunk(format!("⚠ {notice}\n")));
+        if let Err(err) = cx.send_notification(SessionNotification::new(session_id.clone(), update))
+        {
+            tracing::debug!(error = ?err, "cannot send MCP notice");
+        }
+    }
+}
+
+pub(super) fn initialize(
+    ctx: &Ctx,
+    request: InitializeRequest,
+    responder: Responder<InitializeResponse, V1>,
+) -> Result<(), Error> {
+    let client = &request.client_capabilities;
+    *ctx.caps.write().unwrap_or_else(|p| p.into_inner()) = ClientCaps {
+        read_text_file: client.fs.read_text_file,
+        write_text_file: client.fs.write_text_file,
+        terminal: client.terminal,
+    };
+    responder.respond(super::initialize_response(&request, &ctx.agent))
+}
+
+pub(super) fn authenticate(
+    ctx: &Ctx,
+    request: AuthenticateRequest,
+    responder: Responder<AuthenticateResponse, V1>,
+) -> Result<(), Error> {
+    if request.method_id.0.as_ref() != AUTH_METHOD_ENV {
+        return responder.respond_with_error(invalid_params(format!(
+            "unknown auth method {:?}; dsh offers {AUTH_METHOD_ENV:?}",
+            request.method_id.0
+        )));
+    }
+    match guard(|| ctx.agent.authenticate()) {
+        Ok(()) => responder.respond(AuthenticateResponse::new()),
+        Err(error) => responder.respond_with_error(to_acp(&error)),
+    }
+}
+
+pub(super) fn logout(
+    _request: LogoutRequest,
+    responder: Responder<LogoutResponse, V1>,
+) -> Result<(), Error> {
+    // The key lives in the editor's environment; nothing is stored to forget.
+    responder.respond(LogoutResponse::new())
+}
+
+pub(super) fn new_session(
+    ctx: &Ctx,
+    request: NewSessionRequest,
+    responder: Responder<NewSessionResponse, V1>,
+    cx: ConnectionTo<Client>,
+) -> Result<(), Error> {
+    let mcp = match convert::mcp_servers(&request.mcp_servers) {
+        Ok(mcp) => mcp,
+        Err(error) => return responder.respond_with_error(to_acp(&error)),
+    };
+    let agent = ctx.agent.clone();
+    cx.clone().spawn(async move {
+        let opened = spawned(async move {
+            agent
+                .new_session(&request.cwd, &request.additional_directories, mcp)
+                .await
+        })
+        .await;
+        match opened {
+            Ok(Opened {
+                session,
+                options,
+                mode,
+                notices,
+            }) => {
+                let id = SessionId::new(session.id.as_str());
+                responder.respond(
+                    NewSessionResponse::new(id.clone())
+                        .modes(convert::mode_state(mode))
+                        .config_options(convert::config_options(options)),
+                )?;
+                notify(&cx, &id, notices);
+                Ok(())
+            }
+            Err(error) => responder.respond_with_error(to_acp(&error)),
+        }
+    })
+}
+
+pub(super) fn load_session(
+    ctx: &Ctx,
+    request: LoadSessionRequest,
+    responder: Responder<LoadSessionResponse, V1>,
+    cx: ConnectionTo<Client>,
+) -> Result<(), Error> {
+    let mcp = match convert::mcp_servers(&request.mcp_servers) {
+        Ok(mcp) => mcp,
+        Err(error) => return responder.respond_with_error(to_acp(&error)),
+    };
+    let agent = ctx.agent.clone();
+    let sink = ctx.sink(&cx, &request.session_id);
+    cx.clone().spawn(async move {
+        let id = request.session_id.0.to_string();
+        let loaded = spawned(async move { agent.load_session(&id, mcp).await }).await;
+        match loaded {
+            Ok((opened, replay)) => {
+                for update in replay {
+                    sink.send(update);
+                }
+                responder.respond(
+                    LoadSessionResponse::new()
+                        .modes(convert::mode_state(opened.mode))
+                        .config_options(convert::config_options(opened.options)),
+                )?;
+                notify(&cx, &request.session_id, opened.notices);
+                Ok(())
+            }
+            Err(error) => responder.respond_with_error(to_acp(&error)),
+        }
+    })
+}
+
+pub(super) fn resume_session(
+    ctx: &Ctx,
+    request: ResumeSessionRequest,
+    responder: Responder<ResumeSessionResponse, V1>,
+    cx: ConnectionTo<Client>,
+) -> Result<(), Error> {
+    let mcp = match convert::mcp_servers(&request.mcp_servers) {
+        Ok(mcp) => mcp,
+        Err(error) => return responder.respond_with_error(to_acp(&error)),
+    };
+    let agent = ctx.agent.clone();
+    cx.clone().spawn(async move {
+        let id = request.session_id.0.to_string();
+        match spawned(async move { agent.resume_session(&id, mcp).await }).await {
+            Ok(opened) => {
+                responder.respond(
+                    ResumeSessionResponse::new()
+                        .modes(convert::mode_state(opened.mode))
+                        .config_options(convert::config_options(opened.options)),
+                )?;
+                notify(&cx, &request.session_id, opened.notices);
+                Ok(())
+            }
+            Err(error) => responder.respond_with_error(to_acp(&error)),
+        }
+    })
+}
+
+pub(super) fn list_sessions(
+    ctx: &Ctx,
+    request: ListSessionsRequest,
+    responder: Responder<ListSessionsResponse, V1>,
+    cx: ConnectionTo<Client>,
+) -> Result<(), Error> {
+    let agent = ctx.agent.clone();
+    cx.spawn(async move {
+        let listed = spawned(async move {
+            agent
+                .list_sessions(request.cwd.as_deref(), request.cursor.as_deref())
+                .await
+        })
+        .await;
+        match listed {
+            Ok(page) => {
+                let sessions = page
+                    .sessions
+                    .into_iter()
+                    .map(|listing| {
+                        SessionInfo::new(listing.id, listing.cwd)
+                            .additional_directories(
+                                listing.roots.into_iter().map(Into::into).collect(),
+                            )
+                            .title(listing.title)
+                            .updated_at(listing.updated_at)
+                    })
+                    .collect();
+                responder.respond(ListSessionsResponse::new(sessions).next_cursor(page.next_cursor))
+            }
+            Err(error) => responder.respond_with_error(to_acp(&error)),
+        }
+    })
+}
+
+pub(super) fn close_session(
+    ctx: &Ctx,
+    request: CloseSessionRequest,
+    responder: Responder<CloseSessionResponse, V1>,
+    cx: ConnectionTo<Client>,
+) -> Result<(), Error> {
+    let agent = ctx.agent.clone();
+    cx.spawn(async move {
+        let id = request.session_id.0.to_string();
+        match spawned(async move { agent.close_session(&id).await }).await {
+            Ok(()) => responder.respond(CloseSessionResponse::new()),
+            Err(error) => responder.respond_with_error(to_acp(&error)),
+        }
+    })
+}
+
+pub(super) fn delete_session(
+    ctx: &Ctx,
+    request: DeleteSessionRequest,
+    responder: Responder<DeleteSessionResponse, V1>,
+    cx: ConnectionTo<Client>,
+) -> Result<(), Error> {
+    let agent = ctx.agent.clone();
+    cx.spawn(async move {
+        let id = request.session_id.0.to_string();
+        match spawned(async move { agent.delete_session(&id).await }).await {
+            Ok(()) => responder.respond(DeleteSessionResponse::new()),
+            Err(error) => responder.respond_with_error(to_acp(&error)),
+        }
+    })
+}
+
+pub(super) fn set_config_option(
+    ctx: &Ctx,
+    request: SetSessionConfigOptionRequest,
+    responder: Responder<SetSessionConfigOptionResponse, V1>,
+    cx: ConnectionTo<Client>,
+) -> Result<(), Error> {
+    let Some(value) = request.value.as_value_id() else {
+        return responder.respond_with_error(invalid_params(format!(
+            "config option {:?} takes a value id, not a boolean",
+            request.config_id.0
+        )));
+    };
+    let sink = ctx.sink(&cx, &request.session_id);
+    match guard(|| {
+        ctx.agent
+            .set_config_option(&request.session_id.0, &request.config_id.0, &value.0, &sink)
+    }) {
+        Ok(options) => responder.respond(SetSessionConfigOptionResponse::new(
+            convert::config_options(options),
+        )),
+        Err(error) => responder.respond_with_error(to_acp(&error)),
+    }
+}
+
+pub(super) fn set_mode(
+    ctx: &Ctx,
+    request: SetSessionModeRequest,
+    responder: Responder<SetSessionModeResponse, V1>,
+    cx: ConnectionTo<Client>,
+) -> Result<(), Error> {
+    let sink = ctx.sink(&cx, &request.session_id);
+    match guard(|| {
+        ctx.agent
+            .set_config_option(&request.session_id.0, "mode", &request.mode_id.0, &sink)
+    }) {
+        Ok(_) => responder.respond(SetSessionModeResponse::new()),
+        Err(error) => responder.respond_with_error(to_acp(&error)),
+    }
+}
+
+pub(super) fn prompt(
+    ctx: &Ctx,
+    request: PromptRequest,
+    responder: Responder<PromptResponse, V1>,
+    cx: ConnectionTo<Client>,
+) -> Result<(), Error> {
+    let content = match convert::prompt_content(request.prompt) {
+        Ok(content) => content,
+        Err(error) => return responder.respond_with_error(to_acp(&error)),
+    };
+    // Reserve the session now, inside the dispatch loop, so a
+    // session/cancel right behind this request finds the turn.
+    let ticket = match ctx.agent.begin_prompt(&request.session_id.0) {
+        Ok(ticket) => ticket,
+        Err(error) => return responder.respond_with_error(to_acp(&error)),
+    };
+    let cancel = ticket.cancel_token();
+    let request_cancelled = responder.cancellation();
+    let agent = ctx.agent.clone();
+    let sink = ctx.sink(&cx, &request.session_id);
+    let mut work = tokio::spawn(async move { agent.prompt(ticket, content, &sink).await });
+    cx.spawn(async move {
+        let joined = tokio::select! {
+            joined = &mut work => joined,
+            () = request_cancelled.cancelled() => {
+                cancel.cancel();
+                work.await
+            }
+        };
+        match joined {
+            Ok(Ok(stop)) => responder.respond(PromptResponse::new(convert::stop_reason(stop))),
+            Ok(Err(error)) => responder.respond_with_error(to_acp(&error)),
+            Err(join_error) => {
+                responder.respond_with_error(to_acp(&AgentError::bug("turn", &join_error)))
+            }
+        }
+    })
+}
+
+pub(super) fn cancel(ctx: &Ctx, notification: CancelNotification) -> Result<(), Error> {
+    ctx.agent.cancel(&notification.session_id.0);
+    Ok(())
+}

@@ -1,0 +1,275 @@
+//! The core's [`Frontend`] over ACP for one session: updates become
+//! `session/update` notifications, and permission prompts, file reads and
+//! writes and terminals become the client requests — only those the client
+//! advertised. An error the editor returns keeps its `data` (acpx says why
+//! a write was denied there).
+
+use std::path::Path;
+
+use agent_client_protocol::v1::schema::{
+    CreateTerminalRequest, KillTerminalRequest, PermissionOption, PermissionOptionKind,
+    ReadTextFileRequest, ReleaseTerminalRequest, RequestPermissionOutcome,
+    RequestPermissionRequest, SessionId, SessionNotification, TerminalOutputRequest,
+    ToolCallUpdate, ToolCallUpdateFields, WaitForTerminalExitRequest, WriteTextFileRequest,
+};
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::Client;
+use dsh_protocol::log::PermissionOutcome;
+use futures::future::BoxFuture;
+
+use super::convert;
+use crate::frontend::{ClientCaps, Frontend, PermissionAsk, TerminalCommand, TerminalRun};
+use crate::update::AgentUpdate;
+
+/// Sends a session's updates and serves the core's requests to the editor.
+pub(super) struct AcpSink {
+    pub(super) cx: ConnectionTo<Client>,
+    pub(super) session_id: SessionId,
+    pub(super) caps: ClientCaps,
+}
+
+impl Frontend for AcpSink {
+    fn send(&self, update: AgentUpdate) {
+        let notification =
+            SessionNotification::new(self.session_id.clone(), convert::session_update(update));
+        if let Err(err) = self.cx.send_notification(notification) {
+            tracing::debug!(error = ?err, "client connection gone; dropping update");
+        }
+    }
+
+    fn caps(&self) -> ClientCaps {
+        self.caps
+    }
+
+    fn request_permission(&self, ask: PermissionAsk) -> BoxFuture<'_, PermissionOutcome> {
+        Box::pin(async move {
+            let options = permission_options(&ask.choices);
+            let mut fields = ToolCallUpdateFields::new()
+                .title(ask.title)
+                .kind(convert::tool_kind(ask.kind))
+                .locations(convert::locations(&ask.locations))
+                .raw_input(ask.raw_input);
+            if !ask.content.is_empty() {
+                fields = fields.content(convert::tool_content(ask.content));
+            }
+            let request = RequestPermissionRequest::new(
+                self.session_id.clone(),
+                ToolCallUpdate::new(ask.call_id.into_string(), fields),
+                options,
+            );
+            match self.cx.send_request(request).block_task().await {
+                Ok(response) => match response.outcome {
+                    RequestPermissionOutcome::Selected(selected) => {
+                        match selected.option_id.0.as_ref() {
+                            "allow_once" => PermissionOutcome::AllowOnce,
+                            "allow_always" => PermissionOutcome::AllowAlways,
+                            "reject_once" => PermissionOutcome::RejectOnce,
+                            "reject_always" => PermissionOutcome::RejectAlways,
+                            other => {
+                                tracing::warn!(
+                                    option = other,
+                                    "client chose an option dsh did not offer; denying"
+                                );
+                                PermissionOutcome::Unavailable
+                            }
+                        }
+                    }
+                    RequestPermissionOutcome::Cancelled => PermissionOutcome::Cancelled,
+                    _ => PermissionOutcome::Unavailable,
+                },
+                Err(err) => {
+                    tracing::warn!(error = ?err, "permission request failed; denying");
+                    PermissionOutcome::Unavailable
+                }
+            }
+        })
+    }
+
+    fn read_text_file<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, Result<String, String>> {
+        Box::pin(async move {
+            if !self.caps.read_text_file {
+                return Err("the client does not offer fs/read_text_file".to_owned());
+            }
+            self.cx
+                .send_request(ReadTextFileRequest::new(self.session_id.clone(), path))
+                .block_task()
+                .await
+                .map(|response| response.content)
+                .map_err(|err| {
+                    format!(
+                        "the editor could not read {}: {}",
+                        path.display(),
+                        error_detail(&err)
+                    )
+                })
+        })
+    }
+
+    fn write_text_file<'a>(
+        &'a self,
+        path: &'a Path,
+        content: String,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            if !self.caps.write_text_file {
+                return Err("the client does not offer fs/write_text_file".to_owned());
+            }
+            self.cx
+                .send_request(WriteTextFileRequest::new(
+                    self.session_id.clone(),
+                    path,
+                    content,
+                ))
+                .block_task()
+                .await
+                .map(|_| ())
+                .map_err(|err| {
+                    format!(
+                        "the editor could not write {}: {}",
+                        path.display(),
+                        error_detail(&err)
+                    )
+                })
+        })
+    }
+
+    fn run_in_terminal<'a>(
+        &'a self,
+        command: TerminalCommand,
+        cancel: &'a tokio_util::sync::CancellationToken,
+    ) -> BoxFuture<'a, Result<TerminalRun, String>> {
+        Box::pin(async move {
+            if !self.caps.terminal {
+                return Err("the client does not offer terminals".to_owned());
+            }
+            let sid = self.session_id.clone();
+            let created = self
+                .cx
+                .send_request(
+                    CreateTerminalRequest::new(sid.clone(), "bash")
+                        .args(vec!["-c".to_owned(), command.command.clone()])
+                        .cwd(command.cwd.clone())
+                        .output_byte_limit(command.output_limit),
+                )
+                .block_task()
+                .await
+                .map_err(|err| error_detail(&err))?;
+            let terminal_id = created.terminal_id;
+            // Embed the terminal now, so the editor shows it while it runs
+            // (and before it is released).
+            // Transient: the terminal is this connection's.
+            self.send(AgentUpdate::ToolCallUpdate {
+                call_id: command.call_id.clone(),
+                status: dsh_protocol::tool::ToolStatus::InProgress,
+                view: dsh_protocol::tool::ToolView {
+                    content: vec![dsh_protocol::tool::ToolContent::Terminal {
+                        terminal_id: terminal_id.0.to_string(),
+                    }],
+                    ..Default::default()
+                },
+            });
+            let mut run = TerminalRun {
+                terminal_id: terminal_id.0.to_string(),
+                ..TerminalRun::default()
+            };
+            let wait = self
+                .cx
+                .send_request(WaitForTerminalExitRequest::new(
+                    sid.clone(),
+                    terminal_id.clone(),
+                ))
+                .block_task();
+            let exited = tokio::select! {
+                exited = wait => exited.ok().map(|response| response.exit_status),
+                () = tokio::time::sleep(command.timeout) => { run.timed_out = true; None }
+                () = cancel.cancelled() => { run.cancelled = true; None }
+            };
+            if exited.is_none() {
+                if let Err(err) = self
+                    .cx
+                    .send_request(KillTerminalRequest::new(sid.clone(), terminal_id.clone()))
+                    .block_task()
+                    .await
+                {
+                    tracing::warn!(error = ?err, "terminal/kill failed");
+                }
+            }
+            let output = self
+                .cx
+                .send_request(TerminalOutputRequest::new(sid.clone(), terminal_id.clone()))
+                .block_task()
+                .await;
+            if let Err(err) = self
+                .cx
+                .send_request(ReleaseTerminalRequest::new(sid, terminal_id))
+                .block_task()
+                .await
+            {
+                tracing::warn!(error = ?err, "terminal/release failed");
+            }
+            let output = output.map_err(|err| error_detail(&err))?;
+            run.output = output.output;
+            run.truncated = output.truncated;
+            let status = exited.or(output.exit_status);
+            run.exit_code = status.as_ref().and_then(|s| s.exit_code);
+            run.signal = status.and_then(|s| s.signal);
+            Ok(run)
+        })
+    }
+}
+
+/// The options of a permission prompt: what the policy says may be offered
+/// (no "always" where a rule could not match again; no "once" for starting
+/// a workspace program, whose approval lasts the session).
+fn permission_options(choices: &crate::permission::Choices) -> Vec<PermissionOption> {
+    use crate::permission::Remember;
+    let scope = match &choices.remember {
+        Remember::Scope(scope) => {
+            format!(" ({})", dsh_protocol::content::visible_title(scope, 120))
+        }
+        _ => String::new(),
+    };
+    let mut options = Vec::new();
+    if choices.once {
+        options.push(PermissionOption::new(
+            "allow_once",
+            "Allow once",
+            PermissionOptionKind::AllowOnce,
+        ));
+    }
+    if choices.remember != Remember::Never {
+        let label = if choices.once {
+            format!("Always allow{scope}")
+        } else {
+            format!("Allow for this session{scope}")
+        };
+        options.push(PermissionOption::new(
+            "allow_always",
+            label,
+            PermissionOptionKind::AllowAlways,
+        ));
+    }
+    options.push(PermissionOption::new(
+        "reject_once",
+        "Reject",
+        PermissionOptionKind::RejectOnce,
+    ));
+    if choices.remember != Remember::Never {
+        options.push(PermissionOption::new(
+            "reject_always",
+            format!("Always reject{scope}"),
+            PermissionOptionKind::RejectAlways,
+        ));
+    }
+    options
+}
+
+/// An error from the editor as text: its message and, when it sent one, its
+/// `data` (acpx: "Permission denied for fs/write_text_file").
+fn error_detail(err: &agent_client_protocol::Error) -> String {
+    match &err.data {
+        None | Some(serde_json::Value::Null) => err.message.clone(),
+        Some(serde_json::Value::String(data)) => format!("{}: {data}", err.message),
+        Some(data) => format!("{}: {data}", err.message),
+    }
+}

@@ -1,0 +1,531 @@
+//! The agent: what every front end calls. It owns the configuration, the
+//! model provider, the session store and the live sessions; it opens,
+//! lists, closes and deletes sessions, changes their settings and runs
+//! prompts. Nothing here knows a wire protocol: front ends translate their
+//! requests into these calls and render [`AgentUpdate`]s through a
+//! [`Frontend`].
+//!
+//! Blocking work (reading and creating logs) runs off the async workers,
+//! so a front end's dispatch loop never waits on the disk.
+
+mod listing;
+
+pub use listing::{SessionListing, SessionPage};
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use base64::Engine as _;
+use dsh_protocol::log::{EventData, SessionHeader, StopReason};
+use dsh_protocol::model::ChatMessage;
+use dsh_protocol::{SessionId, UserContent};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Config, ProviderKind};
+use crate::error::AgentError;
+use crate::frontend::Frontend;
+use crate::mcp::{McpHub, McpServerConfig};
+use crate::model::replay::ReplayProvider;
+use crate::model::Provider;
+use crate::permission::Mode;
+use crate::session::state::SessionState;
+use crate::session::{Session, TurnTicket};
+use crate::settings::Settings;
+use crate::store::{now_ms, SessionStore};
+use crate::update::{AgentUpdate, ConfigOption};
+
+/// How long closing one session waits for its turn to stop.
+const CLOSE_GRACE: Duration = Duration::from_secs(5);
+/// How long shutdown waits for every session, all together.
+const SHUTDOWN_BUDGET: Duration = Duration::from_secs(2);
+
+/// A session a front end opened.
+pub struct Opened {
+    /// The session.
+    pub session: Arc<Session>,
+    /// Its settings, for the editor's menus.
+    pub options: Vec<ConfigOption>,
+    /// Its permission mode (the legacy modes view).
+    pub mode: Mode,
+    /// One message per MCP server that failed to start (for the user; not
+    /// part of the session's history).
+    pub notices: Vec<String>,
+}
+
+/// The agent: configuration, provider, store and live sessions.
+pub struct Agent {
+    config: Arc<Config>,
+    config_error: Option<String>,
+    provider: Option<Arc<Provider>>,
+    store: SessionStore,
+    sessions: Mutex<HashMap<SessionId, Arc<Session>>>,
+    shutdown: CancellationToken,
+}
+
+impl Agent {
+    /// Builds the agent. A configuration problem does not stop the process:
+    /// it is reported on every session request so the editor shows it.
+    pub fn new(config: Result<Config, String>) -> Arc<Agent> {
+        let (config, mut config_error) = match config {
+            Ok(config) => (config, None),
+            Err(error) => {
+                let fallback = Config::from_raw(
+                    Default::default(),
+                    PathBuf::from("/nonexistent-dsh-home"),
+                    &NoEnv,
+                )
+                .unwrap_or_else(|_| unreachable!("the default config is valid"));
+                (fallback, Some(error))
+            }
+        };
+        let config = Arc::new(config);
+        let provider = if config_error.is_some() {
+            None
+        } else {
+            match build_provider(&config) {
+                Ok(provider) => Some(Arc::new(provider)),
+                Err(error) => {
+                    config_error = Some(error);
+                    None
+                }
+            }
+        };
+        if let Some(error) = &config_error {
+            tracing::error!(%error, "configuration error; session requests will fail until it is fixed");
+        }
+        Self::assemble(config, config_error, provider)
+    }
+
+    /// An agent with a given provider (in-process tests, the scripted
+    /// model).
+    pub fn with_provider(config: Config, provider: Provider) -> Arc<Agent> {
+        Self::assemble(Arc::new(config), None, Some(Arc::new(provider)))
+    }
+
+    fn assemble(
+        config: Arc<Config>,
+        config_error: Option<String>,
+        provider: Option<Arc<Provider>>,
+    ) -> Arc<Agent> {
+        Arc::new(Agent {
+            store: SessionStore::new(config.sessions_dir()),
+            config,
+            config_error,
+            provider,
+            sessions: Mutex::new(HashMap::new()),
+            shutdown: CancellationToken::new(),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    fn check_config(&self) -> Result<(), AgentError> {
+        match &self.config_error {
+            Some(error) => Err(AgentError::Config(error.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether a model credential is available now (or none is needed).
+    pub fn has_credential(&self) -> bool {
+        !self.config.needs_key() || self.config.api_key().is_some()
+    }
+
+    fn require_credential(&self) -> Result<(), AgentError> {
+        if self.has_credential() {
+            Ok(())
+        } else {
+            Err(AgentError::AuthRequired(format!(
+                "{env} is not set: dsh needs the {key}. Set {env} in the environment your editor starts dsh with — in Zed, under agent_servers.<name>.env in settings.json — then restart the agent",
+                env = self.config.api_key_env,
+                key = self.config.key_name(),
+            )))
+        }
+    }
+
+    /// `authenticate` for the environment-variable method: succeeds when the
+    /// key is present now.
+    ///
+    /// # Errors
+    /// The key is still missing.
+    pub fn authenticate(&self) -> Result<(), AgentError> {
+        self.check_config()?;
+        self.require_credential()
+    }
+
+    fn sessions(&self) -> MutexGuard<'_, HashMap<SessionId, Arc<Session>>> {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn live(&self, id: &str) -> Option<Arc<Session>> {
+        self.sessions().get(id).cloned()
+    }
+
+    /// A live session.
+    ///
+    /// # Errors
+    /// `session.not_found` when the session is not open in this process.
+    pub fn session(&self, id: &str) -> Result<Arc<Session>, AgentError> {
+        self.live(id)
+            .ok_or_else(|| AgentError::SessionNotFound(id.to_owned()))
+    }
+
+    /// `session/new`: creates the session's log, then starts its MCP
+    /// servers (so their tools are there for the first prompt).
+    ///
+    /// # Errors
+    /// Invalid cwd or roots, missing credential, unwritable store.
+    pub async fn new_session(
+        &self,
+        cwd: &Path,
+        extra_roots: &[PathBuf],
+        mcp: Vec<McpServerConfig>,
+    ) -> Result<Opened, AgentError> {
+        self.check_config()?;
+        let (cwd, extra_roots) = (cwd.to_path_buf(), extra_roots.to_vec());
+        let (cwd, roots) = blocking(move || {
+            let cwd = check_dir("cwd", &cwd)?;
+            let roots = extra_roots
+                .iter()
+                .map(|root| check_dir("additionalDirectories entry", root))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok((cwd, roots))
+        })
+        .await?;
+        self.require_credential()?;
+        let id = SessionId::new(uuid::Uuid::new_v4().to_string());
+        let mut header = SessionHeader::new(id, now_ms(), cwd, roots);
+        header.mcp_servers = crate::mcp::recorded(&mcp);
+        let store = self.store.clone();
+        let (header, log) = blocking(move || {
+            let log = store.create(&header)?;
+            Ok((header, log))
+        })
+        .await?;
+        let session = Session::new(
+            self.config.clone(),
+            header,
+            SessionState::new(&self.config),
+            log,
+            &self.shutdown,
+        );
+        self.sessions().insert(session.id.clone(), session.clone());
+        Ok(self.opened(session, mcp).await)
+    }
+
+    /// Opens a stored session (or the live one) for load or resume: the
+    /// session and, when it was read from disk, its replay.
+    async fn open(&self, id: &str) -> Result<(Arc<Session>, Option<Vec<AgentUpdate>>), AgentError> {
+        self.check_config()?;
+        if let Some(session) = self.live(id) {
+            return Ok((session, None));
+        }
+        let store = self.store.clone();
+        let config = self.config.clone();
+        let id = id.to_owned();
+        let (header, state, replay, log) = blocking(move || {
+            let (parsed, log) = store.open(&id)?;
+            let (state, replay) = SessionState::restore(&config, parsed.events);
+            Ok((parsed.header, state, replay, log))
+        })
+        .await?;
+        let session = Session::new(self.config.clone(), header, state, log, &self.shutdown);
+        let mut sessions = self.sessions();
+        // Another request may have opened it meanwhile: keep that one.
+        if let Some(existing) = sessions.get(&session.id) {
+            return Ok((existing.clone(), None));
+        }
+        sessions.insert(session.id.clone(), session.clone());
+        Ok((session, Some(replay)))
+    }
+
+    async fn opened(&self, session: Arc<Session>, mcp: Vec<McpServerConfig>) -> Opened {
+        let notices = if mcp.is_empty() {
+            Vec::new()
+        } else {
+            let cwd = PathBuf::from(&session.header.cwd);
+            let (hub, failures) = McpHub::start(mcp, &cwd, &self.config.spawner).await;
+            session.set_mcp(hub).await;
+            for failure in &failures {
+                tracing::warn!(session = %session.id, "{failure}");
+            }
+            failures
+        };
+        Opened {
+            options: session.options(),
+            mode: session.mode(),
+            session,
+            notices,
+        }
+    }
+
+    /// `session/load`: opens the session and returns the updates that replay
+    /// its whole history.
+    ///
+    /// # Errors
+    /// Unknown session, unreadable or locked log, a prompt already running.
+    pub async fn load_session(
+        &self,
+        id: &str,
+        mcp: Vec<McpServerConfig>,
+    ) -> Result<(Opened, Vec<AgentUpdate>), AgentError> {
+        let (session, replay) = self.open(id).await?;
+        if session.is_busy() {
+            return Err(AgentError::SessionBusy(id.to_owned()));
+        }
+        let replay = match replay {
+            Some(replay) => replay,
+            None => session.replay(),
+        };
+        Ok((self.opened(session, mcp).await, replay))
+    }
+
+    /// `session/resume`: opens the session without replay.
+    ///
+    /// # Errors
+    /// Unknown session, unreadable or locked log.
+    pub async fn resume_session(
+        &self,
+        id: &str,
+        mcp: Vec<McpServerConfig>,
+    ) -> Result<Opened, AgentError> {
+        let (session, _) = self.open(id).await?;
+        Ok(self.opened(session, mcp).await)
+    }
+
+    /// `session/close`: cancels work, waits for the turn to stop, stops the
+    /// servers, and closes the log. The session stays loadable.
+    ///
+    /// # Errors
+    /// The session is not open.
+    pub async fn close_session(&self, id: &str) -> Result<(), AgentError> {
+        let session = self
+            .sessions()
+            .remove(id)
+            .ok_or_else(|| AgentError::SessionNotFound(id.to_owned()))?;
+        session.close(CLOSE_GRACE).await;
+        Ok(())
+    }
+
+    /// `session/delete`: closes the session if open and removes its log.
+    ///
+    /// # Errors
+    /// Unknown or locked session, or the file cannot be removed.
+    pub async fn delete_session(&self, id: &str) -> Result<(), AgentError> {
+        self.store.path(id)?;
+        if self.live(id).is_some() {
+            self.close_session(id).await?;
+        }
+        let store = self.store.clone();
+        let id = id.to_owned();
+        blocking(move || store.delete(&id)).await
+    }
+
+    /// `session/list`: newest first, optionally only sessions whose cwd is
+    /// `cwd`, paged with an opaque cursor.
+    ///
+    /// # Errors
+    /// A malformed cursor.
+    pub async fn list_sessions(
+        &self,
+        cwd: Option<&Path>,
+        cursor: Option<&str>,
+    ) -> Result<SessionPage, AgentError> {
+        let store = self.store.clone();
+        let (cwd, cursor) = (cwd.map(Path::to_path_buf), cursor.map(str::to_owned));
+        let page_size = self.config.list_page_size;
+        blocking(move || listing::page(&store, cwd.as_deref(), cursor.as_deref(), page_size)).await
+    }
+
+    /// `session/set_config_option`: validates, records (the editor is told
+    /// through `out`), and returns every option.
+    ///
+    /// # Errors
+    /// Unknown session, option or value.
+    pub fn set_config_option(
+        &self,
+        id: &str,
+        key: &str,
+        value: &str,
+        out: &dyn Frontend,
+    ) -> Result<Vec<ConfigOption>, AgentError> {
+        let session = self.session(id)?;
+        let key = Settings::validate(&self.config, key, value)?;
+        session.record(
+            EventData::Config {
+                key,
+                value: value.to_owned(),
+            },
+            out,
+        )?;
+        Ok(session.options())
+    }
+
+    /// Reserves the session for one prompt. Call this before spawning the
+    /// turn so a `session/cancel` that follows at once finds the token.
+    ///
+    /// # Errors
+    /// Unknown session, busy session, missing credential.
+    pub fn begin_prompt(&self, id: &str) -> Result<TurnTicket, AgentError> {
+        self.check_config()?;
+        let session = self.session(id)?;
+        self.require_credential()?;
+        session.begin_turn()
+    }
+
+    /// Runs one prompt to completion. The ticket's token cancels it.
+    ///
+    /// # Errors
+    /// Invalid content, a log write failure, or a model failure (after the
+    /// partial reply was logged and `turn/end` recorded).
+    pub async fn prompt(
+        &self,
+        ticket: TurnTicket,
+        content: Vec<UserContent>,
+        frontend: &dyn Frontend,
+    ) -> Result<StopReason, AgentError> {
+        self.check_prompt(&content)?;
+        let provider = self
+            .provider
+            .clone()
+            .ok_or_else(|| AgentError::Internal("no model provider".to_owned()))?;
+        crate::turn::run(&ticket, provider, content, frontend).await
+    }
+
+    /// `session/cancel`: cancels the running turn, if any. Idempotent; an
+    /// idle or unknown session is a no-op.
+    pub fn cancel(&self, id: &str) {
+        if let Some(session) = self.live(id) {
+            session.cancel_turn();
+        }
+    }
+
+    /// Validates prompt content (image types and sizes).
+    ///
+    /// # Errors
+    /// An unsupported image type, a too-large or undecodable image, or an
+    /// empty prompt.
+    pub fn check_prompt(&self, content: &[UserContent]) -> Result<(), AgentError> {
+        if content.is_empty() {
+            return Err(AgentError::InvalidParams("the prompt is empty".to_owned()));
+        }
+        for block in content {
+            if let UserContent::Image { mime_type, data } = block {
+                if !matches!(
+                    mime_type.as_str(),
+                    "image/png" | "image/jpeg" | "image/webp" | "image/gif"
+                ) {
+                    return Err(AgentError::InvalidParams(format!(
+                        "image type {mime_type:?} is not supported; use PNG, JPEG, WebP or GIF"
+                    )));
+                }
+                let approx = data.len() / 4 * 3;
+                if approx > self.config.max_image_bytes {
+                    return Err(AgentError::InvalidParams(format!(
+                        "the image is about {} MiB; the limit is {} MiB",
+                        approx / (1024 * 1024),
+                        self.config.max_image_bytes / (1024 * 1024)
+                    )));
+                }
+                if base64::engine::general_purpose::STANDARD
+                    .decode(data)
+                    .is_err()
+                {
+                    return Err(AgentError::InvalidParams(
+                        "the image data is not valid base64".to_owned(),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops every session (client EOF or signal), all at once, within one
+    /// budget: turns are cancelled, servers stopped, logs flushed and
+    /// closed.
+    pub async fn shutdown(&self) {
+        self.shutdown.cancel();
+        let sessions: Vec<Arc<Session>> = self
+            .sessions()
+            .drain()
+            .map(|(_, session)| session)
+            .collect();
+        let tracker = tokio_util::task::TaskTracker::new();
+        for session in sessions {
+            tracker.spawn(async move { session.close(SHUTDOWN_BUDGET).await });
+        }
+        tracker.close();
+        if tokio::time::timeout(SHUTDOWN_BUDGET, tracker.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("sessions did not all stop within {SHUTDOWN_BUDGET:?} of shutdown");
+        }
+    }
+
+    /// The model history a new request would carry (for tests and tools).
+    ///
+    /// # Errors
+    /// The session is not open.
+    pub fn history(&self, id: &str) -> Result<Vec<ChatMessage>, AgentError> {
+        Ok(self.session(id)?.history())
+    }
+}
+
+/// Runs blocking work (the disk) off the async workers.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, AgentError> + Send + 'static,
+) -> Result<T, AgentError> {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(result) => result,
+        Err(err) => Err(AgentError::bug("request", &err)),
+    }
+}
+
+struct NoEnv;
+impl crate::config::Env for NoEnv {
+    fn var(&self, _name: &str) -> Option<String> {
+        None
+    }
+}
+
+fn build_provider(config: &Arc<Config>) -> Result<Provider, String> {
+    match config.provider {
+        ProviderKind::Replay => {
+            let path = config.replay_file.as_ref().ok_or(
+                "the replay provider needs a script: set DSH_REPLAY_FILE or provider.replay_file",
+            )?;
+            Ok(Provider::Replay(ReplayProvider::from_file(path)?))
+        }
+        ProviderKind::Deepseek | ProviderKind::Openai => Ok(Provider::Http(
+            crate::model::http::HttpProvider::new(config.clone())?,
+        )),
+    }
+}
+
+fn check_dir(what: &str, path: &Path) -> Result<String, AgentError> {
+    if !path.is_absolute() {
+        return Err(AgentError::InvalidParams(format!(
+            "{what} must be an absolute path, got {:?}",
+            path.display().to_string()
+        )));
+    }
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => Ok(path.display().to_string()),
+        Ok(_) => Err(AgentError::InvalidParams(format!(
+            "{what} {} is not a directory",
+            path.display()
+        ))),
+        Err(err) => Err(AgentError::InvalidParams(format!(
+            "{what} {} does not exist or cannot be read: {err}",
+            path.display()
+        ))),
+    }
+}

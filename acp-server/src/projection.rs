@@ -1,0 +1,159 @@
+//! The one answer to "what does the editor see for this event?": every
+//! durable fact is recorded as a logged event ([`crate::session::Session::record`]),
+//! and [`Projection::project`] turns each event into the updates front ends
+//! render — live, as the event is recorded, and on `session/load`, when the
+//! log is read again. Replay equals live.
+//!
+//! [`Delivery`] says which of the two is happening, for the only
+//! differences between them — updates the live path has already sent, or
+//! that belong to the live connection:
+//! - **streaming deltas**: the model's text and reasoning reach the editor
+//!   as they stream; the logged `assistant/message` then adds only its
+//!   usage. Replay shows the text and reasoning whole.
+//! - **the user's prompt** is not echoed live (the client sent it); replay
+//!   shows it.
+//! - **client terminals**: a command run in the editor's terminal is shown
+//!   live with the terminal embedded; the terminal id means nothing to
+//!   another connection, so replay shows the logged output instead.
+//!
+//! Updates that come from no event at all (transient, never replayed):
+//! streaming deltas; a tool call's `in_progress` status when it starts
+//! running; a client terminal embedded while its command runs; notices about
+//! MCP servers that failed to start.
+
+use std::collections::HashSet;
+
+use dsh_protocol::log::{ConfigKey, Event, EventData};
+use dsh_protocol::tool::{ToolContent, ToolStatus, ToolView};
+use dsh_protocol::ToolCallId;
+
+use crate::config::Config;
+use crate::settings::Settings;
+use crate::update::AgentUpdate;
+
+/// Whether events are projected as they happen or read back from the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// Recorded now, in a live session: deltas were already streamed.
+    Live,
+    /// Read back from the log (`session/load`).
+    Replay,
+}
+
+/// What the projection remembers between events: the tool calls the editor
+/// has been shown and not seen finish.
+#[derive(Debug, Clone, Default)]
+pub struct Projection {
+    shown: HashSet<ToolCallId>,
+}
+
+impl Projection {
+    /// The updates for one event. `settings` are the session's settings
+    /// after the event.
+    pub fn project(
+        &mut self,
+        event: &Event,
+        settings: &Settings,
+        config: &Config,
+        delivery: Delivery,
+    ) -> Vec<AgentUpdate> {
+        let replay = delivery == Delivery::Replay;
+        match &event.data {
+            EventData::Title { title } => vec![AgentUpdate::Title(title.clone())],
+            EventData::UserMessage { content, .. } if replay => content
+                .iter()
+                .cloned()
+                .map(AgentUpdate::UserChunk)
+                .collect(),
+            EventData::AssistantMessage {
+                text,
+                reasoning,
+                usage,
+                estimated_context,
+                model,
+                ..
+            } => {
+                let mut updates = Vec::new();
+                if replay && !reasoning.is_empty() {
+                    updates.push(AgentUpdate::ThoughtChunk(reasoning.clone()));
+                }
+                if replay && !text.is_empty() {
+                    updates.push(AgentUpdate::MessageChunk(text.clone()));
+                }
+                if let Some(used) = usage
+                    .map(|usage| usage.context_tokens())
+                    .or(*estimated_context)
+                {
+                    let size = config
+                        .model(model)
+                        .map(|model| model.context_window)
+                        .unwrap_or_else(|| settings.context_window(config));
+                    updates.push(AgentUpdate::Usage { used, size });
+                }
+                updates
+            }
+            EventData::ToolCall {
+                call_id,
+                arguments,
+                view,
+                ..
+            } => {
+                self.shown.insert(call_id.clone());
+                vec![AgentUpdate::ToolCall {
+                    call_id: call_id.clone(),
+                    arguments: arguments.clone(),
+                    view: view.clone(),
+                    status: ToolStatus::Pending,
+                }]
+            }
+            EventData::ToolResult {
+                call_id,
+                status,
+                view,
+                live_terminal,
+                ..
+            } => {
+                // A result for a call the editor never saw (cut off between
+                // the model's reply and its tool/call) shows nothing.
+                if !self.shown.remove(call_id) {
+                    return Vec::new();
+                }
+                let view = match live_terminal {
+                    Some(terminal_id) if !replay => ToolView {
+                        content: vec![ToolContent::Terminal {
+                            terminal_id: terminal_id.clone(),
+                        }],
+                        ..view.clone()
+                    },
+                    _ => view.clone(),
+                };
+                vec![AgentUpdate::ToolCallUpdate {
+                    call_id: call_id.clone(),
+                    status: *status,
+                    view,
+                }]
+            }
+            EventData::Plan { entries } => vec![AgentUpdate::Plan(entries.clone())],
+            EventData::Config { key, .. } => {
+                let mut updates = Vec::new();
+                match key {
+                    ConfigKey::Unknown => return updates,
+                    ConfigKey::Mode => updates.push(AgentUpdate::Mode(settings.mode)),
+                    ConfigKey::Model | ConfigKey::ThoughtLevel => {}
+                }
+                updates.push(AgentUpdate::ConfigOptions(settings.options(config)));
+                updates
+            }
+            // Nothing the editor shows: the prompt (live), turn boundaries,
+            // permission answers and rules (the prompt was shown live),
+            // retries, summaries (the transcript stays whole).
+            EventData::UserMessage { .. }
+            | EventData::TurnStart { .. }
+            | EventData::TurnEnd { .. }
+            | EventData::PermissionDecision { .. }
+            | EventData::PermissionRule(_)
+            | EventData::CompactionSummary { .. }
+            | EventData::LlmRetry { .. } => Vec::new(),
+        }
+    }
+}

@@ -1,0 +1,293 @@
+//! One live session: its header, roots, log writer and derived state, its
+//! language servers and MCP servers, and the lock that lets one turn run at
+//! a time. Every durable fact goes through [`Session::record`]: appended to
+//! the log, folded into the state, projected into updates for the editor.
+
+pub(crate) mod state;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use dsh_protocol::log::{Event, EventData, SessionHeader};
+use dsh_protocol::model::ChatMessage;
+use dsh_protocol::SessionId;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::error::AgentError;
+use crate::frontend::Frontend;
+use crate::permission::{self, Access, Decision, Mode};
+use crate::projection::Delivery;
+use crate::store::LogWriter;
+use crate::update::{AgentUpdate, ConfigOption};
+use state::SessionState;
+
+/// The log writer and the state, behind one lock so the order of the log
+/// is the order of the fold.
+pub(crate) struct Locked {
+    /// `None` once the session is closed: nothing more is written.
+    log: Option<LogWriter>,
+    pub(crate) state: SessionState,
+}
+
+/// One live session.
+pub struct Session {
+    /// Id.
+    pub id: SessionId,
+    /// Header (cwd, roots, creation time).
+    pub header: SessionHeader,
+    /// Canonical workspace roots (cwd first), for the permission policy.
+    pub roots: Vec<PathBuf>,
+    /// Private directory for tool outputs too long to inline.
+    pub spill_dir: PathBuf,
+    config: Arc<Config>,
+    /// The session's language servers, created on first use.
+    bridge: std::sync::OnceLock<Arc<dsh_lsp_bridge::Bridge>>,
+    /// The session's MCP servers (when the client passes some).
+    mcp: Mutex<Option<Arc<crate::mcp::McpHub>>>,
+    locked: Mutex<Locked>,
+    turn_lock: Arc<tokio::sync::Mutex<()>>,
+    turn_cancel: Mutex<Option<CancellationToken>>,
+    /// Cancelled when the session closes (and on shutdown, its parent).
+    closed: CancellationToken,
+}
+
+/// A prompt that holds its session's turn lock.
+pub struct TurnTicket {
+    pub(crate) session: Arc<Session>,
+    pub(crate) cancel: CancellationToken,
+    _guard: tokio::sync::OwnedMutexGuard<()>,
+}
+
+impl TurnTicket {
+    /// Cancels this turn (same as `session/cancel`).
+    pub fn cancel_token(&self) -> CancellationToken {
+        self.cancel.clone()
+    }
+}
+
+impl Drop for TurnTicket {
+    fn drop(&mut self) {
+        *lock(&self.session.turn_cancel) = None;
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Session {
+    /// A session over its log: `state` as restored from `events` (or new).
+    pub(crate) fn new(
+        config: Arc<Config>,
+        header: SessionHeader,
+        state: SessionState,
+        log: LogWriter,
+        parent: &CancellationToken,
+    ) -> Arc<Session> {
+        let roots = crate::tools::canonical_roots(&header.cwd, &header.roots);
+        let spill_dir = config.home.join("spill").join(header.id.as_str());
+        Arc::new(Session {
+            id: header.id.clone(),
+            roots,
+            spill_dir,
+            config,
+            bridge: std::sync::OnceLock::new(),
+            mcp: Mutex::new(None),
+            header,
+            locked: Mutex::new(Locked {
+                log: Some(log),
+                state,
+            }),
+            turn_lock: Arc::new(tokio::sync::Mutex::new(())),
+            turn_cancel: Mutex::new(None),
+            closed: parent.child_token(),
+        })
+    }
+
+    /// The log and the state (a short-held lock; never across an await).
+    pub(crate) fn locked(&self) -> MutexGuard<'_, Locked> {
+        lock(&self.locked)
+    }
+
+    /// Records a fact: appends it to the log, folds it into the state and
+    /// sends what it projects to (see [`crate::projection`]) to `out`.
+    ///
+    /// # Errors
+    /// The write failed (nothing was recorded), or the session is closed.
+    pub fn record(&self, data: EventData, out: &dyn Frontend) -> Result<Event, AgentError> {
+        let (event, updates) = {
+            let mut locked = self.locked();
+            let log = locked
+                .log
+                .as_mut()
+                .ok_or_else(|| AgentError::SessionClosed(self.id.to_string()))?;
+            let event = log.append(data)?;
+            let updates = locked.state.fold(&event, &self.config, Delivery::Live);
+            locked.state.events.push(event.clone());
+            (event, updates)
+        };
+        for update in updates {
+            out.send(update);
+        }
+        Ok(event)
+    }
+
+    /// The updates that replay the whole session to a connection.
+    pub fn replay(&self) -> Vec<AgentUpdate> {
+        self.locked().state.replay(&self.config)
+    }
+
+    /// Every setting with its current value.
+    pub fn options(&self) -> Vec<ConfigOption> {
+        self.locked().state.settings.options(&self.config)
+    }
+
+    /// The current permission mode.
+    pub fn mode(&self) -> Mode {
+        self.locked().state.settings.mode
+    }
+
+    /// The conversation the next model request would carry.
+    pub fn history(&self) -> Vec<ChatMessage> {
+        self.locked().state.history.messages()
+    }
+
+    /// Reserves the session for one prompt. Call it before the turn is
+    /// spawned, so a `session/cancel` that follows at once finds the token.
+    ///
+    /// # Errors
+    /// `session.busy` when a turn runs.
+    pub fn begin_turn(self: &Arc<Self>) -> Result<TurnTicket, AgentError> {
+        let guard = self
+            .turn_lock
+            .clone()
+            .try_lock_owned()
+            .map_err(|_| AgentError::SessionBusy(self.id.to_string()))?;
+        let cancel = self.closed.child_token();
+        *lock(&self.turn_cancel) = Some(cancel.clone());
+        Ok(TurnTicket {
+            session: self.clone(),
+            cancel,
+            _guard: guard,
+        })
+    }
+
+    /// Whether a turn runs now.
+    pub fn is_busy(&self) -> bool {
+        self.turn_lock.try_lock().is_err()
+    }
+
+    /// Cancels the running turn, if any.
+    pub fn cancel_turn(&self) {
+        if let Some(token) = lock(&self.turn_cancel).as_ref() {
+            token.cancel();
+        }
+    }
+
+    /// What the permission policy says of a call now (mode and rules are
+    /// read at this moment).
+    pub(crate) fn decide(&self, tool: &str, access: &Access) -> Decision {
+        let locked = self.locked();
+        permission::decide(
+            locked.state.settings.mode,
+            tool,
+            access,
+            &self.policy(),
+            &locked.state.rules,
+        )
+    }
+
+    /// The policy's view of this session.
+    pub(crate) fn policy(&self) -> permission::Context<'_> {
+        permission::Context {
+            roots: &self.roots,
+            protected: &self.config.protected,
+            trust_workspace_servers: self.config.lsp.trust_workspace_servers,
+        }
+    }
+
+    /// The session's language-server bridge (created on first use; no
+    /// server starts until a query needs one). It starts a server found
+    /// inside the workspace only when the policy allows launching that
+    /// program now.
+    pub fn bridge(self: &Arc<Self>) -> Arc<dsh_lsp_bridge::Bridge> {
+        self.bridge
+            .get_or_init(|| {
+                let session = Arc::downgrade(self);
+                let trust: dsh_lsp_bridge::Trust = Arc::new(move |program: &Path| {
+                    let launch = Access::Launch {
+                        program: program.to_path_buf(),
+                        reads: Vec::new(),
+                    };
+                    session
+                        .upgrade()
+                        .is_some_and(|session| session.decide("lsp", &launch) == Decision::Allow)
+                });
+                dsh_lsp_bridge::Bridge::new(
+                    self.config.lsp.clone(),
+                    self.roots.clone(),
+                    self.config.spawner.clone(),
+                    trust,
+                )
+            })
+            .clone()
+    }
+
+    /// The bridge, if the session has used one.
+    pub(crate) fn existing_bridge(&self) -> Option<Arc<dsh_lsp_bridge::Bridge>> {
+        self.bridge.get().cloned()
+    }
+
+    /// Installs the session's MCP servers, stopping any previous set.
+    pub(crate) async fn set_mcp(&self, hub: Arc<crate::mcp::McpHub>) {
+        let previous = lock(&self.mcp).replace(hub);
+        if let Some(previous) = previous {
+            previous.shutdown().await;
+        }
+    }
+
+    /// The session's MCP servers.
+    pub(crate) fn mcp(&self) -> Option<Arc<crate::mcp::McpHub>> {
+        lock(&self.mcp).clone()
+    }
+
+    /// Stops the session: cancels its turn, waits (up to `grace`) for it to
+    /// end, stops its servers, and closes its log, releasing the lock on it
+    /// — a turn still running can no longer write.
+    pub(crate) async fn close(&self, grace: std::time::Duration) {
+        self.closed.cancel();
+        self.cancel_turn();
+        let turn = self.turn_lock.clone();
+        if tokio::time::timeout(grace, turn.lock_owned())
+            .await
+            .is_err()
+        {
+            tracing::warn!(session = %self.id, "the turn did not stop in time; its log is closed under it");
+        }
+        if let Some(bridge) = self.bridge.get() {
+            bridge.shutdown().await;
+        }
+        let hub = lock(&self.mcp).take();
+        if let Some(hub) = hub {
+            hub.shutdown().await;
+        }
+        if let Some(log) = self.locked().log.take() {
+            log.sync();
+        }
+    }
+
+    /// Flushes the log to stable storage (a turn's end).
+    pub(crate) fn sync(&self) {
+        if let Some(log) = &self.locked().log {
+            log.sync();
+        }
+    }
+
+    /// The session's configuration.
+    pub(crate) fn config(&self) -> &Arc<Config> {
+        &self.config
+    }
+}

@@ -1,0 +1,111 @@
+//! A session's state as a fold of its events: settings, title, turns,
+//! permission rules, the tool-call ids in use, the model's history and the
+//! editor's projection. Every event — recorded live or read from the log —
+//! goes through [`SessionState::fold`], after the repairs due before it.
+
+use std::collections::HashSet;
+
+use dsh_protocol::history::{History, Repair};
+use dsh_protocol::log::{Event, EventData, PermissionRule};
+use dsh_protocol::ToolCallId;
+
+use crate::config::Config;
+use crate::projection::{Delivery, Projection};
+use crate::settings::Settings;
+use crate::update::AgentUpdate;
+
+/// Everything a session knows, derived from its log.
+#[derive(Debug, Clone)]
+pub(crate) struct SessionState {
+    pub(crate) settings: Settings,
+    pub(crate) title: Option<String>,
+    /// The highest turn number so far.
+    pub(crate) turns: u64,
+    pub(crate) rules: Vec<PermissionRule>,
+    /// Every tool-call id used in the session (ids shown to the editor are
+    /// unique).
+    pub(crate) call_ids: HashSet<ToolCallId>,
+    /// What the next model request carries.
+    pub(crate) history: History,
+    repair: Repair,
+    projection: Projection,
+    /// The events, for replay to another connection.
+    pub(crate) events: Vec<Event>,
+}
+
+impl SessionState {
+    /// A new session's state.
+    pub(crate) fn new(config: &Config) -> SessionState {
+        SessionState {
+            settings: Settings::defaults(config),
+            title: None,
+            turns: 0,
+            rules: Vec::new(),
+            call_ids: HashSet::new(),
+            history: History::default(),
+            repair: Repair::default(),
+            projection: Projection::default(),
+            events: Vec::new(),
+        }
+    }
+
+    /// A stored session's state and the updates that replay it: every event
+    /// folded, then the calls a crash cut off closed.
+    pub(crate) fn restore(config: &Config, events: Vec<Event>) -> (SessionState, Vec<AgentUpdate>) {
+        let mut state = SessionState::new(config);
+        let mut updates = Vec::new();
+        for event in &events {
+            updates.extend(state.fold(event, config, Delivery::Replay));
+        }
+        updates.extend(state.close_cut_off_calls(config, Delivery::Replay));
+        state.events = events;
+        (state, updates)
+    }
+
+    /// Folds one event (and the repairs due before it) into every view;
+    /// returns the updates it projects to. The caller keeps the event.
+    pub(crate) fn fold(
+        &mut self,
+        event: &Event,
+        config: &Config,
+        delivery: Delivery,
+    ) -> Vec<AgentUpdate> {
+        let mut updates = Vec::new();
+        for repaired in self.repair.before(event) {
+            updates.extend(self.apply(&repaired, config, delivery));
+        }
+        updates.extend(self.apply(event, config, delivery));
+        updates
+    }
+
+    /// Closes the calls still open (a log that ends mid-call).
+    fn close_cut_off_calls(&mut self, config: &Config, delivery: Delivery) -> Vec<AgentUpdate> {
+        let mut updates = Vec::new();
+        for repaired in self.repair.finish() {
+            updates.extend(self.apply(&repaired, config, delivery));
+        }
+        updates
+    }
+
+    fn apply(&mut self, event: &Event, config: &Config, delivery: Delivery) -> Vec<AgentUpdate> {
+        match &event.data {
+            EventData::Config { key, value } => self.settings.apply(*key, value, config),
+            EventData::PermissionRule(rule) => self.rules.push(rule.clone()),
+            EventData::Title { title } => self.title = Some(title.clone()),
+            EventData::TurnStart { turn } => self.turns = self.turns.max(*turn),
+            EventData::AssistantMessage { tool_calls, .. } => self
+                .call_ids
+                .extend(tool_calls.iter().map(|call| call.id.clone())),
+            _ => {}
+        }
+        self.history.apply(event);
+        self.projection
+            .project(event, &self.settings, config, delivery)
+    }
+
+    /// The updates that replay the whole session to another connection.
+    pub(crate) fn replay(&self, config: &Config) -> Vec<AgentUpdate> {
+        let (_, updates) = SessionState::restore(config, self.events.clone());
+        updates
+    }
+}

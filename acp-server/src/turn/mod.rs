@@ -1,0 +1,167 @@
+//! A turn: prompt → model → (tools) → model … until the model stops.
+//!
+//! Every fact is recorded before it is shown ([`crate::session::Session::record`]):
+//! the title and the prompt and `turn/start` first, each model reply as one
+//! `assistant/message` (the delivered prefix, marked interrupted, when the
+//! stream is cut), tool calls and results, and `turn/end` last. Streaming
+//! deltas go to the editor as they arrive. [`step`] runs one model call;
+//! [`tools`] runs the calls it asked for.
+
+mod step;
+mod tools;
+
+use std::sync::Arc;
+
+use dsh_protocol::error::ErrorInfo;
+use dsh_protocol::log::{EventData, StopReason};
+use dsh_protocol::UserContent;
+use tracing::Instrument;
+
+use crate::config::Config;
+use crate::error::AgentError;
+use crate::frontend::Frontend;
+use crate::model::Provider;
+use crate::session::{Session, TurnTicket};
+
+/// One running turn: what its steps and tool calls share.
+struct Turn<'a> {
+    session: &'a Arc<Session>,
+    config: &'a Arc<Config>,
+    provider: Arc<Provider>,
+    cancel: &'a tokio_util::sync::CancellationToken,
+    frontend: &'a dyn Frontend,
+    number: u64,
+}
+
+/// How one step ended.
+enum Next {
+    /// The turn is over.
+    Stop(StopReason),
+    /// The model asked for tools; the next step follows their results.
+    Continue,
+}
+
+/// Runs one prompt to completion in the ticket's session.
+///
+/// # Errors
+/// A log write failure, or a model failure (after the partial reply was
+/// recorded and `turn/end` too).
+pub(crate) async fn run(
+    ticket: &TurnTicket,
+    provider: Arc<Provider>,
+    content: Vec<UserContent>,
+    frontend: &dyn Frontend,
+) -> Result<StopReason, AgentError> {
+    let session = &ticket.session;
+    let (number, first) = {
+        let locked = session.locked();
+        (locked.state.turns + 1, locked.state.title.is_none())
+    };
+    let span = tracing::info_span!("turn", session = %session.id, turn = number);
+    let turn = Turn {
+        session,
+        config: session.config(),
+        provider,
+        cancel: &ticket.cancel,
+        frontend,
+        number,
+    };
+    turn.run(content, first).instrument(span).await
+}
+
+impl Turn<'_> {
+    async fn run(&self, content: Vec<UserContent>, first: bool) -> Result<StopReason, AgentError> {
+        if first {
+            if let Some(title) = UserContent::title_of(&content) {
+                self.record(EventData::Title { title })?;
+            }
+        }
+        self.record(EventData::UserMessage {
+            turn: self.number,
+            content,
+        })?;
+        self.record(EventData::TurnStart { turn: self.number })?;
+        // A panic in the turn (a bug) fails this turn, is recorded like any
+        // other failure, and leaves the session usable.
+        let outcome = {
+            use futures::FutureExt as _;
+            std::panic::AssertUnwindSafe(self.steps())
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|payload| {
+                    let detail = format!(
+                        "session {} turn {}: {}",
+                        self.session.id,
+                        self.number,
+                        AgentError::panic_message(payload.as_ref())
+                    );
+                    Err(AgentError::bug("turn", &detail))
+                })
+        };
+        let (stop, error) = match &outcome {
+            Ok(stop) => (Some(*stop), None),
+            Err(error) => (
+                None,
+                Some(ErrorInfo {
+                    code: error.code(),
+                    message: error.to_string(),
+                }),
+            ),
+        };
+        let recorded = self.record(EventData::TurnEnd {
+            turn: self.number,
+            stop,
+            error,
+        });
+        self.session.sync();
+        tracing::info!(?stop, "turn ended");
+        let stop = outcome?;
+        recorded?;
+        Ok(stop)
+    }
+
+    async fn steps(&self) -> Result<StopReason, AgentError> {
+        for step in 1..=self.config.max_steps {
+            if self.cancel.is_cancelled() {
+                return Ok(StopReason::Cancelled);
+            }
+            #[cfg(debug_assertions)]
+            injected_panic(self.session);
+            match self.step(step).await? {
+                Next::Stop(stop) => return Ok(stop),
+                Next::Continue => {}
+            }
+        }
+        Ok(StopReason::MaxTurnRequests)
+    }
+
+    /// Records a fact in the session; the editor is shown what it projects
+    /// to.
+    fn record(&self, data: EventData) -> Result<(), AgentError> {
+        self.session.record(data, self.frontend).map(drop)
+    }
+}
+
+/// Debug builds only, for the fault tests: with `DSH_TEST_FAULTS=1`, a turn
+/// whose last user message contains `dsh-test-panic` panics in its step.
+#[cfg(debug_assertions)]
+fn injected_panic(session: &Session) {
+    if std::env::var_os("DSH_TEST_FAULTS").is_none() {
+        return;
+    }
+    let asked = session
+        .locked()
+        .state
+        .events
+        .iter()
+        .rev()
+        .find_map(|event| match &event.data {
+            EventData::UserMessage { content, .. } => Some(content.iter().any(
+                |c| matches!(c, UserContent::Text { text } if text.contains("dsh-test-panic")),
+            )),
+            _ => None,
+        });
+    if asked == Some(true) {
+        panic!("injected test panic");
+    }
+}

@@ -1,0 +1,243 @@
+//! One step of a turn: a model request built from the session's history and
+//! settings, started with retries (each recorded), its stream delivered to
+//! the editor as it arrives, and the reply recorded as one
+//! `assistant/message`.
+
+use std::collections::{BTreeMap, HashSet};
+
+use dsh_protocol::error::ErrorInfo;
+use dsh_protocol::log::{EventData, StopReason};
+use dsh_protocol::model::{FinishReason, StreamEvent, ToolCallRequest, Usage};
+use dsh_protocol::{ErrorCode, ToolCallId};
+use futures::StreamExt;
+
+use super::{Next, Turn};
+use crate::error::AgentError;
+use crate::model::retry::{start_with_retry, Started};
+use crate::model::{ModelError, ModelRequest};
+use crate::prompt::system_prompt;
+use crate::update::AgentUpdate;
+
+/// The model's reply to one step, assembled from deltas.
+#[derive(Default)]
+struct Reply {
+    text: String,
+    reasoning: String,
+    calls: BTreeMap<usize, ToolCallRequest>,
+    usage: Option<Usage>,
+}
+
+impl Reply {
+    fn tool_delta(
+        &mut self,
+        index: usize,
+        id: Option<String>,
+        name: Option<String>,
+        arguments: &str,
+    ) {
+        let call = self.calls.entry(index).or_insert_with(|| ToolCallRequest {
+            id: ToolCallId::new(""),
+            name: String::new(),
+            arguments: String::new(),
+            provider_id: None,
+        });
+        if let Some(id) = id.filter(|id| !id.is_empty()) {
+            call.id = ToolCallId::new(id);
+        }
+        if let Some(name) = name {
+            call.name.push_str(&name);
+        }
+        call.arguments.push_str(arguments);
+    }
+
+    /// The reply's calls with ids unique in the session (`used`): editors
+    /// key tool calls by id, and models repeat ids (`call_0` every step, or
+    /// twice in one reply). A changed id keeps the model's in
+    /// `provider_id` for the provider's history.
+    fn tool_calls(
+        &mut self,
+        turn: u64,
+        step: u64,
+        used: &HashSet<ToolCallId>,
+    ) -> Vec<ToolCallRequest> {
+        let mut taken: HashSet<String> = HashSet::new();
+        std::mem::take(&mut self.calls)
+            .into_iter()
+            .map(|(index, mut call)| {
+                let model_id = std::mem::replace(&mut call.id, ToolCallId::new("")).into_string();
+                let base = if model_id.is_empty() {
+                    format!("call_{turn}_{step}_{index}")
+                } else {
+                    model_id.clone()
+                };
+                let mut id = base.clone();
+                let mut copy = 1;
+                while used.contains(id.as_str()) || taken.contains(&id) {
+                    copy += 1;
+                    id = format!("{base}~{copy}");
+                }
+                taken.insert(id.clone());
+                call.provider_id = (!model_id.is_empty() && model_id != id).then_some(model_id);
+                call.id = ToolCallId::new(id);
+                call
+            })
+            .collect()
+    }
+}
+
+/// How the stream of one step ended.
+enum StepEnd {
+    Finished(FinishReason),
+    Cancelled,
+    Failed(ModelError),
+}
+
+impl Turn<'_> {
+    /// The request for the next model call: settings and history are read
+    /// now, so a change applies from the next call.
+    fn request(&self) -> Result<ModelRequest, AgentError> {
+        let session = self.session;
+        let mcp = session.mcp();
+        let locked = session.locked();
+        let settings = &locked.state.settings;
+        let model = self.config.model(&settings.model).cloned().ok_or_else(|| {
+            AgentError::Internal(format!("model {} left the catalog", settings.model))
+        })?;
+        let mut tools = crate::tools::schemas();
+        if let Some(hub) = &mcp {
+            tools.extend(hub.schemas());
+        }
+        Ok(ModelRequest {
+            model,
+            thought_level: settings.thought_level,
+            system: system_prompt(&session.header),
+            messages: locked.state.history.messages(),
+            tools,
+            session_id: session.id.to_string(),
+        })
+    }
+
+    /// One model call and what follows it: the tools it asked for, or the
+    /// end of the turn.
+    pub(super) async fn step(&self, step: u64) -> Result<Next, AgentError> {
+        // MCP tool lists changed by the servers apply to the next call.
+        if let Some(hub) = self.session.mcp() {
+            hub.refresh().await;
+        }
+        let request = self.request()?;
+        let mut retry_log_error = None;
+        let started = start_with_retry(
+            &self.provider,
+            &request,
+            self.config.retry,
+            self.cancel,
+            |attempt, delay, error| {
+                let recorded = self.record(EventData::LlmRetry {
+                    attempt,
+                    delay_ms: delay.as_millis() as u64,
+                    error: ErrorInfo {
+                        code: error.code,
+                        message: error.message.clone(),
+                    },
+                });
+                if let Err(err) = recorded {
+                    retry_log_error.get_or_insert(err);
+                }
+            },
+        )
+        .await;
+        if let Some(err) = retry_log_error {
+            return Err(err);
+        }
+        let mut stream = match started? {
+            Started::Stream(stream) => stream,
+            Started::Cancelled => return Ok(Next::Stop(StopReason::Cancelled)),
+        };
+
+        let mut reply = Reply::default();
+        let end =
+            loop {
+                let next = tokio::select! {
+                    biased;
+                    () = self.cancel.cancelled() => break StepEnd::Cancelled,
+                    next = stream.next() => next,
+                };
+                match next {
+                    Some(Ok(StreamEvent::TextDelta(text))) => {
+                        reply.text.push_str(&text);
+                        self.frontend.send(AgentUpdate::MessageChunk(text));
+                    }
+                    Some(Ok(StreamEvent::ReasoningDelta(text))) => {
+                        reply.reasoning.push_str(&text);
+                        self.frontend.send(AgentUpdate::ThoughtChunk(text));
+                    }
+                    Some(Ok(StreamEvent::ToolCallDelta {
+                        index,
+                        id,
+                        name,
+                        arguments,
+                    })) => reply.tool_delta(index, id, name, &arguments),
+                    Some(Ok(StreamEvent::Usage(usage))) => reply.usage = Some(usage),
+                    Some(Ok(StreamEvent::Finish(reason))) => break StepEnd::Finished(reason),
+                    Some(Err(error)) => break StepEnd::Failed(error),
+                    None => break StepEnd::Failed(ModelError::new(
+                        ErrorCode::ModelStreamClosed,
+                        "the model stream ended without finishing; send the prompt again to retry",
+                    )),
+                }
+            };
+        drop(stream);
+
+        let (finish, interrupted) = match &end {
+            StepEnd::Finished(reason) => (reason.clone(), false),
+            StepEnd::Cancelled => (FinishReason::Cancelled, true),
+            StepEnd::Failed(_) => (FinishReason::Error, true),
+        };
+        // Tool calls of a cut or truncated reply were never dispatched.
+        let tool_calls = match finish {
+            FinishReason::ToolCalls | FinishReason::Stop if !interrupted => {
+                reply.tool_calls(self.number, step, &self.session.locked().state.call_ids)
+            }
+            _ => Vec::new(),
+        };
+        // A provider that reports no usage still gets a context meter.
+        let estimated_context = (reply.usage.is_none() && !interrupted).then(|| {
+            request.estimated_tokens() + ((reply.text.len() + reply.reasoning.len()) / 4) as u64
+        });
+        match &end {
+            StepEnd::Failed(error) => {
+                tracing::debug!(model = %request.model.id, code = %error.code, "model call failed")
+            }
+            _ => {
+                tracing::debug!(model = %request.model.id, ?finish, usage = ?reply.usage, ?estimated_context, "model reply")
+            }
+        }
+        self.record(EventData::AssistantMessage {
+            turn: self.number,
+            step,
+            text: std::mem::take(&mut reply.text),
+            reasoning: std::mem::take(&mut reply.reasoning),
+            tool_calls: tool_calls.clone(),
+            usage: reply.usage,
+            estimated_context,
+            finish: finish.clone(),
+            interrupted,
+            model: request.model.id.clone(),
+        })?;
+        match end {
+            StepEnd::Cancelled => return Ok(Next::Stop(StopReason::Cancelled)),
+            StepEnd::Failed(error) => return Err(error.into()),
+            StepEnd::Finished(_) => {}
+        }
+        match finish {
+            FinishReason::MaxTokens => return Ok(Next::Stop(StopReason::MaxTokens)),
+            FinishReason::ContentFilter => return Ok(Next::Stop(StopReason::Refusal)),
+            _ if tool_calls.is_empty() => return Ok(Next::Stop(StopReason::EndTurn)),
+            _ => {}
+        }
+        if self.run_tools(&tool_calls).await? {
+            return Ok(Next::Stop(StopReason::Cancelled));
+        }
+        Ok(Next::Continue)
+    }
+}

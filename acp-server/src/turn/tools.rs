@@ -1,0 +1,299 @@
+//! The tool pipeline: for each call the model asked for, record `tool/call`
+//! (the editor shows it pending), plan it, ask the permission policy (and
+//! the user when it says ask), execute, record `tool/result` (the editor
+//! shows the final view). Runs of parallel-safe calls the policy allows
+//! without asking execute together (at most 4 at once), their results
+//! recorded in model order.
+
+use std::path::{Path, PathBuf};
+
+use dsh_protocol::log::{EventData, PermissionOutcome, PermissionRule};
+use dsh_protocol::model::ToolCallRequest;
+use dsh_protocol::tool::{ToolContent, ToolKind, ToolOutcome, ToolStatus, ToolView};
+use dsh_protocol::ErrorCode;
+use futures::StreamExt;
+use tracing::Instrument;
+
+use super::Turn;
+use crate::error::AgentError;
+use crate::frontend::PermissionAsk;
+use crate::permission::{self, Access, Decision};
+use crate::tools::{self, Planned, ToolEnv};
+use crate::update::AgentUpdate;
+
+impl Turn<'_> {
+    /// Runs the model's calls. Returns true when the turn was cancelled.
+    pub(super) async fn run_tools(&self, calls: &[ToolCallRequest]) -> Result<bool, AgentError> {
+        let session = self.session;
+        let cwd = PathBuf::from(&session.header.cwd);
+        let plan_env = tools::PlanEnv {
+            cwd: &cwd,
+            roots: &session.roots,
+            lsp: &self.config.lsp,
+        };
+        let mut batch: Vec<(&ToolCallRequest, Planned)> = Vec::new();
+        for call in calls {
+            // A call that never runs is still recorded and answered, so the
+            // history stays valid and the editor sees why.
+            let planned = if self.cancel.is_cancelled() {
+                Err(ToolOutcome::failed(
+                    ErrorCode::ToolAborted,
+                    "Not run: the user cancelled the turn.",
+                ))
+            } else {
+                match session.mcp().and_then(|hub| hub.tool(&call.name)) {
+                    Some(tool) => Ok(tools::plan_mcp(tool, &call.arguments)),
+                    None => tools::plan(&call.name, &call.arguments, &plan_env)
+                        .map_err(ToolOutcome::from),
+                }
+            };
+            let planned = match planned {
+                Ok(planned) => planned,
+                Err(outcome) => {
+                    self.flush_batch(&cwd, &mut batch).await?;
+                    self.record_call(call, tools::fallback_view(&call.name))?;
+                    self.record_result(call, outcome)?;
+                    continue;
+                }
+            };
+            // The mode and rules are read per call: a change applies to the
+            // very next one.
+            let decision = session.decide(&planned.name, &planned.access);
+            if planned.parallel && decision == Decision::Allow {
+                self.record_call(call, planned.view.clone())?;
+                batch.push((call, planned));
+                continue;
+            }
+            self.flush_batch(&cwd, &mut batch).await?;
+            self.record_call(call, planned.view.clone())?;
+            let outcome = match decision {
+                Decision::Allow => self.execute(&cwd, call, &planned).await,
+                Decision::Deny(reason) => ToolOutcome::failed(ErrorCode::PermissionDenied, reason),
+                Decision::Ask(_) => match self.ask(call, &planned).await? {
+                    Some(refusal) => refusal,
+                    None => self.execute(&cwd, call, &planned).await,
+                },
+            };
+            self.record_result(call, outcome)?;
+        }
+        self.flush_batch(&cwd, &mut batch).await?;
+        Ok(self.cancel.is_cancelled())
+    }
+
+    async fn flush_batch(
+        &self,
+        cwd: &Path,
+        batch: &mut Vec<(&ToolCallRequest, Planned)>,
+    ) -> Result<(), AgentError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let items = std::mem::take(batch);
+        let runs: Vec<futures::future::BoxFuture<'_, ToolOutcome>> = items
+            .iter()
+            .map(|(call, planned)| Box::pin(self.execute(cwd, call, planned)) as _)
+            .collect();
+        let mut results = futures::stream::iter(runs).buffered(4);
+        let mut index = 0;
+        while let Some(outcome) = results.next().await {
+            self.record_result(items[index].0, outcome)?;
+            index += 1;
+        }
+        Ok(())
+    }
+
+    /// Asks the user. `Ok(None)` means run it; `Ok(Some(outcome))` is the
+    /// refusal to record. Everything but an allow denies (fail closed), and
+    /// an allow is checked against the policy again: the mode and rules at
+    /// the moment of the answer decide (a switch to read-only while the
+    /// prompt was open voids it).
+    async fn ask(
+        &self,
+        call: &ToolCallRequest,
+        planned: &Planned,
+    ) -> Result<Option<ToolOutcome>, AgentError> {
+        let session = self.session;
+        let choices = permission::choices(&planned.access, &session.policy());
+        let question = PermissionAsk {
+            call_id: call.id.clone(),
+            title: planned.view.title.clone(),
+            kind: planned.view.kind.unwrap_or(ToolKind::Other),
+            raw_input: serde_json::from_str(&call.arguments)
+                .unwrap_or(serde_json::Value::String(call.arguments.clone())),
+            locations: planned.view.locations.clone(),
+            content: planned.view.content.clone(),
+            choices: choices.clone(),
+        };
+        let answer = tokio::select! {
+            biased;
+            () = self.cancel.cancelled() => PermissionOutcome::Cancelled,
+            answer = self.frontend.request_permission(question) => answer,
+        };
+        tracing::info!(?answer, "permission answered");
+        self.record(EventData::PermissionDecision {
+            call_id: call.id.clone(),
+            outcome: answer,
+        })?;
+        let remember = |allow: bool| -> Result<(), AgentError> {
+            // Only what the prompt offered to remember is remembered.
+            if let Some(scope) = permission::rule_scope(&planned.access, &session.policy()) {
+                self.record(EventData::PermissionRule(PermissionRule {
+                    tool: planned.name.clone(),
+                    scope,
+                    allow,
+                }))?;
+            }
+            Ok(())
+        };
+        Ok(match answer {
+            PermissionOutcome::AllowOnce | PermissionOutcome::AllowAlways => {
+                // Starting a workspace program is allowed for the session
+                // (it keeps running): there is no "once" for it.
+                if answer == PermissionOutcome::AllowAlways || !choices.once {
+                    remember(true)?;
+                }
+                match session.decide(&planned.name, &planned.access) {
+                    Decision::Deny(reason) => {
+                        Some(ToolOutcome::failed(ErrorCode::PermissionDenied, reason))
+                    }
+                    Decision::Allow | Decision::Ask(_) => None,
+                }
+            }
+            PermissionOutcome::RejectOnce | PermissionOutcome::RejectAlways => {
+                if answer == PermissionOutcome::RejectAlways {
+                    remember(false)?;
+                }
+                Some(ToolOutcome::failed(
+                    ErrorCode::PermissionRejected,
+                    "The user rejected this tool call. Do not retry it or do the same thing another way; ask the user how to proceed if it is still needed.",
+                ))
+            }
+            PermissionOutcome::Cancelled => {
+                self.cancel.cancel();
+                Some(ToolOutcome::failed(ErrorCode::PermissionCancelled, "The permission prompt was cancelled, so the call did not run and the turn was cancelled."))
+            }
+            PermissionOutcome::Unavailable => Some(ToolOutcome::failed(
+                ErrorCode::PermissionUnavailable,
+                "Permission could not be requested (the editor did not answer), so the call was denied. Do not retry it another way.",
+            )),
+        })
+    }
+
+    async fn execute(&self, cwd: &Path, call: &ToolCallRequest, planned: &Planned) -> ToolOutcome {
+        let span = tracing::info_span!("tool", call = %call.id, tool = %planned.name);
+        async {
+            let session = self.session;
+            // Transient: the call is running (not a logged fact).
+            self.frontend.send(AgentUpdate::ToolCallUpdate {
+                call_id: call.id.clone(),
+                status: ToolStatus::InProgress,
+                view: ToolView::default(),
+            });
+            let env = ToolEnv {
+                cwd,
+                roots: &session.roots,
+                frontend: self.frontend,
+                cancel: self.cancel,
+                spill_dir: &session.spill_dir,
+                call_id: &call.id,
+                mcp: session.mcp(),
+                lsp: &|| session.bridge(),
+                spawner: &self.config.spawner,
+            };
+            let mut outcome = tokio::select! {
+                biased;
+                outcome = tools::run(planned, &env) => outcome,
+                () = self.cancel.cancelled(), if !planned.stops_itself => {
+                    ToolOutcome::failed(ErrorCode::ToolAborted, "Cancelled by the user while it ran; its effect is unknown.")
+                }
+            };
+            if outcome.error.is_none() && planned.edits_files {
+                self.append_new_errors(planned, &mut outcome).await;
+            }
+            tracing::debug!(failed = outcome.error.is_some(), "tool finished");
+            outcome
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// After an edit, a language server already running for the file is
+    /// asked for fresh diagnostics (bounded wait); new errors are appended so
+    /// the model sees what it broke.
+    async fn append_new_errors(&self, planned: &Planned, outcome: &mut ToolOutcome) {
+        let (Some(bridge), Access::Write(paths)) =
+            (self.session.existing_bridge(), &planned.access)
+        else {
+            return;
+        };
+        let Some(path) = paths.first() else { return };
+        let new_text = outcome
+            .view
+            .content
+            .iter()
+            .find_map(|content| match content {
+                ToolContent::Diff(diff) => Some(diff.new_text.clone()),
+                _ => None,
+            });
+        let Some(new_text) = new_text else { return };
+        let Some((server, diagnostics)) = bridge.diagnostics_if_running(path, &new_text).await
+        else {
+            return;
+        };
+        let errors: Vec<_> = diagnostics
+            .iter()
+            .filter(|d| d.severity == "error")
+            .collect();
+        if errors.is_empty() {
+            return;
+        }
+        outcome.output.push_str(&format!(
+            "\n\n{server} now reports {} error(s) in this file:\n",
+            errors.len()
+        ));
+        for error in errors.iter().take(20) {
+            outcome.output.push_str(&format!(
+                "  {}:{}  {}\n",
+                error.location.line + 1,
+                error.location.character + 1,
+                error.message
+            ));
+        }
+        if errors.len() > 20 {
+            outcome
+                .output
+                .push_str(&format!("  ({} more)\n", errors.len() - 20));
+        }
+    }
+
+    fn record_call(&self, call: &ToolCallRequest, view: ToolView) -> Result<(), AgentError> {
+        self.record(EventData::ToolCall {
+            turn: self.number,
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: call.arguments.clone(),
+            view,
+        })
+    }
+
+    fn record_result(
+        &self,
+        call: &ToolCallRequest,
+        outcome: ToolOutcome,
+    ) -> Result<(), AgentError> {
+        if let Some(entries) = outcome.plan.clone() {
+            self.record(EventData::Plan { entries })?;
+        }
+        let status = outcome.status();
+        self.record(EventData::ToolResult {
+            turn: self.number,
+            call_id: call.id.clone(),
+            status,
+            output: outcome.output,
+            error: outcome.error,
+            view: outcome.view,
+            attachments: outcome.attachments,
+            live_terminal: outcome.live_terminal,
+        })
+    }
+}

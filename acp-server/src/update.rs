@@ -1,0 +1,83 @@
+//! What the editor is shown, in the core's own words: the updates every
+//! front end renders (ACP `session/update`s today). They come from the one
+//! projection of logged events ([`crate::projection`]), except the transient
+//! ones listed there.
+
+use dsh_protocol::log::{ConfigKey, PlanEntry};
+use dsh_protocol::tool::{ToolStatus, ToolView};
+use dsh_protocol::{ToolCallId, UserContent};
+
+use crate::permission::Mode;
+
+/// Something the editor should show.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentUpdate {
+    /// A block of the user's prompt (replay only: live, the client sent it).
+    UserChunk(UserContent),
+    /// Visible model text.
+    MessageChunk(String),
+    /// Model reasoning.
+    ThoughtChunk(String),
+    /// Context use after a model call.
+    Usage {
+        /// Tokens in the context window.
+        used: u64,
+        /// Window size.
+        size: u64,
+    },
+    /// The session title changed.
+    Title(String),
+    /// A tool call appeared.
+    ToolCall {
+        /// Call id.
+        call_id: ToolCallId,
+        /// Raw JSON arguments.
+        arguments: String,
+        /// Presentation.
+        view: ToolView,
+        /// Status.
+        status: ToolStatus,
+    },
+    /// A tool call progressed or finished.
+    ToolCallUpdate {
+        /// Call id.
+        call_id: ToolCallId,
+        /// Status.
+        status: ToolStatus,
+        /// Presentation (replaces the call's content and locations when set).
+        view: ToolView,
+    },
+    /// The plan (whole list).
+    Plan(Vec<PlanEntry>),
+    /// The settings changed: every option with its current value.
+    ConfigOptions(Vec<ConfigOption>),
+    /// The permission mode changed (for clients that track the legacy
+    /// current mode rather than config options).
+    Mode(Mode),
+}
+
+/// One selectable value of a setting.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigValue {
+    /// Value id.
+    pub id: String,
+    /// Display name.
+    pub name: String,
+    /// Description.
+    pub description: Option<String>,
+}
+
+/// One session setting with its choices.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigOption {
+    /// Which setting (also its menu: mode, model, thought level).
+    pub key: ConfigKey,
+    /// Display name.
+    pub name: &'static str,
+    /// Description.
+    pub description: &'static str,
+    /// Current value id.
+    pub current: String,
+    /// Choices.
+    pub values: Vec<ConfigValue>,
+}

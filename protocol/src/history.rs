@@ -1,0 +1,633 @@
+//! The model's view of a session, derived from its log as a fold: events go
+//! in one at a time ([`History::apply`]), the conversation a request carries
+//! comes out ([`History::messages`]). The same fold serves a live session
+//! (one event at a time as they are recorded) and a log read from disk.
+//!
+//! [`Repair`] closes tool calls the log never answered (dsh died while they
+//! ran): it is the one place that decides which calls were cut off, for the
+//! model's history and the editor's view alike.
+//!
+//! The conversation is valid for every provider, strict chat templates
+//! included:
+//! - every tool call is answered (a cut-off one by "outcome unknown");
+//! - roles alternate: a turn that ended without a reply (failed, cancelled,
+//!   cut off by a crash) is closed with a short assistant note, so the next
+//!   prompt never follows a user message directly;
+//! - a turn that failed because the conversation outgrew the context window
+//!   keeps only its prompt (replaced by a note when it is large), so it does
+//!   not make the next request overflow too;
+//! - a compaction summary replaces the events it covers;
+//! - tool calls carry the model's own ids
+//!   ([`ToolCallRequest::provider_id`]).
+
+use crate::content::UserContent;
+use crate::error::{ErrorCode, ErrorInfo};
+use crate::ids::ToolCallId;
+use crate::log::{Event, EventData, StopReason};
+use crate::model::{ChatMessage, ToolCallRequest};
+use crate::tool::{ToolContent, ToolStatus, ToolView};
+
+/// Text the model sees for a tool call whose outcome was never logged
+/// (the process died while it ran).
+pub const OUTCOME_UNKNOWN: &str = "The outcome of this tool call is unknown: dsh stopped while it was running. Check the current state before relying on it.";
+
+/// Closes a turn that has no reply after its prompt or tool results.
+const NOTE_NO_REPLY: &str = "[dsh: no reply was recorded for this turn.]";
+/// Follows a compaction summary.
+const NOTE_AFTER_SUMMARY: &str = "Understood; I will continue from this summary.";
+/// Replaces a large prompt whose turn overflowed the context window.
+const NOTE_DROPPED_PROMPT: &str = "[dsh: this message was removed from the conversation: together with what it produced it did not fit the model's context window.]";
+/// Prompts up to this size are kept when their turn overflowed.
+const KEEP_OVERFLOWED_PROMPT_BYTES: usize = 4096;
+
+/// Finds the tool calls a log announced but never answered, and answers
+/// them with a failed "outcome unknown" result: before the next step,
+/// prompt, turn end or summary, and at the end of the log.
+#[derive(Debug, Clone, Default)]
+pub struct Repair {
+    /// Calls announced and not yet answered: (id, turn).
+    open: Vec<(ToolCallId, u64)>,
+    /// The last event seen (synthetic results take its seq).
+    last_seq: u64,
+}
+
+impl Repair {
+    /// The synthetic results due before `event`; then notes what `event`
+    /// opens or closes. Feed every event through it, in order, and apply
+    /// what it returns before the event itself.
+    pub fn before(&mut self, event: &Event) -> Vec<Event> {
+        let closed = match event.data {
+            EventData::UserMessage { .. }
+            | EventData::AssistantMessage { .. }
+            | EventData::TurnEnd { .. }
+            | EventData::CompactionSummary { .. } => self.finish(),
+            _ => Vec::new(),
+        };
+        match &event.data {
+            EventData::AssistantMessage {
+                turn,
+                tool_calls,
+                interrupted: false,
+                ..
+            } => self
+                .open
+                .extend(tool_calls.iter().map(|call| (call.id.clone(), *turn))),
+            EventData::ToolResult { call_id, .. } => self.open.retain(|(id, _)| id != call_id),
+            _ => {}
+        }
+        self.last_seq = event.seq;
+        closed
+    }
+
+    /// Synthetic results for the calls still open (the end of a log).
+    pub fn finish(&mut self) -> Vec<Event> {
+        let seq = self.last_seq;
+        self.open
+            .drain(..)
+            .map(|(call_id, turn)| Event {
+                seq,
+                time: 0,
+                ignorable: false,
+                data: EventData::ToolResult {
+                    turn,
+                    call_id,
+                    status: ToolStatus::Failed,
+                    output: OUTCOME_UNKNOWN.to_owned(),
+                    error: Some(ErrorInfo {
+                        code: ErrorCode::ToolOutcomeUnknown,
+                        message: OUTCOME_UNKNOWN.to_owned(),
+                    }),
+                    view: ToolView {
+                        content: vec![ToolContent::Text {
+                            text: OUTCOME_UNKNOWN.to_owned(),
+                        }],
+                        ..ToolView::default()
+                    },
+                    attachments: Vec::new(),
+                    live_terminal: None,
+                },
+            })
+            .collect()
+    }
+}
+
+/// The conversation of a session, folded from its events (see the module
+/// docs). Feed it the events [`Repair`] passes through.
+#[derive(Debug, Clone, Default)]
+pub struct History {
+    /// Messages with the seq of the first event that produced each.
+    entries: Vec<(u64, ChatMessage)>,
+    /// Calls awaiting results: (dsh id, provider id).
+    pending: Vec<(ToolCallId, String)>,
+    /// Attachments follow the whole run of tool results: providers require
+    /// tool messages to come straight after the assistant message.
+    attachments: Vec<UserContent>,
+    /// Where the current turn's prompt is in `entries`.
+    turn_start: Option<usize>,
+}
+
+impl History {
+    /// Folds one event in.
+    pub fn apply(&mut self, event: &Event) {
+        let seq = event.seq;
+        match &event.data {
+            EventData::UserMessage { content, .. } => {
+                self.flush_attachments(seq);
+                self.close_open_turn(NOTE_NO_REPLY);
+                self.turn_start = Some(self.entries.len());
+                self.entries.push((seq, ChatMessage::User(content.clone())));
+            }
+            EventData::AssistantMessage {
+                text,
+                reasoning,
+                tool_calls,
+                interrupted,
+                ..
+            } => {
+                self.flush_attachments(seq);
+                let tool_calls = if *interrupted {
+                    &[][..]
+                } else {
+                    tool_calls.as_slice()
+                };
+                if text.is_empty() && tool_calls.is_empty() {
+                    return;
+                }
+                self.pending.extend(
+                    tool_calls
+                        .iter()
+                        .map(|call| (call.id.clone(), call.provider_id().to_owned())),
+                );
+                let tool_calls = tool_calls
+                    .iter()
+                    .map(|call| ToolCallRequest {
+                        id: ToolCallId::new(call.provider_id()),
+                        name: call.name.clone(),
+                        arguments: call.arguments.clone(),
+                        provider_id: None,
+                    })
+                    .collect();
+                self.entries.push((
+                    seq,
+                    ChatMessage::Assistant {
+                        text: text.clone(),
+                        reasoning: reasoning.clone(),
+                        tool_calls,
+                    },
+                ));
+            }
+            EventData::ToolResult {
+                call_id,
+                output,
+                attachments,
+                ..
+            } => {
+                if let Some(at) = self.pending.iter().position(|(id, _)| id == call_id) {
+                    let (_, provider_id) = self.pending.remove(at);
+                    self.entries.push((
+                        seq,
+                        ChatMessage::Tool {
+                            call_id: provider_id,
+                            content: output.clone(),
+                        },
+                    ));
+                    self.attachments.extend(attachments.iter().cloned());
+                }
+            }
+            EventData::TurnEnd { stop, error, .. } => {
+                self.flush_attachments(seq);
+                if error
+                    .as_ref()
+                    .is_some_and(|error| error.code == ErrorCode::ModelContextWindowExceeded)
+                {
+                    self.drop_overflowed_turn();
+                }
+                let note = match (stop, error) {
+                    (Some(StopReason::Cancelled), _) => {
+                        "[dsh: the user cancelled this turn before it was done.]".to_owned()
+                    }
+                    (_, Some(error)) => format!(
+                        "[dsh: this turn failed ({}): {}]",
+                        error.code.as_str(),
+                        crate::content::truncate_chars(&error.message, 300)
+                    ),
+                    (Some(StopReason::MaxTurnRequests), _) => {
+                        "[dsh: this turn stopped: it reached the limit of model calls per turn.]"
+                            .to_owned()
+                    }
+                    _ => NOTE_NO_REPLY.to_owned(),
+                };
+                self.close_open_turn(&note);
+                self.turn_start = None;
+            }
+            EventData::CompactionSummary {
+                start,
+                end,
+                summary,
+            } => {
+                self.flush_attachments(seq);
+                self.replace_range(*start, *end, summary);
+            }
+            // Settings, titles, turn starts, permissions, plans and retries
+            // are not part of the conversation.
+            EventData::Config { .. }
+            | EventData::Title { .. }
+            | EventData::TurnStart { .. }
+            | EventData::ToolCall { .. }
+            | EventData::PermissionDecision { .. }
+            | EventData::PermissionRule(_)
+            | EventData::Plan { .. }
+            | EventData::LlmRetry { .. } => {}
+        }
+    }
+
+    /// The conversation as the next request carries it.
+    pub fn messages(&self) -> Vec<ChatMessage> {
+        let mut messages: Vec<ChatMessage> = self
+            .entries
+            .iter()
+            .map(|(_, message)| message.clone())
+            .collect();
+        if !self.attachments.is_empty() {
+            messages.push(ChatMessage::User(self.attachments.clone()));
+        }
+        messages
+    }
+
+    fn flush_attachments(&mut self, seq: u64) {
+        if !self.attachments.is_empty() {
+            let attachments = std::mem::take(&mut self.attachments);
+            self.entries.push((seq, ChatMessage::User(attachments)));
+        }
+    }
+
+    /// Adds an assistant note when the conversation ends in a user or tool
+    /// message, so a next user message keeps the roles alternating. The
+    /// note belongs to the turn it closes (it goes where that turn goes when
+    /// a summary replaces it).
+    fn close_open_turn(&mut self, note: &str) {
+        if let Some((seq, ChatMessage::User(_) | ChatMessage::Tool { .. })) = self.entries.last() {
+            let seq = *seq;
+            self.entries.push((
+                seq,
+                ChatMessage::Assistant {
+                    text: note.to_owned(),
+                    reasoning: String::new(),
+                    tool_calls: Vec::new(),
+                },
+            ));
+        }
+    }
+
+    /// Keeps only the prompt of a turn that overflowed the context window
+    /// (and replaces the prompt too when it is large).
+    fn drop_overflowed_turn(&mut self) {
+        let Some(start) = self.turn_start else {
+            return;
+        };
+        self.entries.truncate(start + 1);
+        self.pending.clear();
+        if let Some((_, ChatMessage::User(content))) = self.entries.get_mut(start) {
+            let size: usize = content
+                .iter()
+                .map(|block| match block {
+                    UserContent::Text { text } => text.len(),
+                    UserContent::Resource { text, .. } => text.len(),
+                    UserContent::Image { data, .. } => data.len(),
+                    _ => 0,
+                })
+                .sum();
+            if size > KEEP_OVERFLOWED_PROMPT_BYTES {
+                *content = vec![UserContent::text(NOTE_DROPPED_PROMPT)];
+            }
+        }
+    }
+
+    /// Replaces the messages that came from events `start..=end` with the
+    /// summary and an acknowledgement.
+    fn replace_range(&mut self, start: u64, end: u64, summary: &str) {
+        let inside = |seq: &u64| (start..=end).contains(seq);
+        let Some(first) = self.entries.iter().position(|(seq, _)| inside(seq)) else {
+            return;
+        };
+        let last = self
+            .entries
+            .iter()
+            .rposition(|(seq, _)| inside(seq))
+            .unwrap_or(first);
+        let replacement = [
+            (
+                start,
+                ChatMessage::User(vec![UserContent::text(format!(
+                    "<conversation-summary>\n{summary}\n</conversation-summary>"
+                ))]),
+            ),
+            (
+                start,
+                ChatMessage::Assistant {
+                    text: NOTE_AFTER_SUMMARY.to_owned(),
+                    reasoning: String::new(),
+                    tool_calls: Vec::new(),
+                },
+            ),
+        ];
+        self.entries.splice(first..=last, replacement);
+        let removed = last + 1 - first;
+        self.turn_start = match self.turn_start {
+            Some(at) if at > last => Some(at - removed + 2),
+            Some(at) if at >= first => None,
+            other => other,
+        };
+        // Calls whose request was summarized can no longer be answered.
+        self.pending.clear();
+    }
+}
+
+/// The conversation a whole log derives to (repairs included).
+pub fn derive_history(events: &[Event]) -> Vec<ChatMessage> {
+    let mut repair = Repair::default();
+    let mut history = History::default();
+    for event in events {
+        for closed in repair.before(event) {
+            history.apply(&closed);
+        }
+        history.apply(event);
+    }
+    for closed in repair.finish() {
+        history.apply(&closed);
+    }
+    history.messages()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::EventData;
+    use crate::model::FinishReason;
+
+    fn mk(seq: u64, data: EventData) -> Event {
+        Event {
+            seq,
+            time: 0,
+            ignorable: false,
+            data,
+        }
+    }
+
+    fn prompt(turn: u64, text: &str) -> EventData {
+        EventData::UserMessage {
+            turn,
+            content: vec![UserContent::text(text)],
+        }
+    }
+
+    fn call(id: &str) -> ToolCallRequest {
+        ToolCallRequest {
+            id: ToolCallId::new(id),
+            name: "read".into(),
+            arguments: "{}".into(),
+            provider_id: None,
+        }
+    }
+
+    fn asks(turn: u64, calls: Vec<ToolCallRequest>) -> EventData {
+        EventData::AssistantMessage {
+            turn,
+            step: 1,
+            text: String::new(),
+            reasoning: String::new(),
+            tool_calls: calls,
+            usage: None,
+            estimated_context: None,
+            finish: FinishReason::ToolCalls,
+            interrupted: false,
+            model: String::new(),
+        }
+    }
+
+    fn result(turn: u64, id: &str, output: &str) -> EventData {
+        EventData::ToolResult {
+            turn,
+            call_id: ToolCallId::new(id),
+            status: ToolStatus::Completed,
+            output: output.into(),
+            error: None,
+            view: ToolView::default(),
+            attachments: Vec::new(),
+            live_terminal: None,
+        }
+    }
+
+    fn failed(turn: u64, code: ErrorCode) -> EventData {
+        EventData::TurnEnd {
+            turn,
+            stop: None,
+            error: Some(ErrorInfo {
+                code,
+                message: "it failed".into(),
+            }),
+        }
+    }
+
+    fn roles(history: &[ChatMessage]) -> Vec<&'static str> {
+        history
+            .iter()
+            .map(|message| match message {
+                ChatMessage::System(_) => "system",
+                ChatMessage::User(_) => "user",
+                ChatMessage::Assistant { .. } => "assistant",
+                ChatMessage::Tool { .. } => "tool",
+            })
+            .collect()
+    }
+
+    #[test]
+    fn history_repairs_unfinished_calls_and_applies_compaction() {
+        let events = vec![
+            mk(1, prompt(1, "one")),
+            mk(2, asks(1, vec![call("c1")])),
+            mk(3, prompt(2, "two")),
+        ];
+        let history = derive_history(&events);
+        assert_eq!(
+            roles(&history),
+            ["user", "assistant", "tool", "assistant", "user"]
+        );
+        assert_eq!(
+            history[2],
+            ChatMessage::Tool {
+                call_id: "c1".into(),
+                content: OUTCOME_UNKNOWN.into()
+            }
+        );
+        assert!(
+            matches!(&history[3], ChatMessage::Assistant { text, .. } if text == NOTE_NO_REPLY)
+        );
+
+        let mut compacted = events.clone();
+        compacted.push(mk(
+            4,
+            EventData::CompactionSummary {
+                start: 1,
+                end: 2,
+                summary: "did one".into(),
+            },
+        ));
+        let history = derive_history(&compacted);
+        assert_eq!(roles(&history), ["user", "assistant", "user"]);
+        assert!(
+            matches!(&history[0], ChatMessage::User(c) if matches!(&c[0], UserContent::Text{text} if text.contains("did one")))
+        );
+    }
+
+    /// The repair answers a call cut off by a crash at the end of the log
+    /// and before the next prompt, once, with the call's turn.
+    #[test]
+    fn the_repair_closes_cut_off_calls_once() {
+        let mut repair = Repair::default();
+        assert!(repair.before(&mk(1, prompt(1, "go"))).is_empty());
+        assert!(repair
+            .before(&mk(2, asks(1, vec![call("a"), call("b")])))
+            .is_empty());
+        assert!(repair.before(&mk(3, result(1, "a", "ok"))).is_empty());
+        let closed = repair.before(&mk(4, prompt(2, "again")));
+        assert_eq!(closed.len(), 1);
+        assert!(
+            matches!(&closed[0].data, EventData::ToolResult { call_id, turn: 1, status: ToolStatus::Failed, .. } if call_id == "b")
+        );
+        assert_eq!(closed[0].seq, 3);
+        assert!(repair.finish().is_empty());
+    }
+
+    /// Issue 10, item 19: failed and cancelled turns, and a crash, never
+    /// leave two user messages in a row.
+    #[test]
+    fn failed_turns_keep_roles_alternating() {
+        let events = vec![
+            mk(1, prompt(1, "one")),
+            mk(2, failed(1, ErrorCode::ModelServer)),
+            mk(3, prompt(2, "two")),
+            mk(
+                4,
+                EventData::TurnEnd {
+                    turn: 2,
+                    stop: Some(StopReason::Cancelled),
+                    error: None,
+                },
+            ),
+            mk(5, prompt(3, "three")),
+            // dsh died here: no turn/end.
+            mk(6, prompt(4, "four")),
+        ];
+        let history = derive_history(&events);
+        assert_eq!(
+            roles(&history),
+            [
+                "user",
+                "assistant",
+                "user",
+                "assistant",
+                "user",
+                "assistant",
+                "user"
+            ]
+        );
+        assert!(
+            matches!(&history[1], ChatMessage::Assistant { text, .. } if text.contains("model.server"))
+        );
+        assert!(
+            matches!(&history[3], ChatMessage::Assistant { text, .. } if text.contains("cancelled"))
+        );
+    }
+
+    /// Issue 10, item 19: a turn that overflowed the window keeps a short
+    /// prompt, drops a large one and everything the turn produced.
+    #[test]
+    fn an_overflowed_turn_does_not_overflow_the_next() {
+        let big = "x".repeat(100_000);
+        let events = vec![
+            mk(1, prompt(1, &big)),
+            mk(2, asks(1, vec![call("c1")])),
+            mk(3, result(1, "c1", &big)),
+            mk(4, failed(1, ErrorCode::ModelContextWindowExceeded)),
+            mk(5, prompt(2, "short again")),
+        ];
+        let history = derive_history(&events);
+        assert_eq!(roles(&history), ["user", "assistant", "user"]);
+        assert!(
+            matches!(&history[0], ChatMessage::User(c) if matches!(&c[0], UserContent::Text { text } if text == NOTE_DROPPED_PROMPT))
+        );
+        let size: usize = history
+            .iter()
+            .map(|m| match m {
+                ChatMessage::User(c) => c
+                    .iter()
+                    .map(|b| match b {
+                        UserContent::Text { text } => text.len(),
+                        _ => 0,
+                    })
+                    .sum(),
+                ChatMessage::Assistant { text, .. } => text.len(),
+                ChatMessage::Tool { content, .. } => content.len(),
+                ChatMessage::System(t) => t.len(),
+            })
+            .sum();
+        assert!(size < 2000, "{size}");
+    }
+
+    /// Issue 10, item 16: a renamed call keeps the model's id in the history.
+    #[test]
+    fn renamed_calls_keep_the_models_id_for_the_provider() {
+        let renamed = ToolCallRequest {
+            provider_id: Some("call_1".into()),
+            ..call("call_1~2")
+        };
+        let events = vec![
+            mk(1, prompt(1, "go")),
+            mk(2, asks(1, vec![call("call_1"), renamed])),
+            mk(3, result(1, "call_1", "call_1")),
+            mk(4, result(1, "call_1~2", "call_1~2")),
+        ];
+        let history = derive_history(&events);
+        assert!(
+            matches!(&history[1], ChatMessage::Assistant { tool_calls, .. } if tool_calls.iter().all(|c| c.id == "call_1"))
+        );
+        assert_eq!(
+            history[2],
+            ChatMessage::Tool {
+                call_id: "call_1".into(),
+                content: "call_1".into()
+            }
+        );
+        assert_eq!(
+            history[3],
+            ChatMessage::Tool {
+                call_id: "call_1".into(),
+                content: "call_1~2".into()
+            }
+        );
+    }
+
+    /// Folding event by event gives what a whole log derives to.
+    #[test]
+    fn the_fold_and_the_whole_log_agree() {
+        let events = vec![
+            mk(1, prompt(1, "one")),
+            mk(2, asks(1, vec![call("a")])),
+            mk(3, result(1, "a", "out")),
+            mk(
+                4,
+                EventData::TurnEnd {
+                    turn: 1,
+                    stop: Some(StopReason::EndTurn),
+                    error: None,
+                },
+            ),
+        ];
+        let mut history = History::default();
+        for event in &events {
+            history.apply(event);
+        }
+        assert_eq!(history.messages(), derive_history(&events));
+    }
+}
