@@ -11,6 +11,7 @@
 //! shutdown → exit → SIGTERM → SIGKILL to their process group.
 #![warn(missing_docs)]
 
+mod answers;
 mod bridge;
 pub mod registry;
 pub mod roots;

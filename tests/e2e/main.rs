@@ -9,6 +9,7 @@ mod hardening;
 mod load;
 mod lsp;
 mod mcp;
+mod projection;
 mod protocol;
 mod robustness;
 mod sessions;

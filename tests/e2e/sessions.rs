@@ -98,8 +98,8 @@ async fn sessions_survive_restart_list_load_resume_close_delete() {
     assert_eq!(
         runs(&kinds(&replayed)),
         [
-            "session_info",
             "user",
+            "session_info",
             "thought",
             "message",
             "usage",
@@ -360,7 +360,7 @@ async fn sigkill_mid_stream_leaves_a_loadable_session_that_continues() {
     let conn = env.connect().await;
     conn.initialize().await;
     conn.load(&session, &env.cwd()).await;
-    assert_eq!(runs(&kinds(&conn.updates())), ["session_info", "user"]);
+    assert_eq!(runs(&kinds(&conn.updates())), ["user", "session_info"]);
     assert_eq!(
         conn.prompt(&session, "again").await.unwrap().stop_reason,
         StopReason::EndTurn

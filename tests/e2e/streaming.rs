@@ -86,8 +86,8 @@ async fn streams_thoughts_then_message_with_usage_and_logs_the_turn() {
     assert_eq!(
         types,
         [
-            "session/title",
             "user/message",
+            "session/title",
             "turn/start",
             "assistant/message",
             "turn/end"
@@ -547,8 +547,8 @@ async fn tool_call_deltas_are_assembled_and_answered_without_failing_the_turn() 
     assert_eq!(
         types,
         [
-            "session/title",
             "user/message",
+            "session/title",
             "turn/start",
             "assistant/message",
             "tool/call",
@@ -574,8 +574,8 @@ async fn tool_call_deltas_are_assembled_and_answered_without_failing_the_turn() 
     assert_eq!(
         runs(&kinds(&replayed)),
         [
-            "session_info",
             "user",
+            "session_info",
             "thought",
             "usage",
             "tool_call",

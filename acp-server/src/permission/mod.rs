@@ -20,12 +20,13 @@
 //!   session logs) is refused below full-access.
 //!
 //! "Always" answers become session rules scoped to what was asked: a tool on
-//! one path, or a command and its subcommand for `bash` ([`shell::scope`]).
+//! one path, or a command and its subcommand for `bash` ([`rules::scope`]).
 //! A rule never widens: an allow rule matches only a plain command line
-//! (see [`shell`]); reject rules see through quoting, wrappers and nested
+//! (see [`shell`] and [`rules`]); reject rules see through quoting, wrappers and nested
 //! commands; writes outside the roots are never automatic below
 //! `full-access`.
 
+pub mod rules;
 pub mod shell;
 
 use std::path::{Path, PathBuf};
@@ -264,7 +265,7 @@ pub fn choices(access: &Access, ctx: &Context<'_>) -> Choices {
         },
         Access::Execute { command, .. } => shell::analyze(command)
             .plain
-            .and_then(|words| shell::scope(&words))
+            .and_then(|words| rules::scope(&words))
             .map_or(Remember::Never, |scope| Remember::Scope(scope.join(" "))),
         Access::Launch { program, .. } => Remember::Scope(program.display().to_string()),
     };
@@ -284,8 +285,8 @@ pub fn rule_scope(access: &Access, ctx: &Context<'_>) -> Option<Option<String>> 
     }
 }
 
-fn rule_matches(rule: &PermissionRule, tool: &str, access: &Access) -> shell::Match {
-    use shell::Match;
+fn rule_matches(rule: &PermissionRule, tool: &str, access: &Access) -> rules::Match {
+    use rules::Match;
     if rule.tool != tool {
         return Match::No;
     }
@@ -305,12 +306,12 @@ fn rule_matches(rule: &PermissionRule, tool: &str, access: &Access) -> shell::Ma
             if rule.allow {
                 // An allow rule covers only a plain command whose rule
                 // would be exactly this one.
-                let scoped = analysis.plain.as_deref().and_then(shell::scope);
+                let scoped = analysis.plain.as_deref().and_then(rules::scope);
                 yes(scoped.is_some_and(|words| {
                     words.iter().map(String::as_str).eq(wanted.iter().copied())
                 }))
             } else {
-                shell::reject_matches(&analysis, &wanted)
+                rules::reject_matches(&analysis, &wanted)
             }
         }
     }
@@ -424,12 +425,12 @@ pub fn decide(
         .iter()
         .rev()
         .find(|rule| match rule_matches(rule, tool, access) {
-            shell::Match::Yes => true,
-            shell::Match::Maybe => {
+            rules::Match::Yes => true,
+            rules::Match::Maybe => {
                 maybe_rejected |= !rule.allow;
                 false
             }
-            shell::Match::No => false,
+            rules::Match::No => false,
         });
     match newest {
         Some(rule) if !rule.allow => Decision::Deny(format!(

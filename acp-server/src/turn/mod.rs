@@ -71,15 +71,16 @@ pub(crate) async fn run(
 
 impl Turn<'_> {
     async fn run(&self, content: Vec<UserContent>, first: bool) -> Result<StopReason, AgentError> {
-        if first {
-            if let Some(title) = UserContent::title_of(&content) {
-                self.record(EventData::Title { title })?;
-            }
-        }
+        // The prompt first, then the title taken from it: the order the
+        // editor sees them live (it shows its own prompt at once).
+        let title = first.then(|| UserContent::title_of(&content)).flatten();
         self.record(EventData::UserMessage {
             turn: self.number,
             content,
         })?;
+        if let Some(title) = title {
+            self.record(EventData::Title { title })?;
+        }
         self.record(EventData::TurnStart { turn: self.number })?;
         // A panic in the turn (a bug) fails this turn, is recorded like any
         // other failure, and leaves the session usable.

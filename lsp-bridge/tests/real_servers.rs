@@ -8,9 +8,8 @@ use std::path::{Path, PathBuf};
 
 use dsh_lsp_bridge::{Answer, Bridge, BridgeSettings, Location, Operation, Position, Query};
 
-#[path = "../common/bridge.rs"]
-mod common_bridge;
-use common_bridge::new_bridge;
+mod common;
+use common::new_bridge;
 
 fn required() -> bool {
     std::env::var("DSH_REAL_LSP").is_ok_and(|v| v == "1")
@@ -18,9 +17,7 @@ fn required() -> bool {
 
 /// Copies a fixture workspace to a scratch directory (servers may write caches).
 fn workspace(name: &str) -> (tempfile::TempDir, PathBuf) {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../workspaces")
-        .join(name);
+    let source = common::fixture_workspace(name);
     let dir = tempfile::tempdir().unwrap();
     copy(&source, dir.path());
     let root = dir.path().canonicalize().unwrap();

@@ -10,17 +10,15 @@ use dsh_lsp_bridge::{
     Answer, Bridge, BridgeSettings, LspError, Operation, Position, Query, ServerSpec,
 };
 
-#[path = "../common/bridge.rs"]
-mod common_bridge;
-use common_bridge::new_bridge;
+mod common;
+use common::new_bridge;
 
-const SERVER: &str = env!("CARGO_BIN_EXE_dsh-test-lsp");
 const SOURCE: &str = "fn helper() {}\nfn main() {\n    helper();\n    helper();\n}\n";
 
 fn spec(env: &[(&str, &str)]) -> ServerSpec {
     ServerSpec {
         name: "test-lsp".into(),
-        command: SERVER.into(),
+        command: common::test_server().display().to_string(),
         args: vec![],
         env: env
             .iter()
@@ -76,8 +74,7 @@ fn definition(file: &Path) -> Query {
     }
 }
 
-#[path = "../common/procs.rs"]
-mod procs;
+use common::procs;
 
 /// Processes of the test server running in this root.
 fn server_pids(root: &Path) -> Vec<u32> {

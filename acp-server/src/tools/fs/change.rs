@@ -1,0 +1,321 @@
+//! `write` and `edit`: the change is stored (through the editor or on
+//! disk), then described: a whole-file diff the editor can review, or a
+//! summary past a size, and a count of the lines changed computed with a
+//! deadline.
+
+use std::path::Path;
+
+use dsh_protocol::tool::{FileDiff, ToolContent, ToolOutcome, ToolView};
+use dsh_protocol::ErrorCode;
+
+use super::disk::{blocking, current_text, store, Current};
+use super::{location, EditArgs, WriteArgs, DIFF_DEADLINE, MAX_DIFF_BYTES, MAX_EDIT_BYTES};
+use crate::tools::ToolEnv;
+
+/// The 1-based line where `new` first differs from `old`, within `new`
+/// (line 1 when nothing changed).
+fn first_changed_line(old: &str, new: &str) -> u32 {
+    let same = old
+        .lines()
+        .zip(new.lines())
+        .take_while(|(a, b)| a == b)
+        .count();
+    if old == new {
+        return 1;
+    }
+    (same + 1).min(new.lines().count().max(1)) as u32
+}
+
+/// "+3 -1 lines": counted with a deadline, so a pathological rewrite costs
+/// at most [`DIFF_DEADLINE`] (the count is then approximate).
+fn change_summary(old: &str, new: &str) -> String {
+    let started = std::time::Instant::now();
+    let diff = similar::TextDiff::configure()
+        .deadline(started + DIFF_DEADLINE)
+        .diff_lines(old, new);
+    let (mut added, mut removed) = (0, 0);
+    for change in diff.iter_all_changes() {
+        match change.tag() {
+            similar::ChangeTag::Insert => added += 1,
+            similar::ChangeTag::Delete => removed += 1,
+            similar::ChangeTag::Equal => {}
+        }
+    }
+    if started.elapsed() >= DIFF_DEADLINE {
+        format!("about +{added} -{removed} lines")
+    } else {
+        format!("+{added} -{removed} lines")
+    }
+}
+
+/// The final view of a change: a whole-file diff the editor can review,
+/// or a summary when a side is over [`MAX_DIFF_BYTES`].
+fn diff_view(path: &Path, old: &Current, new: &str) -> ToolView {
+    let (old_text, old_len) = match old {
+        Current::Missing => (None, 0),
+        Current::Text(text) => (Some(text.as_str()), text.len() as u64),
+        Current::TooLarge(size) => (None, *size),
+    };
+    let line = first_changed_line(old_text.unwrap_or(""), new);
+    let too_big = matches!(old, Current::TooLarge(_))
+        || old_len > MAX_DIFF_BYTES
+        || new.len() as u64 > MAX_DIFF_BYTES;
+    let content = if too_big {
+        vec![ToolContent::Text {
+            text: format!(
+                "{} changed ({old_len} → {} bytes); the diff is too large to show (over {} MiB a side).",
+                path.display(),
+                new.len(),
+                MAX_DIFF_BYTES / (1024 * 1024)
+            ),
+        }]
+    } else {
+        vec![ToolContent::Diff(FileDiff {
+            path: path.display().to_string(),
+            old_text: old_text.map(str::to_owned),
+            new_text: new.to_owned(),
+        })]
+    };
+    ToolView {
+        locations: vec![location(path, line)],
+        content,
+        ..ToolView::default()
+    }
+}
+
+/// Summary and view of a change, computed off the async workers.
+async fn describe_change(path: &Path, old: Current, new: String) -> (String, ToolView) {
+    let owned = path.to_path_buf();
+    let described = blocking(move || {
+        let summary = match &old {
+            Current::Text(old) => change_summary(old, &new),
+            Current::Missing => format!("+{} lines", new.lines().count()),
+            Current::TooLarge(size) => format!("replaced {size} bytes"),
+        };
+        Ok((summary, diff_view(&owned, &old, &new)))
+    })
+    .await;
+    described.unwrap_or_else(|message| (message, ToolView::default()))
+}
+
+pub async fn write(args: &WriteArgs, path: &Path, env: &ToolEnv<'_>) -> ToolOutcome {
+    let old = match current_text(path, MAX_DIFF_BYTES, env).await {
+        Ok(old) => old,
+        Err(message) => return ToolOutcome::failed(ErrorCode::InvalidToolArgs, message),
+    };
+    if let Err(message) = store(path, &args.content, env).await {
+        return ToolOutcome::failed(ErrorCode::InvalidToolArgs, message);
+    }
+    let lines = args.content.lines().count();
+    let created = matches!(old, Current::Missing);
+    let (summary, view) = describe_change(path, old, args.content.clone()).await;
+    let output = if created {
+        format!("Created {} ({lines} lines).", path.display())
+    } else {
+        format!("Wrote {} ({lines} lines; {summary}).", path.display())
+    };
+    ToolOutcome::ok(output, view)
+}
+
+pub async fn edit(args: &EditArgs, path: &Path, env: &ToolEnv<'_>) -> ToolOutcome {
+    if args.old_string.is_empty() {
+        return ToolOutcome::failed(
+            ErrorCode::InvalidToolArgs,
+            "old_string is empty; use write to create or replace a whole file.",
+        );
+    }
+    if args.old_string == args.new_string {
+        return ToolOutcome::failed(
+            ErrorCode::InvalidToolArgs,
+            "old_string and new_string are identical; nothing to change.",
+        );
+    }
+    let old = match current_text(path, MAX_EDIT_BYTES, env).await {
+        Ok(Current::Text(old)) => old,
+        Ok(Current::Missing) => {
+            return ToolOutcome::failed(
+                ErrorCode::InvalidToolArgs,
+                format!(
+                    "File not found: {}; use write to create it.",
+                    path.display()
+                ),
+            )
+        }
+        Ok(Current::TooLarge(size)) => {
+            return ToolOutcome::failed(
+                ErrorCode::InvalidToolArgs,
+                format!(
+                    "{} is {size} bytes; edit handles files up to {} MiB. Use bash (sed, a script) for a file this large.",
+                    path.display(),
+                    MAX_EDIT_BYTES >> 20
+                ),
+            )
+        }
+        Err(message) => return ToolOutcome::failed(ErrorCode::InvalidToolArgs, message),
+    };
+    let (old_string, new_string, replace_all) = (
+        args.old_string.clone(),
+        args.new_string.clone(),
+        args.replace_all,
+    );
+    let owned = path.to_path_buf();
+    let replaced = blocking(move || {
+        let starts: Vec<usize> = old
+            .match_indices(&old_string)
+            .map(|(index, _)| index)
+            .collect();
+        let line_of = |byte: usize| old[..byte].matches('\n').count() + 1;
+        if starts.is_empty() {
+            return Err(not_found_message(&old, &old_string, &owned));
+        }
+        if starts.len() > 1 && !replace_all {
+            let lines: Vec<String> = starts
+                .iter()
+                .take(10)
+                .map(|s| line_of(*s).to_string())
+                .collect();
+            return Err(format!(
+                "old_string matches {} places in {} (lines {}{}). Include more surrounding context to make it unique, or set replace_all to true.",
+                starts.len(),
+                owned.display(),
+                lines.join(", "),
+                if starts.len() > 10 { ", …" } else { "" }
+            ));
+        }
+        let new = if replace_all {
+            old.replace(&old_string, &new_string)
+        } else {
+            old.replacen(&old_string, &new_string, 1)
+        };
+        let first_line = line_of(starts[0]);
+        Ok((old, new, starts.len(), first_line))
+    })
+    .await;
+    let (old, new, count, first_line) = match replaced {
+        Ok(replaced) => replaced,
+        Err(message) => return ToolOutcome::failed(ErrorCode::InvalidToolArgs, message),
+    };
+    if let Err(message) = store(path, &new, env).await {
+        return ToolOutcome::failed(ErrorCode::InvalidToolArgs, message);
+    }
+    let (summary, view) = describe_change(path, Current::Text(old), new).await;
+    let output = format!(
+        "Edited {}: replaced {count} occurrence{} at line {first_line} ({summary}).",
+        path.display(),
+        if count == 1 { "" } else { "s" },
+    );
+    ToolOutcome::ok(output, view)
+}
+
+/// Explains a failed match: zero matches, and where the first line of
+/// `old_string` does appear (with nearby lines) when it does.
+fn not_found_message(text: &str, needle: &str, path: &Path) -> String {
+    let mut message = format!(
+        "old_string was not found in {} (0 matches).",
+        path.display()
+    );
+    let first = needle
+        .lines()
+        .map(str::trim)
+        .find(|line| !line.is_empty())
+        .unwrap_or("");
+    let lines: Vec<&str> = text.lines().collect();
+    let hits: Vec<usize> = if first.is_empty() {
+        Vec::new()
+    } else {
+        lines
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.contains(first))
+            .map(|(i, _)| i)
+            .take(3)
+            .collect()
+    };
+    if hits.is_empty() {
+        message.push_str(
+            " Read the file again and copy the exact text, including whitespace and indentation.",
+        );
+        return message;
+    }
+    message.push_str(" Its first line appears here; check whitespace and the following lines:\n");
+    for hit in hits {
+        for (index, line) in lines
+            .iter()
+            .enumerate()
+            .take(hit + 3)
+            .skip(hit.saturating_sub(2))
+        {
+            message.push_str(&format!("{:>6}\t{}\n", index + 1, line));
+        }
+        message.push_str("   ...\n");
+    }
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn huge_diffs_degrade_to_a_summary() {
+        let big = "y".repeat(MAX_DIFF_BYTES as usize + 1);
+        let view = diff_view(
+            Path::new("/w/big.txt"),
+            &Current::Text("old\n".into()),
+            &big,
+        );
+        assert!(
+            matches!(&view.content[0], ToolContent::Text { text } if text.contains("too large"))
+        );
+        let view = diff_view(Path::new("/w/small.txt"), &Current::Missing, "new\n");
+        assert!(matches!(&view.content[0], ToolContent::Diff(diff) if diff.old_text.is_none()));
+        let view = diff_view(
+            Path::new("/w/huge.txt"),
+            &Current::TooLarge(1 << 30),
+            "new\n",
+        );
+        assert!(matches!(&view.content[0], ToolContent::Text { .. }));
+    }
+
+    /// Issue 10, items 13 and 20.
+    #[test]
+    fn first_changed_line_and_not_found_hints() {
+        assert_eq!(first_changed_line("a\nb\nc\n", "a\nB\nc\n"), 2);
+        assert_eq!(first_changed_line("a\n", "a\nb\n"), 2);
+        assert_eq!(first_changed_line("one line\n", "one line\n"), 1);
+        assert_eq!(first_changed_line("a\nb\n", "a\n"), 1);
+        let hint = not_found_message(
+            "fn main() {\n    let x = 1;\n}\n",
+            "    let x = 2;",
+            Path::new("/w/m.rs"),
+        );
+        assert!(hint.contains("0 matches"));
+        let hint = not_found_message(
+            "fn main() {\n    let  x = 1;\n}\n",
+            "fn main() {\n  let x",
+            Path::new("/w/m.rs"),
+        );
+        assert!(hint.contains("     1\tfn main() {"), "{hint}");
+    }
+
+    /// Issue 10, item 13: rewriting a 1.2 MB file of distinct lines (the
+    /// worst case for a line diff) costs about the deadline, not a minute.
+    #[test]
+    fn the_change_count_has_a_deadline() {
+        let old: String = (0..60_000u64)
+            .map(|i| format!("line {i} {}\n", i * 7919 % 10007))
+            .collect();
+        let new: String = (0..60_000u64)
+            .map(|i| format!("row {i} {}\n", i * 104729 % 10007))
+            .collect();
+        let started = std::time::Instant::now();
+        let summary = change_summary(&old, &new);
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(summary.contains('+'), "{summary}");
+    }
+}

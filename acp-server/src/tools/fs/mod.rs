@@ -1,0 +1,158 @@
+//! `read`, `write` and `edit`. Reads and writes go through the client's file
+//! system when it advertises one (so reads see unsaved buffers and writes
+//! land in the editor's review list), else the disk.
+//!
+//! Bad files cannot hurt the process: only regular files are opened (a FIFO,
+//! socket or device is refused without blocking: files are opened
+//! non-blocking and checked after opening), every disk access and diff runs
+//! off the async workers, and memory per call is bounded whatever the file:
+//! - `read` streams the file and keeps at most its output (256 KiB, 2,000
+//!   characters a line), counting lines past its window only in files up to
+//!   64 MiB; the editor is asked for files up to 8 MiB;
+//! - an image is an image when its header says so *and* the start of the
+//!   file is not text, up to 5 MiB;
+//! - `write` reads the old file for its diff only up to 2 MiB, `edit`
+//!   changes files up to 32 MiB;
+//! - diffs shown to the editor are whole-file up to 2 MiB a side, else a
+//!   summary; the line counts of a change are computed with a deadline.
+
+mod change;
+mod disk;
+mod read;
+
+use std::path::Path;
+use std::time::Duration;
+
+use dsh_protocol::tool::{FileLocation, ToolKind, ToolView};
+use serde::Deserialize;
+
+use super::display_path;
+
+pub use change::{edit, write};
+pub(super) use disk::read_text;
+pub use read::read;
+
+pub const READ_DESCRIPTION: &str = "Read a UTF-8 text file. Returns numbered lines (1-based). Use offset and limit to read part of a large file. Binary files are refused.";
+pub const WRITE_DESCRIPTION: &str = "Create or fully replace a UTF-8 text file.";
+pub const EDIT_DESCRIPTION: &str = "Replace text in an existing UTF-8 file. old_string must match literally and exactly once unless replace_all is true; an empty new_string deletes the match.";
+
+const DEFAULT_LIMIT: u64 = 2000;
+const MAX_LINE_CHARS: usize = 2000;
+/// Bytes of one line kept while streaming (enough for its shown part).
+const LINE_KEEP_BYTES: usize = MAX_LINE_CHARS * 4;
+const MAX_READ_BYTES: usize = 256 * 1024;
+/// Past its window, `read` counts the file's lines only up to this size.
+const COUNT_LINES_UP_TO: u64 = 64 * 1024 * 1024;
+/// Files up to this size are read through the editor when it offers to.
+const MAX_CLIENT_READ_BYTES: u64 = 8 * 1024 * 1024;
+/// Largest image `read` hands to the model.
+const MAX_IMAGE_BYTES: u64 = 5 * 1024 * 1024;
+/// Largest side of a diff shown to the editor, and of an old file read for it.
+const MAX_DIFF_BYTES: u64 = 2 * 1024 * 1024;
+/// Largest file `edit` changes (it holds the file in memory twice).
+const MAX_EDIT_BYTES: u64 = 32 * 1024 * 1024;
+/// How long counting the changed lines of a write or edit may take.
+const DIFF_DEADLINE: Duration = Duration::from_millis(500);
+
+pub fn read_schema() -> serde_json::Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            "file_path": { "type": "string", "description": "Path of the file (absolute, or relative to the working directory)" },
+            "offset": { "type": "integer", "description": "First line to read, 1-based (default 1)" },
+            "limit": { "type": "integer", "description": "Number of lines to read (default 2000)" }
+        },
+        "required": ["file_path"],
+        "additionalProperties": false
+    })
+}
+
+pub fn write_schema() -> serde_json::Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            "file_path": { "type": "string", "description": "Path of the file to create or replace" },
+            "content": { "type": "string", "description": "The complete new content" }
+        },
+        "required": ["file_path", "content"],
+        "additionalProperties": false
+    })
+}
+
+pub fn edit_schema() -> serde_json::Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            "file_path": { "type": "string", "description": "Path of the file to edit" },
+            "old_string": { "type": "string", "description": "The exact text to replace" },
+            "new_string": { "type": "string", "description": "The replacement text" },
+            "replace_all": { "type": "boolean", "description": "Replace every occurrence (default false)" }
+        },
+        "required": ["file_path", "old_string", "new_string"],
+        "additionalProperties": false
+    })
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ReadArgs {
+    pub file_path: String,
+    #[serde(default)]
+    pub offset: Option<u64>,
+    #[serde(default)]
+    pub limit: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct WriteArgs {
+    pub file_path: String,
+    pub content: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct EditArgs {
+    pub file_path: String,
+    pub old_string: String,
+    pub new_string: String,
+    #[serde(default)]
+    pub replace_all: bool,
+}
+
+fn location(path: &Path, line: u32) -> FileLocation {
+    FileLocation {
+        path: path.display().to_string(),
+        line: Some(line.max(1)),
+    }
+}
+
+pub fn present_read(args: &ReadArgs, path: &Path, cwd: &Path) -> ToolView {
+    let offset = args.offset.unwrap_or(1).max(1);
+    let shown = display_path(path, cwd);
+    let title = match (args.offset, args.limit) {
+        (None, None) => format!("Read {shown}"),
+        _ => format!("Read {shown} (from line {offset})"),
+    };
+    ToolView {
+        title,
+        kind: Some(ToolKind::Read),
+        locations: vec![location(path, offset as u32)],
+        content: Vec::new(),
+    }
+}
+
+pub fn present_write(path: &Path, cwd: &Path) -> ToolView {
+    ToolView {
+        title: format!("Write {}", display_path(path, cwd)),
+        kind: Some(ToolKind::Edit),
+        locations: vec![location(path, 1)],
+        content: Vec::new(),
+    }
+}
+
+pub fn present_edit(path: &Path, cwd: &Path) -> ToolView {
+    ToolView {
+        title: format!("Edit {}", display_path(path, cwd)),
+        kind: Some(ToolKind::Edit),
+        locations: vec![location(path, 1)],
+        content: Vec::new(),
+    }
+}

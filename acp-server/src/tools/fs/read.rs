@@ -1,0 +1,326 @@
+//! `read`: a window of a text file, streamed from disk (or taken from the
+//! editor's buffer), or an image handed to the model.
+
+use std::io::Read;
+use std::path::Path;
+
+use dsh_protocol::tool::{ToolOutcome, ToolView};
+use dsh_protocol::ErrorCode;
+
+use super::disk::{blocking, open_regular, probe, Probe};
+use super::{
+    location, ReadArgs, COUNT_LINES_UP_TO, DEFAULT_LIMIT, LINE_KEEP_BYTES, MAX_CLIENT_READ_BYTES,
+    MAX_IMAGE_BYTES, MAX_LINE_CHARS, MAX_READ_BYTES,
+};
+use crate::tools::ToolEnv;
+
+/// The numbered lines `read` returns: a window of `limit` lines from
+/// `offset`, at most [`MAX_READ_BYTES`], each line cut at
+/// [`MAX_LINE_CHARS`]. Fed one line at a time, so a file never has to be in
+/// memory.
+struct Window {
+    offset: u64,
+    limit: u64,
+    out: String,
+    shown: u64,
+    /// Lines seen so far.
+    total: u64,
+    capped: bool,
+    /// Some bytes were not UTF-8 and are shown as U+FFFD.
+    lossy: bool,
+}
+
+impl Window {
+    fn new(offset: u64, limit: u64) -> Window {
+        Window {
+            offset,
+            limit,
+            out: String::new(),
+            shown: 0,
+            total: 0,
+            capped: false,
+            lossy: false,
+        }
+    }
+
+    /// Whether the window has all it will show.
+    fn full(&self) -> bool {
+        self.shown >= self.limit || self.capped
+    }
+
+    /// Takes the next line: `kept` is its start (at most
+    /// [`LINE_KEEP_BYTES`]), `chars` its full length in characters.
+    fn push(&mut self, kept: &[u8], chars: usize) {
+        self.total += 1;
+        if self.total < self.offset || self.full() {
+            return;
+        }
+        if self.out.len() > MAX_READ_BYTES {
+            self.capped = true;
+            return;
+        }
+        let text = String::from_utf8_lossy(kept);
+        if matches!(text, std::borrow::Cow::Owned(_)) {
+            self.lossy = true;
+        }
+        let text = text.trim_end_matches('\r');
+        let number = self.total;
+        if chars > MAX_LINE_CHARS {
+            let cut: String = text.chars().take(MAX_LINE_CHARS).collect();
+            self.out.push_str(&format!(
+                "{number:>6}\t{cut}… [line truncated: {chars} characters]\n"
+            ));
+        } else {
+            self.out.push_str(&format!("{number:>6}\t{text}\n"));
+        }
+        self.shown += 1;
+    }
+
+    /// Feeds a whole text (an editor buffer).
+    fn feed_text(&mut self, text: &str) {
+        for line in text.lines() {
+            let kept = dsh_protocol::content::head_bytes(line, LINE_KEEP_BYTES);
+            self.push(kept.as_bytes(), line.chars().count());
+        }
+    }
+}
+
+/// How much of the file a disk read saw.
+enum Seen {
+    /// Every line (the total is exact).
+    All,
+    /// Stopped after the window in a file too large to count through.
+    Window,
+}
+
+/// Streams a file from disk into `window` (blocking); stops when cancelled.
+fn stream_into(
+    path: &Path,
+    size: u64,
+    window: &mut Window,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Result<Seen, String> {
+    let mut file = open_regular(path)?;
+    let mut chunk = vec![0u8; 64 * 1024];
+    let mut line: Vec<u8> = Vec::new();
+    let mut chars = 0usize;
+    let mut pending = false;
+    loop {
+        if cancel.is_cancelled() {
+            return Err("Cancelled while reading.".to_owned());
+        }
+        if window.full() && size > COUNT_LINES_UP_TO {
+            return Ok(Seen::Window);
+        }
+        let n = file
+            .read(&mut chunk)
+            .map_err(|err| format!("Cannot read {}: {err}", path.display()))?;
+        if n == 0 {
+            break;
+        }
+        let mut rest = &chunk[..n];
+        while !rest.is_empty() {
+            let (part, ended) = match rest.iter().position(|b| *b == b'\n') {
+                Some(at) => (&rest[..at], true),
+                None => (rest, false),
+            };
+            if window.full() {
+                // Past the window only the count matters.
+                if ended {
+                    window.total += 1;
+                    pending = false;
+                } else {
+                    pending = true;
+                }
+            } else {
+                let room = LINE_KEEP_BYTES.saturating_sub(line.len());
+                line.extend_from_slice(&part[..part.len().min(room)]);
+                chars += part.iter().filter(|b| (**b & 0xC0) != 0x80).count();
+                pending = true;
+                if ended {
+                    window.push(&line, chars);
+                    line.clear();
+                    chars = 0;
+                    pending = false;
+                }
+            }
+            rest = if ended { &rest[part.len() + 1..] } else { &[] };
+        }
+    }
+    if pending {
+        if window.full() {
+            window.total += 1;
+        } else {
+            window.push(&line, chars);
+        }
+    }
+    Ok(Seen::All)
+}
+
+pub async fn read(args: &ReadArgs, path: &Path, env: &ToolEnv<'_>) -> ToolOutcome {
+    let offset = args.offset.unwrap_or(1).max(1);
+    let limit = args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, DEFAULT_LIMIT);
+    let owned = path.to_path_buf();
+    let size = match blocking(move || probe(&owned)).await {
+        Err(message) => return ToolOutcome::failed(ErrorCode::InvalidToolArgs, message),
+        Ok(Probe::Missing) => {
+            return ToolOutcome::failed(
+                ErrorCode::InvalidToolArgs,
+                format!("File not found: {}", path.display()),
+            )
+        }
+        Ok(Probe::Directory) => {
+            return ToolOutcome::failed(
+                ErrorCode::InvalidToolArgs,
+                format!("{} is a directory; use glob to list files.", path.display()),
+            )
+        }
+        Ok(Probe::Binary(what)) => {
+            return ToolOutcome::failed(
+                ErrorCode::InvalidToolArgs,
+                format!(
+                    "{} is not a text file ({what}); read only handles UTF-8 text.",
+                    path.display()
+                ),
+            )
+        }
+        Ok(Probe::Image { mime, what, size }) => return read_image(path, mime, what, size).await,
+        Ok(Probe::Text { size }) => size,
+    };
+    let window = if env.frontend.caps().read_text_file && size <= MAX_CLIENT_READ_BYTES {
+        match env.frontend.read_text_file(path).await {
+            Ok(text) => {
+                let mut window = Window::new(offset, limit);
+                window.feed_text(&text);
+                Ok((window, Seen::All))
+            }
+            Err(message) => Err(message),
+        }
+    } else {
+        let owned = path.to_path_buf();
+        let cancel = env.cancel.clone();
+        blocking(move || {
+            let mut window = Window::new(offset, limit);
+            let seen = stream_into(&owned, size, &mut window, &cancel)?;
+            Ok((window, seen))
+        })
+        .await
+    };
+    let (mut window, seen) = match window {
+        Ok(read) => read,
+        Err(message) => return ToolOutcome::failed(ErrorCode::InvalidToolArgs, message),
+    };
+    let total = window.total;
+    if total == 0 {
+        window.out.push_str("(empty file)\n");
+    } else if window.shown == 0 {
+        return ToolOutcome::failed(
+            ErrorCode::InvalidToolArgs,
+            format!(
+                "offset {offset} is past the end of {} ({total} lines).",
+                path.display()
+            ),
+        );
+    }
+    let last = offset + window.shown.saturating_sub(1);
+    let of_total = match seen {
+        Seen::All => format!(" of {total}"),
+        Seen::Window => String::new(),
+    };
+    let more = matches!(seen, Seen::Window) || last < total;
+    if window.capped {
+        window.out.push_str(&format!(
+            "[output capped at {} KiB; showing lines {offset}-{last}{of_total}; continue with offset={}]\n",
+            MAX_READ_BYTES / 1024,
+            last + 1
+        ));
+    } else if more {
+        window.out.push_str(&format!(
+            "(showing lines {offset}-{last}{of_total}; continue with offset={})\n",
+            last + 1
+        ));
+    }
+    if window.lossy {
+        window
+            .out
+            .push_str("(some bytes are not valid UTF-8 and are shown as �)\n");
+    }
+    let view = ToolView {
+        locations: vec![location(path, offset as u32)],
+        ..ToolView::default()
+    };
+    ToolOutcome::ok(window.out, view)
+}
+
+/// Hands an image to the model: it follows the tool results as a user
+/// message (image-capable models see it; others get a note saying so).
+async fn read_image(path: &Path, mime: &'static str, what: String, size: u64) -> ToolOutcome {
+    use base64::Engine as _;
+    if size > MAX_IMAGE_BYTES {
+        return ToolOutcome::failed(
+            ErrorCode::InvalidToolArgs,
+            format!(
+                "{} is an image ({what}) larger than the {} MiB limit.",
+                path.display(),
+                MAX_IMAGE_BYTES >> 20
+            ),
+        );
+    }
+    let owned = path.to_path_buf();
+    let bytes = match blocking(move || {
+        let mut bytes = Vec::new();
+        open_regular(&owned)?
+            .take(MAX_IMAGE_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|err| format!("Cannot read {}: {err}", owned.display()))?;
+        Ok(bytes)
+    })
+    .await
+    {
+        Ok(bytes) => bytes,
+        Err(message) => return ToolOutcome::failed(ErrorCode::InvalidToolArgs, message),
+    };
+    let mut outcome = ToolOutcome::ok(
+        format!(
+            "{} is an image ({what}); it is attached after the tool results.",
+            path.display()
+        ),
+        ToolView {
+            locations: vec![location(path, 1)],
+            ..ToolView::default()
+        },
+    );
+    outcome.attachments.push(dsh_protocol::UserContent::Image {
+        mime_type: mime.to_owned(),
+        data: base64::engine::general_purpose::STANDARD.encode(bytes),
+    });
+    outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 10, item 12: a window of a file with a 3 MB line and many short
+    /// lines keeps only what it shows.
+    #[test]
+    fn streaming_keeps_only_the_window() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.txt");
+        let mut text = "x".repeat(3_000_000);
+        text.push('\n');
+        for i in 0..10 {
+            text.push_str(&format!("line {i}\n"));
+        }
+        std::fs::write(&path, &text).unwrap();
+        let mut window = Window::new(1, 3);
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let seen = stream_into(&path, text.len() as u64, &mut window, &cancel).unwrap();
+        assert!(matches!(seen, Seen::All));
+        assert_eq!(window.total, 11);
+        assert_eq!(window.shown, 3);
+        assert!(window.out.len() < 10_000, "{}", window.out.len());
+        assert!(window.out.contains("[line truncated: 3000000 characters]"));
+        assert!(window.out.contains("     3\tline 1\n"));
+    }
+}

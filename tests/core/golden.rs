@@ -1,0 +1,274 @@
+//! Golden files: the JSON of every log event type (the session log is a
+//! file format) and of every update as ACP sends it. A diff means the wire
+//! changed: make it on purpose, then regenerate with `DSH_UPDATE_GOLDEN=1
+//! cargo test --test core golden`.
+
+use std::path::PathBuf;
+
+use dsh_acp_server::acp::convert;
+use dsh_acp_server::permission::Mode;
+use dsh_acp_server::update::{AgentUpdate, ConfigOption, ConfigValue};
+use dsh_protocol::error::{ErrorCode, ErrorInfo};
+use dsh_protocol::log::{
+    ConfigKey, Event, EventData, PermissionOutcome, PermissionRule, PlanEntry, PlanPriority,
+    PlanStatus, StopReason, KNOWN_TYPES,
+};
+use dsh_protocol::model::{FinishReason, ToolCallRequest, Usage};
+use dsh_protocol::tool::{FileDiff, FileLocation, ToolContent, ToolKind, ToolStatus, ToolView};
+use dsh_protocol::{ToolCallId, UserContent};
+
+fn golden(kind: &str, name: &str, value: serde_json::Value) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/golden")
+        .join(kind)
+        .join(format!("{name}.json"));
+    let text = serde_json::to_string_pretty(&value).unwrap() + "\n";
+    if std::env::var_os("DSH_UPDATE_GOLDEN").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &text).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|_| {
+        panic!(
+            "no golden file {} (DSH_UPDATE_GOLDEN=1 writes it)",
+            path.display()
+        )
+    });
+    assert_eq!(
+        text,
+        expected,
+        "{} changed; if that is meant, regenerate with DSH_UPDATE_GOLDEN=1",
+        path.display()
+    );
+}
+
+fn view() -> ToolView {
+    ToolView {
+        title: "Edit src/main.rs".into(),
+        kind: Some(ToolKind::Edit),
+        locations: vec![FileLocation {
+            path: "/w/src/main.rs".into(),
+            line: Some(3),
+        }],
+        content: vec![ToolContent::Diff(FileDiff {
+            path: "/w/src/main.rs".into(),
+            old_text: Some("fn main() {}\n".into()),
+            new_text: "fn main() {\n    run();\n}\n".into(),
+        })],
+    }
+}
+
+fn entries() -> Vec<PlanEntry> {
+    vec![
+        PlanEntry {
+            content: "Read the code".into(),
+            status: PlanStatus::Completed,
+            priority: PlanPriority::High,
+        },
+        PlanEntry {
+            content: "Fix the bug".into(),
+            status: PlanStatus::InProgress,
+            priority: PlanPriority::Medium,
+        },
+    ]
+}
+
+/// One sample of every event type.
+fn samples() -> Vec<EventData> {
+    let error = ErrorInfo {
+        code: ErrorCode::ModelServer,
+        message: "the provider had a server error".into(),
+    };
+    vec![
+        EventData::Config {
+            key: ConfigKey::Mode,
+            value: "accept-edits".into(),
+        },
+        EventData::Title {
+            title: "Fix the bug".into(),
+        },
+        EventData::UserMessage {
+            turn: 1,
+            content: vec![
+                UserContent::text("Fix the bug"),
+                UserContent::ResourceLink {
+                    uri: "file:///w/src/main.rs".into(),
+                    name: "main.rs".into(),
+                },
+            ],
+        },
+        EventData::TurnStart { turn: 1 },
+        EventData::TurnEnd {
+            turn: 1,
+            stop: Some(StopReason::EndTurn),
+            error: None,
+        },
+        EventData::AssistantMessage {
+            turn: 1,
+            step: 1,
+            text: "I will edit it.".into(),
+            reasoning: "The bug is in main.".into(),
+            tool_calls: vec![ToolCallRequest {
+                id: ToolCallId::new("call_1~2"),
+                name: "edit".into(),
+                arguments: "{\"file_path\":\"src/main.rs\"}".into(),
+                provider_id: Some("call_1".into()),
+            }],
+            usage: Some(Usage {
+                input_tokens: 200,
+                output_tokens: 40,
+                cache_read_tokens: 1000,
+                reasoning_tokens: 10,
+            }),
+            estimated_context: None,
+            finish: FinishReason::ToolCalls,
+            interrupted: false,
+            model: "deepseek-v4-flash".into(),
+        },
+        EventData::ToolCall {
+            turn: 1,
+            call_id: ToolCallId::new("call_1~2"),
+            name: "edit".into(),
+            arguments: "{\"file_path\":\"src/main.rs\"}".into(),
+            view: ToolView {
+                content: Vec::new(),
+                ..view()
+            },
+        },
+        EventData::ToolResult {
+            turn: 1,
+            call_id: ToolCallId::new("call_1~2"),
+            status: ToolStatus::Completed,
+            output: "Edited /w/src/main.rs".into(),
+            error: None,
+            view: view(),
+            attachments: Vec::new(),
+            live_terminal: Some("term-1".into()),
+        },
+        EventData::PermissionDecision {
+            call_id: ToolCallId::new("call_1~2"),
+            outcome: PermissionOutcome::AllowAlways,
+        },
+        EventData::PermissionRule(PermissionRule {
+            tool: "bash".into(),
+            scope: Some("cargo test".into()),
+            allow: true,
+        }),
+        EventData::Plan { entries: entries() },
+        EventData::CompactionSummary {
+            start: 1,
+            end: 40,
+            summary: "The user asked to fix a bug; main.rs was edited.".into(),
+        },
+        EventData::LlmRetry {
+            attempt: 1,
+            delay_ms: 500,
+            error,
+        },
+    ]
+}
+
+/// Every event type this build knows has a golden file, and its JSON has
+/// not changed.
+#[test]
+fn every_event_type_keeps_its_json() {
+    let mut seen = Vec::new();
+    for (seq, data) in samples().into_iter().enumerate() {
+        let event = Event {
+            seq: seq as u64 + 1,
+            time: 1_764_470_000_000,
+            ignorable: data.is_ignorable(),
+            data,
+        };
+        let value = serde_json::to_value(&event).unwrap();
+        let kind = value["type"].as_str().unwrap().to_owned();
+        golden("events", &kind.replace('/', "-"), value.clone());
+        // And it reads back as itself.
+        assert_eq!(serde_json::from_value::<Event>(value).unwrap(), event);
+        seen.push(kind);
+    }
+    let mut known: Vec<&str> = KNOWN_TYPES.to_vec();
+    known.sort();
+    seen.sort();
+    assert_eq!(seen, known, "a sample for every event type");
+}
+
+/// Every update the projection produces keeps its ACP form.
+#[test]
+fn every_update_keeps_its_acp_json() {
+    let updates = vec![
+        (
+            "user",
+            AgentUpdate::UserChunk(UserContent::text("Fix the bug")),
+        ),
+        (
+            "message",
+            AgentUpdate::MessageChunk("I will edit it.".into()),
+        ),
+        (
+            "thought",
+            AgentUpdate::ThoughtChunk("The bug is in main.".into()),
+        ),
+        (
+            "usage",
+            AgentUpdate::Usage {
+                used: 1240,
+                size: 1_000_000,
+            },
+        ),
+        ("title", AgentUpdate::Title("Fix the bug".into())),
+        (
+            "tool_call",
+            AgentUpdate::ToolCall {
+                call_id: ToolCallId::new("call_1"),
+                arguments: "{\"file_path\":\"src/main.rs\"}".into(),
+                view: ToolView {
+                    content: Vec::new(),
+                    ..view()
+                },
+                status: ToolStatus::Pending,
+            },
+        ),
+        (
+            "tool_call_update",
+            AgentUpdate::ToolCallUpdate {
+                call_id: ToolCallId::new("call_1"),
+                status: ToolStatus::Completed,
+                view: view(),
+            },
+        ),
+        (
+            "tool_call_update_terminal",
+            AgentUpdate::ToolCallUpdate {
+                call_id: ToolCallId::new("call_2"),
+                status: ToolStatus::InProgress,
+                view: ToolView {
+                    content: vec![ToolContent::Terminal {
+                        terminal_id: "term-1".into(),
+                    }],
+                    ..ToolView::default()
+                },
+            },
+        ),
+        ("plan", AgentUpdate::Plan(entries())),
+        (
+            "config_options",
+            AgentUpdate::ConfigOptions(vec![ConfigOption {
+                key: ConfigKey::Mode,
+                name: "Mode",
+                description: "What the agent may do without asking",
+                current: "ask".into(),
+                values: vec![ConfigValue {
+                    id: "ask".into(),
+                    name: "Ask".into(),
+                    description: Some("Reads are free; edits ask".into()),
+                }],
+            }]),
+        ),
+        ("mode", AgentUpdate::Mode(Mode::AcceptEdits)),
+    ];
+    for (name, update) in updates {
+        let value = serde_json::to_value(convert::session_update(update)).unwrap();
+        golden("acp", name, value);
+    }
+}

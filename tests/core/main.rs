@@ -1,0 +1,257 @@
+//! The middle test layer: the agent core in process — a recording frontend
+//! and the scripted model, no child process, no sockets — checked with
+//! snapshots; golden files for the log format and the ACP updates; logs
+//! from earlier versions; and the ACP server over an in-memory pipe.
+
+mod acp_duplex;
+mod golden;
+mod old_logs;
+mod turns;
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use dsh_acp_server::agent::Agent;
+use dsh_acp_server::config::{Config, ProviderKind, RawConfig};
+use dsh_acp_server::frontend::{Frontend, PermissionAsk};
+use dsh_acp_server::model::replay::ReplayProvider;
+use dsh_acp_server::model::script::ScriptEntry;
+use dsh_acp_server::model::Provider;
+use dsh_acp_server::update::AgentUpdate;
+use dsh_protocol::log::PermissionOutcome;
+use dsh_protocol::tool::{ToolContent, ToolStatus};
+use futures::future::BoxFuture;
+
+/// An agent on the scripted model, with a scratch home and workspace.
+pub struct World {
+    pub home: tempfile::TempDir,
+    pub workspace: tempfile::TempDir,
+    pub agent: Arc<Agent>,
+}
+
+impl World {
+    /// The model answers with `script`, one entry per call.
+    pub fn new(script: &[serde_json::Value]) -> World {
+        Self::with_config("", script)
+    }
+
+    /// Same, with extra `config.toml` text.
+    pub fn with_config(config: &str, script: &[serde_json::Value]) -> World {
+        let home = tempfile::tempdir().unwrap();
+        let workspace = tempfile::tempdir().unwrap();
+        std::fs::write(workspace.path().join("hello.txt"), "hello\n").unwrap();
+        let mut raw: RawConfig = toml::from_str(config).unwrap();
+        // The scripted model needs no key.
+        raw.provider.kind = Some(ProviderKind::Replay);
+        let config = Config::from_raw(raw, home.path().to_path_buf(), &NoEnv).unwrap();
+        let entries = script
+            .iter()
+            .map(|entry| serde_json::from_value::<ScriptEntry>(entry.clone()).unwrap())
+            .collect();
+        let provider = Provider::Replay(ReplayProvider::new(entries));
+        World {
+            agent: Agent::with_provider(config, provider),
+            home,
+            workspace,
+        }
+    }
+
+    pub fn cwd(&self) -> PathBuf {
+        self.workspace.path().canonicalize().unwrap()
+    }
+
+    /// A new session's id.
+    pub async fn session(&self) -> String {
+        self.agent
+            .new_session(&self.cwd(), &[], Vec::new())
+            .await
+            .unwrap()
+            .session
+            .id
+            .to_string()
+    }
+
+    /// Runs one text prompt; the stop reason's name, or the error's code.
+    pub async fn prompt(&self, session: &str, text: &str, frontend: &Recorder) -> String {
+        let ticket = self.agent.begin_prompt(session).unwrap();
+        match self
+            .agent
+            .prompt(
+                ticket,
+                vec![dsh_protocol::UserContent::text(text)],
+                frontend,
+            )
+            .await
+        {
+            Ok(stop) => format!("{stop:?}"),
+            Err(error) => error.code().to_string(),
+        }
+    }
+
+    /// The session log's event types, in order.
+    pub fn log_types(&self, session: &str) -> Vec<String> {
+        let text = std::fs::read_to_string(
+            self.home
+                .path()
+                .join("sessions")
+                .join(format!("{session}.jsonl")),
+        )
+        .unwrap();
+        text.lines()
+            .skip(1)
+            .map(|line| {
+                serde_json::from_str::<serde_json::Value>(line).unwrap()["type"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect()
+    }
+}
+
+struct NoEnv;
+impl dsh_acp_server::config::Env for NoEnv {
+    fn var(&self, _name: &str) -> Option<String> {
+        None
+    }
+}
+
+/// A frontend that records what it is shown and answers permission prompts
+/// from a queue (unavailable when it runs out: fail closed).
+#[derive(Default)]
+pub struct Recorder {
+    pub updates: Mutex<Vec<AgentUpdate>>,
+    pub answers: Mutex<VecDeque<PermissionOutcome>>,
+    pub asked: Mutex<Vec<PermissionAsk>>,
+}
+
+impl Recorder {
+    pub fn answering(answers: &[PermissionOutcome]) -> Recorder {
+        Recorder {
+            answers: Mutex::new(answers.iter().copied().collect()),
+            ..Recorder::default()
+        }
+    }
+
+    pub fn take(&self) -> Vec<AgentUpdate> {
+        std::mem::take(&mut *self.updates.lock().unwrap())
+    }
+}
+
+impl Frontend for Recorder {
+    fn send(&self, update: AgentUpdate) {
+        self.updates.lock().unwrap().push(update);
+    }
+
+    fn request_permission(&self, ask: PermissionAsk) -> BoxFuture<'_, PermissionOutcome> {
+        self.asked.lock().unwrap().push(ask);
+        let answer = self
+            .answers
+            .lock()
+            .unwrap()
+            .pop_front()
+            .unwrap_or(PermissionOutcome::Unavailable);
+        Box::pin(async move { answer })
+    }
+}
+
+/// Consecutive text chunks of the same kind as one (how a client shows
+/// them), and the transient updates left out: what replay must equal.
+pub fn settled(updates: &[AgentUpdate]) -> Vec<AgentUpdate> {
+    let mut out: Vec<AgentUpdate> = Vec::new();
+    for update in updates {
+        match (out.last_mut(), update) {
+            (Some(AgentUpdate::MessageChunk(text)), AgentUpdate::MessageChunk(more))
+            | (Some(AgentUpdate::ThoughtChunk(text)), AgentUpdate::ThoughtChunk(more)) => {
+                text.push_str(more)
+            }
+            (
+                _,
+                AgentUpdate::ToolCallUpdate {
+                    status: ToolStatus::InProgress,
+                    ..
+                },
+            ) => {}
+            _ => out.push(update.clone()),
+        }
+    }
+    out
+}
+
+/// One line per update, paths inside `root` shown as `$WS`, for snapshots.
+pub fn render(updates: &[AgentUpdate], root: &Path) -> String {
+    let root = root.display().to_string();
+    let short = |text: &str| {
+        let text = text.replace(&root, "$WS");
+        let text = text.replace('\n', "⏎");
+        if text.chars().count() > 70 {
+            format!("{}…", text.chars().take(70).collect::<String>())
+        } else {
+            text
+        }
+    };
+    let mut lines = Vec::new();
+    for update in updates {
+        lines.push(match update {
+            AgentUpdate::UserChunk(content) => format!("user {:?}", short(&format!("{content:?}"))),
+            AgentUpdate::MessageChunk(text) => format!("message {:?}", short(text)),
+            AgentUpdate::ThoughtChunk(text) => format!("thought {:?}", short(text)),
+            AgentUpdate::Usage { used, size } => format!("usage {used}/{size}"),
+            AgentUpdate::Title(title) => format!("title {title:?}"),
+            AgentUpdate::ToolCall {
+                call_id,
+                view,
+                status,
+                ..
+            } => format!(
+                "tool_call {call_id} {status:?} {:?}{}",
+                short(&view.title),
+                view.locations
+                    .iter()
+                    .map(|l| format!(" @{}:{}", short(&l.path), l.line.unwrap_or(0)))
+                    .collect::<String>()
+            ),
+            AgentUpdate::ToolCallUpdate {
+                call_id,
+                status,
+                view,
+            } => format!(
+                "tool_call_update {call_id} {status:?}{}",
+                view.content
+                    .iter()
+                    .map(|content| match content {
+                        ToolContent::Text { text } => format!(" text({:?})", short(text)),
+                        ToolContent::Diff(diff) => format!(
+                            " diff({}, {} → {} bytes)",
+                            short(&diff.path),
+                            diff.old_text.as_ref().map_or(0, String::len),
+                            diff.new_text.len()
+                        ),
+                        ToolContent::Terminal { terminal_id } =>
+                            format!(" terminal({terminal_id})"),
+                        other => format!(" {other:?}"),
+                    })
+                    .collect::<String>()
+            ),
+            AgentUpdate::Plan(entries) => format!(
+                "plan [{}]",
+                entries
+                    .iter()
+                    .map(|e| format!("{:?} {}", e.status, e.content))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            AgentUpdate::ConfigOptions(options) => format!(
+                "config_options {}",
+                options
+                    .iter()
+                    .map(|o| format!("{}={}", o.key.as_str(), o.current))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
+            AgentUpdate::Mode(mode) => format!("mode {}", mode.as_str()),
+        });
+    }
+    lines.join("\n") + "\n"
+}

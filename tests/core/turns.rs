@@ -1,0 +1,227 @@
+//! Turns in process: the scripted model, a recording frontend, snapshots of
+//! what the editor is shown and what the log holds.
+
+use dsh_acp_server::update::AgentUpdate;
+use dsh_protocol::log::PermissionOutcome;
+use dsh_protocol::UserContent;
+use expect_test::expect;
+use serde_json::json;
+
+use crate::{render, settled, Recorder, World};
+
+fn call(id: &str, name: &str, args: serde_json::Value) -> serde_json::Value {
+    json!({"chunks":[{"tool_call":{"index":0,"id":id,"name":name,"arguments":args.to_string()}}],"finish":"tool_calls"})
+}
+
+fn reply(text: &str) -> serde_json::Value {
+    json!({"chunks":[{"text":text}],"finish":"stop"})
+}
+
+#[tokio::test]
+async fn a_reply_streams_as_it_comes_and_is_recorded_once() {
+    let world = World::new(&[json!({
+        "chunks":[{"reasoning":"Think "},{"reasoning":"first."},{"text":"Hello "},{"text":"there."}],
+        "finish":"stop",
+        "usage":{"prompt_tokens":120,"completion_tokens":8}
+    })]);
+    let session = world.session().await;
+    let recorder = Recorder::default();
+    assert_eq!(world.prompt(&session, "Say hi", &recorder).await, "EndTurn");
+    expect![[r#"
+        title "Say hi"
+        thought "Think "
+        thought "first."
+        message "Hello "
+        message "there."
+        usage 128/1000000
+    "#]]
+    .assert_eq(&render(&recorder.take(), &world.cwd()));
+    expect![[r#"
+        [
+            "user/message",
+            "session/title",
+            "turn/start",
+            "assistant/message",
+            "turn/end",
+        ]
+    "#]]
+    .assert_debug_eq(&world.log_types(&session));
+}
+
+#[tokio::test]
+async fn tools_run_through_the_pipeline_and_answers_are_remembered() {
+    let world = World::new(&[
+        json!({"chunks":[
+            {"tool_call":{"index":0,"id":"r1","name":"read","arguments":"{\"file_path\":\"hello.txt\"}"}},
+            {"tool_call":{"index":1,"id":"b1","name":"bash","arguments":"{\"command\":\"echo one\",\"description\":\"say one\"}"}}
+        ],"finish":"tool_calls"}),
+        call(
+            "b2",
+            "bash",
+            json!({"command":"echo two","description":"say two"}),
+        ),
+        reply("Done."),
+    ]);
+    let session = world.session().await;
+    let recorder = Recorder::answering(&[PermissionOutcome::AllowAlways]);
+    assert_eq!(
+        world.prompt(&session, "Run things", &recorder).await,
+        "EndTurn"
+    );
+    // One prompt: "always allow echo" covered the second command.
+    let asked: Vec<String> = recorder
+        .asked
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|ask| ask.call_id.to_string())
+        .collect();
+    assert_eq!(asked, ["b1"]);
+    expect![[r#"
+        title "Run things"
+        usage 1238/1000000
+        tool_call r1 Pending "Read hello.txt" @$WS/hello.txt:1
+        tool_call_update r1 Completed
+        tool_call b1 Pending "Run echo one"
+        tool_call_update b1 Completed text("```⏎one⏎[exit code: 0]⏎```")
+        usage 1265/1000000
+        tool_call b2 Pending "Run echo two"
+        tool_call_update b2 Completed text("```⏎two⏎[exit code: 0]⏎```")
+        message "Done."
+        usage 1283/1000000
+    "#]]
+    .assert_eq(&render(&settled(&recorder.take()), &world.cwd()));
+    expect![[r#"
+        [
+            "user/message",
+            "session/title",
+            "turn/start",
+            "assistant/message",
+            "tool/call",
+            "tool/result",
+            "tool/call",
+            "permission/decision",
+            "permission/rule",
+            "tool/result",
+            "assistant/message",
+            "tool/call",
+            "tool/result",
+            "assistant/message",
+            "turn/end",
+        ]
+    "#]]
+    .assert_debug_eq(&world.log_types(&session));
+}
+
+/// Issue 11: what a fresh replay of the log shows equals what the editor
+/// was shown live — chunks merged, transient updates left out, the
+/// prompts (which the client sent) added — across text, reasoning, tool
+/// calls with diffs and commands, a plan, a title, a mode change, usage
+/// per step, an answered prompt and a cancelled turn.
+#[tokio::test]
+async fn replay_equals_live() {
+    let world = World::new(&[
+        json!({"chunks":[{"reasoning":"Plan."},
+            {"tool_call":{"index":0,"id":"p1","name":"todo_write","arguments":"{\"todos\":[{\"content\":\"Edit\",\"status\":\"in_progress\"}]}"}},
+            {"tool_call":{"index":1,"id":"r1","name":"read","arguments":"{\"file_path\":\"hello.txt\"}"}}
+        ],"finish":"tool_calls","usage":{"prompt_tokens":500,"completion_tokens":20}}),
+        call(
+            "e1",
+            "edit",
+            json!({"file_path":"hello.txt","old_string":"hello","new_string":"hi"}),
+        ),
+        call(
+            "b1",
+            "bash",
+            json!({"command":"cat hello.txt","description":"show it"}),
+        ),
+        reply("Edited and checked."),
+        json!({"chunks":[{"text":"Once"},{"text":" upon"},{"text":" a time"}],"hang_after":2}),
+    ]);
+    let session = world.session().await;
+    let recorder =
+        Recorder::answering(&[PermissionOutcome::AllowOnce, PermissionOutcome::AllowOnce]);
+    let mut live = Vec::new();
+
+    live.push(AgentUpdate::UserChunk(UserContent::text("Edit it")));
+    world.prompt(&session, "Edit it", &recorder).await;
+    live.extend(recorder.take());
+
+    world
+        .agent
+        .set_config_option(&session, "mode", "accept-edits", &recorder)
+        .unwrap();
+    live.extend(recorder.take());
+
+    // A turn cancelled while the model streams.
+    live.push(AgentUpdate::UserChunk(UserContent::text("Tell a story")));
+    let ticket = world.agent.begin_prompt(&session).unwrap();
+    let cancel = ticket.cancel_token();
+    let turn = world
+        .agent
+        .prompt(ticket, vec![UserContent::text("Tell a story")], &recorder);
+    let watch = async {
+        while !recorder
+            .updates
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|u| matches!(u, AgentUpdate::MessageChunk(text) if text == " upon"))
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        cancel.cancel();
+    };
+    let (stopped, ()) = tokio::join!(turn, watch);
+    assert_eq!(format!("{:?}", stopped.unwrap()), "Cancelled");
+    live.extend(recorder.take());
+
+    let replay = world.agent.session(&session).unwrap().replay();
+    assert_eq!(settled(&replay), settled(&live));
+    expect![[r#"
+        user "Text { text: \"Edit it\" }"
+        title "Edit it"
+        thought "Plan."
+        usage 520/1000000
+        tool_call p1 Pending "Update plan"
+        plan [InProgress Edit]
+        tool_call_update p1 Completed
+        tool_call r1 Pending "Read hello.txt" @$WS/hello.txt:1
+        tool_call_update r1 Completed
+        usage 1280/1000000
+        tool_call e1 Pending "Edit hello.txt" @$WS/hello.txt:1
+        tool_call_update e1 Completed diff($WS/hello.txt, 6 → 3 bytes)
+        usage 1317/1000000
+        tool_call b1 Pending "Run cat hello.txt"
+        tool_call_update b1 Completed text("```⏎hi⏎[exit code: 0]⏎```")
+        message "Edited and checked."
+        usage 1339/1000000
+        mode accept-edits
+        config_options mode=accept-edits model=deepseek-v4-flash thought_level=high
+        user "Text { text: \"Tell a story\" }"
+        message "Once upon"
+    "#]]
+    .assert_eq(&render(&settled(&replay), &world.cwd()));
+}
+
+/// A closed session's log is released at once: it can be opened again.
+#[tokio::test]
+async fn a_closed_session_can_be_loaded_again_in_the_same_process() {
+    let world = World::new(&[reply("one")]);
+    let session = world.session().await;
+    world.prompt(&session, "hi", &Recorder::default()).await;
+    world.agent.close_session(&session).await.unwrap();
+    let (opened, replay) = world
+        .agent
+        .load_session(&session, Vec::new())
+        .await
+        .unwrap();
+    assert_eq!(opened.session.id.as_str(), session);
+    expect![[r#"
+        user "Text { text: \"hi\" }"
+        title "hi"
+        message "one"
+        usage 1236/1000000
+    "#]]
+    .assert_eq(&render(&replay, &world.cwd()));
+}
