@@ -22,6 +22,7 @@ use dsh_protocol::log::{EventData, SessionHeader, StopReason};
 use dsh_protocol::model::ChatMessage;
 use dsh_protocol::{SessionId, UserContent};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::config::{Config, ProviderKind};
 use crate::error::AgentError;
@@ -276,15 +277,20 @@ impl Agent {
         id: &str,
         mcp: Vec<McpServerConfig>,
     ) -> Result<(Opened, Vec<AgentUpdate>), AgentError> {
-        let (session, replay) = self.open(id).await?;
-        if session.is_busy() {
-            return Err(AgentError::SessionBusy(id.to_owned()));
+        async {
+            let (session, replay) = self.open(id).await?;
+            if session.is_busy() {
+                return Err(AgentError::SessionBusy(id.to_owned()));
+            }
+            let replay = match replay {
+                Some(replay) => replay,
+                None => session.replay(),
+            };
+            tracing::info!(updates = replay.len(), "session loaded");
+            Ok((self.opened(session, mcp).await, replay))
         }
-        let replay = match replay {
-            Some(replay) => replay,
-            None => session.replay(),
-        };
-        Ok((self.opened(session, mcp).await, replay))
+        .instrument(tracing::info_span!("session", session = %id))
+        .await
     }
 
     /// `session/resume`: opens the session without replay.
@@ -296,8 +302,13 @@ impl Agent {
         id: &str,
         mcp: Vec<McpServerConfig>,
     ) -> Result<Opened, AgentError> {
-        let (session, _) = self.open(id).await?;
-        Ok(self.opened(session, mcp).await)
+        async {
+            let (session, _) = self.open(id).await?;
+            tracing::info!("session resumed");
+            Ok(self.opened(session, mcp).await)
+        }
+        .instrument(tracing::info_span!("session", session = %id))
+        .await
     }
 
     /// `session/close`: cancels work, waits for the turn to stop, stops the
@@ -310,7 +321,11 @@ impl Agent {
             .sessions()
             .remove(id)
             .ok_or_else(|| AgentError::SessionNotFound(id.to_owned()))?;
-        session.close(CLOSE_GRACE).await;
+        session
+            .close(CLOSE_GRACE)
+            .instrument(tracing::info_span!("session", session = %id))
+            .await;
+        tracing::info!(session = %id, "session closed");
         Ok(())
     }
 
@@ -358,6 +373,7 @@ impl Agent {
     ) -> Result<Vec<ConfigOption>, AgentError> {
         let session = self.session(id)?;
         let key = Settings::validate(&self.config, key, value)?;
+        tracing::info!(session = %id, key = key.as_str(), value, "setting changed");
         session.record(
             EventData::Config {
                 key,
