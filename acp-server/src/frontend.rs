@@ -84,6 +84,19 @@ pub trait Frontend: Send + Sync {
     /// Delivers one update.
     fn send(&self, update: AgentUpdate);
 
+    /// Whether the editor is behind: updates sent but not yet read past a
+    /// high-water mark. A streaming turn then stops sending, merges what
+    /// keeps arriving, and waits for [`Frontend::drained`].
+    fn congested(&self) -> bool {
+        false
+    }
+
+    /// Resolves once the editor has caught up (below the low-water mark),
+    /// or its connection is gone.
+    fn drained(&self) -> BoxFuture<'_, ()> {
+        Box::pin(std::future::ready(()))
+    }
+
     /// Advertised capabilities.
     fn caps(&self) -> ClientCaps {
         ClientCaps::default()

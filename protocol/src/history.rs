@@ -20,6 +20,8 @@
 //! - tool calls carry the model's own ids
 //!   ([`ToolCallRequest::provider_id`]).
 
+use std::sync::Arc;
+
 use crate::content::UserContent;
 use crate::error::{ErrorCode, ErrorInfo};
 use crate::ids::ToolCallId;
@@ -115,8 +117,9 @@ impl Repair {
 /// docs). Feed it the events [`Repair`] passes through.
 #[derive(Debug, Clone, Default)]
 pub struct History {
-    /// Messages with the seq of the first event that produced each.
-    entries: Vec<(u64, ChatMessage)>,
+    /// Messages with the seq of the first event that produced each. Shared:
+    /// every model request carries them all, without a copy.
+    entries: Vec<(u64, Arc<ChatMessage>)>,
     /// Calls awaiting results: (dsh id, provider id).
     pending: Vec<(ToolCallId, String)>,
     /// Attachments follow the whole run of tool results: providers require
@@ -135,7 +138,8 @@ impl History {
                 self.flush_attachments(seq);
                 self.close_open_turn(NOTE_NO_REPLY);
                 self.turn_start = Some(self.entries.len());
-                self.entries.push((seq, ChatMessage::User(content.clone())));
+                self.entries
+                    .push((seq, Arc::new(ChatMessage::User(content.clone()))));
             }
             EventData::AssistantMessage {
                 text,
@@ -169,11 +173,11 @@ impl History {
                     .collect();
                 self.entries.push((
                     seq,
-                    ChatMessage::Assistant {
+                    Arc::new(ChatMessage::Assistant {
                         text: text.clone(),
                         reasoning: reasoning.clone(),
                         tool_calls,
-                    },
+                    }),
                 ));
             }
             EventData::ToolResult {
@@ -186,10 +190,10 @@ impl History {
                     let (_, provider_id) = self.pending.remove(at);
                     self.entries.push((
                         seq,
-                        ChatMessage::Tool {
+                        Arc::new(ChatMessage::Tool {
                             call_id: provider_id,
                             content: output.clone(),
-                        },
+                        }),
                     ));
                     self.attachments.extend(attachments.iter().cloned());
                 }
@@ -242,14 +246,14 @@ impl History {
     }
 
     /// The conversation as the next request carries it.
-    pub fn messages(&self) -> Vec<ChatMessage> {
-        let mut messages: Vec<ChatMessage> = self
+    pub fn messages(&self) -> Vec<Arc<ChatMessage>> {
+        let mut messages: Vec<Arc<ChatMessage>> = self
             .entries
             .iter()
             .map(|(_, message)| message.clone())
             .collect();
         if !self.attachments.is_empty() {
-            messages.push(ChatMessage::User(self.attachments.clone()));
+            messages.push(Arc::new(ChatMessage::User(self.attachments.clone())));
         }
         messages
     }
@@ -257,7 +261,8 @@ impl History {
     fn flush_attachments(&mut self, seq: u64) {
         if !self.attachments.is_empty() {
             let attachments = std::mem::take(&mut self.attachments);
-            self.entries.push((seq, ChatMessage::User(attachments)));
+            self.entries
+                .push((seq, Arc::new(ChatMessage::User(attachments))));
         }
     }
 
@@ -266,15 +271,18 @@ impl History {
     /// note belongs to the turn it closes (it goes where that turn goes when
     /// a summary replaces it).
     fn close_open_turn(&mut self, note: &str) {
-        if let Some((seq, ChatMessage::User(_) | ChatMessage::Tool { .. })) = self.entries.last() {
+        let Some((seq, last)) = self.entries.last() else {
+            return;
+        };
+        if matches!(**last, ChatMessage::User(_) | ChatMessage::Tool { .. }) {
             let seq = *seq;
             self.entries.push((
                 seq,
-                ChatMessage::Assistant {
+                Arc::new(ChatMessage::Assistant {
                     text: note.to_owned(),
                     reasoning: String::new(),
                     tool_calls: Vec::new(),
-                },
+                }),
             ));
         }
     }
@@ -287,7 +295,11 @@ impl History {
         };
         self.entries.truncate(start + 1);
         self.pending.clear();
-        if let Some((_, ChatMessage::User(content))) = self.entries.get_mut(start) {
+        if let Some(ChatMessage::User(content)) = self
+            .entries
+            .get_mut(start)
+            .map(|(_, message)| Arc::make_mut(message))
+        {
             let size: usize = content
                 .iter()
                 .map(|block| match block {
@@ -318,17 +330,17 @@ impl History {
         let replacement = [
             (
                 start,
-                ChatMessage::User(vec![UserContent::text(format!(
+                Arc::new(ChatMessage::User(vec![UserContent::text(format!(
                     "<conversation-summary>\n{summary}\n</conversation-summary>"
-                ))]),
+                ))])),
             ),
             (
                 start,
-                ChatMessage::Assistant {
+                Arc::new(ChatMessage::Assistant {
                     text: NOTE_AFTER_SUMMARY.to_owned(),
                     reasoning: String::new(),
                     tool_calls: Vec::new(),
-                },
+                }),
             ),
         ];
         self.entries.splice(first..=last, replacement);
@@ -356,7 +368,11 @@ pub fn derive_history(events: &[Event]) -> Vec<ChatMessage> {
     for closed in repair.finish() {
         history.apply(&closed);
     }
-    history.messages()
+    history
+        .messages()
+        .into_iter()
+        .map(Arc::unwrap_or_clone)
+        .collect()
 }
 
 #[cfg(test)]
@@ -628,6 +644,13 @@ mod tests {
         for event in &events {
             history.apply(event);
         }
-        assert_eq!(history.messages(), derive_history(&events));
+        assert_eq!(
+            history
+                .messages()
+                .into_iter()
+                .map(Arc::unwrap_or_clone)
+                .collect::<Vec<_>>(),
+            derive_history(&events)
+        );
     }
 }

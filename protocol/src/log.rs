@@ -446,29 +446,43 @@ pub struct ParsedLog {
     pub valid_len: usize,
 }
 
-/// Parses a whole log. A torn last line is tolerated (`valid_len` excludes
-/// it); every other bad line is an error naming the line.
-///
-/// # Errors
-/// A bad header, a newer format, an unknown required event or a corrupt line
-/// that is not the last.
-pub fn parse_log(bytes: &[u8]) -> Result<ParsedLog, LogError> {
-    let mut offset = 0usize;
-    let mut line_no = 0usize;
-    let mut header: Option<SessionHeader> = None;
-    let mut events = Vec::new();
-    let mut last_seq = 0u64;
-    let mut valid_len = 0usize;
-    while offset < bytes.len() {
-        let (line, next, terminated) = match bytes[offset..].iter().position(|b| *b == b'\n') {
-            Some(pos) => (&bytes[offset..offset + pos], offset + pos + 1, true),
-            None => (&bytes[offset..], bytes.len(), false),
-        };
-        line_no += 1;
-        let is_last = next >= bytes.len();
-        let torn = |message: String| -> Result<(), LogError> {
-            if is_last {
-                Ok(())
+/// What one line of a log was.
+#[derive(Debug)]
+pub enum LogLine {
+    /// The header (the first non-blank line).
+    Header(SessionHeader),
+    /// A known event.
+    Event(Event),
+    /// A blank line or an unknown ignorable event: nothing to use.
+    Skipped,
+    /// A torn last line (a crash mid-write): the log ends before it.
+    Torn,
+}
+
+/// Reads a log one line at a time, so a reader never holds more than a
+/// line of it: the header first, then events. A torn last line is
+/// tolerated; every other bad line is an error naming the line.
+#[derive(Debug, Default)]
+pub struct LogParser {
+    line_no: usize,
+    has_header: bool,
+    /// The highest seq seen, ignorable unknowns included.
+    pub last_seq: u64,
+}
+
+impl LogParser {
+    /// Parses the next line (without its newline); `last` says whether
+    /// nothing follows it.
+    ///
+    /// # Errors
+    /// A bad header, a newer format, an unknown required event or a corrupt
+    /// line that is not the last.
+    pub fn line(&mut self, line: &[u8], last: bool) -> Result<LogLine, LogError> {
+        self.line_no += 1;
+        let line_no = self.line_no;
+        let torn = |message: String| -> Result<LogLine, LogError> {
+            if last {
+                Ok(LogLine::Torn)
             } else {
                 Err(LogError {
                     code: ErrorCode::SessionLogCorrupt,
@@ -477,97 +491,119 @@ pub fn parse_log(bytes: &[u8]) -> Result<ParsedLog, LogError> {
             }
         };
         if line.iter().all(u8::is_ascii_whitespace) {
-            offset = next;
-            if terminated {
-                valid_len = next;
-            }
-            continue;
+            return Ok(LogLine::Skipped);
         }
-        if header.is_some() {
+        if self.has_header {
             // Fast path: a known event parses straight into its type.
             if let Ok(event) = serde_json::from_slice::<Event>(line) {
-                last_seq = last_seq.max(event.seq);
-                events.push(event);
-                offset = next;
-                valid_len = next;
-                continue;
+                self.last_seq = self.last_seq.max(event.seq);
+                return Ok(LogLine::Event(event));
             }
         }
         let value: serde_json::Value = match serde_json::from_slice(line) {
             Ok(value) => value,
             Err(err) => {
-                torn(format!(
+                return torn(format!(
                     "session log line {line_no} is not valid JSON: {err}"
-                ))?;
-                break;
+                ))
             }
         };
-        if header.is_none() {
-            let parsed: SessionHeader = serde_json::from_value(value).map_err(|err| LogError {
+        if !self.has_header {
+            let header: SessionHeader = serde_json::from_value(value).map_err(|err| LogError {
                 code: ErrorCode::SessionLogCorrupt,
                 message: format!("session log header is invalid: {err}"),
             })?;
-            if parsed.format != FORMAT_NAME {
+            if header.format != FORMAT_NAME {
                 return Err(LogError {
                     code: ErrorCode::SessionLogCorrupt,
-                    message: format!("not a dsh session log (format {:?})", parsed.format),
+                    message: format!("not a dsh session log (format {:?})", header.format),
                 });
             }
-            if parsed.version > FORMAT_VERSION {
+            if header.version > FORMAT_VERSION {
                 return Err(LogError {
                     code: ErrorCode::SessionLogVersion,
                     message: format!(
                         "session log format version {} is newer than this dsh understands ({FORMAT_VERSION}); upgrade dsh",
-                        parsed.version
+                        header.version
                     ),
                 });
             }
-            header = Some(parsed);
-        } else {
-            let kind = value
-                .get("type")
-                .and_then(|t| t.as_str())
-                .unwrap_or("")
-                .to_owned();
-            let ignorable = value
-                .get("ignorable")
-                .and_then(|v| v.as_bool())
-                .unwrap_or(false);
-            let seq = value.get("seq").and_then(|v| v.as_u64()).unwrap_or(0);
-            if KNOWN_TYPES.contains(&kind.as_str()) {
-                // Known type, but the fast path failed: the payload is bad.
-                let err = serde_json::from_value::<Event>(value)
-                    .err()
-                    .map(|e| e.to_string())
-                    .unwrap_or_default();
-                torn(format!(
-                    "session log line {line_no} ({kind}) is invalid: {err}"
-                ))?;
-                break;
-            }
-            if !ignorable {
-                return Err(LogError {
-                    code: ErrorCode::SessionLogVersion,
-                    message: format!(
-                        "session log line {line_no} has event type {kind:?}, which this dsh does not know and which is not marked ignorable; it was probably written by a newer dsh — upgrade dsh to open this session"
-                    ),
-                });
-            }
-            last_seq = last_seq.max(seq);
+            self.has_header = true;
+            return Ok(LogLine::Header(header));
         }
-        // A complete value without its newline is used (every byte arrived);
-        // the writer adds the missing newline before its next append.
-        offset = next;
-        valid_len = next;
+        let kind = value.get("type").and_then(|t| t.as_str()).unwrap_or("");
+        if KNOWN_TYPES.contains(&kind) {
+            // Known type, but the fast path failed: the payload is bad.
+            let kind = kind.to_owned();
+            let err = serde_json::from_value::<Event>(value)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            return torn(format!(
+                "session log line {line_no} ({kind}) is invalid: {err}"
+            ));
+        }
+        if !value
+            .get("ignorable")
+            .and_then(|v| v.as_bool())
+            .unwrap_or(false)
+        {
+            return Err(LogError {
+                code: ErrorCode::SessionLogVersion,
+                message: format!(
+                    "session log line {line_no} has event type {kind:?}, which this dsh does not know and which is not marked ignorable; it was probably written by a newer dsh — upgrade dsh to open this session"
+                ),
+            });
+        }
+        let seq = value.get("seq").and_then(|v| v.as_u64()).unwrap_or(0);
+        self.last_seq = self.last_seq.max(seq);
+        Ok(LogLine::Skipped)
     }
-    let header = header.ok_or_else(|| LogError {
-        code: ErrorCode::SessionLogCorrupt,
-        message: "session log is empty (no header)".to_owned(),
-    })?;
+
+    /// The error for a log that ended without a header.
+    pub fn no_header() -> LogError {
+        LogError {
+            code: ErrorCode::SessionLogCorrupt,
+            message: "session log is empty (no header)".to_owned(),
+        }
+    }
+}
+
+/// Parses a whole log held in memory (tests and tools; dsh itself reads
+/// logs a line at a time with [`LogParser`]).
+///
+/// # Errors
+/// As [`LogParser::line`], and a log without a header.
+pub fn parse_log(bytes: &[u8]) -> Result<ParsedLog, LogError> {
+    let mut parser = LogParser::default();
+    let mut header = None;
+    let mut events = Vec::new();
+    let mut valid_len = 0usize;
+    let mut offset = 0usize;
+    while offset < bytes.len() {
+        let (line, next, terminated) = match bytes[offset..].iter().position(|b| *b == b'\n') {
+            Some(pos) => (&bytes[offset..offset + pos], offset + pos + 1, true),
+            None => (&bytes[offset..], bytes.len(), false),
+        };
+        let blank = line.iter().all(u8::is_ascii_whitespace);
+        match parser.line(line, next >= bytes.len())? {
+            LogLine::Header(parsed) => header = Some(parsed),
+            LogLine::Event(event) => events.push(event),
+            LogLine::Skipped => {}
+            LogLine::Torn => break,
+        }
+        // A complete value without its newline is used (every byte
+        // arrived); the writer adds the missing newline before its next
+        // append. A blank line counts once it is terminated.
+        if terminated || !blank {
+            valid_len = next;
+        }
+        offset = next;
+    }
     Ok(ParsedLog {
-        header,
+        header: header.ok_or_else(LogParser::no_header)?,
         events,
-        last_seq,
+        last_seq: parser.last_seq,
         valid_len,
     })
 }

@@ -12,7 +12,7 @@ use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use dsh_acp_server::agent::Agent;
+use dsh_acp_server::agent::{Agent, Opened};
 use dsh_acp_server::config::{Config, ProviderKind, RawConfig};
 use dsh_acp_server::frontend::{Frontend, PermissionAsk};
 use dsh_acp_server::model::replay::ReplayProvider;
@@ -87,6 +87,18 @@ impl World {
             Ok(stop) => format!("{stop:?}"),
             Err(error) => error.code().to_string(),
         }
+    }
+
+    /// Loads a session (stored or live) as `session/load` does: what it
+    /// opened and the replay it was shown.
+    pub async fn load(&self, session: &str) -> (Opened, Vec<AgentUpdate>) {
+        let recorder = Arc::new(Recorder::default());
+        let opened = self
+            .agent
+            .load_session(session, Vec::new(), recorder.clone())
+            .await
+            .unwrap();
+        (opened, recorder.take())
     }
 
     /// The session log's event types, in order.

@@ -21,7 +21,7 @@ async fn old_logs_load() {
     std::fs::create_dir_all(&sessions).unwrap();
     std::fs::write(sessions.join(format!("{id}.jsonl")), &text).unwrap();
 
-    let (opened, replay) = world.agent.load_session(id, Vec::new()).await.unwrap();
+    let (opened, replay) = world.load(id).await;
     assert_eq!(opened.mode.as_str(), "accept-edits");
     expect![[r#"
         mode accept-edits

@@ -31,6 +31,7 @@ use crate::update::AgentUpdate;
 pub(super) struct Ctx {
     pub(super) agent: Arc<Agent>,
     pub(super) caps: Arc<RwLock<ClientCaps>>,
+    pub(super) backlog: Arc<super::transport::Backlog>,
 }
 
 impl Ctx {
@@ -43,6 +44,7 @@ impl Ctx {
             cx: cx.clone(),
             session_id: session_id.clone(),
             caps: self.caps(),
+            backlog: self.backlog.clone(),
         }
     }
 }
@@ -169,15 +171,12 @@ pub(super) fn load_session(
         Err(error) => return responder.respond_with_error(to_acp(&error)),
     };
     let agent = ctx.agent.clone();
-    let sink = ctx.sink(&cx, &request.session_id);
+    let sink: Arc<dyn Frontend> = Arc::new(ctx.sink(&cx, &request.session_id));
     cx.clone().spawn(async move {
         let id = request.session_id.0.to_string();
-        let loaded = spawned(async move { agent.load_session(&id, mcp).await }).await;
+        let loaded = spawned(async move { agent.load_session(&id, mcp, sink).await }).await;
         match loaded {
-            Ok((opened, replay)) => {
-                for update in replay {
-                    sink.send(update);
-                }
+            Ok(opened) => {
                 responder.respond(
                     LoadSessionResponse::new()
                         .modes(convert::mode_state(opened.mode))

@@ -73,17 +73,20 @@ pub fn initialize_response(request: &InitializeRequest, agent: &Agent) -> Initia
         )
 }
 
-/// Serves ACP on `transport` until the client disconnects.
+/// Serves ACP on `transport` until the client disconnects; `backlog` is the
+/// transport's count of updates not yet written.
 ///
 /// # Errors
 /// The connection failed fatally.
 pub async fn serve(
     agent: Arc<Agent>,
     transport: impl ConnectTo<AgentRole>,
+    backlog: Arc<transport::Backlog>,
 ) -> Result<(), agent_client_protocol::Error> {
     let ctx = Ctx {
         agent,
         caps: Arc::new(RwLock::new(ClientCaps::default())),
+        backlog,
     };
     let c = || ctx.clone();
     let (c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12) =

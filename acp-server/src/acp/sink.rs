@@ -26,15 +26,25 @@ pub(super) struct AcpSink {
     pub(super) cx: ConnectionTo<Client>,
     pub(super) session_id: SessionId,
     pub(super) caps: ClientCaps,
+    pub(super) backlog: std::sync::Arc<super::transport::Backlog>,
 }
 
 impl Frontend for AcpSink {
     fn send(&self, update: AgentUpdate) {
         let notification =
             SessionNotification::new(self.session_id.clone(), convert::session_update(update));
-        if let Err(err) = self.cx.send_notification(notification) {
-            tracing::debug!(error = ?err, "client connection gone; dropping update");
+        match self.cx.send_notification(notification) {
+            Ok(()) => self.backlog.queued(),
+            Err(err) => tracing::debug!(error = ?err, "client connection gone; dropping update"),
         }
+    }
+
+    fn congested(&self) -> bool {
+        self.backlog.congested()
+    }
+
+    fn drained(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.backlog.drained())
     }
 
     fn caps(&self) -> ClientCaps {

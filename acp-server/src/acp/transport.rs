@@ -8,8 +8,23 @@
 //! - everything else goes to the SDK, which answers malformed JSON itself;
 //! - all output, SDK frames and ours, goes through one writer task that owns
 //!   stdout, so frames never interleave; it flushes when its queue drains.
+//!
+//! When stdin and stdout are pipes or sockets (as editors spawn us) they are
+//! driven non-blocking by the runtime itself; tokio's `stdin()`/`stdout()`
+//! (a terminal, a file) hand every read and write to a blocking thread,
+//! a thread hop per streamed chunk.
+//!
+//! [`Backlog`] is the backpressure: it counts `session/update`s handed to
+//! the SDK and not yet written. An editor that stops reading fills the
+//! pipe, the writer blocks, the count passes a high-water mark, and a
+//! streaming turn stops sending (it merges what keeps arriving) until the
+//! count falls to the low-water mark. Memory stays bounded by the marks,
+//! not by how long the editor looks away.
 
 use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 use futures::channel::mpsc;
 use futures::{SinkExt, StreamExt};
@@ -27,8 +42,153 @@ pub type FrameStream = std::pin::Pin<Box<dyn futures::Stream<Item = io::Result<S
 pub struct StdioTransport {
     /// What the SDK connects to.
     pub lines: agent_client_protocol::Lines<FrameSink, FrameStream>,
+    /// Updates queued for the client (see the module docs).
+    pub backlog: Arc<Backlog>,
     /// Finishes when every queued frame is written.
     pub writer: tokio::task::JoinHandle<()>,
+}
+
+/// Updates waiting to be written, past this, hold streaming.
+pub const BACKLOG_HIGH: usize = 256;
+/// ... until the backlog is down to this.
+pub const BACKLOG_LOW: usize = 64;
+
+/// `session/update`s sent and not yet written to the client.
+#[derive(Debug, Default)]
+pub struct Backlog {
+    queued: AtomicUsize,
+    /// Frames written so far (progress, for the stale-count check).
+    written: AtomicU64,
+    /// The writer waits for frames: nothing it was given is unwritten.
+    writer_idle: AtomicBool,
+    closed: AtomicBool,
+    changed: tokio::sync::Notify,
+}
+
+impl Backlog {
+    /// An empty backlog.
+    pub fn new() -> Arc<Backlog> {
+        Arc::new(Backlog::default())
+    }
+
+    /// One update handed to the SDK.
+    pub fn queued(&self) {
+        self.queued.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn written(&self) {
+        let before = self
+            .queued
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                Some(n.saturating_sub(1))
+            })
+            .unwrap_or(0);
+        self.written.fetch_add(1, Ordering::Relaxed);
+        if before == BACKLOG_LOW + 1 {
+            self.changed.notify_waiters();
+        }
+    }
+
+    fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.changed.notify_waiters();
+    }
+
+    /// Past the high-water mark (and the client still there).
+    pub fn congested(&self) -> bool {
+        !self.closed.load(Ordering::Acquire) && self.queued.load(Ordering::Acquire) >= BACKLOG_HIGH
+    }
+
+    /// Resolves at the low-water mark or when the connection is gone.
+    pub async fn drained(&self) {
+        loop {
+            let notified = self.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.closed.load(Ordering::Acquire)
+                || self.queued.load(Ordering::Acquire) <= BACKLOG_LOW
+            {
+                return;
+            }
+            let progress = self.written.load(Ordering::Relaxed);
+            if tokio::time::timeout(Duration::from_secs(1), notified)
+                .await
+                .is_err()
+                && self.writer_idle.load(Ordering::Acquire)
+                && self.written.load(Ordering::Relaxed) == progress
+            {
+                // The writer has been idle for a second with updates
+                // counted: the SDK dropped some it had accepted. Start
+                // counting afresh rather than hold the turn forever.
+                tracing::warn!(
+                    queued = self.queued.load(Ordering::Relaxed),
+                    "update backlog count was stale; reset"
+                );
+                self.queued.store(0, Ordering::Release);
+                return;
+            }
+        }
+    }
+}
+
+/// Reads from the client.
+pub type Input = Box<dyn AsyncRead + Send + Unpin>;
+/// Writes to the client.
+pub type Output = Box<dyn AsyncWrite + Send + Unpin>;
+
+/// stdin and stdout for `dsh acp`: non-blocking when they are pipes or
+/// sockets (`O_NONBLOCK` is set on those open files, which dsh alone
+/// uses), tokio's blocking-thread handles otherwise.
+pub fn stdio() -> (Input, Output) {
+    use std::os::fd::AsFd;
+    use tokio::net::unix::pipe;
+    let input = match stdio_kind(std::io::stdin().as_fd()) {
+        Some((Kind::Pipe, fd)) => pipe::Receiver::from_owned_fd(fd).map(|io| Box::new(io) as Input),
+        Some((Kind::Socket, fd)) => socket(fd).map(|io| Box::new(io) as Input),
+        None => Ok(Box::new(tokio::io::stdin()) as Input),
+    };
+    let output = match stdio_kind(std::io::stdout().as_fd()) {
+        Some((Kind::Pipe, fd)) => pipe::Sender::from_owned_fd(fd).map(|io| Box::new(io) as Output),
+        Some((Kind::Socket, fd)) => socket(fd).map(|io| Box::new(io) as Output),
+        None => Ok(Box::new(tokio::io::stdout()) as Output),
+    };
+    let input = input.unwrap_or_else(|err| {
+        tracing::debug!(%err, "stdin stays on a blocking thread");
+        Box::new(tokio::io::stdin())
+    });
+    let output = output.unwrap_or_else(|err| {
+        tracing::debug!(%err, "stdout stays on a blocking thread");
+        Box::new(tokio::io::stdout())
+    });
+    (input, output)
+}
+
+enum Kind {
+    Pipe,
+    Socket,
+}
+
+/// A duplicate of a pipe or socket descriptor.
+fn stdio_kind(fd: std::os::fd::BorrowedFd<'_>) -> Option<(Kind, std::os::fd::OwnedFd)> {
+    use std::os::unix::fs::FileTypeExt;
+    let owned = fd.try_clone_to_owned().ok()?;
+    let kind = std::fs::File::from(owned.try_clone().ok()?)
+        .metadata()
+        .ok()?
+        .file_type();
+    if kind.is_fifo() {
+        Some((Kind::Pipe, owned))
+    } else if kind.is_socket() {
+        Some((Kind::Socket, owned))
+    } else {
+        None
+    }
+}
+
+fn socket(fd: std::os::fd::OwnedFd) -> io::Result<tokio::net::UnixStream> {
+    let socket = std::os::unix::net::UnixStream::from(fd);
+    socket.set_nonblocking(true)?;
+    tokio::net::UnixStream::from_std(socket)
 }
 
 /// Builds the transport over any reader and writer (stdin/stdout in `dsh acp`).
@@ -37,17 +197,25 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    let backlog = Backlog::new();
     let (out_tx, out_rx) = mpsc::channel::<String>(1024);
     let (error_tx, error_rx) = mpsc::channel::<String>(64);
-    let writer = tokio::spawn(write_frames(output, out_rx, error_rx));
+    let writer = tokio::spawn(write_frames(output, out_rx, error_rx, backlog.clone()));
     let (in_tx, in_rx) = mpsc::channel::<io::Result<String>>(64);
     tokio::spawn(read_frames(input, max_frame, in_tx, error_tx));
     let sink =
         out_tx.sink_map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "stdout writer stopped"));
     StdioTransport {
         lines: agent_client_protocol::Lines::new(Box::pin(sink), Box::pin(in_rx)),
+        backlog,
         writer,
     }
+}
+
+/// Whether a frame is a `session/update` (the SDK writes `jsonrpc` first,
+/// then `method`).
+fn is_update(frame: &str) -> bool {
+    frame.starts_with(r#"{"jsonrpc":"2.0","method":"session/update""#)
 }
 
 /// Writes SDK frames and transport error frames. Ends when the SDK side
@@ -56,10 +224,17 @@ async fn write_frames<W: AsyncWrite + Unpin>(
     output: W,
     mut frames: mpsc::Receiver<String>,
     mut errors: mpsc::Receiver<String>,
+    backlog: Arc<Backlog>,
 ) {
     let mut output = tokio::io::BufWriter::with_capacity(64 * 1024, output);
     let mut errors_open = true;
+    let written = |frame: &str| {
+        if is_update(frame) {
+            backlog.written();
+        }
+    };
     loop {
+        backlog.writer_idle.store(true, Ordering::Release);
         let frame = tokio::select! {
             frame = frames.next() => match frame {
                 Some(frame) => frame,
@@ -73,11 +248,16 @@ async fn write_frames<W: AsyncWrite + Unpin>(
                 }
             },
         };
+        backlog.writer_idle.store(false, Ordering::Release);
         let mut result = write_frame(&mut output, &frame).await;
+        written(&frame);
         // Batch whatever is already queued, then flush once.
         while result.is_ok() {
             match frames.try_recv() {
-                Ok(frame) => result = write_frame(&mut output, &frame).await,
+                Ok(frame) => {
+                    result = write_frame(&mut output, &frame).await;
+                    written(&frame);
+                }
                 _ => break,
             }
         }
@@ -86,9 +266,11 @@ async fn write_frames<W: AsyncWrite + Unpin>(
         }
         if let Err(err) = result {
             tracing::warn!(%err, "stdout closed; dropping further output");
+            backlog.close();
             return;
         }
     }
+    backlog.close();
     while let Ok(error) = errors.try_recv() {
         if write_frame(&mut output, &error).await.is_err() {
             return;

@@ -35,7 +35,7 @@ use crate::session::state::SessionState;
 use crate::session::{Session, TurnTicket};
 use crate::settings::Settings;
 use crate::store::{now_ms, SessionStore};
-use crate::update::{AgentUpdate, ConfigOption};
+use crate::update::ConfigOption;
 
 /// How long closing one session waits for its turn to stop.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
@@ -221,30 +221,59 @@ impl Agent {
         Ok(self.opened(session, mcp).await)
     }
 
-    /// Opens a stored session (or the live one) for load or resume: the
-    /// session and, when it was read from disk, its replay.
-    async fn open(&self, id: &str) -> Result<(Arc<Session>, Option<Vec<AgentUpdate>>), AgentError> {
+    /// Opens a stored session, or finds the live one, for load or resume.
+    /// With `replay` (load), the updates that show the session go there
+    /// first, read from its log a line at a time as they are sent.
+    async fn open(
+        &self,
+        id: &str,
+        replay: Option<Arc<dyn Frontend>>,
+    ) -> Result<Arc<Session>, AgentError> {
         self.check_config()?;
         if let Some(session) = self.live(id) {
-            return Ok((session, None));
+            return self.reopen(session, replay).await;
         }
         let store = self.store.clone();
         let config = self.config.clone();
-        let id = id.to_owned();
-        let (header, state, replay, log) = blocking(move || {
-            let (parsed, log) = store.open(&id)?;
-            let (state, replay) = SessionState::restore(&config, parsed.events);
-            Ok((parsed.header, state, replay, log))
+        let key = id.to_owned();
+        let out = replay.clone();
+        let opened = blocking(move || {
+            let mut log = store.open(&key)?;
+            let state = SessionState::restore(&config, &mut log.reader, out.as_deref())?;
+            let header = log.reader.header.clone();
+            Ok((header, state, log.finish()?))
         })
-        .await?;
+        .await;
+        let (header, state, log) = match opened {
+            Ok(opened) => opened,
+            // Another request of this connection opened it meanwhile.
+            Err(AgentError::SessionLocked { .. }) if self.live(id).is_some() => {
+                let session = self.session(id)?;
+                return self.reopen(session, replay).await;
+            }
+            Err(err) => return Err(err),
+        };
         let session = Session::new(self.config.clone(), header, state, log, &self.shutdown);
-        let mut sessions = self.sessions();
-        // Another request may have opened it meanwhile: keep that one.
-        if let Some(existing) = sessions.get(&session.id) {
-            return Ok((existing.clone(), None));
+        self.sessions().insert(session.id.clone(), session.clone());
+        Ok(session)
+    }
+
+    /// A session already open here: replayed from its log for a load
+    /// (unless a turn is writing it).
+    async fn reopen(
+        &self,
+        session: Arc<Session>,
+        replay: Option<Arc<dyn Frontend>>,
+    ) -> Result<Arc<Session>, AgentError> {
+        let Some(out) = replay else {
+            return Ok(session);
+        };
+        if session.is_busy() {
+            return Err(AgentError::SessionBusy(session.id.to_string()));
         }
-        sessions.insert(session.id.clone(), session.clone());
-        Ok((session, Some(replay)))
+        let (store, replayed) = (self.store.clone(), session.clone());
+        blocking(move || replayed.replay(&store, &*out)).await?;
+        Ok(session)
     }
 
     async fn opened(&self, session: Arc<Session>, mcp: Vec<McpServerConfig>) -> Opened {
@@ -267,8 +296,8 @@ impl Agent {
         }
     }
 
-    /// `session/load`: opens the session and returns the updates that replay
-    /// its whole history.
+    /// `session/load`: opens the session, replaying its whole history to
+    /// `out` before it returns.
     ///
     /// # Errors
     /// Unknown session, unreadable or locked log, a prompt already running.
@@ -276,18 +305,12 @@ impl Agent {
         &self,
         id: &str,
         mcp: Vec<McpServerConfig>,
-    ) -> Result<(Opened, Vec<AgentUpdate>), AgentError> {
+        out: Arc<dyn Frontend>,
+    ) -> Result<Opened, AgentError> {
         async {
-            let (session, replay) = self.open(id).await?;
-            if session.is_busy() {
-                return Err(AgentError::SessionBusy(id.to_owned()));
-            }
-            let replay = match replay {
-                Some(replay) => replay,
-                None => session.replay(),
-            };
-            tracing::info!(updates = replay.len(), "session loaded");
-            Ok((self.opened(session, mcp).await, replay))
+            let session = self.open(id, Some(out)).await?;
+            tracing::info!("session loaded");
+            Ok(self.opened(session, mcp).await)
         }
         .instrument(tracing::info_span!("session", session = %id))
         .await
@@ -303,7 +326,7 @@ impl Agent {
         mcp: Vec<McpServerConfig>,
     ) -> Result<Opened, AgentError> {
         async {
-            let (session, _) = self.open(id).await?;
+            let session = self.open(id, None).await?;
             tracing::info!("session resumed");
             Ok(self.opened(session, mcp).await)
         }

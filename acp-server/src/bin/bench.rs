@@ -83,6 +83,21 @@ impl Proc {
         self.response(id).await
     }
 
+    /// CPU time the process has used, all threads, nanoseconds
+    /// (`/proc/<pid>/task/*/schedstat`).
+    fn cpu_ns(&self) -> u64 {
+        let pid = self.child.id().unwrap();
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .map(|tasks| {
+                tasks
+                    .flatten()
+                    .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
+                    .filter_map(|stat| stat.split_whitespace().next()?.parse::<u64>().ok())
+                    .sum()
+            })
+            .unwrap_or(0)
+    }
+
     fn rss_kib(&self) -> u64 {
         let pid = self.child.id().unwrap();
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
@@ -163,6 +178,11 @@ async fn main() {
         "measure", "target", "measured"
     );
     println!("|{}|{}|{}|", "-".repeat(66), "-".repeat(16), "-".repeat(30));
+    // `dsh-bench stream-cost`: only the streaming-cost rows.
+    if std::env::args().nth(1).as_deref() == Some("stream-cost") {
+        stream_cost_rows(&dsh, &home, &cwd, &mock, &init).await;
+        return;
+    }
 
     // 1. Process start → initialize answered.
     let mut samples = Vec::new();
@@ -229,6 +249,17 @@ async fn main() {
         "—",
         format!("{:.1} MB", proc.rss_kib() as f64 / 1024.0),
     );
+
+    // 3a. Streaming cost as a provider streams: 2,000 chunks of 4
+    //     characters, one SSE event per TCP write, back to back and paced.
+    proc.close().await;
+    stream_cost_rows(&dsh, &home, &cwd, &mock, &init).await;
+    let mut proc = Proc::spawn(&dsh, &home, &mock.url);
+    proc.call("initialize", init.clone()).await;
+    let (session, _) = proc
+        .call("session/new", json!({"cwd":cwd,"mcpServers":[]}))
+        .await;
+    let session_id = session["result"]["sessionId"].as_str().unwrap().to_owned();
 
     // 3b. First SSE event written by the model → first agent_message_chunk
     //     read by the client (same clock: the mock runs in this process).
@@ -351,6 +382,99 @@ async fn main() {
     //    the same request sent straight to the server, RSS.
     lsp_rows(&scratch).await;
     let _ = std::fs::remove_dir_all(&scratch);
+}
+
+/// What one streamed turn cost.
+struct StreamSample {
+    cpu_us_per_chunk: f64,
+    wall_ms: f64,
+    mock_ms: f64,
+    to_request_ms: f64,
+    updates: usize,
+}
+
+/// Rows for streaming cost: CPU per chunk, the turn against the mock's own
+/// emission time, updates written, prompt → request (3 processes × 5
+/// prompts; medians).
+async fn stream_cost_rows(
+    dsh: &Path,
+    home: &Path,
+    cwd: &Path,
+    mock: &mock_model::MockModel,
+    init: &Value,
+) {
+    const CHUNKS: usize = 2_000;
+    for (label, pace_us) in [("back to back", 0u64), ("paced ~50 µs", 50)] {
+        let mut samples = Vec::new();
+        for _ in 0..3 {
+            let mut proc = Proc::spawn(dsh, home, &mock.url);
+            proc.call("initialize", init.clone()).await;
+            let (session, _) = proc
+                .call("session/new", json!({"cwd":cwd,"mcpServers":[]}))
+                .await;
+            let session_id = session["result"]["sessionId"].as_str().unwrap().to_owned();
+            for _ in 0..5 {
+                mock.push_json(json!({
+                    "repeat":{"text":"tok ","count":CHUNKS},
+                    "finish":"stop",
+                    "usage":{"prompt_tokens":10,"completion_tokens":CHUNKS},
+                    "pace_us": pace_us
+                }));
+                let (emitted, arrived) = (mock.emissions().len(), mock.arrivals().len());
+                let cpu = proc.cpu_ns();
+                let started = Instant::now();
+                let id = proc
+                    .send(
+                        "session/prompt",
+                        json!({"sessionId":session_id,"prompt":[{"type":"text","text":"go"}]}),
+                    )
+                    .await;
+                let (mut updates, mut text) = (0usize, 0usize);
+                loop {
+                    let line = proc.lines.next_line().await.unwrap().unwrap();
+                    let value: Value = serde_json::from_str(&line).unwrap();
+                    if value["method"] == "session/update" {
+                        updates += 1;
+                        let update = &value["params"]["update"];
+                        if update["sessionUpdate"] == "agent_message_chunk" {
+                            text += update["content"]["text"].as_str().unwrap().len();
+                        }
+                    } else if value["id"] == id {
+                        break;
+                    }
+                }
+                let wall = started.elapsed();
+                let cpu = proc.cpu_ns() - cpu;
+                assert_eq!(text, CHUNKS * 4, "every chunk arrives");
+                let (first, last) = mock.emissions()[emitted];
+                samples.push(StreamSample {
+                    cpu_us_per_chunk: cpu as f64 / 1000.0 / CHUNKS as f64,
+                    wall_ms: wall.as_secs_f64() * 1000.0,
+                    mock_ms: last.duration_since(first).as_secs_f64() * 1000.0,
+                    to_request_ms: mock.arrivals()[arrived]
+                        .duration_since(started)
+                        .as_secs_f64()
+                        * 1000.0,
+                    updates,
+                });
+            }
+            proc.close().await;
+        }
+        let pick = |f: fn(&StreamSample) -> f64| median(samples.iter().map(f).collect());
+        let updates = median(samples.iter().map(|s| s.updates as f64).collect());
+        row(
+            &format!("stream 2,000 × 4-char chunks, one SSE event per write, {label} (median of 3×5)"),
+            "≤ 25 µs CPU/chunk",
+            format!(
+                "{:.1} µs/chunk; turn {:.0} ms vs mock {:.0} ms; {:.0} updates; prompt→request {:.2} ms",
+                pick(|s| s.cpu_us_per_chunk),
+                pick(|s| s.wall_ms),
+                pick(|s| s.mock_ms),
+                updates,
+                pick(|s| s.to_request_ms),
+            ),
+        );
+    }
 }
 
 /// (server command, workspace fixture, file, 1-based line, symbol)

@@ -6,15 +6,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use base64::Engine as _;
-use dsh_protocol::model::{ChatMessage, StreamEvent};
-use dsh_protocol::{ErrorCode, UserContent};
+use dsh_protocol::model::StreamEvent;
+use dsh_protocol::ErrorCode;
 use futures::StreamExt;
-use serde_json::{json, Value};
 
 use super::sse::{ChunkParser, SseDecoder};
 use super::{EventStream, ModelError, ModelRequest};
-use crate::config::{Config, ProviderKind, ThoughtLevel};
+use crate::config::Config;
 
 /// The HTTP provider.
 pub struct HttpProvider {
@@ -71,13 +69,21 @@ impl HttpProvider {
             )
         })?;
         let url = format!("{}/chat/completions", self.config.base_url);
-        let body = request_body(request, self.config.provider);
+        let body = super::body::request_body(request, self.config.provider).map_err(|err| {
+            ModelError::new(
+                ErrorCode::Internal,
+                format!("cannot serialize the model request: {err}"),
+            )
+        })?;
         let mut post = self.client()?.post(&url).bearer_auth(&key);
         if self.config.session_header {
             post = post.header("x-deepseek-harness-session-id", &request.session_id);
         }
         tracing::debug!(%url, model = %request.model.id, messages = request.messages.len(), tools = request.tools.len(), "model request");
-        let send = post.json(&body).send();
+        let send = post
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body)
+            .send();
         let response = match tokio::time::timeout(self.config.request_timeout, send).await {
             Err(_) => {
                 return Err(ModelError::new(
@@ -168,253 +174,149 @@ fn httpdate(value: &str) -> Option<std::time::SystemTime> {
     .ok()
 }
 
-/// Reads the body with an idle timeout per read, decodes SSE and yields
-/// events; the reader task stops when the consumer drops the stream. Error
-/// messages never carry the key.
+/// Decodes the body as the consumer polls it: no task of its own, so a
+/// chunk goes from the connection to the turn without another hop. The
+/// idle timeout counts from the last bytes received (one timer, re-armed
+/// only when it fires early). Error messages never carry the key.
 fn event_stream(response: reqwest::Response, idle: Duration, key: String) -> EventStream {
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<StreamEvent, ModelError>>(256);
-    tokio::spawn(async move {
-        let mut body = response.bytes_stream();
-        let mut decoder = SseDecoder::default();
-        let mut parser = ChunkParser::default();
-        let mut payloads = Vec::new();
-        let mut events = Vec::new();
-        let result: Result<(), ModelError> = async {
-            loop {
-                let next = tokio::select! {
-                    next = tokio::time::timeout(idle, body.next()) => next,
-                    () = tx.closed() => return Ok(()),
-                };
-                let bytes = match next {
-                    Err(_) => {
-                        return Err(ModelError::new(
-                            ErrorCode::ModelTimeout,
-                            format!("the model stream sent nothing for {} and was abandoned; send the prompt again to retry", super::human_duration(idle)),
-                        ))
-                    }
-                    Ok(None) => break,
-                    Ok(Some(Err(err))) => {
-                        return Err(ModelError::new(
-                            ErrorCode::ModelStreamClosed,
-                            format!("the model stream broke mid-reply ({}); send the prompt again to retry", error_chain(&err)),
-                        ))
-                    }
-                    Ok(Some(Ok(bytes))) => bytes,
-                };
-                decoder.feed(&bytes, &mut payloads)?;
-                for payload in payloads.drain(..) {
-                    parser.parse(&payload, &mut events)?;
-                }
-                for event in events.drain(..) {
-                    if tx.send(Ok(event)).await.is_err() {
-                        return Ok(());
-                    }
-                }
-                if parser.is_done() {
-                    break;
-                }
-            }
-            decoder.finish(&mut payloads);
-            for payload in payloads.drain(..) {
-                parser.parse(&payload, &mut events)?;
-            }
-            parser.end(&mut events)?;
-            for event in events.drain(..) {
-                if tx.send(Ok(event)).await.is_err() {
-                    return Ok(());
-                }
-            }
-            Ok(())
-        }
-        .await;
-        if let Err(error) = result {
-            let error = error.redact(&key);
-            tracing::debug!(code = %error.code, "model stream failed");
-            if tx.send(Err(error)).await.is_err() {
-                tracing::debug!("model stream consumer left before the error");
-            }
-        }
-    });
-    tokio_stream_from(rx)
+    Box::pin(BodyEvents {
+        body: response.bytes_stream().boxed(),
+        idle,
+        last_read: tokio::time::Instant::now(),
+        timer: Box::pin(tokio::time::sleep(idle)),
+        decoder: SseDecoder::default(),
+        parser: ChunkParser::default(),
+        payloads: Vec::new(),
+        events: std::collections::VecDeque::new(),
+        scratch: Vec::new(),
+        done: false,
+        key,
+    })
 }
 
-fn tokio_stream_from(
-    mut rx: tokio::sync::mpsc::Receiver<Result<StreamEvent, ModelError>>,
-) -> EventStream {
-    futures::stream::poll_fn(move |cx| rx.poll_recv(cx)).boxed()
+type Body = futures::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>;
+
+struct BodyEvents {
+    body: Body,
+    idle: Duration,
+    last_read: tokio::time::Instant,
+    timer: std::pin::Pin<Box<tokio::time::Sleep>>,
+    decoder: SseDecoder,
+    parser: ChunkParser,
+    payloads: Vec<String>,
+    events: std::collections::VecDeque<StreamEvent>,
+    scratch: Vec<StreamEvent>,
+    done: bool,
+    key: String,
 }
 
-/// Builds the JSON body for one request.
-pub fn request_body(request: &ModelRequest, kind: ProviderKind) -> Value {
-    let deepseek = kind == ProviderKind::Deepseek;
-    let thinking = request.thought_level != ThoughtLevel::Off;
-    let mut messages = Vec::with_capacity(request.messages.len() + 1);
-    if !request.system.is_empty() {
-        messages.push(json!({ "role": "system", "content": request.system }));
+impl BodyEvents {
+    fn parse_payloads(&mut self) -> Result<(), ModelError> {
+        for payload in self.payloads.drain(..) {
+            self.parser.parse(&payload, &mut self.scratch)?;
+        }
+        self.events.extend(self.scratch.drain(..));
+        Ok(())
     }
-    for message in &request.messages {
-        messages.push(match message {
-            ChatMessage::System(text) => json!({ "role": "system", "content": text }),
-            ChatMessage::User(content) => json!({ "role": "user", "content": user_content(content, request.model.images) }),
-            ChatMessage::Assistant { text, reasoning, tool_calls } => {
-                let mut value = json!({ "role": "assistant", "content": text });
-                if !tool_calls.is_empty() {
-                    value["tool_calls"] = tool_calls
-                        .iter()
-                        .map(|call| json!({ "id": call.id, "type": "function", "function": { "name": call.name, "arguments": call.arguments } }))
-                        .collect();
-                    if deepseek && !reasoning.is_empty() {
-                        value["reasoning_content"] = reasoning.clone().into();
+
+    fn received(&mut self, bytes: &[u8]) -> Result<(), ModelError> {
+        self.decoder.feed(bytes, &mut self.payloads)?;
+        self.parse_payloads()?;
+        if self.parser.is_done() {
+            self.end()?;
+        }
+        Ok(())
+    }
+
+    fn end(&mut self) -> Result<(), ModelError> {
+        self.done = true;
+        self.decoder.finish(&mut self.payloads);
+        self.parse_payloads()?;
+        self.parser.end(&mut self.scratch)?;
+        self.events.extend(self.scratch.drain(..));
+        Ok(())
+    }
+
+    fn fail(
+        &mut self,
+        error: ModelError,
+    ) -> std::task::Poll<Option<Result<StreamEvent, ModelError>>> {
+        self.done = true;
+        self.events.clear();
+        let error = error.redact(&self.key);
+        tracing::debug!(code = %error.code, "model stream failed");
+        std::task::Poll::Ready(Some(Err(error)))
+    }
+}
+
+impl futures::Stream for BodyEvents {
+    type Item = Result<StreamEvent, ModelError>;
+
+    fn poll_next(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        use std::task::Poll;
+        let this = self.get_mut();
+        loop {
+            if let Some(event) = this.events.pop_front() {
+                return Poll::Ready(Some(Ok(event)));
+            }
+            if this.done {
+                return Poll::Ready(None);
+            }
+            match this.body.as_mut().poll_next(cx) {
+                Poll::Ready(Some(Ok(bytes))) => {
+                    this.last_read = tokio::time::Instant::now();
+                    if let Err(error) = this.received(&bytes) {
+                        return this.fail(error);
                     }
                 }
-                value
+                Poll::Ready(Some(Err(err))) => {
+                    return this.fail(ModelError::new(
+                        ErrorCode::ModelStreamClosed,
+                        format!(
+                            "the model stream broke mid-reply ({}); send the prompt again to retry",
+                            error_chain(&err)
+                        ),
+                    ));
+                }
+                Poll::Ready(None) => {
+                    if let Err(error) = this.end() {
+                        return this.fail(error);
+                    }
+                }
+                Poll::Pending => loop {
+                    match std::future::Future::poll(this.timer.as_mut(), cx) {
+                        Poll::Pending => return Poll::Pending,
+                        // Fired: idle, unless bytes came since it was armed
+                        // (then it is armed again from the last read).
+                        Poll::Ready(()) => {
+                            let deadline = this.last_read + this.idle;
+                            if tokio::time::Instant::now() >= deadline {
+                                return this.fail(this.idle_error());
+                            }
+                            this.timer.as_mut().reset(deadline);
+                        }
+                    }
+                },
             }
-            ChatMessage::Tool { call_id, content } => json!({
-                "role": "tool",
-                "tool_call_id": call_id,
-                "content": if content.is_empty() { "(no output)" } else { content.as_str() },
-            }),
-        });
-    }
-    let mut body = json!({
-        "model": request.model.id,
-        "messages": messages,
-        "stream": true,
-        "stream_options": { "include_usage": true },
-    });
-    if let Some(max_tokens) = request.model.max_tokens {
-        body["max_tokens"] = max_tokens.into();
-    }
-    if !request.tools.is_empty() {
-        body["tools"] = request
-            .tools
-            .iter()
-            .map(|tool| json!({ "type": "function", "function": { "name": tool.name, "description": tool.description, "parameters": tool.parameters } }))
-            .collect();
-    }
-    if deepseek {
-        body["thinking"] = json!({ "type": if thinking { "enabled" } else { "disabled" } });
-        if thinking {
-            body["reasoning_effort"] = request.thought_level.as_str().into();
         }
-    } else if thinking && request.thought_level != ThoughtLevel::High {
-        // Plain OpenAI-compatible servers take `reasoning_effort` when they
-        // support it; "high" is their default so it is left out.
-        body["reasoning_effort"] = request.thought_level.as_str().into();
     }
-    body
 }
 
-/// Renders user content: plain text when there are no images, else the
-/// OpenAI content-part array.
-fn user_content(content: &[UserContent], images_allowed: bool) -> Value {
-    let mut parts = Vec::new();
-    let mut has_image = false;
-    for block in content {
-        match block {
-            UserContent::Text { text } => parts.push(json!({ "type": "text", "text": text })),
-            UserContent::ResourceLink { uri, name } => parts.push(
-                json!({ "type": "text", "text": format!("[resource_link name={name} uri={uri}]") }),
-            ),
-            UserContent::Resource { uri, text, .. } => parts.push(json!({
-                "type": "text",
-                "text": format!("<resource uri=\"{uri}\">\n{text}\n</resource>"),
-            })),
-            UserContent::Image { mime_type, data } if images_allowed => {
-                has_image = true;
-                parts.push(json!({ "type": "image_url", "image_url": { "url": format!("data:{mime_type};base64,{data}") } }));
-            }
-            UserContent::Image { mime_type, data } => {
-                let bytes = base64::engine::general_purpose::STANDARD
-                    .decode(data)
-                    .map(|b| b.len())
-                    .unwrap_or(0);
-                parts.push(json!({
-                    "type": "text",
-                    "text": format!("[image omitted: {mime_type}, {bytes} bytes; the selected model does not accept images — switch to a vision model to use it]"),
-                }));
-            }
-            _ => {}
-        }
-    }
-    if has_image {
-        Value::Array(parts)
-    } else {
-        let texts: Vec<&str> = parts
-            .iter()
-            .filter_map(|part| part["text"].as_str())
-            .collect();
-        Value::String(texts.join("\n\n"))
+impl BodyEvents {
+    fn idle_error(&self) -> ModelError {
+        ModelError::new(
+            ErrorCode::ModelTimeout,
+            format!("the model stream sent nothing for {} and was abandoned; send the prompt again to retry", super::human_duration(self.idle)),
+        )
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::builtin_models;
-    use dsh_protocol::model::ToolCallRequest;
-
-    fn request(level: ThoughtLevel) -> ModelRequest {
-        ModelRequest {
-            model: builtin_models()[0].clone(),
-            thought_level: level,
-            system: "sys".into(),
-            messages: vec![
-                ChatMessage::User(vec![
-                    UserContent::text("hi"),
-                    UserContent::ResourceLink {
-                        uri: "file:///a".into(),
-                        name: "a".into(),
-                    },
-                ]),
-                ChatMessage::Assistant {
-                    text: String::new(),
-                    reasoning: "because".into(),
-                    tool_calls: vec![ToolCallRequest {
-                        id: "c".into(),
-                        name: "read".into(),
-                        arguments: "{}".into(),
-                        provider_id: None,
-                    }],
-                },
-                ChatMessage::Tool {
-                    call_id: "c".into(),
-                    content: String::new(),
-                },
-                ChatMessage::Assistant {
-                    text: "done".into(),
-                    reasoning: "r2".into(),
-                    tool_calls: vec![],
-                },
-            ],
-            tools: vec![],
-            session_id: "s".into(),
-        }
-    }
-
-    #[test]
-    fn deepseek_body_has_thinking_and_passback_only_on_tool_turns() {
-        let body = request_body(&request(ThoughtLevel::Max), ProviderKind::Deepseek);
-        assert_eq!(body["thinking"]["type"], "enabled");
-        assert_eq!(body["reasoning_effort"], "max");
-        assert_eq!(body["stream"], true);
-        assert_eq!(body["stream_options"]["include_usage"], true);
-        assert_eq!(
-            body["messages"][1]["content"],
-            "hi\n\n[resource_link name=a uri=file:///a]"
-        );
-        assert_eq!(body["messages"][2]["reasoning_content"], "because");
-        assert_eq!(body["messages"][3]["content"], "(no output)");
-        assert!(body["messages"][4].get("reasoning_content").is_none());
-
-        let off = request_body(&request(ThoughtLevel::Off), ProviderKind::Deepseek);
-        assert_eq!(off["thinking"]["type"], "disabled");
-        assert!(off.get("reasoning_effort").is_none());
-
-        let openai = request_body(&request(ThoughtLevel::High), ProviderKind::Openai);
-        assert!(openai.get("thinking").is_none());
-        assert!(openai["messages"][2].get("reasoning_content").is_none());
-    }
 
     #[test]
     fn retry_after_forms() {

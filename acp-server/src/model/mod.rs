@@ -6,6 +6,7 @@
 //! Retries live in [`retry`], outside the providers: one `start` is one
 //! attempt.
 
+pub mod body;
 pub mod http;
 pub mod replay;
 pub mod retry;
@@ -44,8 +45,8 @@ pub struct ModelRequest {
     pub thought_level: ThoughtLevel,
     /// System prompt.
     pub system: String,
-    /// Conversation, derived from the session log.
-    pub messages: Vec<ChatMessage>,
+    /// Conversation, derived from the session log (shared with it).
+    pub messages: Vec<std::sync::Arc<ChatMessage>>,
     /// Tools offered.
     pub tools: Vec<ToolSchema>,
     /// The session, for provider-side correlation headers.
@@ -59,7 +60,7 @@ impl ModelRequest {
         let text: usize = self
             .messages
             .iter()
-            .map(|message| match message {
+            .map(|message| match &**message {
                 ChatMessage::System(text) => text.len(),
                 ChatMessage::User(content) => content
                     .iter()

@@ -56,6 +56,11 @@ pub struct ScriptEntry {
     /// Mock server only: reset the connection without answering.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub reset: bool,
+    /// Mock server only: write every SSE event in its own TCP write, this
+    /// many microseconds apart (0: back to back), as a provider streaming
+    /// tokens does. The default batches large streams.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pace_us: Option<u64>,
 }
 
 /// A run of identical text chunks.

@@ -18,8 +18,8 @@ use crate::error::AgentError;
 use crate::frontend::Frontend;
 use crate::permission::{self, Access, Decision, Mode};
 use crate::projection::Delivery;
-use crate::store::LogWriter;
-use crate::update::{AgentUpdate, ConfigOption};
+use crate::store::{LogWriter, SessionStore};
+use crate::update::ConfigOption;
 use state::SessionState;
 
 /// The log writer and the state, behind one lock so the order of the log
@@ -126,7 +126,6 @@ impl Session {
                 .ok_or_else(|| AgentError::SessionClosed(self.id.to_string()))?;
             let event = log.append(data)?;
             let updates = locked.state.fold(&event, &self.config, Delivery::Live);
-            locked.state.events.push(event.clone());
             (event, updates)
         };
         for update in updates {
@@ -135,9 +134,24 @@ impl Session {
         Ok(event)
     }
 
-    /// The updates that replay the whole session to a connection.
-    pub fn replay(&self) -> Vec<AgentUpdate> {
-        self.locked().state.replay(&self.config)
+    /// Replays the session to `out` from its log as far as it is written
+    /// now, read a line at a time (blocking: call it on a blocking thread).
+    ///
+    /// # Errors
+    /// The session is closed, or its log cannot be read.
+    pub(crate) fn replay(
+        &self,
+        store: &SessionStore,
+        out: &dyn Frontend,
+    ) -> Result<(), AgentError> {
+        let written = self
+            .locked()
+            .log
+            .as_ref()
+            .map(LogWriter::written)
+            .ok_or_else(|| AgentError::SessionClosed(self.id.to_string()))?;
+        let events = store.read(self.id.as_str(), Some(written))?;
+        SessionState::restore(&self.config, events, Some(out)).map(drop)
     }
 
     /// Every setting with its current value.
@@ -152,7 +166,8 @@ impl Session {
 
     /// The conversation the next model request would carry.
     pub fn history(&self) -> Vec<ChatMessage> {
-        self.locked().state.history.messages()
+        let messages = self.locked().state.history.messages();
+        messages.into_iter().map(Arc::unwrap_or_clone).collect()
     }
 
     /// Reserves the session for one prompt. Call it before the turn is

@@ -10,6 +10,8 @@ use dsh_protocol::log::{Event, EventData, PermissionRule};
 use dsh_protocol::ToolCallId;
 
 use crate::config::Config;
+use crate::error::AgentError;
+use crate::frontend::Frontend;
 use crate::projection::{Delivery, Projection};
 use crate::settings::Settings;
 use crate::update::AgentUpdate;
@@ -29,8 +31,6 @@ pub(crate) struct SessionState {
     pub(crate) history: History,
     repair: Repair,
     projection: Projection,
-    /// The events, for replay to another connection.
-    pub(crate) events: Vec<Event>,
 }
 
 impl SessionState {
@@ -45,21 +45,38 @@ impl SessionState {
             history: History::default(),
             repair: Repair::default(),
             projection: Projection::default(),
-            events: Vec::new(),
         }
     }
 
-    /// A stored session's state and the updates that replay it: every event
-    /// folded, then the calls a crash cut off closed.
-    pub(crate) fn restore(config: &Config, events: Vec<Event>) -> (SessionState, Vec<AgentUpdate>) {
+    /// A stored session's state, folded from its events as they are read
+    /// (never all held at once): every event, then the calls a crash cut
+    /// off closed. With `replay`, the updates that show the session go
+    /// there as they come, waiting whenever the editor is behind — call it
+    /// on a blocking thread.
+    ///
+    /// # Errors
+    /// A corrupt or unreadable log.
+    pub(crate) fn restore(
+        config: &Config,
+        events: impl Iterator<Item = Result<Event, AgentError>>,
+        replay: Option<&dyn Frontend>,
+    ) -> Result<SessionState, AgentError> {
         let mut state = SessionState::new(config);
-        let mut updates = Vec::new();
-        for event in &events {
-            updates.extend(state.fold(event, config, Delivery::Replay));
+        let show = |updates: Vec<AgentUpdate>| {
+            if let Some(out) = replay {
+                for update in updates {
+                    out.send(update);
+                }
+                if out.congested() {
+                    tokio::runtime::Handle::current().block_on(out.drained());
+                }
+            }
+        };
+        for event in events {
+            show(state.fold(&event?, config, Delivery::Replay));
         }
-        updates.extend(state.close_cut_off_calls(config, Delivery::Replay));
-        state.events = events;
-        (state, updates)
+        show(state.close_cut_off_calls(config, Delivery::Replay));
+        Ok(state)
     }
 
     /// Folds one event (and the repairs due before it) into every view;
@@ -101,11 +118,5 @@ impl SessionState {
         self.history.apply(event);
         self.projection
             .project(event, &self.settings, config, delivery)
-    }
-
-    /// The updates that replay the whole session to another connection.
-    pub(crate) fn replay(&self, config: &Config) -> Vec<AgentUpdate> {
-        let (_, updates) = SessionState::restore(config, self.events.clone());
-        updates
     }
 }

@@ -151,13 +151,11 @@ fn injected_panic(session: &Session) {
         return;
     }
     let asked = session
-        .locked()
-        .state
-        .events
+        .history()
         .iter()
         .rev()
-        .find_map(|event| match &event.data {
-            EventData::UserMessage { content, .. } => Some(content.iter().any(
+        .find_map(|message| match message {
+            dsh_protocol::model::ChatMessage::User(content) => Some(content.iter().any(
                 |c| matches!(c, UserContent::Text { text } if text.contains("dsh-test-panic")),
             )),
             _ => None,

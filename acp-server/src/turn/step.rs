@@ -9,7 +9,7 @@ use dsh_protocol::error::ErrorInfo;
 use dsh_protocol::log::{EventData, StopReason};
 use dsh_protocol::model::{FinishReason, StreamEvent, ToolCallRequest, Usage};
 use dsh_protocol::{ErrorCode, ToolCallId};
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 
 use super::{Next, Turn};
 use crate::error::AgentError;
@@ -85,6 +85,77 @@ impl Reply {
     }
 }
 
+impl Reply {
+    /// Takes one item of the stream: text and reasoning into the reply and
+    /// the unsent deltas, the rest into the reply; the end of the stream
+    /// ends the step.
+    fn take(
+        &mut self,
+        next: Option<Result<StreamEvent, ModelError>>,
+        unsent: &mut Unsent,
+    ) -> Option<StepEnd> {
+        match next {
+            Some(Ok(StreamEvent::TextDelta(text))) => {
+                self.text.push_str(&text);
+                unsent.push(Delta::Message, text);
+            }
+            Some(Ok(StreamEvent::ReasoningDelta(text))) => {
+                self.reasoning.push_str(&text);
+                unsent.push(Delta::Thought, text);
+            }
+            Some(Ok(StreamEvent::ToolCallDelta {
+                index,
+                id,
+                name,
+                arguments,
+            })) => self.tool_delta(index, id, name, &arguments),
+            Some(Ok(StreamEvent::Usage(usage))) => self.usage = Some(usage),
+            Some(Ok(StreamEvent::Finish(reason))) => return Some(StepEnd::Finished(reason)),
+            Some(Err(error)) => return Some(StepEnd::Failed(error)),
+            None => {
+                return Some(StepEnd::Failed(ModelError::new(
+                    ErrorCode::ModelStreamClosed,
+                    "the model stream ended without finishing; send the prompt again to retry",
+                )))
+            }
+        }
+        None
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Delta {
+    Message,
+    Thought,
+}
+
+/// Deltas received and not yet sent, in the model's order; neighbours of
+/// one kind are merged.
+#[derive(Default)]
+struct Unsent(Vec<(Delta, String)>);
+
+impl Unsent {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn push(&mut self, kind: Delta, text: String) {
+        match self.0.last_mut() {
+            Some((last, merged)) if *last == kind => merged.push_str(&text),
+            _ => self.0.push((kind, text)),
+        }
+    }
+
+    fn send(&mut self, out: &dyn crate::frontend::Frontend) {
+        for (kind, text) in self.0.drain(..) {
+            out.send(match kind {
+                Delta::Message => AgentUpdate::MessageChunk(text),
+                Delta::Thought => AgentUpdate::ThoughtChunk(text),
+            });
+        }
+    }
+}
+
 /// How the stream of one step ended.
 enum StepEnd {
     Finished(FinishReason),
@@ -155,37 +226,36 @@ impl Turn<'_> {
         };
 
         let mut reply = Reply::default();
-        let end =
-            loop {
-                let next = tokio::select! {
-                    biased;
-                    () = self.cancel.cancelled() => break StepEnd::Cancelled,
-                    next = stream.next() => next,
-                };
-                match next {
-                    Some(Ok(StreamEvent::TextDelta(text))) => {
-                        reply.text.push_str(&text);
-                        self.frontend.send(AgentUpdate::MessageChunk(text));
-                    }
-                    Some(Ok(StreamEvent::ReasoningDelta(text))) => {
-                        reply.reasoning.push_str(&text);
-                        self.frontend.send(AgentUpdate::ThoughtChunk(text));
-                    }
-                    Some(Ok(StreamEvent::ToolCallDelta {
-                        index,
-                        id,
-                        name,
-                        arguments,
-                    })) => reply.tool_delta(index, id, name, &arguments),
-                    Some(Ok(StreamEvent::Usage(usage))) => reply.usage = Some(usage),
-                    Some(Ok(StreamEvent::Finish(reason))) => break StepEnd::Finished(reason),
-                    Some(Err(error)) => break StepEnd::Failed(error),
-                    None => break StepEnd::Failed(ModelError::new(
-                        ErrorCode::ModelStreamClosed,
-                        "the model stream ended without finishing; send the prompt again to retry",
-                    )),
-                }
+        let mut unsent = Unsent::default();
+        let end = loop {
+            // Deltas go out as soon as nothing more is ready, unless the
+            // editor is behind: then they wait, merged, while the stream
+            // keeps being read.
+            if !unsent.is_empty() && !self.frontend.congested() {
+                unsent.send(self.frontend);
+            }
+            let next = tokio::select! {
+                biased;
+                () = self.cancel.cancelled() => break StepEnd::Cancelled,
+                () = self.frontend.drained(), if !unsent.is_empty() => continue,
+                next = stream.next() => next,
             };
+            if let Some(end) = reply.take(next, &mut unsent) {
+                break end;
+            }
+            // Everything already buffered joins this update.
+            let mut ended = None;
+            while let Some(next) = stream.next().now_or_never() {
+                if let Some(end) = reply.take(next, &mut unsent) {
+                    ended = Some(end);
+                    break;
+                }
+            }
+            if let Some(end) = ended {
+                break end;
+            }
+        };
+        unsent.send(self.frontend);
         drop(stream);
 
         let (finish, interrupted) = match &end {

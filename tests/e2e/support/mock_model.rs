@@ -18,6 +18,10 @@ struct State {
     headers: Vec<String>,
     /// When the first SSE event of each streamed response was written.
     first_events: Vec<std::time::Instant>,
+    /// Paced streams: when the first and the last event were written.
+    emissions: Vec<(std::time::Instant, std::time::Instant)>,
+    /// When each request's body had arrived.
+    arrivals: Vec<std::time::Instant>,
 }
 
 /// A running mock server; it stops when dropped.
@@ -98,6 +102,16 @@ impl MockModel {
     pub fn first_events(&self) -> Vec<std::time::Instant> {
         self.state.lock().unwrap().first_events.clone()
     }
+
+    /// Paced streams: when their first and last events were written.
+    pub fn emissions(&self) -> Vec<(std::time::Instant, std::time::Instant)> {
+        self.state.lock().unwrap().emissions.clone()
+    }
+
+    /// When each request's body had arrived.
+    pub fn arrivals(&self) -> Vec<std::time::Instant> {
+        self.state.lock().unwrap().arrivals.clone()
+    }
 }
 
 async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>) {
@@ -150,6 +164,7 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>) {
         .to_owned();
     let entry = {
         let mut state = state.lock().unwrap();
+        state.arrivals.push(std::time::Instant::now());
         state.requests.push(body);
         state.headers.push(head);
         state.queue.pop_front()
@@ -206,6 +221,10 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>) {
             .collect();
     }
     let payloads = entry.sse_payloads();
+    if let Some(pace) = entry.pace_us {
+        paced(stream, payloads, Duration::from_micros(pace), state).await;
+        return;
+    }
     let delay = Duration::from_millis(entry.delay_ms);
     // Large scripted streams are written in batches, as a real server's
     // TCP writes coalesce; small ones one event per write.
@@ -245,6 +264,41 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>) {
     pending.extend_from_slice(b"data: [DONE]\n\n");
     let _ = stream.write_all(&pending).await;
     let _ = stream.shutdown().await;
+}
+
+/// One SSE event per write, `pace` apart, on a blocking thread so the
+/// pacing is real (the async timer's granularity is a millisecond).
+async fn paced(stream: TcpStream, payloads: Vec<String>, pace: Duration, state: Arc<Mutex<State>>) {
+    let Ok(stream) = stream.into_std() else {
+        return;
+    };
+    let _ = tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        let mut stream = stream;
+        if stream.set_nonblocking(false).is_err() {
+            return;
+        }
+        let mut first = None;
+        let mut last = std::time::Instant::now();
+        for payload in payloads.iter().map(String::as_str).chain(["[DONE]"]) {
+            let event = format!("data: {payload}\n\n");
+            if stream.write_all(event.as_bytes()).is_err() {
+                return;
+            }
+            last = std::time::Instant::now();
+            first.get_or_insert(last);
+            if !pace.is_zero() {
+                std::thread::sleep(pace);
+            }
+        }
+        let _ = stream.shutdown(std::net::Shutdown::Write);
+        let mut state = state.lock().unwrap();
+        if let Some(first) = first {
+            state.first_events.push(first);
+            state.emissions.push((first, last));
+        }
+    })
+    .await;
 }
 
 async fn write_response(

@@ -11,11 +11,13 @@
 //! tightened): they hold code and prompts.
 
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use dsh_protocol::log::{parse_log, Event, EventData, ParsedLog, SessionHeader};
+mod index;
+
+use dsh_protocol::log::{Event, EventData, LogLine, LogParser, SessionHeader};
 
 use crate::error::AgentError;
 
@@ -31,6 +33,7 @@ pub fn now_ms() -> u64 {
 #[derive(Debug, Clone)]
 pub struct SessionStore {
     dir: PathBuf,
+    index: std::sync::Arc<index::Index>,
 }
 
 /// What `session/list` shows about one stored session.
@@ -51,7 +54,10 @@ pub struct SessionSummary {
 impl SessionStore {
     /// A store rooted at `dir` (created on first write).
     pub fn new(dir: PathBuf) -> Self {
-        SessionStore { dir }
+        SessionStore {
+            index: std::sync::Arc::new(index::Index::new(dir.join(index::FILE))),
+            dir,
+        }
     }
 
     /// Validates a session id and returns its file. Ids come from clients,
@@ -103,81 +109,49 @@ impl SessionStore {
         })
     }
 
-    /// Reads a log without opening it for writing.
+    /// Reads a log without opening it for writing, up to `limit` bytes (a
+    /// live session's log as far as its writer has written).
     ///
     /// # Errors
-    /// Missing session, unreadable or invalid log.
-    pub fn read(&self, id: &str) -> Result<ParsedLog, AgentError> {
+    /// Missing session, unreadable log or header.
+    pub fn read(&self, id: &str, limit: Option<u64>) -> Result<LogReader, AgentError> {
         let path = self.path(id)?;
-        let bytes = match std::fs::read(&path) {
-            Ok(bytes) => bytes,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-                return Err(AgentError::SessionNotFound(id.to_owned()))
-            }
-            Err(err) => {
-                return Err(AgentError::Internal(format!(
-                    "cannot read {}: {err}",
-                    path.display()
-                )))
-            }
-        };
-        parse_log(&bytes).map_err(AgentError::Log)
-    }
-
-    /// Opens a log for appending: takes its lock, then reads it and
-    /// repairs a torn tail (a partial last line is cut, a missing final
-    /// newline is added).
-    ///
-    /// # Errors
-    /// As [`Self::read`], `session.locked` when another writer holds it,
-    /// or the file cannot be opened for writing.
-    pub fn open(&self, id: &str) -> Result<(ParsedLog, LogWriter), AgentError> {
-        let path = self.path(id)?;
-        let write_error = |source| AgentError::LogWrite {
-            path: path.display().to_string(),
-            source,
-        };
-        let mut file = match private_file().read(true).open(&path) {
+        let file = match File::open(&path) {
             Ok(file) => file,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
                 return Err(AgentError::SessionNotFound(id.to_owned()))
             }
-            Err(err) => return Err(write_error(err)),
+            Err(err) => return Err(read_error(&path, err)),
+        };
+        LogReader::new(file, limit.unwrap_or(u64::MAX), path)
+    }
+
+    /// Opens a log for appending: takes its lock, then hands out a reader
+    /// of its events; [`OpenLog::finish`] repairs a torn tail (a partial
+    /// last line is cut, a missing final newline is added) and returns the
+    /// writer.
+    ///
+    /// # Errors
+    /// As [`Self::read`], `session.locked` when another writer holds it,
+    /// or the file cannot be opened for writing.
+    pub fn open(&self, id: &str) -> Result<OpenLog, AgentError> {
+        let path = self.path(id)?;
+        let file = match private_file().read(true).open(&path) {
+            Ok(file) => file,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                return Err(AgentError::SessionNotFound(id.to_owned()))
+            }
+            Err(err) => {
+                return Err(AgentError::LogWrite {
+                    path: path.display().to_string(),
+                    source: err,
+                })
+            }
         };
         lock(&file, id, &path)?;
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes).map_err(|err| {
-            AgentError::Internal(format!("cannot read {}: {err}", path.display()))
-        })?;
-        let parsed = parse_log(&bytes).map_err(AgentError::Log)?;
-        drop(bytes);
-        let len = file.metadata().map_err(write_error)?.len();
-        if (parsed.valid_len as u64) < len {
-            tracing::warn!(
-                session = id,
-                dropped = len - parsed.valid_len as u64,
-                "cutting a torn last line from the session log"
-            );
-            file.set_len(parsed.valid_len as u64).map_err(write_error)?;
-        }
-        if parsed.valid_len > 0 {
-            file.seek(SeekFrom::Start(parsed.valid_len as u64 - 1))
-                .map_err(write_error)?;
-            let mut last = [0u8; 1];
-            file.read_exact(&mut last).map_err(write_error)?;
-            if last[0] != b'\n' {
-                file.seek(SeekFrom::End(0)).map_err(write_error)?;
-                file.write_all(b"\n").map_err(write_error)?;
-            }
-        }
-        let len = file.seek(SeekFrom::End(0)).map_err(write_error)?;
-        let writer = LogWriter {
-            file,
-            path,
-            next_seq: parsed.last_seq + 1,
-            len,
-        };
-        Ok((parsed, writer))
+        let reading = file.try_clone().map_err(|err| read_error(&path, err))?;
+        let reader = LogReader::new(reading, u64::MAX, path)?;
+        Ok(OpenLog { reader, file })
     }
 
     /// Deletes a log, unless another writer holds it.
@@ -201,63 +175,12 @@ impl SessionStore {
         }
     }
 
-    /// Every stored session, newest first (ties by id). Unreadable files are
-    /// skipped with a warning.
+    /// Every stored session, newest first (ties by id). Summaries come
+    /// from the index ([`index`]); only logs written since it was saved
+    /// are read. Unreadable files are skipped with a warning.
     pub fn list(&self) -> Vec<SessionSummary> {
-        let entries = match std::fs::read_dir(&self.dir) {
-            Ok(entries) => entries,
-            Err(_) => return Vec::new(),
-        };
-        let mut summaries: Vec<SessionSummary> = entries
-            .filter_map(Result::ok)
-            .filter_map(|entry| {
-                let path = entry.path();
-                let id = path.file_name()?.to_str()?.strip_suffix(".jsonl")?.to_owned();
-                let updated_at = entry.metadata().ok()?.modified().ok()?;
-                match summarize(&path) {
-                    Ok((header, title)) => Some(SessionSummary { id, cwd: header.cwd, roots: header.roots, title, updated_at }),
-                    Err(err) => {
-                        tracing::warn!(path = %path.display(), %err, "skipping unreadable session log");
-                        None
-                    }
-                }
-            })
-            .collect();
-        summaries.sort_by(|a, b| {
-            b.updated_at
-                .cmp(&a.updated_at)
-                .then_with(|| a.id.cmp(&b.id))
-        });
-        summaries
+        self.index.list(&self.dir)
     }
-}
-
-/// Reads the header and the title from the first 64 KiB of a log (the title
-/// is written with the first prompt, so it is near the top).
-fn summarize(path: &Path) -> Result<(SessionHeader, Option<String>), String> {
-    let mut file = File::open(path).map_err(|err| err.to_string())?;
-    let mut prefix = Vec::with_capacity(8192);
-    Read::by_ref(&mut file)
-        .take(64 * 1024)
-        .read_to_end(&mut prefix)
-        .map_err(|err| err.to_string())?;
-    let mut lines = prefix.split(|b| *b == b'\n');
-    let header: SessionHeader = serde_json::from_slice(lines.next().unwrap_or_default())
-        .map_err(|err| format!("bad header: {err}"))?;
-    let title = lines
-        .filter(|line| memfind(line, b"\"session/title\""))
-        .find_map(|line| serde_json::from_slice::<Event>(line).ok())
-        .and_then(|event| match event.data {
-            EventData::Title { title } => Some(title),
-            _ => None,
-        });
-    Ok((header, title))
-}
-
-fn memfind(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack
-        .windows(needle.len())
-        .any(|window| window == needle)
 }
 
 /// Creates `dir` (0700), or tightens an existing one that others can read.
@@ -313,6 +236,170 @@ fn lock_holder(file: &File) -> Option<u32> {
     })
 }
 
+fn read_error(path: &Path, err: std::io::Error) -> AgentError {
+    AgentError::Internal(format!("cannot read {}: {err}", path.display()))
+}
+
+/// A log read one line at a time: memory holds one line, not the log.
+pub struct LogReader {
+    reader: BufReader<std::io::Take<File>>,
+    parser: LogParser,
+    line: Vec<u8>,
+    /// Where the complete lines read so far end (a torn tail starts here).
+    valid_len: u64,
+    offset: u64,
+    done: bool,
+    path: PathBuf,
+    /// The log's header.
+    pub header: SessionHeader,
+}
+
+impl LogReader {
+    fn new(file: File, limit: u64, path: PathBuf) -> Result<LogReader, AgentError> {
+        let mut reader = LogReader {
+            reader: BufReader::with_capacity(64 * 1024, file.take(limit)),
+            parser: LogParser::default(),
+            line: Vec::new(),
+            valid_len: 0,
+            offset: 0,
+            done: false,
+            path,
+            header: SessionHeader::new(
+                dsh_protocol::SessionId::new(""),
+                0,
+                String::new(),
+                Vec::new(),
+            ),
+        };
+        loop {
+            match reader.next_line()? {
+                Some(LogLine::Header(header)) => {
+                    reader.header = header;
+                    return Ok(reader);
+                }
+                Some(LogLine::Skipped) => {}
+                Some(LogLine::Event(_) | LogLine::Torn) | None => {
+                    return Err(AgentError::Log(LogParser::no_header()))
+                }
+            }
+        }
+    }
+
+    fn next_line(&mut self) -> Result<Option<LogLine>, AgentError> {
+        if self.done {
+            return Ok(None);
+        }
+        self.line.clear();
+        let read = self
+            .reader
+            .read_until(b'\n', &mut self.line)
+            .map_err(|err| read_error(&self.path, err))?;
+        if read == 0 {
+            self.done = true;
+            return Ok(None);
+        }
+        let terminated = self.line.last() == Some(&b'\n');
+        if terminated {
+            self.line.pop();
+        }
+        let last = self
+            .reader
+            .fill_buf()
+            .map_err(|err| read_error(&self.path, err))?
+            .is_empty();
+        let parsed = self
+            .parser
+            .line(&self.line, last)
+            .map_err(AgentError::Log)?;
+        let blank = self.line.iter().all(u8::is_ascii_whitespace);
+        self.offset += read as u64;
+        match parsed {
+            LogLine::Torn => self.done = true,
+            // A complete value without its newline is used (every byte
+            // arrived); the writer adds the missing newline before its next
+            // append.
+            _ if terminated || !blank => self.valid_len = self.offset,
+            _ => {}
+        }
+        if self.line.capacity() > 1 << 20 {
+            self.line = Vec::new();
+        }
+        Ok(Some(parsed))
+    }
+
+    /// The next event, `None` at the end of the log.
+    ///
+    /// # Errors
+    /// An unreadable file or a corrupt line that is not the last.
+    pub fn next_event(&mut self) -> Result<Option<Event>, AgentError> {
+        loop {
+            match self.next_line()? {
+                Some(LogLine::Event(event)) => return Ok(Some(event)),
+                Some(LogLine::Header(_) | LogLine::Skipped) => {}
+                Some(LogLine::Torn) | None => return Ok(None),
+            }
+        }
+    }
+}
+
+impl Iterator for LogReader {
+    type Item = Result<Event, AgentError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_event().transpose()
+    }
+}
+
+/// A log locked for writing whose events are being read.
+pub struct OpenLog {
+    /// Its events.
+    pub reader: LogReader,
+    file: File,
+}
+
+impl OpenLog {
+    /// Reads what is left, repairs a torn tail and returns the writer.
+    ///
+    /// # Errors
+    /// A corrupt line, or the file cannot be repaired.
+    pub fn finish(mut self) -> Result<LogWriter, AgentError> {
+        while self.reader.next_event()?.is_some() {}
+        let path = self.reader.path.clone();
+        let write_error = |source| AgentError::LogWrite {
+            path: path.display().to_string(),
+            source,
+        };
+        let file = &mut self.file;
+        let valid_len = self.reader.valid_len;
+        let len = file.metadata().map_err(write_error)?.len();
+        if valid_len < len {
+            tracing::warn!(
+                path = %path.display(),
+                dropped = len - valid_len,
+                "cutting a torn last line from the session log"
+            );
+            file.set_len(valid_len).map_err(write_error)?;
+        }
+        if valid_len > 0 {
+            file.seek(SeekFrom::Start(valid_len - 1))
+                .map_err(write_error)?;
+            let mut last = [0u8; 1];
+            file.read_exact(&mut last).map_err(write_error)?;
+            if last[0] != b'\n' {
+                file.seek(SeekFrom::End(0)).map_err(write_error)?;
+                file.write_all(b"\n").map_err(write_error)?;
+            }
+        }
+        let len = file.seek(SeekFrom::End(0)).map_err(write_error)?;
+        Ok(LogWriter {
+            file: self.file,
+            path,
+            next_seq: self.reader.parser.last_seq + 1,
+            len,
+        })
+    }
+}
+
 /// Appends events to one log; holds the log's lock until dropped.
 #[derive(Debug)]
 pub struct LogWriter {
@@ -357,6 +444,11 @@ impl LogWriter {
         self.len += line.len() as u64;
         self.next_seq += 1;
         Ok(event)
+    }
+
+    /// Bytes written: the log's complete lines.
+    pub fn written(&self) -> u64 {
+        self.len
     }
 
     /// Flushes to stable storage (end of a turn, close).

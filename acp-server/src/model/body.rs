@@ -1,0 +1,440 @@
+//! The JSON body of a chat-completions request, serialized straight from
+//! the session's history: no JSON tree is built and no message is copied,
+//! so a request over a long conversation costs the bytes it sends and
+//! nothing more (a `serde_json::Value` of it was two more copies of the
+//! whole history per model call).
+
+use std::fmt::{self, Display};
+
+use dsh_protocol::model::{ChatMessage, ToolCallRequest};
+use dsh_protocol::UserContent;
+use serde::ser::{SerializeMap, SerializeSeq};
+use serde::{Serialize, Serializer};
+
+use super::{ModelRequest, ToolSchema};
+use crate::config::{ProviderKind, ThoughtLevel};
+
+/// Serializes the body of one request.
+///
+/// # Errors
+/// Never in practice (every value is a string, number or JSON value); a
+/// failure is reported rather than assumed away.
+pub fn request_body(request: &ModelRequest, kind: ProviderKind) -> serde_json::Result<Vec<u8>> {
+    serde_json::to_vec(&Body { request, kind })
+}
+
+struct Body<'a> {
+    request: &'a ModelRequest,
+    kind: ProviderKind,
+}
+
+impl Serialize for Body<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let request = self.request;
+        let deepseek = self.kind == ProviderKind::Deepseek;
+        let thinking = request.thought_level != ThoughtLevel::Off;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("model", &request.model.id)?;
+        map.serialize_entry("messages", &Messages { request, deepseek })?;
+        map.serialize_entry("stream", &true)?;
+        map.serialize_entry(
+            "stream_options",
+            &StreamOptions {
+                include_usage: true,
+            },
+        )?;
+        if let Some(max_tokens) = request.model.max_tokens {
+            map.serialize_entry("max_tokens", &max_tokens)?;
+        }
+        if !request.tools.is_empty() {
+            map.serialize_entry("tools", &Tools(&request.tools))?;
+        }
+        if deepseek {
+            let kind = if thinking { "enabled" } else { "disabled" };
+            map.serialize_entry("thinking", &Thinking { kind })?;
+            if thinking {
+                map.serialize_entry("reasoning_effort", request.thought_level.as_str())?;
+            }
+        } else if thinking && request.thought_level != ThoughtLevel::High {
+            // Plain OpenAI-compatible servers take `reasoning_effort` when
+            // they support it; "high" is their default so it is left out.
+            map.serialize_entry("reasoning_effort", request.thought_level.as_str())?;
+        }
+        map.end()
+    }
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+#[derive(Serialize)]
+struct Thinking {
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+struct Tools<'a>(&'a [ToolSchema]);
+
+impl Serialize for Tools<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Function<'a> {
+            name: &'a str,
+            description: &'a str,
+            parameters: &'a serde_json::Value,
+        }
+        #[derive(Serialize)]
+        struct Tool<'a> {
+            #[serde(rename = "type")]
+            kind: &'static str,
+            function: Function<'a>,
+        }
+        serializer.collect_seq(self.0.iter().map(|tool| Tool {
+            kind: "function",
+            function: Function {
+                name: &tool.name,
+                description: &tool.description,
+                parameters: &tool.parameters,
+            },
+        }))
+    }
+}
+
+struct Messages<'a> {
+    request: &'a ModelRequest,
+    deepseek: bool,
+}
+
+impl Serialize for Messages<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let request = self.request;
+        let mut seq = serializer.serialize_seq(None)?;
+        if !request.system.is_empty() {
+            seq.serialize_element(&Wire::System {
+                content: &request.system,
+            })?;
+        }
+        for message in &request.messages {
+            seq.serialize_element(&match &**message {
+                ChatMessage::System(text) => Wire::System { content: text },
+                ChatMessage::User(content) => Wire::User {
+                    content: User {
+                        content,
+                        images: request.model.images,
+                    },
+                },
+                ChatMessage::Assistant {
+                    text,
+                    reasoning,
+                    tool_calls,
+                } => Wire::Assistant {
+                    content: text,
+                    tool_calls: (!tool_calls.is_empty()).then_some(Calls(tool_calls)),
+                    // DeepSeek wants its reasoning back on tool turns only.
+                    reasoning_content: (self.deepseek
+                        && !tool_calls.is_empty()
+                        && !reasoning.is_empty())
+                    .then_some(reasoning.as_str()),
+                },
+                ChatMessage::Tool { call_id, content } => Wire::Tool {
+                    tool_call_id: call_id,
+                    content: if content.is_empty() {
+                        "(no output)"
+                    } else {
+                        content
+                    },
+                },
+            })?;
+        }
+        seq.end()
+    }
+}
+
+#[derive(Serialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+enum Wire<'a> {
+    System {
+        content: &'a str,
+    },
+    User {
+        content: User<'a>,
+    },
+    Assistant {
+        content: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        tool_calls: Option<Calls<'a>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reasoning_content: Option<&'a str>,
+    },
+    Tool {
+        tool_call_id: &'a str,
+        content: &'a str,
+    },
+}
+
+struct Calls<'a>(&'a [ToolCallRequest]);
+
+impl Serialize for Calls<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Function<'a> {
+            name: &'a str,
+            arguments: &'a str,
+        }
+        #[derive(Serialize)]
+        struct Call<'a> {
+            id: &'a str,
+            #[serde(rename = "type")]
+            kind: &'static str,
+            function: Function<'a>,
+        }
+        serializer.collect_seq(self.0.iter().map(|call| Call {
+            id: call.id.as_str(),
+            kind: "function",
+            function: Function {
+                name: &call.name,
+                arguments: &call.arguments,
+            },
+        }))
+    }
+}
+
+/// User content: one string when there is no image (the blocks' texts
+/// joined by blank lines), else the OpenAI content-part array.
+struct User<'a> {
+    content: &'a [UserContent],
+    images: bool,
+}
+
+impl Serialize for User<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let has_image = self.images
+            && self
+                .content
+                .iter()
+                .any(|block| matches!(block, UserContent::Image { .. }));
+        if !has_image {
+            return serializer.collect_str(&JoinedText(self.content));
+        }
+        #[derive(Serialize)]
+        struct Url<'a> {
+            url: &'a str,
+        }
+        let mut seq = serializer.serialize_seq(None)?;
+        for block in self.content {
+            if let UserContent::Image { mime_type, data } = block {
+                let url = format!("data:{mime_type};base64,{data}");
+                seq.serialize_element(&ImagePart {
+                    kind: "image_url",
+                    image_url: Url { url: &url },
+                })?;
+            } else if let Some(text) = BlockText::of(block, self.images) {
+                seq.serialize_element(&TextPart {
+                    kind: "text",
+                    text: Shown(&text),
+                })?;
+            }
+        }
+        return seq.end();
+
+        #[derive(Serialize)]
+        struct ImagePart<'a> {
+            #[serde(rename = "type")]
+            kind: &'static str,
+            image_url: Url<'a>,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct TextPart<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    text: Shown<'a>,
+}
+
+/// A text shown to the model, serialized as a string without being built.
+struct Shown<'a>(&'a BlockText<'a>);
+
+impl Serialize for Shown<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self.0)
+    }
+}
+
+/// What the model reads for one content block.
+enum BlockText<'a> {
+    Text(&'a str),
+    Link { uri: &'a str, name: &'a str },
+    Resource { uri: &'a str, text: &'a str },
+    OmittedImage { mime_type: &'a str, data: &'a str },
+}
+
+impl<'a> BlockText<'a> {
+    /// `None` for an image the model takes as an image (and for kinds of
+    /// content a later version may add).
+    fn of(block: &'a UserContent, images: bool) -> Option<BlockText<'a>> {
+        Some(match block {
+            UserContent::Text { text } => BlockText::Text(text),
+            UserContent::ResourceLink { uri, name } => BlockText::Link { uri, name },
+            UserContent::Resource { uri, text, .. } => BlockText::Resource { uri, text },
+            UserContent::Image { .. } if images => return None,
+            UserContent::Image { mime_type, data } => BlockText::OmittedImage { mime_type, data },
+            _ => return None,
+        })
+    }
+}
+
+impl Display for BlockText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BlockText::Text(text) => f.write_str(text),
+            BlockText::Link { uri, name } => write!(f, "[resource_link name={name} uri={uri}]"),
+            BlockText::Resource { uri, text } => {
+                write!(f, "<resource uri=\"{uri}\">\n{text}\n</resource>")
+            }
+            BlockText::OmittedImage { mime_type, data } => {
+                // Decoded size, without decoding (prompts are checked to
+                // be valid base64).
+                let padding = data.bytes().rev().take_while(|b| *b == b'=').count();
+                let bytes = (data.len() / 4 * 3).saturating_sub(padding);
+                write!(f, "[image omitted: {mime_type}, {bytes} bytes; the selected model does not accept images — switch to a vision model to use it]")
+            }
+        }
+    }
+}
+
+/// The texts of a prompt's blocks joined by blank lines.
+struct JoinedText<'a>(&'a [UserContent]);
+
+impl Display for JoinedText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut first = true;
+        for block in self.0 {
+            if let Some(text) = BlockText::of(block, false) {
+                if !first {
+                    f.write_str("\n\n")?;
+                }
+                first = false;
+                write!(f, "{text}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::config::builtin_models;
+
+    fn json(request: &ModelRequest, kind: ProviderKind) -> serde_json::Value {
+        serde_json::from_slice(&request_body(request, kind).unwrap()).unwrap()
+    }
+
+    fn request(level: ThoughtLevel) -> ModelRequest {
+        ModelRequest {
+            model: builtin_models()[0].clone(),
+            thought_level: level,
+            system: "sys".into(),
+            messages: [
+                ChatMessage::User(vec![
+                    UserContent::text("hi"),
+                    UserContent::ResourceLink {
+                        uri: "file:///a".into(),
+                        name: "a".into(),
+                    },
+                ]),
+                ChatMessage::Assistant {
+                    text: String::new(),
+                    reasoning: "because".into(),
+                    tool_calls: vec![ToolCallRequest {
+                        id: "c".into(),
+                        name: "read".into(),
+                        arguments: "{}".into(),
+                        provider_id: None,
+                    }],
+                },
+                ChatMessage::Tool {
+                    call_id: "c".into(),
+                    content: String::new(),
+                },
+                ChatMessage::Assistant {
+                    text: "done".into(),
+                    reasoning: "r2".into(),
+                    tool_calls: vec![],
+                },
+            ]
+            .into_iter()
+            .map(Arc::new)
+            .collect(),
+            tools: vec![],
+            session_id: "s".into(),
+        }
+    }
+
+    #[test]
+    fn deepseek_body_has_thinking_and_passback_only_on_tool_turns() {
+        let body = json(&request(ThoughtLevel::Max), ProviderKind::Deepseek);
+        assert_eq!(body["thinking"]["type"], "enabled");
+        assert_eq!(body["reasoning_effort"], "max");
+        assert_eq!(body["stream"], true);
+        assert_eq!(body["stream_options"]["include_usage"], true);
+        assert_eq!(
+            body["messages"][1]["content"],
+            "hi\n\n[resource_link name=a uri=file:///a]"
+        );
+        assert_eq!(body["messages"][2]["reasoning_content"], "because");
+        assert_eq!(body["messages"][3]["content"], "(no output)");
+        assert!(body["messages"][4].get("reasoning_content").is_none());
+
+        let off = json(&request(ThoughtLevel::Off), ProviderKind::Deepseek);
+        assert_eq!(off["thinking"]["type"], "disabled");
+        assert!(off.get("reasoning_effort").is_none());
+
+        let openai = json(&request(ThoughtLevel::High), ProviderKind::Openai);
+        assert!(openai.get("thinking").is_none());
+        assert!(openai["messages"][2].get("reasoning_content").is_none());
+    }
+
+    #[test]
+    fn images_are_parts_for_vision_models_and_described_for_others() {
+        let mut request = request(ThoughtLevel::Off);
+        request.messages = vec![Arc::new(ChatMessage::User(vec![
+            UserContent::text("look"),
+            UserContent::Image {
+                mime_type: "image/png".into(),
+                data: "aGVsbG8=".into(),
+            },
+            UserContent::Resource {
+                uri: "file:///r".into(),
+                text: "body \"quoted\"".into(),
+                mime_type: None,
+            },
+        ]))];
+        request.model.images = true;
+        let body = json(&request, ProviderKind::Openai);
+        assert_eq!(
+            body["messages"][1]["content"],
+            serde_json::json!([
+                {"type": "text", "text": "look"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,aGVsbG8="}},
+                {"type": "text", "text": "<resource uri=\"file:///r\">\nbody \"quoted\"\n</resource>"},
+            ])
+        );
+        request.model.images = false;
+        let body = json(&request, ProviderKind::Openai);
+        assert_eq!(
+            body["messages"][1]["content"],
+            "look\n\n[image omitted: image/png, 5 bytes; the selected model does not accept images — switch to a vision model to use it]\n\n<resource uri=\"file:///r\">\nbody \"quoted\"\n</resource>"
+        );
+        assert_eq!(
+            body["messages"][0],
+            serde_json::json!({"role": "system", "content": "sys"})
+        );
+    }
+}
