@@ -84,6 +84,19 @@ pub trait Frontend: Send + Sync {
     /// Delivers one update.
     fn send(&self, update: AgentUpdate);
 
+    /// Starts a run of streamed deltas (message and thought chunks) sent
+    /// with [`Frontend::send_streamed`]; resolves when they may go.
+    fn begin_streaming(&self) -> BoxFuture<'_, ()> {
+        Box::pin(std::future::ready(()))
+    }
+
+    /// Sends one streamed delta, after [`Frontend::begin_streaming`]. A
+    /// front end may take a faster path for these, as long as they stay
+    /// behind everything sent before the run began.
+    fn send_streamed(&self, update: AgentUpdate) {
+        self.send(update);
+    }
+
     /// Whether the editor is behind: updates sent but not yet read past a
     /// high-water mark. A streaming turn then stops sending, merges what
     /// keeps arriving, and waits for [`Frontend::drained`].

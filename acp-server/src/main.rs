@@ -155,14 +155,27 @@ async fn serve_acp() -> ExitCode {
         .unwrap_or(transport::DEFAULT_MAX_FRAME);
     let (input, output) = transport::stdio();
     let transport = transport::transport(input, output, max_frame);
+    // The connection runs as its own task: waking it (every frame) does
+    // not poll the signal listeners too.
+    let backlog = transport.backlog.clone();
+    let mut connection = tokio::spawn(dsh_acp_server::acp::serve(
+        agent.clone(),
+        transport.lines,
+        transport.backlog,
+    ));
     let served = tokio::select! {
-        served = dsh_acp_server::acp::serve(agent.clone(), transport.lines, transport.backlog) => served.map_err(|err| format!("{err:?}")),
+        served = &mut connection => match served {
+            Ok(served) => served.map_err(|err| format!("{err:?}")),
+            Err(err) => Err(format!("the connection task failed: {err}")),
+        },
         signal = shutdown_signal() => {
             tracing::info!(signal, "shutting down");
+            connection.abort();
             Ok(())
         }
     };
     agent.shutdown().await;
+    backlog.disconnect();
     if tokio::time::timeout(std::time::Duration::from_secs(2), transport.writer)
         .await
         .is_err()

@@ -242,3 +242,84 @@ async fn a_closed_session_can_be_loaded_again_in_the_same_process() {
     "#]]
     .assert_eq(&render(&replay, &world.cwd()));
 }
+
+/// A frontend that falls behind after its fifth update and catches up
+/// when the test says so.
+#[derive(Default)]
+struct Lagging {
+    updates: std::sync::Mutex<Vec<AgentUpdate>>,
+    behind: std::sync::atomic::AtomicBool,
+    caught_up: tokio::sync::Notify,
+}
+
+impl dsh_acp_server::frontend::Frontend for Lagging {
+    fn send(&self, update: AgentUpdate) {
+        let mut updates = self.updates.lock().unwrap();
+        updates.push(update);
+        if updates.len() == 5 {
+            self.behind.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    fn congested(&self) -> bool {
+        self.behind.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn drained(&self) -> futures::future::BoxFuture<'_, ()> {
+        Box::pin(async move {
+            while self.congested() {
+                let notified = self.caught_up.notified();
+                if !self.congested() {
+                    break;
+                }
+                notified.await;
+            }
+        })
+    }
+}
+
+/// Backpressure: while the editor is behind, the turn keeps reading the
+/// model and merges what arrives; once it catches up, that goes out as
+/// one update, and the turn streams on.
+#[tokio::test]
+async fn a_turn_holds_and_merges_deltas_while_the_editor_is_behind() {
+    let chunks: Vec<serde_json::Value> =
+        (0..60).map(|i| json!({"text": format!("{i} ")})).collect();
+    let world = World::new(&[json!({"chunks": chunks, "delay_ms": 2, "finish": "stop"})]);
+    let session = world.session().await;
+    let frontend = std::sync::Arc::new(Lagging::default());
+    let ticket = world.agent.begin_prompt(&session).unwrap();
+    let turn = world
+        .agent
+        .prompt(ticket, vec![UserContent::text("count")], &*frontend);
+    let lag = async {
+        tokio::time::sleep(std::time::Duration::from_millis(60)).await;
+        frontend
+            .behind
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        frontend.caught_up.notify_waiters();
+    };
+    let (stopped, ()) = tokio::join!(turn, lag);
+    assert_eq!(format!("{:?}", stopped.unwrap()), "EndTurn");
+    let texts: Vec<String> = frontend
+        .updates
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|update| match update {
+            AgentUpdate::MessageChunk(text) => Some(text.clone()),
+            _ => None,
+        })
+        .collect();
+    let expected: String = (0..60).map(|i| format!("{i} ")).collect();
+    assert_eq!(texts.concat(), expected, "nothing lost or reordered");
+    // Before: one update per delta (they arrive 2 ms apart). While behind
+    // (60 ms): nothing sent. Then one update with everything held.
+    let held = texts
+        .iter()
+        .map(|text| text.split_whitespace().count())
+        .max()
+        .unwrap();
+    assert!(held >= 10, "held deltas went out merged: {texts:?}");
+    assert!(texts.len() < 60 - 10, "{} updates", texts.len());
+}

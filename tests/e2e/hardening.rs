@@ -12,7 +12,9 @@ use agent_client_protocol::v1::schema::{
 };
 use serde_json::{json, Value};
 
-use crate::support::{call, calls, procs, reply, tool_result, Answer, ClientSim, TestEnv};
+use crate::support::{
+    call, calls, peak_rss, procs, reply, tool_result, Answer, ClientSim, TestEnv,
+};
 
 fn select(kind: PermissionOptionKind) -> Answer {
     Answer::Select(kind)
@@ -42,17 +44,6 @@ fn request_text(request: &RequestPermissionRequest) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
-}
-
-/// Peak resident memory of a process, bytes (`VmHWM`).
-fn peak_rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
-        .and_then(|kb| kb.trim().trim_end_matches(" kB").trim().parse::<u64>().ok())
-        .unwrap()
-        * 1024
 }
 
 /// Item 1: a language server shipped inside the workspace is a command from

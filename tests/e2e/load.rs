@@ -92,17 +92,7 @@ async fn fifty_concurrent_sessions_stream_and_run_tools_without_cross_talk() {
             .unwrap();
         assert_eq!(&reply["data"]["text"], text.as_str());
     }
-    let pid = conn.child.id().unwrap();
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let rss_kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let rss_kib = crate::support::rss(conn.child.id().unwrap()) / 1024;
     eprintln!(
         "RSS with 50 sessions after their prompts: {} MB",
         rss_kib / 1024

@@ -3,6 +3,7 @@
 
 mod support;
 
+mod backpressure;
 mod faults;
 mod fuzz;
 mod hardening;

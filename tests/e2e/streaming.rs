@@ -104,7 +104,15 @@ async fn streams_thoughts_then_message_with_usage_and_logs_the_turn() {
     assert_eq!(events[4]["data"]["stop"], "end_turn");
     let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
     assert_eq!(seqs, [1, 2, 3, 4, 5]);
+    // Idle after a streamed turn, dsh exits at once on EOF (nothing keeps
+    // its stdout writer waiting).
+    let started = Instant::now();
     conn.finish().await;
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "dsh took {:?} to exit after EOF",
+        started.elapsed()
+    );
 }
 
 #[tokio::test]

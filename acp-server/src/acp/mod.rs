@@ -86,12 +86,12 @@ pub async fn serve(
     let ctx = Ctx {
         agent,
         caps: Arc::new(RwLock::new(ClientCaps::default())),
-        backlog,
+        backlog: backlog.clone(),
     };
     let c = || ctx.clone();
     let (c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12) =
         (c(), c(), c(), c(), c(), c(), c(), c(), c(), c(), c(), c());
-    AgentRole
+    let served = AgentRole
         .v1()
         .name("dsh")
         .on_receive_request(
@@ -171,5 +171,7 @@ pub async fn serve(
             agent_client_protocol::on_receive_notification!(),
         )
         .connect_to(transport)
-        .await
+        .await;
+    backlog.disconnect();
+    served
 }

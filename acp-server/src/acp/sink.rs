@@ -39,6 +39,41 @@ impl Frontend for AcpSink {
         }
     }
 
+    fn begin_streaming(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let fence = self.backlog.fence();
+            let sent = agent_client_protocol::UntypedMessage::new(
+                super::transport::FENCE,
+                serde_json::Value::Object(Default::default()),
+            )
+            .and_then(|message| self.cx.send_notification(message));
+            if let Err(err) = sent {
+                tracing::debug!(error = ?err, "client connection gone; no fence");
+                return;
+            }
+            self.backlog.fence_passed(fence).await;
+        })
+    }
+
+    fn send_streamed(&self, update: AgentUpdate) {
+        #[derive(serde::Serialize)]
+        struct Frame<'a> {
+            jsonrpc: &'static str,
+            method: &'static str,
+            params: &'a SessionNotification,
+        }
+        let notification =
+            SessionNotification::new(self.session_id.clone(), convert::session_update(update));
+        match serde_json::to_string(&Frame {
+            jsonrpc: "2.0",
+            method: "session/update",
+            params: &notification,
+        }) {
+            Ok(frame) => self.backlog.send_direct(frame),
+            Err(err) => tracing::error!(%err, "cannot serialize an update; dropped"),
+        }
+    }
+
     fn congested(&self) -> bool {
         self.backlog.congested()
     }

@@ -176,13 +176,17 @@ fn httpdate(value: &str) -> Option<std::time::SystemTime> {
 
 /// Decodes the body as the consumer polls it: no task of its own, so a
 /// chunk goes from the connection to the turn without another hop. The
-/// idle timeout counts from the last bytes received (one timer, re-armed
-/// only when it fires early). Error messages never carry the key.
+/// idle timeout counts the time spent waiting for bytes (one timer,
+/// re-armed only when it fires early). Error messages never carry the key.
 fn event_stream(response: reqwest::Response, idle: Duration, key: String) -> EventStream {
+    body_events(response.bytes_stream().boxed(), idle, key)
+}
+
+fn body_events(body: Body, idle: Duration, key: String) -> EventStream {
     Box::pin(BodyEvents {
-        body: response.bytes_stream().boxed(),
+        body,
         idle,
-        last_read: tokio::time::Instant::now(),
+        waiting_since: None,
         timer: Box::pin(tokio::time::sleep(idle)),
         decoder: SseDecoder::default(),
         parser: ChunkParser::default(),
@@ -199,7 +203,11 @@ type Body = futures::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>;
 struct BodyEvents {
     body: Body,
     idle: Duration,
-    last_read: tokio::time::Instant,
+    /// When the current wait for bytes began (`None` while bytes come).
+    /// The idle timeout counts only time spent waiting on the provider: a
+    /// turn that stopped reading for a while (an editor that fell behind)
+    /// is not a silent provider.
+    waiting_since: Option<tokio::time::Instant>,
     timer: std::pin::Pin<Box<tokio::time::Sleep>>,
     decoder: SseDecoder,
     parser: ChunkParser,
@@ -211,27 +219,30 @@ struct BodyEvents {
 }
 
 impl BodyEvents {
-    fn parse_payloads(&mut self) -> Result<(), ModelError> {
-        for payload in self.payloads.drain(..) {
-            self.parser.parse(&payload, &mut self.scratch)?;
-        }
+    /// Decodes the next buffered event's payload into events; false when
+    /// no complete event is buffered.
+    fn decode_one(&mut self) -> Result<bool, ModelError> {
+        let Some(payload) = self.decoder.next_payload()? else {
+            return Ok(false);
+        };
+        self.parser.parse(&payload, &mut self.scratch)?;
         self.events.extend(self.scratch.drain(..));
-        Ok(())
-    }
-
-    fn received(&mut self, bytes: &[u8]) -> Result<(), ModelError> {
-        self.decoder.feed(bytes, &mut self.payloads)?;
-        self.parse_payloads()?;
         if self.parser.is_done() {
             self.end()?;
         }
-        Ok(())
+        Ok(true)
     }
 
     fn end(&mut self) -> Result<(), ModelError> {
         self.done = true;
+        // Whatever complete events are still buffered come first.
+        while let Some(payload) = self.decoder.next_payload()? {
+            self.payloads.push(payload);
+        }
         self.decoder.finish(&mut self.payloads);
-        self.parse_payloads()?;
+        for payload in self.payloads.drain(..) {
+            self.parser.parse(&payload, &mut self.scratch)?;
+        }
         self.parser.end(&mut self.scratch)?;
         self.events.extend(self.scratch.drain(..));
         Ok(())
@@ -265,12 +276,15 @@ impl futures::Stream for BodyEvents {
             if this.done {
                 return Poll::Ready(None);
             }
+            match this.decode_one() {
+                Ok(true) => continue,
+                Ok(false) => {}
+                Err(error) => return this.fail(error),
+            }
             match this.body.as_mut().poll_next(cx) {
                 Poll::Ready(Some(Ok(bytes))) => {
-                    this.last_read = tokio::time::Instant::now();
-                    if let Err(error) = this.received(&bytes) {
-                        return this.fail(error);
-                    }
+                    this.waiting_since = None;
+                    this.decoder.push(&bytes);
                 }
                 Poll::Ready(Some(Err(err))) => {
                     return this.fail(ModelError::new(
@@ -287,12 +301,15 @@ impl futures::Stream for BodyEvents {
                     }
                 }
                 Poll::Pending => loop {
+                    let since = *this
+                        .waiting_since
+                        .get_or_insert_with(tokio::time::Instant::now);
                     match std::future::Future::poll(this.timer.as_mut(), cx) {
                         Poll::Pending => return Poll::Pending,
-                        // Fired: idle, unless bytes came since it was armed
-                        // (then it is armed again from the last read).
+                        // Fired: idle, unless the wait began after it was
+                        // armed (then it is armed again from that).
                         Poll::Ready(()) => {
-                            let deadline = this.last_read + this.idle;
+                            let deadline = since + this.idle;
                             if tokio::time::Instant::now() >= deadline {
                                 return this.fail(this.idle_error());
                             }
@@ -317,6 +334,37 @@ impl BodyEvents {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The idle timeout counts time spent waiting on the provider, not
+    /// time the turn spent elsewhere (held by an editor that fell behind).
+    #[tokio::test(start_paused = true)]
+    async fn the_idle_timeout_counts_only_waiting() {
+        let (tx, rx) = futures::channel::mpsc::unbounded::<reqwest::Result<bytes::Bytes>>();
+        let mut events = body_events(rx.boxed(), Duration::from_millis(500), String::new());
+        let event = |text: &str| {
+            Ok(bytes::Bytes::from(format!(
+                "data: {{\"choices\":[{{\"delta\":{{\"content\":\"{text}\"}}}}]}}\n\n"
+            )))
+        };
+        tx.unbounded_send(event("one")).unwrap();
+        assert!(matches!(events.next().await, Some(Ok(StreamEvent::TextDelta(t))) if t == "one"));
+        // The turn looks away for 700 ms (more than the timeout) without
+        // polling; then it waits, and the provider answers 300 ms later.
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let late = tx.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            late.unbounded_send(event("two")).unwrap();
+        });
+        assert!(matches!(events.next().await, Some(Ok(StreamEvent::TextDelta(t))) if t == "two"));
+        // A provider silent for the whole timeout is still abandoned.
+        let started = tokio::time::Instant::now();
+        match events.next().await {
+            Some(Err(error)) => assert_eq!(error.code, ErrorCode::ModelTimeout),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(started.elapsed(), Duration::from_millis(500));
+    }
 
     #[test]
     fn retry_after_forms() {

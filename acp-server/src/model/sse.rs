@@ -10,25 +10,39 @@ use serde::Deserialize;
 
 use super::ModelError;
 
-/// Splits a byte stream into SSE `data` payloads.
+/// Splits a byte stream into SSE `data` payloads, one at a time: bytes
+/// are buffered as they arrive and decoded only as far as the consumer
+/// asks, so the first event of a large read goes out before the rest is
+/// parsed.
 #[derive(Debug, Default)]
 pub struct SseDecoder {
     buf: Vec<u8>,
+    /// Where the undecoded bytes start.
+    pos: usize,
     data: String,
     has_data: bool,
 }
 
 impl SseDecoder {
-    /// Feeds bytes; complete event payloads are pushed to `out`.
+    /// Buffers bytes.
+    pub fn push(&mut self, bytes: &[u8]) {
+        // Drop what was decoded before the buffer grows again.
+        if self.pos > 0 && self.pos * 2 >= self.buf.len() {
+            self.buf.drain(..self.pos);
+            self.pos = 0;
+        }
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// The next complete event's payload, if the buffer holds one.
     ///
     /// # Errors
     /// A line that is not UTF-8.
-    pub fn feed(&mut self, bytes: &[u8], out: &mut Vec<String>) -> Result<(), ModelError> {
-        self.buf.extend_from_slice(bytes);
-        let mut start = 0;
-        while let Some(pos) = self.buf[start..].iter().position(|b| *b == b'\n') {
-            let end = start + pos;
-            let mut line = &self.buf[start..end];
+    pub fn next_payload(&mut self) -> Result<Option<String>, ModelError> {
+        while let Some(at) = self.buf[self.pos..].iter().position(|b| *b == b'\n') {
+            let end = self.pos + at;
+            let mut line = &self.buf[self.pos..end];
+            self.pos = end + 1;
             if line.last() == Some(&b'\r') {
                 line = &line[..line.len() - 1];
             }
@@ -40,8 +54,8 @@ impl SseDecoder {
             })?;
             if line.is_empty() {
                 if self.has_data {
-                    out.push(std::mem::take(&mut self.data));
                     self.has_data = false;
+                    return Ok(Some(std::mem::take(&mut self.data)));
                 }
             } else if let Some(value) = line.strip_prefix("data:") {
                 let value = value.strip_prefix(' ').unwrap_or(value);
@@ -52,9 +66,19 @@ impl SseDecoder {
                 self.has_data = true;
             }
             // `event:`, `id:`, `retry:` and `:` comments carry nothing we use.
-            start = end + 1;
         }
-        self.buf.drain(..start);
+        Ok(None)
+    }
+
+    /// Feeds bytes; every complete event payload is pushed to `out`.
+    ///
+    /// # Errors
+    /// A line that is not UTF-8.
+    pub fn feed(&mut self, bytes: &[u8], out: &mut Vec<String>) -> Result<(), ModelError> {
+        self.push(bytes);
+        while let Some(payload) = self.next_payload()? {
+            out.push(payload);
+        }
         Ok(())
     }
 

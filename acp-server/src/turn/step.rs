@@ -18,6 +18,9 @@ use crate::model::{ModelError, ModelRequest};
 use crate::prompt::system_prompt;
 use crate::update::AgentUpdate;
 
+/// Events already received that one update may merge.
+const MERGE_AT_MOST: usize = 64;
+
 /// The model's reply to one step, assembled from deltas.
 #[derive(Default)]
 struct Reply {
@@ -148,7 +151,7 @@ impl Unsent {
 
     fn send(&mut self, out: &dyn crate::frontend::Frontend) {
         for (kind, text) in self.0.drain(..) {
-            out.send(match kind {
+            out.send_streamed(match kind {
                 Delta::Message => AgentUpdate::MessageChunk(text),
                 Delta::Thought => AgentUpdate::ThoughtChunk(text),
             });
@@ -227,25 +230,46 @@ impl Turn<'_> {
 
         let mut reply = Reply::default();
         let mut unsent = Unsent::default();
+        // Whether the stream made the turn wait since it last sent: a
+        // stream that is always ready would otherwise keep this task
+        // running, and what it sent would not reach the editor until the
+        // reply ends.
+        let waited = std::sync::atomic::AtomicBool::new(true);
+        // Deltas go out after what was sent before them (see
+        // `Frontend::begin_streaming`), once per step.
+        let mut streaming = false;
         let end = loop {
             // Deltas go out as soon as nothing more is ready, unless the
             // editor is behind: then they wait, merged, while the stream
             // keeps being read.
             if !unsent.is_empty() && !self.frontend.congested() {
+                if !streaming {
+                    self.frontend.begin_streaming().await;
+                    streaming = true;
+                } else if !waited.swap(false, std::sync::atomic::Ordering::Relaxed) {
+                    tokio::task::yield_now().await;
+                }
                 unsent.send(self.frontend);
             }
             let next = tokio::select! {
                 biased;
                 () = self.cancel.cancelled() => break StepEnd::Cancelled,
                 () = self.frontend.drained(), if !unsent.is_empty() => continue,
-                next = stream.next() => next,
+                next = futures::future::poll_fn(|cx| {
+                    let next = stream.poll_next_unpin(cx);
+                    if next.is_pending() {
+                        waited.store(true, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    next
+                }) => next,
             };
             if let Some(end) = reply.take(next, &mut unsent) {
                 break end;
             }
-            // Everything already buffered joins this update.
+            // What has already arrived joins this update (a bounded number
+            // of events, so a fast stream still goes out as it comes).
             let mut ended = None;
-            while let Some(next) = stream.next().now_or_never() {
+            for next in std::iter::from_fn(|| stream.next().now_or_never()).take(MERGE_AT_MOST) {
                 if let Some(end) = reply.take(next, &mut unsent) {
                     ended = Some(end);
                     break;
@@ -255,6 +279,9 @@ impl Turn<'_> {
                 break end;
             }
         };
+        if !unsent.is_empty() && !streaming {
+            self.frontend.begin_streaming().await;
+        }
         unsent.send(self.frontend);
         drop(stream);
 

@@ -22,6 +22,8 @@ struct State {
     emissions: Vec<(std::time::Instant, std::time::Instant)>,
     /// When each request's body had arrived.
     arrivals: Vec<std::time::Instant>,
+    /// Keep no request bodies or heads (long soaks).
+    forget: bool,
 }
 
 /// A running mock server; it stops when dropped.
@@ -91,6 +93,12 @@ impl MockModel {
     /// Raw request heads received so far.
     pub fn heads(&self) -> Vec<String> {
         self.state.lock().unwrap().headers.clone()
+    }
+
+    /// Stops recording request bodies and heads (a soak sends thousands
+    /// of growing bodies).
+    pub fn forget_requests(&self) {
+        self.state.lock().unwrap().forget = true;
     }
 
     /// Responses not yet served.
@@ -165,8 +173,10 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>) {
     let entry = {
         let mut state = state.lock().unwrap();
         state.arrivals.push(std::time::Instant::now());
-        state.requests.push(body);
-        state.headers.push(head);
+        if !state.forget {
+            state.requests.push(body);
+            state.headers.push(head);
+        }
         state.queue.pop_front()
     };
     let Some(entry) = entry else {

@@ -701,6 +701,25 @@ pub fn validate_frames(frames: &[String]) {
     validate_exchange(&[], frames);
 }
 
+/// Peak resident memory of a process, bytes (`VmHWM`).
+pub fn peak_rss(pid: u32) -> u64 {
+    proc_status_kib(pid, "VmHWM:") * 1024
+}
+
+/// Resident memory of a process now, bytes (`VmRSS`).
+pub fn rss(pid: u32) -> u64 {
+    proc_status_kib(pid, "VmRSS:") * 1024
+}
+
+fn proc_status_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field))
+        .and_then(|kb| kb.trim().trim_end_matches(" kB").trim().parse::<u64>().ok())
+        .unwrap()
+}
+
 /// A raw line-level connection for malformed-input tests.
 pub struct Raw {
     pub child: tokio::process::Child,
