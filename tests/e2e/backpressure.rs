@@ -92,9 +92,15 @@ async fn an_editor_that_stops_reading_loses_nothing_and_costs_bounded_memory() {
     let before = rss(pid);
     raw.send(json!({"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":session,"prompt":[{"type":"text","text":"stream"}]}}))
         .await;
-    // The editor looks away for two seconds: the whole reply (4 MB of
-    // text, 100,000 deltas) arrives from the model meanwhile.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The editor looks away until the whole reply (4 MB of text, 100,000
+    // deltas) has been written by the model, and a little longer for dsh
+    // to take in what the socket still holds.
+    let away = std::time::Instant::now();
+    while env.mock.written() == 0 {
+        assert!(away.elapsed() < Duration::from_secs(60), "the model could not write its reply");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
     let peak = peak_rss(pid);
     let (mut text, mut updates) = (String::new(), 0usize);
     let answer = loop {

@@ -20,6 +20,8 @@ struct State {
     first_events: Vec<std::time::Instant>,
     /// Paced streams: when the first and the last event were written.
     emissions: Vec<(std::time::Instant, std::time::Instant)>,
+    /// Streamed responses written to the end.
+    written: usize,
     /// When each request's body had arrived.
     arrivals: Vec<std::time::Instant>,
     /// Keep no request bodies or heads (long soaks).
@@ -114,6 +116,12 @@ impl MockModel {
     /// Paced streams: when their first and last events were written.
     pub fn emissions(&self) -> Vec<(std::time::Instant, std::time::Instant)> {
         self.state.lock().unwrap().emissions.clone()
+    }
+
+    /// Streamed responses written to the end (the last byte handed to
+    /// the socket).
+    pub fn written(&self) -> usize {
+        self.state.lock().unwrap().written
     }
 
     /// When each request's body had arrived.
@@ -272,7 +280,9 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>) {
         }
     }
     pending.extend_from_slice(b"data: [DONE]\n\n");
-    let _ = stream.write_all(&pending).await;
+    if stream.write_all(&pending).await.is_ok() {
+        state.lock().unwrap().written += 1;
+    }
     let _ = stream.shutdown().await;
 }
 
