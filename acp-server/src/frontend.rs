@@ -84,13 +84,14 @@ pub trait Frontend: Send + Sync {
     /// Delivers one update.
     fn send(&self, update: AgentUpdate);
 
-    /// Starts a run of streamed deltas (message and thought chunks) sent
-    /// with [`Frontend::send_streamed`]; resolves when they may go.
+    /// Starts a run of updates sent with [`Frontend::send_streamed`] —
+    /// a step's streamed deltas (message and thought chunks), or a whole
+    /// replay; resolves when they may go.
     fn begin_streaming(&self) -> BoxFuture<'_, ()> {
         Box::pin(std::future::ready(()))
     }
 
-    /// Sends one streamed delta, after [`Frontend::begin_streaming`]. A
+    /// Sends one update of a run, after [`Frontend::begin_streaming`]. A
     /// front end may take a faster path for these, as long as they stay
     /// behind everything sent before the run began.
     fn send_streamed(&self, update: AgentUpdate) {

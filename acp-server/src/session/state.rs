@@ -62,13 +62,19 @@ impl SessionState {
         replay: Option<&dyn Frontend>,
     ) -> Result<SessionState, AgentError> {
         let mut state = SessionState::new(config);
+        // Replay goes out as one run, behind whatever was sent before.
+        let replay = replay.map(|out| {
+            let runtime = tokio::runtime::Handle::current();
+            runtime.block_on(out.begin_streaming());
+            (out, runtime)
+        });
         let show = |updates: Vec<AgentUpdate>| {
-            if let Some(out) = replay {
+            if let Some((out, runtime)) = &replay {
                 for update in updates {
-                    out.send(update);
+                    out.send_streamed(update);
                 }
                 if out.congested() {
-                    tokio::runtime::Handle::current().block_on(out.drained());
+                    runtime.block_on(out.drained());
                 }
             }
         };

@@ -111,6 +111,8 @@ async fn main() {
             // The streaming-cost rows alone (for profiling).
             "stream-cost" => stream::cost(&bench).await,
             "scale" => scale::rows(&bench).await,
+            // The session/load rows alone (for profiling).
+            "load" => scale::load(&bench).await,
             "lsp" => lsp::lsp_rows(&bench.scratch).await,
             "all" => {
                 start_rows(&bench).await;
@@ -118,7 +120,7 @@ async fn main() {
                 scale::rows(&bench).await;
                 lsp::lsp_rows(&bench.scratch).await;
             }
-            other => panic!("unknown mode {other:?}: all, stream, scale, soak, lsp"),
+            other => panic!("unknown mode {other:?}: all, stream, stream-cost, scale, load, soak, lsp"),
         }
     }
     let _ = std::fs::remove_dir_all(&bench.scratch);

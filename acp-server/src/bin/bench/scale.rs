@@ -104,7 +104,7 @@ async fn page(proc: &mut Proc) -> f64 {
 
 /// `session/load` of 1k, 10k and 100k-event sessions, answered as the
 /// client sees it (replay included), and dsh's memory after it.
-async fn load(bench: &Bench) {
+pub async fn load(bench: &Bench) {
     for events in [1_000usize, 10_000, 100_000] {
         let id = format!("bench-load-{events}");
         write_session(&bench.home, &bench.cwd, &id, events, 0);
