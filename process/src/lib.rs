@@ -229,6 +229,21 @@ pub fn forbid_inspection() {
     }
 }
 
+/// Returns the allocator's free pages to the system. glibc keeps what a
+/// closed session's history freed inside its arenas, so RSS would stay at
+/// its peak for the life of the process; `malloc_trim` releases every
+/// whole free page, in the middle of the heap too. Blocking (it walks the
+/// heap): call it off the runtime thread.
+pub fn give_back_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[allow(unsafe_code)]
+    // SAFETY: malloc_trim takes no pointers; it only walks glibc's own
+    // free lists under their locks.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// Sends a signal to a whole process group; a group that is already gone
 /// is fine. Group 0 (unknown) is never signalled.
 pub fn signal_group(pgid: u32, signal: nix::sys::signal::Signal) {

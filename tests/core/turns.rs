@@ -243,6 +243,28 @@ async fn a_closed_session_can_be_loaded_again_in_the_same_process() {
     .assert_eq(&render(&replay, &world.cwd()));
 }
 
+#[tokio::test]
+async fn a_closed_session_gives_its_memory_back() {
+    // Nothing keeps a closed session alive: not its turns, tools, replays
+    // or settings (a process that keeps sessions for hours must not hold
+    // every one it ever opened).
+    let world = World::new(&[
+        call("c1", "read", json!({"path":"hello.txt"})),
+        reply("read it"),
+        reply("again"),
+    ]);
+    let session = world.session().await;
+    let recorder = Recorder::default();
+    world.prompt(&session, "read hello.txt", &recorder).await;
+    world.agent.close_session(&session).await.unwrap();
+    let (opened, _) = world.load(&session).await;
+    world.prompt(&session, "once more", &recorder).await;
+    let held = std::sync::Arc::downgrade(&opened.session);
+    drop(opened);
+    world.agent.close_session(&session).await.unwrap();
+    assert!(held.upgrade().is_none(), "the closed session is still held");
+}
+
 /// A frontend that falls behind after its fifth update and catches up
 /// when the test says so.
 #[derive(Default)]

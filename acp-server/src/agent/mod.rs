@@ -14,8 +14,8 @@ pub use listing::{SessionListing, SessionPage};
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use dsh_protocol::log::{EventData, SessionHeader, StopReason};
@@ -42,6 +42,9 @@ const CLOSE_GRACE: Duration = Duration::from_secs(5);
 /// How long shutdown waits for every session, all together.
 const SHUTDOWN_BUDGET: Duration = Duration::from_secs(2);
 
+/// How often turns give free memory back to the system, at most.
+const GIVE_BACK_EVERY: Duration = Duration::from_secs(20);
+
 /// A session a front end opened.
 pub struct Opened {
     /// The session.
@@ -63,6 +66,8 @@ pub struct Agent {
     store: SessionStore,
     sessions: Mutex<HashMap<SessionId, Arc<Session>>>,
     shutdown: CancellationToken,
+    /// When free memory was last given back to the system.
+    gave_back: Mutex<Instant>,
 }
 
 impl Agent {
@@ -117,6 +122,7 @@ impl Agent {
             provider,
             sessions: Mutex::new(HashMap::new()),
             shutdown: CancellationToken::new(),
+            gave_back: Mutex::new(Instant::now()),
         })
     }
 
@@ -349,7 +355,23 @@ impl Agent {
             .instrument(tracing::info_span!("session", session = %id))
             .await;
         tracing::info!(session = %id, "session closed");
+        drop(session);
+        self.give_back_memory(true);
         Ok(())
+    }
+
+    /// Gives the allocator's free pages back to the system, on a blocking
+    /// thread: when a session closed, and at most every
+    /// [`GIVE_BACK_EVERY`] after turns (what a turn frees — request
+    /// bodies, tool output — would otherwise stay in the process).
+    fn give_back_memory(&self, now: bool) {
+        let mut last = self.gave_back.lock().unwrap_or_else(PoisonError::into_inner);
+        if !now && last.elapsed() < GIVE_BACK_EVERY {
+            return;
+        }
+        *last = Instant::now();
+        drop(last);
+        tokio::task::spawn_blocking(dsh_process::give_back_free_memory);
     }
 
     /// `session/delete`: closes the session if open and removes its log.
@@ -435,7 +457,9 @@ impl Agent {
             .provider
             .clone()
             .ok_or_else(|| AgentError::Internal("no model provider".to_owned()))?;
-        crate::turn::run(&ticket, provider, content, frontend).await
+        let stop = crate::turn::run(&ticket, provider, content, frontend).await;
+        self.give_back_memory(false);
+        stop
     }
 
     /// `session/cancel`: cancels the running turn, if any. Idempotent; an
@@ -568,3 +592,4 @@ fn check_dir(what: &str, path: &Path) -> Result<String, AgentError> {
         ))),
     }
 }
+
