@@ -143,6 +143,12 @@ pub struct RawConfig {
     /// Permission settings beyond the mode.
     #[serde(default)]
     pub permissions: RawPermissions,
+    /// Workspace instructions (AGENTS.md).
+    #[serde(default)]
+    pub instructions: crate::context::instructions::InstructionSettings,
+    /// Compaction of long conversations.
+    #[serde(default)]
+    pub compaction: crate::context::compaction::CompactionSettings,
 }
 
 /// `[env]`.
@@ -244,6 +250,10 @@ pub struct Config {
     pub spawner: dsh_process::Spawner,
     /// Paths whose change is always asked about, and `$DSH_HOME`.
     pub protected: crate::permission::Protected,
+    /// Workspace instructions (AGENTS.md).
+    pub instructions: crate::context::instructions::InstructionSettings,
+    /// Compaction of long conversations.
+    pub compaction: crate::context::compaction::CompactionSettings,
 }
 
 /// Retries before the first byte of a response.
@@ -392,7 +402,10 @@ impl Config {
                 .map_err(|err| format!("[env] scrub: {err}"))?;
         let protected = crate::permission::Protected::new(&raw.permissions.protected_paths, &home)
             .map_err(|err| format!("[permissions] protected_paths: {err}"))?;
+        raw.compaction.validate()?;
         Ok(Config {
+            instructions: raw.instructions,
+            compaction: raw.compaction,
             provider,
             base_url,
             api_key_env,

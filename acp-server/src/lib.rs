@@ -15,6 +15,7 @@
 pub mod acp;
 pub mod agent;
 pub mod config;
+pub mod context;
 pub mod error;
 pub mod frontend;
 pub mod mcp;

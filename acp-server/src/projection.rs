@@ -23,7 +23,7 @@
 
 use std::collections::HashSet;
 
-use dsh_protocol::log::{ConfigKey, Event, EventData};
+use dsh_protocol::log::{ConfigKey, Event, EventData, InstructionFile, InstructionStatus};
 use dsh_protocol::tool::{ToolContent, ToolStatus, ToolView};
 use dsh_protocol::ToolCallId;
 
@@ -144,16 +144,104 @@ impl Projection {
                 updates.push(AgentUpdate::ConfigOptions(settings.options(config)));
                 updates
             }
+            EventData::Instructions { files, .. } => {
+                vec![AgentUpdate::ThoughtChunk(instructions_note(files))]
+            }
+            EventData::CompactionSummary {
+                call_id,
+                messages,
+                tokens_before,
+                tokens_after,
+                summary,
+                ..
+            } => {
+                let size = settings.context_window(config);
+                let Some(call_id) = call_id else {
+                    // Summaries from before dsh showed them as a tool call.
+                    return vec![AgentUpdate::MessageChunk(format!(
+                        "Conversation compacted: {messages} messages summarised.\n\n"
+                    ))];
+                };
+                let view =
+                    compaction_view(Some((*messages, *tokens_before, *tokens_after, summary)));
+                let shown = if replay {
+                    AgentUpdate::ToolCall {
+                        call_id: call_id.clone(),
+                        arguments: String::new(),
+                        view,
+                        status: ToolStatus::Completed,
+                    }
+                } else {
+                    AgentUpdate::ToolCallUpdate {
+                        call_id: call_id.clone(),
+                        status: ToolStatus::Completed,
+                        view,
+                    }
+                };
+                vec![
+                    shown,
+                    AgentUpdate::Usage {
+                        used: *tokens_after,
+                        size,
+                    },
+                ]
+            }
             // Nothing the editor shows: the prompt (live), turn boundaries,
             // permission answers and rules (the prompt was shown live),
-            // retries, summaries (the transcript stays whole).
+            // retries, pruned tool results (the transcript stays whole).
             EventData::UserMessage { .. }
             | EventData::TurnStart { .. }
             | EventData::TurnEnd { .. }
             | EventData::PermissionDecision { .. }
             | EventData::PermissionRule(_)
-            | EventData::CompactionSummary { .. }
+            | EventData::CompactionPrune { .. }
             | EventData::LlmRetry { .. } => Vec::new(),
         }
     }
+}
+
+/// How a compaction shows: a "Compact conversation" tool call, with what
+/// it did once it is done (`messages`, tokens before and after, summary).
+pub fn compaction_view(done: Option<(u64, u64, u64, &String)>) -> ToolView {
+    let content = match done {
+        Some((messages, before, after, summary)) => vec![ToolContent::Text {
+            text: format!(
+                "Summarised {messages} messages: about {before} → {after} tokens.\n\n{}",
+                dsh_protocol::content::truncate_chars(summary, 2000)
+            ),
+        }],
+        None => Vec::new(),
+    };
+    ToolView {
+        title: "Compact conversation".to_owned(),
+        kind: Some(dsh_protocol::tool::ToolKind::Think),
+        locations: Vec::new(),
+        content,
+    }
+}
+
+/// One line naming the instruction files the model was given.
+fn instructions_note(files: &[InstructionFile]) -> String {
+    let list = |status: InstructionStatus| {
+        files
+            .iter()
+            .filter(|file| file.status == status)
+            .map(|file| file.path.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut parts = Vec::new();
+    for (status, label) in [
+        (InstructionStatus::Loaded, "Workspace instructions from"),
+        (InstructionStatus::Truncated, "cut to fit"),
+        (InstructionStatus::Omitted, "left out (over the budget)"),
+        (InstructionStatus::Updated, "Updated instructions from"),
+        (InstructionStatus::Removed, "Instructions removed"),
+    ] {
+        let names = list(status);
+        if !names.is_empty() {
+            parts.push(format!("{label}: {names}"));
+        }
+    }
+    format!("{}.\n\n", parts.join("; "))
 }

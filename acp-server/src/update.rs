@@ -54,6 +54,8 @@ pub enum AgentUpdate {
     /// The permission mode changed (for clients that track the legacy
     /// current mode rather than config options).
     Mode(Mode),
+    /// The slash commands the session offers (when it opens).
+    Commands(&'static [crate::context::commands::Command]),
 }
 
 /// One selectable value of a setting.

@@ -127,6 +127,33 @@ pub fn visible_title(text: &str, max: usize) -> String {
     truncate_chars(&visible(&collapsed.join(" "), false), max)
 }
 
+/// Keeps the first `head` and last `tail` code points of `text` with a
+/// note in between saying how many were removed; text within
+/// `head + tail` code points is returned as is.
+pub fn prune_middle(text: &str, head: usize, tail: usize) -> String {
+    let total = text.chars().count();
+    if total <= head + tail {
+        return text.to_owned();
+    }
+    let head_end = text
+        .char_indices()
+        .nth(head)
+        .map_or(text.len(), |(at, _)| at);
+    let tail_start = if tail == 0 {
+        text.len()
+    } else {
+        text.char_indices()
+            .nth_back(tail - 1)
+            .map_or(0, |(at, _)| at)
+    };
+    format!(
+        "{}\n\n[dsh: {} characters of this tool result were removed to save context; the session log keeps it whole. Run the tool again if you need them.]\n\n{}",
+        &text[..head_end],
+        total - head - tail,
+        &text[tail_start..]
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -127,7 +127,23 @@ pub struct History {
     attachments: Vec<UserContent>,
     /// Where the current turn's prompt is in `entries`.
     turn_start: Option<usize>,
+    /// Workspace instructions in effect: they open the conversation again
+    /// after a summary replaced the prompt that carried them.
+    instructions: Vec<String>,
+    /// Instructions that came before any prompt: they open the next one.
+    context: Vec<UserContent>,
+    /// The seq of each tool result, by dsh call id (for pruning).
+    results: std::collections::HashMap<ToolCallId, u64>,
 }
+
+/// Whether a prompt block is context dsh added (workspace instructions),
+/// not the user's words.
+fn is_context(block: &UserContent) -> bool {
+    matches!(block, UserContent::Text { text } if text.starts_with(CONTEXT_OPEN))
+}
+
+/// How context blocks open (see [`is_context`]).
+pub const CONTEXT_OPEN: &str = "<system-reminder>";
 
 impl History {
     /// Folds one event in.
@@ -138,8 +154,52 @@ impl History {
                 self.flush_attachments(seq);
                 self.close_open_turn(NOTE_NO_REPLY);
                 self.turn_start = Some(self.entries.len());
+                let mut blocks = std::mem::take(&mut self.context);
+                blocks.extend(content.iter().cloned());
                 self.entries
-                    .push((seq, Arc::new(ChatMessage::User(content.clone()))));
+                    .push((seq, Arc::new(ChatMessage::User(blocks))));
+            }
+            EventData::Instructions { text, .. } => {
+                self.instructions.push(text.clone());
+                let block = UserContent::text(text.clone());
+                let last = self.entries.len().checked_sub(1);
+                match self.entries.last_mut() {
+                    // With tool results: after them, like attachments.
+                    Some((_, message)) if matches!(**message, ChatMessage::Tool { .. }) => {
+                        self.attachments.push(block);
+                    }
+                    // Right after this turn's prompt: before the user's
+                    // words, after earlier context.
+                    Some((_, message))
+                        if last == self.turn_start && matches!(**message, ChatMessage::User(_)) =>
+                    {
+                        if let ChatMessage::User(blocks) = Arc::make_mut(message) {
+                            let at = blocks.iter().take_while(|b| is_context(b)).count();
+                            blocks.insert(at, block);
+                        }
+                    }
+                    _ => self.context.push(block),
+                }
+            }
+            EventData::CompactionPrune {
+                calls,
+                head_chars,
+                tail_chars,
+            } => {
+                for call in calls {
+                    let Some(seq) = self.results.get(call).copied() else {
+                        continue;
+                    };
+                    for (at, message) in self.entries.iter_mut() {
+                        if *at != seq {
+                            continue;
+                        }
+                        if let ChatMessage::Tool { content, .. } = Arc::make_mut(message) {
+                            *content =
+                                crate::content::prune_middle(content, *head_chars, *tail_chars);
+                        }
+                    }
+                }
             }
             EventData::AssistantMessage {
                 text,
@@ -188,6 +248,7 @@ impl History {
             } => {
                 if let Some(at) = self.pending.iter().position(|(id, _)| id == call_id) {
                     let (_, provider_id) = self.pending.remove(at);
+                    self.results.insert(call_id.clone(), seq);
                     self.entries.push((
                         seq,
                         Arc::new(ChatMessage::Tool {
@@ -228,6 +289,7 @@ impl History {
                 start,
                 end,
                 summary,
+                ..
             } => {
                 self.flush_attachments(seq);
                 self.replace_range(*start, *end, summary);
@@ -243,6 +305,20 @@ impl History {
             | EventData::Plan { .. }
             | EventData::LlmRetry { .. } => {}
         }
+    }
+
+    /// The conversation's messages, each with the seq of the first event
+    /// that produced it (attachments not yet placed are not included).
+    pub fn entries(&self) -> &[(u64, Arc<ChatMessage>)] {
+        &self.entries
+    }
+
+    /// The dsh call id of the tool result produced by event `seq`.
+    pub fn call_of_result(&self, seq: u64) -> Option<&ToolCallId> {
+        self.results
+            .iter()
+            .find(|(_, at)| **at == seq)
+            .map(|(call, _)| call)
     }
 
     /// The conversation as the next request carries it.
@@ -302,6 +378,7 @@ impl History {
         {
             let size: usize = content
                 .iter()
+                .filter(|block| !is_context(block))
                 .map(|block| match block {
                     UserContent::Text { text } => text.len(),
                     UserContent::Resource { text, .. } => text.len(),
@@ -310,7 +387,9 @@ impl History {
                 })
                 .sum();
             if size > KEEP_OVERFLOWED_PROMPT_BYTES {
-                *content = vec![UserContent::text(NOTE_DROPPED_PROMPT)];
+                // Instructions dsh added stay; the user's words go.
+                content.retain(is_context);
+                content.push(UserContent::text(NOTE_DROPPED_PROMPT));
             }
         }
     }
@@ -327,26 +406,39 @@ impl History {
             .iter()
             .rposition(|(seq, _)| inside(seq))
             .unwrap_or(first);
-        let replacement = [
-            (
-                start,
-                Arc::new(ChatMessage::User(vec![UserContent::text(format!(
-                    "<conversation-summary>\n{summary}\n</conversation-summary>"
-                ))])),
-            ),
-            (
+        // The instructions in effect open the summary (the prompt that
+        // carried them may be among what it replaces).
+        let mut blocks: Vec<UserContent> = self
+            .instructions
+            .iter()
+            .map(|text| UserContent::text(text.clone()))
+            .collect();
+        blocks.push(UserContent::text(format!(
+            "<conversation-summary>\n{summary}\n</conversation-summary>"
+        )));
+        let mut replacement = vec![(start, Arc::new(ChatMessage::User(blocks)))];
+        // Roles alternate: the acknowledgement only when a user message (or
+        // nothing) follows; a summary in the middle of a turn is followed
+        // by the model's next tool calls.
+        let next_is_assistant = matches!(
+            self.entries.get(last + 1).map(|(_, message)| &**message),
+            Some(ChatMessage::Assistant { .. })
+        );
+        if !next_is_assistant {
+            replacement.push((
                 start,
                 Arc::new(ChatMessage::Assistant {
                     text: NOTE_AFTER_SUMMARY.to_owned(),
                     reasoning: String::new(),
                     tool_calls: Vec::new(),
                 }),
-            ),
-        ];
+            ));
+        }
+        let added = replacement.len();
         self.entries.splice(first..=last, replacement);
         let removed = last + 1 - first;
         self.turn_start = match self.turn_start {
-            Some(at) if at > last => Some(at - removed + 2),
+            Some(at) if at > last => Some(at - removed + added),
             Some(at) if at >= first => None,
             other => other,
         };
@@ -487,6 +579,10 @@ mod tests {
                 start: 1,
                 end: 2,
                 summary: "did one".into(),
+                call_id: None,
+                messages: 2,
+                tokens_before: 0,
+                tokens_after: 0,
             },
         ));
         let history = derive_history(&compacted);

@@ -378,6 +378,39 @@ pub enum EventData {
         end: u64,
         /// The summary text.
         summary: String,
+        /// What the editor was shown it as (a tool call id), when dsh
+        /// showed it (absent in logs before 2026-12).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<ToolCallId>,
+        /// Messages the summary replaced.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        messages: u64,
+        /// Estimated tokens of the conversation before and after.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        tokens_before: u64,
+        /// See `tokens_before`.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        tokens_after: u64,
+    },
+    /// Old tool results cut to their head and tail for the model (no model
+    /// call); the log keeps them whole.
+    #[serde(rename = "compaction/prune")]
+    CompactionPrune {
+        /// The calls whose results were cut.
+        calls: Vec<ToolCallId>,
+        /// Code points kept from the start of each.
+        head_chars: usize,
+        /// Code points kept from the end of each.
+        tail_chars: usize,
+    },
+    /// Workspace instructions (AGENTS.md and the like) handed to the model
+    /// as user-role context: the text it sees, and the files it came from.
+    #[serde(rename = "context/instructions")]
+    Instructions {
+        /// The rendered `<system-reminder>` block.
+        text: String,
+        /// The files, with what happened to each.
+        files: Vec<InstructionFile>,
     },
     /// A model request is retried (log-only, ignorable).
     #[serde(rename = "llm/retry")]
@@ -389,6 +422,38 @@ pub enum EventData {
         /// What failed.
         error: ErrorInfo,
     },
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// One instruction file in a `context/instructions` event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstructionFile {
+    /// Absolute path.
+    pub path: String,
+    /// What happened to it.
+    pub status: InstructionStatus,
+    /// A fingerprint of its content as loaded (to notice a change).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<String>,
+}
+
+/// What happened to an instruction file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InstructionStatus {
+    /// Loaded whole.
+    Loaded,
+    /// Loaded, cut to fit the budget.
+    Truncated,
+    /// Left out to fit the budget.
+    Omitted,
+    /// Loaded again: its content changed.
+    Updated,
+    /// It is gone.
+    Removed,
 }
 
 /// Every event type this build understands.
@@ -405,6 +470,8 @@ pub const KNOWN_TYPES: &[&str] = &[
     "permission/rule",
     "plan",
     "compaction/summary",
+    "compaction/prune",
+    "context/instructions",
     "llm/retry",
 ];
 

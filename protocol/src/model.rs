@@ -55,6 +55,39 @@ pub enum ChatMessage {
     },
 }
 
+impl ChatMessage {
+    /// A rough count of the tokens this message puts in the context window
+    /// (four bytes a token; an image about a thousand).
+    pub fn estimated_tokens(&self) -> u64 {
+        let bytes = match self {
+            ChatMessage::System(text) => text.len(),
+            ChatMessage::User(content) => content
+                .iter()
+                .map(|block| match block {
+                    UserContent::Text { text } => text.len(),
+                    UserContent::Resource { text, .. } => text.len(),
+                    UserContent::Image { .. } => 4000,
+                    _ => 64,
+                })
+                .sum(),
+            ChatMessage::Assistant {
+                text,
+                reasoning,
+                tool_calls,
+            } => {
+                text.len()
+                    + reasoning.len()
+                    + tool_calls
+                        .iter()
+                        .map(|call| call.name.len() + call.arguments.len())
+                        .sum::<usize>()
+            }
+            ChatMessage::Tool { content, .. } => content.len(),
+        };
+        (bytes / 4) as u64
+    }
+}
+
 /// Token usage of one model call. Buckets are disjoint: `input_tokens`
 /// excludes cache hits, `reasoning_tokens` is part of `output_tokens`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -86,7 +86,12 @@ async fn the_acp_server_answers_over_an_in_memory_pipe() {
         .collect();
     assert_eq!(
         kinds,
-        ["session_info_update", "agent_message_chunk", "usage_update"]
+        [
+            "available_commands_update",
+            "session_info_update",
+            "agent_message_chunk",
+            "usage_update"
+        ]
     );
     // A bad request is answered, and the connection lives on.
     let bad = pipe.call("session/prompt", json!({"sessionId": 7})).await;

@@ -10,8 +10,8 @@ use dsh_acp_server::permission::Mode;
 use dsh_acp_server::update::{AgentUpdate, ConfigOption, ConfigValue};
 use dsh_protocol::error::{ErrorCode, ErrorInfo};
 use dsh_protocol::log::{
-    ConfigKey, Event, EventData, PermissionOutcome, PermissionRule, PlanEntry, PlanPriority,
-    PlanStatus, StopReason, KNOWN_TYPES,
+    ConfigKey, Event, EventData, InstructionFile, InstructionStatus, PermissionOutcome,
+    PermissionRule, PlanEntry, PlanPriority, PlanStatus, StopReason, KNOWN_TYPES,
 };
 use dsh_protocol::model::{FinishReason, ToolCallRequest, Usage};
 use dsh_protocol::tool::{FileDiff, FileLocation, ToolContent, ToolKind, ToolStatus, ToolView};
@@ -159,11 +159,28 @@ fn samples() -> Vec<EventData> {
             start: 1,
             end: 40,
             summary: "The user asked to fix a bug; main.rs was edited.".into(),
+            call_id: None,
+            messages: 0,
+            tokens_before: 0,
+            tokens_after: 0,
         },
         EventData::LlmRetry {
             attempt: 1,
             delay_ms: 500,
             error,
+        },
+        EventData::CompactionPrune {
+            calls: vec![ToolCallId::new("call_1")],
+            head_chars: 4096,
+            tail_chars: 1024,
+        },
+        EventData::Instructions {
+            text: "<system-reminder>\nInstructions from: /work/AGENTS.md\nRun cargo test.\n</system-reminder>".into(),
+            files: vec![InstructionFile {
+                path: "/work/AGENTS.md".into(),
+                status: InstructionStatus::Loaded,
+                fingerprint: Some("0123456789abcdef".into()),
+            }],
         },
     ]
 }
@@ -217,6 +234,10 @@ fn every_update_keeps_its_acp_json() {
             },
         ),
         ("title", AgentUpdate::Title("Fix the bug".into())),
+        (
+            "commands",
+            AgentUpdate::Commands(dsh_acp_server::context::commands::COMMANDS),
+        ),
         (
             "tool_call",
             AgentUpdate::ToolCall {

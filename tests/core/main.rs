@@ -211,6 +211,14 @@ pub fn render(updates: &[AgentUpdate], root: &Path) -> String {
             AgentUpdate::ThoughtChunk(text) => format!("thought {:?}", short(text)),
             AgentUpdate::Usage { used, size } => format!("usage {used}/{size}"),
             AgentUpdate::Title(title) => format!("title {title:?}"),
+            AgentUpdate::Commands(commands) => format!(
+                "commands {}",
+                commands
+                    .iter()
+                    .map(|c| format!("/{}", c.name))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
             AgentUpdate::ToolCall {
                 call_id,
                 view,

@@ -97,7 +97,10 @@ async fn an_editor_that_stops_reading_loses_nothing_and_costs_bounded_memory() {
     // to take in what the socket still holds.
     let away = std::time::Instant::now();
     while env.mock.written() == 0 {
-        assert!(away.elapsed() < Duration::from_secs(60), "the model could not write its reply");
+        assert!(
+            away.elapsed() < Duration::from_secs(60),
+            "the model could not write its reply"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     tokio::time::sleep(Duration::from_millis(300)).await;

@@ -306,5 +306,21 @@ pub fn session_update(update: AgentUpdate) -> acp::SessionUpdate {
         AgentUpdate::Mode(mode) => {
             acp::SessionUpdate::CurrentModeUpdate(acp::CurrentModeUpdate::new(mode.as_str()))
         }
+        AgentUpdate::Commands(commands) => {
+            acp::SessionUpdate::AvailableCommandsUpdate(acp::AvailableCommandsUpdate::new(
+                commands
+                    .iter()
+                    .map(|command| {
+                        acp::AvailableCommand::new(command.name, command.description).input(
+                            command.hint.map(|hint| {
+                                acp::AvailableCommandInput::Unstructured(
+                                    acp::UnstructuredCommandInput::new(hint),
+                                )
+                            }),
+                        )
+                    })
+                    .collect(),
+            ))
+        }
     }
 }

@@ -70,14 +70,18 @@ async fn spawned<T: Send + 'static>(
         .unwrap_or_else(|error| Err(AgentError::bug("request", &error)))
 }
 
-/// Tells the user which MCP servers failed to start (transient notices,
-/// after the answer).
+/// After a session opened (after the answer): the slash commands it
+/// offers, and which MCP servers failed to start (transient notices).
 fn notify(cx: &ConnectionTo<Client>, session_id: &SessionId, notices: Vec<String>) {
-    for notice in notices {
-        let update = convert::session_update(AgentUpdate::MessageChunk(format!("⚠ {notice}\n")));
+    let commands = AgentUpdate::Commands(crate::context::commands::COMMANDS);
+    let notices = notices
+        .into_iter()
+        .map(|notice| AgentUpdate::MessageChunk(format!("⚠ {notice}\n")));
+    for update in std::iter::once(commands).chain(notices) {
+        let update = convert::session_update(update);
         if let Err(err) = cx.send_notification(SessionNotification::new(session_id.clone(), update))
         {
-            tracing::debug!(error = ?err, "cannot send MCP notice");
+            tracing::debug!(error = ?err, "cannot send an update after opening a session");
         }
     }
 }

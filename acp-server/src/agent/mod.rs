@@ -365,7 +365,10 @@ impl Agent {
     /// [`GIVE_BACK_EVERY`] after turns (what a turn frees — request
     /// bodies, tool output — would otherwise stay in the process).
     fn give_back_memory(&self, now: bool) {
-        let mut last = self.gave_back.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut last = self
+            .gave_back
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if !now && last.elapsed() < GIVE_BACK_EVERY {
             return;
         }
@@ -592,4 +595,3 @@ fn check_dir(what: &str, path: &Path) -> Result<String, AgentError> {
         ))),
     }
 }
-

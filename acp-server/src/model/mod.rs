@@ -57,36 +57,7 @@ impl ModelRequest {
     /// A rough count of the tokens this request puts in the context window
     /// (four bytes a token), for providers that report no usage.
     pub fn estimated_tokens(&self) -> u64 {
-        let text: usize = self
-            .messages
-            .iter()
-            .map(|message| match &**message {
-                ChatMessage::System(text) => text.len(),
-                ChatMessage::User(content) => content
-                    .iter()
-                    .map(|block| match block {
-                        dsh_protocol::UserContent::Text { text } => text.len(),
-                        dsh_protocol::UserContent::Resource { text, .. } => text.len(),
-                        // An image costs about a thousand tokens.
-                        dsh_protocol::UserContent::Image { .. } => 4000,
-                        _ => 64,
-                    })
-                    .sum(),
-                ChatMessage::Assistant {
-                    text,
-                    reasoning,
-                    tool_calls,
-                } => {
-                    text.len()
-                        + reasoning.len()
-                        + tool_calls
-                            .iter()
-                            .map(|call| call.name.len() + call.arguments.len())
-                            .sum::<usize>()
-                }
-                ChatMessage::Tool { content, .. } => content.len(),
-            })
-            .sum();
+        let messages: u64 = self.messages.iter().map(|m| m.estimated_tokens()).sum();
         let tools: usize = self
             .tools
             .iter()
@@ -94,7 +65,7 @@ impl ModelRequest {
                 tool.name.len() + tool.description.len() + tool.parameters.to_string().len()
             })
             .sum();
-        ((self.system.len() + text + tools) / 4) as u64
+        messages + ((self.system.len() + tools) / 4) as u64
     }
 }
 

@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 
 use dsh_protocol::history::{History, Repair};
-use dsh_protocol::log::{Event, EventData, PermissionRule};
+use dsh_protocol::log::{Event, EventData, InstructionStatus, PermissionRule};
 use dsh_protocol::ToolCallId;
 
 use crate::config::Config;
@@ -29,6 +29,11 @@ pub(crate) struct SessionState {
     pub(crate) call_ids: HashSet<ToolCallId>,
     /// What the next model request carries.
     pub(crate) history: History,
+    /// Instruction files given to the model, with their fingerprints.
+    pub(crate) instructions: crate::context::instructions::Known,
+    /// Tokens in the context window at the last model call (the
+    /// provider's usage, else dsh's estimate); unknown after a compaction.
+    pub(crate) last_context: Option<u64>,
     repair: Repair,
     projection: Projection,
 }
@@ -43,6 +48,8 @@ impl SessionState {
             rules: Vec::new(),
             call_ids: HashSet::new(),
             history: History::default(),
+            instructions: Default::default(),
+            last_context: None,
             repair: Repair::default(),
             projection: Projection::default(),
         }
@@ -116,9 +123,35 @@ impl SessionState {
             EventData::PermissionRule(rule) => self.rules.push(rule.clone()),
             EventData::Title { title } => self.title = Some(title.clone()),
             EventData::TurnStart { turn } => self.turns = self.turns.max(*turn),
-            EventData::AssistantMessage { tool_calls, .. } => self
-                .call_ids
-                .extend(tool_calls.iter().map(|call| call.id.clone())),
+            EventData::AssistantMessage {
+                tool_calls,
+                usage,
+                estimated_context,
+                ..
+            } => {
+                self.call_ids
+                    .extend(tool_calls.iter().map(|call| call.id.clone()));
+                if let Some(used) = usage.map(|u| u.context_tokens()).or(*estimated_context) {
+                    self.last_context = Some(used);
+                }
+            }
+            EventData::Instructions { files, .. } => {
+                for file in files {
+                    match (&file.status, &file.fingerprint) {
+                        (InstructionStatus::Removed, _) => {
+                            self.instructions.remove(&file.path);
+                        }
+                        (_, Some(fingerprint)) => {
+                            self.instructions
+                                .insert(file.path.clone(), fingerprint.clone());
+                        }
+                        (_, None) => {}
+                    }
+                }
+            }
+            EventData::CompactionSummary { .. } | EventData::CompactionPrune { .. } => {
+                self.last_context = None;
+            }
             _ => {}
         }
         self.history.apply(event);

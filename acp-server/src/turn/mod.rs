@@ -7,6 +7,7 @@
 //! deltas go to the editor as they arrive. [`step`] runs one model call;
 //! [`tools`] runs the calls it asked for.
 
+mod context;
 mod step;
 mod tools;
 
@@ -14,10 +15,12 @@ use std::sync::Arc;
 
 use dsh_protocol::error::ErrorInfo;
 use dsh_protocol::log::{EventData, StopReason};
+use dsh_protocol::ErrorCode;
 use dsh_protocol::UserContent;
 use tracing::Instrument;
 
 use crate::config::Config;
+use crate::context::commands::Invocation;
 use crate::error::AgentError;
 use crate::frontend::Frontend;
 use crate::model::Provider;
@@ -31,6 +34,8 @@ struct Turn<'a> {
     cancel: &'a tokio_util::sync::CancellationToken,
     frontend: &'a dyn Frontend,
     number: u64,
+    /// Paths the step's tools touched (for nested instructions).
+    touched: std::sync::Mutex<Vec<std::path::PathBuf>>,
 }
 
 /// How one step ended.
@@ -65,8 +70,26 @@ pub(crate) async fn run(
         cancel: &ticket.cancel,
         frontend,
         number,
+        touched: std::sync::Mutex::default(),
     };
-    turn.run(content, first).instrument(span).await
+    match crate::context::commands::parse(&content) {
+        Some(Invocation::Compact { focus }) => {
+            // Not a turn: nothing is added to the conversation but the
+            // summary itself.
+            let focus = Some(focus.as_str()).filter(|focus| !focus.is_empty());
+            turn.compact(context::Why::Asked, focus)
+                .instrument(span)
+                .await?;
+            session.sync();
+            Ok(if ticket.cancel.is_cancelled() {
+                StopReason::Cancelled
+            } else {
+                StopReason::EndTurn
+            })
+        }
+        Some(Invocation::Init { prompt }) => turn.run(prompt, first).instrument(span).await,
+        None => turn.run(content, first).instrument(span).await,
+    }
 }
 
 impl Turn<'_> {
@@ -81,6 +104,7 @@ impl Turn<'_> {
         if let Some(title) = title {
             self.record(EventData::Title { title })?;
         }
+        self.instructions_at_start().await?;
         self.record(EventData::TurnStart { turn: self.number })?;
         // A panic in the turn (a bug) fails this turn, is recorded like any
         // other failure, and leaves the session usable.
@@ -122,16 +146,38 @@ impl Turn<'_> {
     }
 
     async fn steps(&self) -> Result<StopReason, AgentError> {
-        for step in 1..=self.config.max_steps {
+        let mut overflow_retries = {
+            let model = self.session.locked().state.settings.model.clone();
+            self.config.compaction.policy(&model).max_overflow_retries
+        };
+        let mut step = 1;
+        while step <= self.config.max_steps {
             if self.cancel.is_cancelled() {
                 return Ok(StopReason::Cancelled);
             }
             #[cfg(debug_assertions)]
             injected_panic(self.session);
-            match self.step(step).await? {
-                Next::Stop(stop) => return Ok(stop),
-                Next::Continue => {}
+            self.compact_if_needed().await?;
+            match self.step(step).await {
+                Ok(Next::Stop(stop)) => return Ok(stop),
+                Ok(Next::Continue) => {}
+                // The provider says the conversation is too long: compact
+                // and try the step again (once by default).
+                Err(error)
+                    if error.code() == ErrorCode::ModelContextWindowExceeded
+                        && overflow_retries > 0
+                        && self.config.compaction.auto =>
+                {
+                    overflow_retries -= 1;
+                    tracing::info!("context overflow: compacting and retrying the step");
+                    if !self.compact(context::Why::Overflow, None).await? {
+                        return Err(error);
+                    }
+                    continue;
+                }
+                Err(error) => return Err(error),
             }
+            step += 1;
         }
         Ok(StopReason::MaxTurnRequests)
     }

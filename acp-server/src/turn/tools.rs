@@ -77,6 +77,7 @@ impl Turn<'_> {
             self.record_result(call, outcome)?;
         }
         self.flush_batch(&cwd, &mut batch).await?;
+        self.instructions_after_tools().await?;
         Ok(self.cancel.is_cancelled())
     }
 
@@ -285,6 +286,21 @@ impl Turn<'_> {
             self.record(EventData::Plan { entries })?;
         }
         let status = outcome.status();
+        if status == ToolStatus::Completed
+            && matches!(
+                call.name.as_str(),
+                "read" | "edit" | "write" | "glob" | "grep" | "lsp"
+            )
+        {
+            let mut touched = self.touched.lock().unwrap_or_else(|e| e.into_inner());
+            touched.extend(
+                outcome
+                    .view
+                    .locations
+                    .iter()
+                    .map(|location| PathBuf::from(&location.path)),
+            );
+        }
         self.record(EventData::ToolResult {
             turn: self.number,
             call_id: call.id.clone(),

@@ -38,6 +38,9 @@ pub struct Recorded {
     pub frames: Vec<String>,
     pub sent: Vec<String>,
     pub updates: Vec<SessionNotification>,
+    /// `available_commands_update`s, kept apart: they come once per
+    /// session open, between the answer and anything else.
+    pub commands: Vec<SessionNotification>,
 }
 
 /// The deterministic test language server, built on first use.
@@ -321,7 +324,16 @@ impl Conn {
                     )
                     .on_receive_notification(
                         async move |notification: SessionNotification, _cx| {
-                            recorded.lock().unwrap().updates.push(notification);
+                            let mut recorded = recorded.lock().unwrap();
+                            if matches!(
+                                notification.update,
+                                SessionUpdate::AvailableCommandsUpdate(_)
+                            ) {
+                                recorded.commands.push(notification);
+                            } else {
+                                recorded.updates.push(notification);
+                            }
+                            drop(recorded);
                             notify.notify_waiters();
                             Ok(())
                         },
@@ -451,6 +463,11 @@ impl Conn {
 
     pub fn updates(&self) -> Vec<SessionNotification> {
         self.recorded.lock().unwrap().updates.clone()
+    }
+
+    /// The `available_commands_update`s received.
+    pub fn commands(&self) -> Vec<SessionNotification> {
+        self.recorded.lock().unwrap().commands.clone()
     }
 
     pub fn clear_updates(&self) {

@@ -120,7 +120,9 @@ async fn main() {
                 scale::rows(&bench).await;
                 lsp::lsp_rows(&bench.scratch).await;
             }
-            other => panic!("unknown mode {other:?}: all, stream, stream-cost, scale, load, soak, lsp"),
+            other => {
+                panic!("unknown mode {other:?}: all, stream, stream-cost, scale, load, soak, lsp")
+            }
         }
     }
     let _ = std::fs::remove_dir_all(&bench.scratch);

@@ -1,0 +1,287 @@
+//! The turn's side of [`crate::context`]: workspace instructions recorded
+//! at a turn's start and after tools, compaction before a model call (and
+//! after an overflow, and for `/compact`).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use dsh_protocol::log::EventData;
+use dsh_protocol::model::{ChatMessage, StreamEvent};
+use dsh_protocol::tool::{ToolContent, ToolStatus};
+use dsh_protocol::{ErrorCode, ToolCallId, UserContent};
+use futures::StreamExt;
+
+use super::Turn;
+use crate::config::ThoughtLevel;
+use crate::context::{compaction, instructions};
+use crate::error::AgentError;
+use crate::model::retry::{start_with_retry, Started};
+use crate::model::{ModelError, ModelRequest};
+use crate::projection::compaction_view;
+use crate::update::AgentUpdate;
+
+/// Why a compaction runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Why {
+    /// The context is over the threshold before a model call.
+    Pressure,
+    /// The provider said the conversation is too long.
+    Overflow,
+    /// `/compact`.
+    Asked,
+}
+
+impl Turn<'_> {
+    /// Instruction files new to the session, changed or removed, before the
+    /// turn's first model call.
+    pub(super) async fn instructions_at_start(&self) -> Result<(), AgentError> {
+        let settings = self.config.instructions.clone();
+        let home = self.config.home.clone();
+        let cwd = PathBuf::from(&self.session.header.cwd);
+        let known = self.session.locked().state.instructions.clone();
+        let batch = tokio::task::spawn_blocking(move || {
+            instructions::baseline(&settings, &home, &cwd, &known)
+        })
+        .await
+        .unwrap_or_default();
+        self.record_instructions(batch)
+    }
+
+    /// Instruction files of the directories the step's tools touched.
+    pub(super) async fn instructions_after_tools(&self) -> Result<(), AgentError> {
+        let touched = std::mem::take(&mut *self.touched.lock().unwrap_or_else(|e| e.into_inner()));
+        if touched.is_empty() {
+            return Ok(());
+        }
+        let settings = self.config.instructions.clone();
+        let home = self.config.home.clone();
+        let cwd = PathBuf::from(&self.session.header.cwd);
+        let known = self.session.locked().state.instructions.clone();
+        let batch = tokio::task::spawn_blocking(move || {
+            instructions::nested(&settings, &home, &cwd, &touched, &known)
+        })
+        .await
+        .unwrap_or_default();
+        self.record_instructions(batch)
+    }
+
+    fn record_instructions(&self, batch: Option<instructions::Batch>) -> Result<(), AgentError> {
+        let Some(batch) = batch else {
+            return Ok(());
+        };
+        tracing::info!(
+            files = batch.files.len(),
+            bytes = batch.text.len(),
+            "workspace instructions"
+        );
+        self.record(EventData::Instructions {
+            text: batch.text,
+            files: batch.files,
+        })
+    }
+
+    /// Before a model call: compacts when the context is over the
+    /// threshold (pruning first, then summaries).
+    pub(super) async fn compact_if_needed(&self) -> Result<(), AgentError> {
+        if !self.config.compaction.auto {
+            return Ok(());
+        }
+        let (policy, window, used) = self.pressure();
+        if used <= policy.threshold(window) {
+            return Ok(());
+        }
+        tracing::info!(used, window, "context over the compaction threshold");
+        self.compact(Why::Pressure, None).await.map(drop)
+    }
+
+    /// The policy for the session's model, its window, and the tokens in
+    /// the context now (the last call's, else an estimate).
+    fn pressure(&self) -> (compaction::Policy, u64, u64) {
+        let locked = self.session.locked();
+        let settings = &locked.state.settings;
+        let policy = self.config.compaction.policy(&settings.model);
+        let window = settings.context_window(self.config);
+        let used = locked
+            .state
+            .last_context
+            .unwrap_or_else(|| compaction::estimate(&locked.state.history.messages()));
+        (policy, window, used)
+    }
+
+    /// Compacts the conversation: prunes old tool results (unless asked),
+    /// then summarizes what precedes the retained window — again while it
+    /// stays over the threshold, up to the policy's retries. Whether the
+    /// conversation got shorter.
+    pub(super) async fn compact(&self, why: Why, focus: Option<&str>) -> Result<bool, AgentError> {
+        let (policy, window, _) = self.pressure();
+        let retain = policy.retain(window);
+        let mut changed = false;
+        if why != Why::Asked {
+            let calls = {
+                let locked = self.session.locked();
+                compaction::prunable(&locked.state.history, retain, &self.config.compaction.prune)
+            };
+            if !calls.is_empty() {
+                let prune = &self.config.compaction.prune;
+                self.record(EventData::CompactionPrune {
+                    calls,
+                    head_chars: prune.head_chars,
+                    tail_chars: prune.tail_chars,
+                })?;
+                changed = true;
+                let (_, _, used) = self.pressure();
+                if why == Why::Pressure && used <= policy.threshold(window) {
+                    return Ok(true);
+                }
+            }
+        }
+        for _ in 0..=policy.compaction_retries {
+            if !self.summarize(&policy, retain, focus).await? {
+                break;
+            }
+            changed = true;
+            let (_, _, used) = self.pressure();
+            if why == Why::Asked || used <= policy.threshold(window) {
+                break;
+            }
+        }
+        Ok(changed)
+    }
+
+    /// One summary, shown as a "Compact conversation" tool call. Whether
+    /// one was recorded (nothing to summarize, a cancel or a failed call
+    /// record nothing; the editor is told why).
+    async fn summarize(
+        &self,
+        policy: &compaction::Policy,
+        retain: u64,
+        focus: Option<&str>,
+    ) -> Result<bool, AgentError> {
+        let (plan, before, model) = {
+            let locked = self.session.locked();
+            let history = &locked.state.history;
+            (
+                compaction::summarize(history, retain),
+                compaction::estimate(&history.messages()),
+                locked.state.settings.model.clone(),
+            )
+        };
+        let call_id = ToolCallId::new(format!("compact_{}", uuid::Uuid::new_v4().simple()));
+        self.frontend.send(AgentUpdate::ToolCall {
+            call_id: call_id.clone(),
+            arguments: String::new(),
+            view: compaction_view(None),
+            status: ToolStatus::InProgress,
+        });
+        let Some(plan) = plan else {
+            self.compaction_failed(
+                &call_id,
+                "Nothing to compact yet: the conversation is already short.",
+            );
+            return Ok(false);
+        };
+        let model_id = policy.summarization_model.clone().unwrap_or(model);
+        let Some(mut model) = self.config.model(&model_id).cloned() else {
+            self.compaction_failed(
+                &call_id,
+                &format!("The summarization model {model_id} is not in the catalog."),
+            );
+            return Ok(false);
+        };
+        model.max_tokens = Some(policy.max_tokens);
+        let mut messages = plan.messages.clone();
+        messages.push(Arc::new(ChatMessage::User(vec![UserContent::text(
+            compaction::summary_request(focus),
+        )])));
+        let request = ModelRequest {
+            model,
+            thought_level: ThoughtLevel::Off,
+            system: "You write precise handover summaries of coding sessions.".to_owned(),
+            messages,
+            tools: Vec::new(),
+            session_id: self.session.id.to_string(),
+        };
+        let summary = match self.generate(&request).await {
+            Ok(Some(summary)) if !summary.trim().is_empty() => summary,
+            Ok(Some(_)) => {
+                self.compaction_failed(
+                    &call_id,
+                    "The model returned an empty summary; nothing was replaced.",
+                );
+                return Ok(false);
+            }
+            Ok(None) => {
+                self.compaction_failed(&call_id, "Cancelled; nothing was replaced.");
+                return Ok(false);
+            }
+            Err(error) => {
+                tracing::warn!(code = %error.code, "summary call failed");
+                self.compaction_failed(
+                    &call_id,
+                    &format!("The summary call failed: {}", error.message),
+                );
+                return Ok(false);
+            }
+        };
+        let replaced = compaction::estimate(&plan.messages);
+        let after = before.saturating_sub(replaced) + (summary.len() / 4) as u64;
+        self.record(EventData::CompactionSummary {
+            start: plan.start,
+            end: plan.end,
+            summary,
+            call_id: Some(call_id),
+            messages: plan.messages.len() as u64,
+            tokens_before: before,
+            tokens_after: after,
+        })?;
+        Ok(true)
+    }
+
+    fn compaction_failed(&self, call_id: &ToolCallId, why: &str) {
+        let mut view = compaction_view(None);
+        view.content = vec![ToolContent::Text {
+            text: why.to_owned(),
+        }];
+        self.frontend.send(AgentUpdate::ToolCallUpdate {
+            call_id: call_id.clone(),
+            status: ToolStatus::Failed,
+            view,
+        });
+    }
+
+    /// One model call whose text is the answer (not streamed to the
+    /// editor). `None` when cancelled.
+    async fn generate(&self, request: &ModelRequest) -> Result<Option<String>, ModelError> {
+        let started = start_with_retry(
+            &self.provider,
+            request,
+            self.config.retry,
+            self.cancel,
+            |_, _, _| {},
+        )
+        .await?;
+        let Started::Stream(mut stream) = started else {
+            return Ok(None);
+        };
+        let mut text = String::new();
+        loop {
+            let next = tokio::select! {
+                biased;
+                () = self.cancel.cancelled() => return Ok(None),
+                next = stream.next() => next,
+            };
+            match next {
+                Some(Ok(StreamEvent::TextDelta(delta))) => text.push_str(&delta),
+                Some(Ok(StreamEvent::Finish(_))) => return Ok(Some(text)),
+                Some(Ok(_)) => {}
+                Some(Err(error)) => return Err(error),
+                None => {
+                    return Err(ModelError::new(
+                        ErrorCode::ModelStreamClosed,
+                        "the summary stream ended without finishing",
+                    ))
+                }
+            }
+        }
+    }
+}
