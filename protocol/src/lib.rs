@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 pub mod content;
+pub mod context;
 pub mod error;
 pub mod history;
 pub mod ids;

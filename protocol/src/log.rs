@@ -19,6 +19,8 @@ use crate::ids::{SessionId, ToolCallId};
 use crate::model::{FinishReason, ToolCallRequest, Usage};
 use crate::tool::{ToolStatus, ToolView};
 
+pub use crate::context::{InstructionFile, InstructionStatus};
+
 /// The log format version this build writes and the newest it reads.
 pub const FORMAT_VERSION: u32 = 1;
 /// The `format` marker in every header.
@@ -426,34 +428,6 @@ pub enum EventData {
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
-}
-
-/// One instruction file in a `context/instructions` event.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct InstructionFile {
-    /// Absolute path.
-    pub path: String,
-    /// What happened to it.
-    pub status: InstructionStatus,
-    /// A fingerprint of its content as loaded (to notice a change).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fingerprint: Option<String>,
-}
-
-/// What happened to an instruction file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum InstructionStatus {
-    /// Loaded whole.
-    Loaded,
-    /// Loaded, cut to fit the budget.
-    Truncated,
-    /// Left out to fit the budget.
-    Omitted,
-    /// Loaded again: its content changed.
-    Updated,
-    /// It is gone.
-    Removed,
 }
 
 /// Every event type this build understands.

@@ -4,6 +4,7 @@
 mod support;
 
 mod backpressure;
+mod context;
 mod faults;
 mod fuzz;
 mod hardening;

@@ -99,16 +99,16 @@ pub fn baseline(
     for dir in dirs_between(&root, cwd) {
         candidates.extend(files_in(settings, &dir));
     }
-    let mut sources = Vec::new();
+    let (mut sources, mut seen) = (Vec::new(), Vec::new());
     for path in &candidates {
-        collect(settings, path, &root, home, known, &mut sources);
+        collect(settings, path, &root, home, known, &mut seen, &mut sources);
     }
     // Files given earlier and not among the candidates (nested ones):
     // checked for changes too.
     for path in known.keys() {
         let path = PathBuf::from(path);
         if !candidates.contains(&path) {
-            collect(settings, &path, &root, home, known, &mut sources);
+            collect(settings, &path, &root, home, known, &mut seen, &mut sources);
         }
     }
     let removed: Vec<String> = known
@@ -154,11 +154,9 @@ pub fn nested(
             }
         }
     }
-    let mut sources = Vec::new();
+    let (mut sources, mut seen) = (Vec::new(), Vec::new());
     for path in &candidates {
-        if !known.contains_key(&path.to_string_lossy().into_owned()) {
-            collect(settings, path, &root, home, known, &mut sources);
-        }
+        collect(settings, path, &root, home, known, &mut seen, &mut sources);
     }
     render(settings.max_bytes, sources, Vec::new())
 }
@@ -212,6 +210,7 @@ fn collect(
     root: &Path,
     home: &Path,
     known: &Known,
+    seen: &mut Vec<(PathBuf, String)>,
     sources: &mut Vec<Source>,
 ) {
     let key = path.to_string_lossy().into_owned();
@@ -224,14 +223,16 @@ fn collect(
         }
     };
     // Per directory, a file whose trimmed content equals an earlier one's
-    // is the same instructions (AGENTS.md and a CLAUDE.md copy).
-    let dir = path.parent();
-    if sources
+    // is the same instructions (AGENTS.md and a CLAUDE.md copy), whether
+    // or not the earlier one is given again now.
+    let dir = path.parent().unwrap_or(path).to_path_buf();
+    if seen
         .iter()
-        .any(|s| Path::new(&s.path).parent() == dir && s.text.trim() == text.trim())
+        .any(|(other, earlier)| *other == dir && earlier.trim() == text.trim())
     {
         return;
     }
+    seen.push((dir, text.clone()));
     let fingerprint = fingerprint(&text);
     let updated = match known.get(&key) {
         Some(given) if *given == fingerprint => return,
@@ -402,7 +403,7 @@ fn compose(
     for (at, source) in kept.iter().enumerate() {
         let body = match cut {
             Some(to) if at + 1 == kept.len() => &source.text[..to],
-            _ => source.text.as_str(),
+            _ => source.text.trim(),
         };
         let label = if source.updated {
             "Updated instructions from"
@@ -480,6 +481,27 @@ mod tests {
             "Workspace instruction budget 700 bytes: omitted /home/AGENTS.md, /p/AGENTS.md; truncated /p/sub/AGENTS.md from 800 to"
         ), "{}", batch.text);
         assert!(batch.text.ends_with("</system-reminder>"));
+    }
+
+    #[test]
+    fn one_file_over_budget_is_cut_to_fit() {
+        for max in [300, 599, 600, 601, 777] {
+            let batch = render(
+                max,
+                vec![source(
+                    "/tmp/.tmpAbCdEf/proj/AGENTS.md",
+                    &"rule. ".repeat(200),
+                )],
+                Vec::new(),
+            )
+            .unwrap();
+            assert!(
+                batch.text.len() <= max,
+                "{max}: {} bytes\n{}",
+                batch.text.len(),
+                batch.text
+            );
+        }
     }
 
     #[test]

@@ -255,6 +255,7 @@ impl ProviderError {
             || message.contains("context window")
             || message.contains("maximum context")
             || message.contains("context size")
+            || message.contains("maximum model length")
     }
 
     fn is_model_not_found(&self) -> bool {
@@ -332,6 +333,20 @@ mod tests {
             .code,
             ErrorCode::ModelInvalidRequest
         );
+        // Context overflows in the wording of DeepSeek/OpenAI, llama.cpp
+        // and vLLM (old and new).
+        for body in [
+            r#"{"error":{"message":"This model's maximum context length is 131072 tokens. However, you requested 140000 tokens","type":"invalid_request_error"}}"#,
+            r#"{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error"}}"#,
+            r#"{"object":"error","message":"This model's maximum context length is 4096 tokens. However, you requested 5000 tokens (4000 in the messages, 1000 in the completion).","type":"BadRequestError","code":400}"#,
+            r#"{"error":{"message":"The decoder prompt (length 5000) is longer than the maximum model length of 4096.","type":"BadRequestError"}}"#,
+        ] {
+            assert_eq!(
+                ModelError::from_status(400, body, None, "x").code,
+                ErrorCode::ModelContextWindowExceeded,
+                "{body}"
+            );
+        }
         let overloaded = serde_json::json!({"message":"overloaded","type":"server_error"});
         assert_eq!(
             ModelError::from_stream(&overloaded).code,

@@ -169,6 +169,12 @@ impl Protected {
         "**/.yarnrc",
         "**/.yarnrc.yml",
         "**/.devcontainer/**",
+        // Instruction files steer every later session in the project:
+        // a change is asked about in every mode that asks at all.
+        "**/AGENTS.md",
+        "**/AGENTS.local.md",
+        "**/CLAUDE.md",
+        "**/CLAUDE.local.md",
     ];
 
     /// The default patterns plus `extra`, and `home` (`$DSH_HOME`).

@@ -49,7 +49,8 @@ impl Turn<'_> {
 
     /// Instruction files of the directories the step's tools touched.
     pub(super) async fn instructions_after_tools(&self) -> Result<(), AgentError> {
-        let touched = std::mem::take(&mut *self.touched.lock().unwrap_or_else(|e| e.into_inner()));
+        let touched =
+            std::mem::take(&mut self.touched.lock().unwrap_or_else(|e| e.into_inner()).paths);
         if touched.is_empty() {
             return Ok(());
         }

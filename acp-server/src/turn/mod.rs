@@ -35,7 +35,16 @@ struct Turn<'a> {
     frontend: &'a dyn Frontend,
     number: u64,
     /// Paths the step's tools touched (for nested instructions).
-    touched: std::sync::Mutex<Vec<std::path::PathBuf>>,
+    touched: std::sync::Mutex<Touched>,
+}
+
+/// Paths tools of the running step worked on.
+#[derive(Default)]
+struct Touched {
+    /// The paths each call named, until its result.
+    planned: std::collections::HashMap<dsh_protocol::ToolCallId, Vec<std::path::PathBuf>>,
+    /// Paths of calls that completed.
+    paths: Vec<std::path::PathBuf>,
 }
 
 /// How one step ended.
@@ -87,16 +96,26 @@ pub(crate) async fn run(
                 StopReason::EndTurn
             })
         }
-        Some(Invocation::Init { prompt }) => turn.run(prompt, first).instrument(span).await,
-        None => turn.run(content, first).instrument(span).await,
+        // The title is what the user typed ("/init"), not the prompt.
+        Some(Invocation::Init { prompt }) => {
+            let title = first.then(|| UserContent::title_of(&content)).flatten();
+            turn.run(prompt, title).instrument(span).await
+        }
+        None => {
+            let title = first.then(|| UserContent::title_of(&content)).flatten();
+            turn.run(content, title).instrument(span).await
+        }
     }
 }
 
 impl Turn<'_> {
-    async fn run(&self, content: Vec<UserContent>, first: bool) -> Result<StopReason, AgentError> {
+    async fn run(
+        &self,
+        content: Vec<UserContent>,
+        title: Option<String>,
+    ) -> Result<StopReason, AgentError> {
         // The prompt first, then the title taken from it: the order the
         // editor sees them live (it shows its own prompt at once).
-        let title = first.then(|| UserContent::title_of(&content)).flatten();
         self.record(EventData::UserMessage {
             turn: self.number,
             content,

@@ -268,6 +268,19 @@ impl Turn<'_> {
     }
 
     fn record_call(&self, call: &ToolCallRequest, view: ToolView) -> Result<(), AgentError> {
+        if touches_files(&call.name) {
+            self.touched
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .planned
+                .insert(
+                    call.id.clone(),
+                    view.locations
+                        .iter()
+                        .map(|location| PathBuf::from(&location.path))
+                        .collect(),
+                );
+        }
         self.record(EventData::ToolCall {
             turn: self.number,
             call_id: call.id.clone(),
@@ -286,14 +299,19 @@ impl Turn<'_> {
             self.record(EventData::Plan { entries })?;
         }
         let status = outcome.status();
-        if status == ToolStatus::Completed
-            && matches!(
-                call.name.as_str(),
-                "read" | "edit" | "write" | "glob" | "grep" | "lsp"
-            )
-        {
+        // Paths a tool that touches files worked on, for the nested
+        // instructions of their directories.
+        let planned = self
+            .touched
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .planned
+            .remove(&call.id)
+            .unwrap_or_default();
+        if status == ToolStatus::Completed && touches_files(&call.name) {
             let mut touched = self.touched.lock().unwrap_or_else(|e| e.into_inner());
-            touched.extend(
+            touched.paths.extend(planned);
+            touched.paths.extend(
                 outcome
                     .view
                     .locations
@@ -312,4 +330,9 @@ impl Turn<'_> {
             live_terminal: outcome.live_terminal,
         })
     }
+}
+
+/// Tools whose locations are paths of the workspace they read or changed.
+fn touches_files(name: &str) -> bool {
+    matches!(name, "read" | "edit" | "write" | "glob" | "grep" | "lsp")
 }

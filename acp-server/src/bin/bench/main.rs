@@ -15,6 +15,7 @@
 //! use (127.0.0.1 only).
 #![allow(clippy::print_stdout)]
 
+mod context;
 mod lsp;
 #[path = "../../../../tests/e2e/support/mock_model.rs"]
 mod mock_model;
@@ -111,6 +112,7 @@ async fn main() {
             // The streaming-cost rows alone (for profiling).
             "stream-cost" => stream::cost(&bench).await,
             "scale" => scale::rows(&bench).await,
+            "context" => context::rows(&bench).await,
             // The session/load rows alone (for profiling).
             "load" => scale::load(&bench).await,
             "lsp" => lsp::lsp_rows(&bench.scratch).await,
@@ -118,10 +120,11 @@ async fn main() {
                 start_rows(&bench).await;
                 stream::rows(&bench).await;
                 scale::rows(&bench).await;
+                context::rows(&bench).await;
                 lsp::lsp_rows(&bench.scratch).await;
             }
             other => {
-                panic!("unknown mode {other:?}: all, stream, stream-cost, scale, load, soak, lsp")
+                panic!("unknown mode {other:?}: all, stream, stream-cost, scale, load, context, soak, lsp")
             }
         }
     }
