@@ -185,7 +185,7 @@ async fn a_cancel_stops_a_fast_stream_at_once() {
 #[tokio::test]
 async fn a_stalled_editor_holds_the_next_step_without_timing_it_out() {
     // The 600 ms idle timeout of the test setup, and an editor that looks
-    // away for 2 s while a long first step fills its pipe: the second
+    // away for 3 s while a long first step fills its pipe: the second
     // step's deltas wait for the editor behind the first step's (the fence)
     // and then arrive whole; waiting for the editor is not a silent model
     // (the unit test `the_idle_timeout_counts_only_waiting` pins the timer).
@@ -209,7 +209,7 @@ async fn a_stalled_editor_holds_the_next_step_without_timing_it_out() {
         .to_owned();
     raw.send(json!({"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":session,"prompt":[{"type":"text","text":"read it"}]}}))
         .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
     let mut text = String::new();
     let answer = loop {
         let frame = raw.recv().await;
@@ -223,7 +223,12 @@ async fn a_stalled_editor_holds_the_next_step_without_timing_it_out() {
             break frame;
         }
     };
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(
+        answer["result"]["stopReason"],
+        "end_turn",
+        "{answer} after {} bytes of text",
+        text.len()
+    );
     assert!(
         text.ends_with(&"second step ".repeat(20_000)),
         "the second step's reply arrived whole"

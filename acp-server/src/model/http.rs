@@ -187,6 +187,7 @@ fn body_events(body: Body, idle: Duration, key: String) -> EventStream {
         body,
         idle,
         waiting_since: None,
+        last_look: false,
         timer: Box::pin(tokio::time::sleep(idle)),
         decoder: SseDecoder::default(),
         parser: ChunkParser::default(),
@@ -208,6 +209,9 @@ struct BodyEvents {
     /// turn that stopped reading for a while (an editor that fell behind)
     /// is not a silent provider.
     waiting_since: Option<tokio::time::Instant>,
+    /// The timeout passed and the stream gets one more look, after the
+    /// tasks woken with the timer have run.
+    last_look: bool,
     timer: std::pin::Pin<Box<tokio::time::Sleep>>,
     decoder: SseDecoder,
     parser: ChunkParser,
@@ -284,6 +288,7 @@ impl futures::Stream for BodyEvents {
             match this.body.as_mut().poll_next(cx) {
                 Poll::Ready(Some(Ok(bytes))) => {
                     this.waiting_since = None;
+                    this.last_look = false;
                     this.decoder.push(&bytes);
                 }
                 Poll::Ready(Some(Err(err))) => {
@@ -311,6 +316,15 @@ impl futures::Stream for BodyEvents {
                         Poll::Ready(()) => {
                             let deadline = since + this.idle;
                             if tokio::time::Instant::now() >= deadline {
+                                // Once more after the tasks already woken
+                                // (the connection may hold bytes that came
+                                // while dsh was not running): only then is
+                                // the provider silent.
+                                if !this.last_look {
+                                    this.last_look = true;
+                                    cx.waker().wake_by_ref();
+                                    return Poll::Pending;
+                                }
                                 return this.fail(this.idle_error());
                             }
                             this.timer.as_mut().reset(deadline);

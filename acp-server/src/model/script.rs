@@ -129,36 +129,40 @@ impl ScriptEntry {
     /// The SSE `data:` payloads for this entry, as an OpenAI-compatible
     /// server would send them (without the final `[DONE]`).
     pub fn sse_payloads(&self) -> Vec<String> {
+        self.sse_payload_iter().collect()
+    }
+
+    /// The same payloads, made as they are taken (a large script's first
+    /// event need not wait for the rest to be encoded).
+    pub fn sse_payload_iter(&self) -> Box<dyn Iterator<Item = String> + Send + '_> {
         if !self.raw.is_empty() {
-            return self.raw.clone();
+            return Box::new(self.raw.iter().cloned());
         }
-        let mut payloads: Vec<String> = self
-            .all_chunks()
-            .map(|chunk| {
-                let delta = match chunk {
-                    ScriptChunk::Text(text) => serde_json::json!({ "content": text }),
-                    ScriptChunk::Reasoning(text) => serde_json::json!({ "reasoning_content": text }),
-                    ScriptChunk::ToolCall { index, id, name, arguments } => {
-                        let mut call = serde_json::json!({ "index": index, "function": { "arguments": arguments } });
-                        if let Some(id) = id {
-                            call["id"] = id.into();
-                            call["type"] = "function".into();
-                        }
-                        if let Some(name) = name {
-                            call["function"]["name"] = name.into();
-                        }
-                        serde_json::json!({ "tool_calls": [call] })
+        let chunks = self.all_chunks().map(|chunk| {
+            let delta = match chunk {
+                ScriptChunk::Text(text) => serde_json::json!({ "content": text }),
+                ScriptChunk::Reasoning(text) => serde_json::json!({ "reasoning_content": text }),
+                ScriptChunk::ToolCall { index, id, name, arguments } => {
+                    let mut call = serde_json::json!({ "index": index, "function": { "arguments": arguments } });
+                    if let Some(id) = id {
+                        call["id"] = id.into();
+                        call["type"] = "function".into();
                     }
-                };
-                chunk_json(delta, None)
-            })
-            .collect();
+                    if let Some(name) = name {
+                        call["function"]["name"] = name.into();
+                    }
+                    serde_json::json!({ "tool_calls": [call] })
+                }
+            };
+            chunk_json(delta, None)
+        });
         let finish = self.finish.clone().unwrap_or_else(|| "stop".to_owned());
-        payloads.push(chunk_json(serde_json::json!({}), Some(&finish)));
-        if let Some(usage) = &self.usage {
-            payloads.push(serde_json::json!({ "id": "mock", "object": "chat.completion.chunk", "choices": [], "usage": usage }).to_string());
-        }
-        payloads
+        let tail = std::iter::once(chunk_json(serde_json::json!({}), Some(&finish))).chain(
+            self.usage.as_ref().map(|usage| {
+                serde_json::json!({ "id": "mock", "object": "chat.completion.chunk", "choices": [], "usage": usage }).to_string()
+            }),
+        );
+        Box::new(chunks.chain(tail))
     }
 }
 

@@ -236,32 +236,45 @@ impl Turn<'_> {
         // reply ends.
         let waited = std::sync::atomic::AtomicBool::new(true);
         // Deltas go out after what was sent before them (see
-        // `Frontend::begin_streaming`), once per step.
+        // `Frontend::begin_streaming`), once per step: the fence is started
+        // with the first delta and awaited alongside the stream, so a
+        // stalled editor never keeps the model's stream unread (its idle
+        // timer would count the wait).
+        let mut fence: Option<futures::future::BoxFuture<'_, ()>> = None;
         let mut streaming = false;
         let end = loop {
-            // Deltas go out as soon as nothing more is ready, unless the
-            // editor is behind: then they wait, merged, while the stream
-            // keeps being read.
-            if !unsent.is_empty() && !self.frontend.congested() {
-                if !streaming {
-                    self.frontend.begin_streaming().await;
-                    streaming = true;
-                } else if !waited.swap(false, std::sync::atomic::Ordering::Relaxed) {
-                    tokio::task::yield_now().await;
+            if !unsent.is_empty() {
+                if !streaming && fence.is_none() {
+                    fence = Some(self.frontend.begin_streaming());
                 }
-                unsent.send(self.frontend);
+                // Deltas go out as soon as nothing more is ready, unless
+                // the editor is behind: then they wait, merged, while the
+                // stream keeps being read.
+                if streaming && !self.frontend.congested() {
+                    if !waited.swap(false, std::sync::atomic::Ordering::Relaxed) {
+                        tokio::task::yield_now().await;
+                    }
+                    unsent.send(self.frontend);
+                }
             }
             let next = tokio::select! {
                 biased;
                 () = self.cancel.cancelled() => break StepEnd::Cancelled,
-                () = self.frontend.drained(), if !unsent.is_empty() => continue,
+                () = async { if let Some(fence) = fence.as_mut() { fence.await } }, if fence.is_some() => None,
+                () = self.frontend.drained(), if streaming && !unsent.is_empty() => continue,
                 next = futures::future::poll_fn(|cx| {
                     let next = stream.poll_next_unpin(cx);
                     if next.is_pending() {
                         waited.store(true, std::sync::atomic::Ordering::Relaxed);
                     }
                     next
-                }) => next,
+                }) => Some(next),
+            };
+            let Some(next) = next else {
+                // The fence passed: this step's deltas may go.
+                fence = None;
+                streaming = true;
+                continue;
             };
             if let Some(end) = reply.take(next, &mut unsent) {
                 break end;
@@ -280,7 +293,10 @@ impl Turn<'_> {
             }
         };
         if !unsent.is_empty() && !streaming {
-            self.frontend.begin_streaming().await;
+            match fence.take() {
+                Some(fence) => fence.await,
+                None => self.frontend.begin_streaming().await,
+            }
         }
         unsent.send(self.frontend);
         drop(stream);

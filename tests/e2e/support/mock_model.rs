@@ -208,10 +208,6 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>) {
         let _ = write_response(&mut stream, status, entry.retry_after.as_deref(), &body).await;
         return;
     }
-    let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n";
-    if stream.write_all(head.as_bytes()).await.is_err() {
-        return;
-    }
     let mut entry = entry;
     if entry.echo_read && last_role == "user" {
         use dsh_acp_server::model::script::ScriptChunk;
@@ -238,16 +234,28 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>) {
             .map(|piece| dsh_acp_server::model::script::ScriptChunk::Text(piece.iter().collect()))
             .collect();
     }
-    let payloads = entry.sse_payloads();
+    let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n";
     if let Some(pace) = entry.pace_us {
+        // Paced streams are encoded first, so the pacing is only writes.
+        let payloads = entry.sse_payloads();
+        if stream.write_all(head.as_bytes()).await.is_err() {
+            return;
+        }
         paced(stream, payloads, Duration::from_micros(pace), state).await;
         return;
     }
+    if stream.write_all(head.as_bytes()).await.is_err() {
+        return;
+    }
+    // Encoded as they go: a large script's first event does not wait for
+    // the rest (in a debug build on a loaded machine encoding 300,000
+    // chunks first took longer than the tests' 600 ms idle timeout).
+    let payloads = entry.sse_payload_iter();
     let delay = Duration::from_millis(entry.delay_ms);
     // Large scripted streams are written in batches, as a real server's
     // TCP writes coalesce; small ones one event per write.
     let mut pending = Vec::new();
-    for (index, payload) in payloads.iter().enumerate() {
+    for (index, payload) in payloads.enumerate() {
         if entry.hang_after == Some(index) {
             let _ = stream.write_all(&pending).await;
             let _ = stream.flush().await;
@@ -276,6 +284,10 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>) {
             pending.clear();
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;
+            } else {
+                // The mock shares its runtime with the test's client:
+                // encoding a large script must not starve it.
+                tokio::task::yield_now().await;
             }
         }
     }
