@@ -78,16 +78,7 @@ async fn an_editor_that_stops_reading_loses_nothing_and_costs_bounded_memory() {
         "finish": "stop",
         "usage": {"prompt_tokens": 10, "completion_tokens": CHUNKS}
     }));
-    let mut raw = Raw::spawn(env.command());
-    raw.send(json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}))
-        .await;
-    raw.recv().await;
-    raw.send(json!({"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":env.cwd(),"mcpServers":[]}}))
-        .await;
-    let session = raw.recv().await["result"]["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (mut raw, session) = raw_session(&env).await;
     let pid = raw.child.id().unwrap();
     let before = rss(pid);
     raw.send(json!({"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":session,"prompt":[{"type":"text","text":"stream"}]}}))
@@ -197,16 +188,7 @@ async fn a_stalled_editor_holds_the_next_step_without_timing_it_out() {
     }));
     env.mock
         .push_json(json!({"repeat": {"text": "second step ", "count": 20_000}, "finish": "stop"}));
-    let mut raw = Raw::spawn(env.command());
-    raw.send(json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}))
-        .await;
-    raw.recv().await;
-    raw.send(json!({"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":env.cwd(),"mcpServers":[]}}))
-        .await;
-    let session = raw.recv().await["result"]["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (mut raw, session) = raw_session(&env).await;
     raw.send(json!({"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":session,"prompt":[{"type":"text","text":"read it"}]}}))
         .await;
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -234,4 +216,19 @@ async fn a_stalled_editor_holds_the_next_step_without_timing_it_out() {
         "the second step's reply arrived whole"
     );
     raw.finish().await;
+}
+
+/// dsh over a raw pipe (the test decides when to read), with a session.
+async fn raw_session(env: &TestEnv) -> (Raw, String) {
+    let mut raw = Raw::spawn(env.command());
+    raw.send(json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}))
+        .await;
+    raw.recv().await;
+    raw.send(json!({"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":env.cwd(),"mcpServers":[]}}))
+        .await;
+    let session = raw.recv().await["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    (raw, session)
 }

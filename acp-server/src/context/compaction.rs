@@ -286,6 +286,27 @@ mod tests {
         }
     }
 
+    /// A model reply.
+    fn answer(turn: u64, step: u64, text: &str, tool_calls: Vec<ToolCallRequest>) -> EventData {
+        let finish = if tool_calls.is_empty() {
+            FinishReason::Stop
+        } else {
+            FinishReason::ToolCalls
+        };
+        EventData::AssistantMessage {
+            turn,
+            step,
+            text: text.to_owned(),
+            reasoning: String::new(),
+            tool_calls,
+            usage: None,
+            estimated_context: None,
+            finish,
+            interrupted: false,
+            model: String::new(),
+        }
+    }
+
     /// Turn 1: prompt, a read with a 40 KB result, reply; turn 2: prompt,
     /// reply.
     fn history() -> History {
@@ -301,18 +322,7 @@ mod tests {
                 turn: 1,
                 content: vec![UserContent::text("read it")],
             },
-            EventData::AssistantMessage {
-                turn: 1,
-                step: 1,
-                text: String::new(),
-                reasoning: String::new(),
-                tool_calls: vec![call],
-                usage: None,
-                estimated_context: None,
-                finish: FinishReason::ToolCalls,
-                interrupted: false,
-                model: String::new(),
-            },
+            answer(1, 1, "", vec![call]),
             EventData::ToolResult {
                 turn: 1,
                 call_id: ToolCallId::new("c1"),
@@ -323,34 +333,12 @@ mod tests {
                 attachments: Vec::new(),
                 live_terminal: None,
             },
-            EventData::AssistantMessage {
-                turn: 1,
-                step: 2,
-                text: "done".to_owned(),
-                reasoning: String::new(),
-                tool_calls: Vec::new(),
-                usage: None,
-                estimated_context: None,
-                finish: FinishReason::Stop,
-                interrupted: false,
-                model: String::new(),
-            },
+            answer(1, 2, "done", Vec::new()),
             EventData::UserMessage {
                 turn: 2,
                 content: vec![UserContent::text("and now?")],
             },
-            EventData::AssistantMessage {
-                turn: 2,
-                step: 1,
-                text: "now this".to_owned(),
-                reasoning: String::new(),
-                tool_calls: Vec::new(),
-                usage: None,
-                estimated_context: None,
-                finish: FinishReason::Stop,
-                interrupted: false,
-                model: String::new(),
-            },
+            answer(2, 1, "now this", Vec::new()),
         ];
         for (at, data) in events.into_iter().enumerate() {
             history.apply(&event(at as u64 + 1, data));
