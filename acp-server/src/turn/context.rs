@@ -2,7 +2,7 @@
 //! at a turn's start and after tools, compaction before a model call (and
 //! after an overflow, and for `/compact`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use dsh_protocol::log::EventData;
@@ -13,6 +13,7 @@ use futures::StreamExt;
 
 use super::Turn;
 use crate::config::ThoughtLevel;
+use crate::context::instructions::InstructionSettings;
 use crate::context::{compaction, instructions};
 use crate::error::AgentError;
 use crate::model::retry::{start_with_retry, Started};
@@ -35,16 +36,7 @@ impl Turn<'_> {
     /// Instruction files new to the session, changed or removed, before the
     /// turn's first model call.
     pub(super) async fn instructions_at_start(&self) -> Result<(), AgentError> {
-        let settings = self.config.instructions.clone();
-        let home = self.config.home.clone();
-        let cwd = PathBuf::from(&self.session.header.cwd);
-        let known = self.session.locked().state.instructions.clone();
-        let batch = tokio::task::spawn_blocking(move || {
-            instructions::baseline(&settings, &home, &cwd, &known)
-        })
-        .await
-        .unwrap_or_default();
-        self.record_instructions(batch)
+        self.instructions(instructions::baseline).await
     }
 
     /// Instruction files of the directories the step's tools touched.
@@ -54,19 +46,39 @@ impl Turn<'_> {
         if touched.is_empty() {
             return Ok(());
         }
+        self.instructions(move |settings, home, cwd, known| {
+            instructions::nested(settings, home, cwd, &touched, known)
+        })
+        .await
+    }
+
+    /// Runs `find` (it reads files) on a blocking thread with the session's
+    /// settings, home, cwd and the files it has been given; records the
+    /// batch it returns.
+    async fn instructions(
+        &self,
+        find: impl FnOnce(
+                &InstructionSettings,
+                &Path,
+                &Path,
+                &instructions::Known,
+            ) -> Option<instructions::Batch>
+            + Send
+            + 'static,
+    ) -> Result<(), AgentError> {
         let settings = self.config.instructions.clone();
         let home = self.config.home.clone();
         let cwd = PathBuf::from(&self.session.header.cwd);
         let known = self.session.locked().state.instructions.clone();
-        let batch = tokio::task::spawn_blocking(move || {
-            instructions::nested(&settings, &home, &cwd, &touched, &known)
-        })
-        .await
-        .unwrap_or_default();
-        self.record_instructions(batch)
-    }
-
-    fn record_instructions(&self, batch: Option<instructions::Batch>) -> Result<(), AgentError> {
+        let batch = match tokio::task::spawn_blocking(move || find(&settings, &home, &cwd, &known))
+            .await
+        {
+            Ok(batch) => batch,
+            Err(error) => {
+                tracing::error!(%error, "reading workspace instructions failed; going on without");
+                None
+            }
+        };
         let Some(batch) = batch else {
             return Ok(());
         };
