@@ -84,6 +84,10 @@ pub trait Frontend: Send + Sync {
     /// Delivers one update.
     fn send(&self, update: AgentUpdate);
 
+    /// A fact was recorded in the session log (before its updates are
+    /// sent): for front ends that show the log itself (`dsh run --json`).
+    fn recorded(&self, _event: &dsh_protocol::log::Event) {}
+
     /// Starts a run of updates sent with [`Frontend::send_streamed`] —
     /// a step's streamed deltas (message and thought chunks), or a whole
     /// replay; resolves when they may go.

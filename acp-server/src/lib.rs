@@ -23,6 +23,7 @@ pub mod model;
 pub mod permission;
 pub mod projection;
 pub mod prompt;
+pub mod run;
 pub mod session;
 pub mod settings;
 pub mod store;

@@ -14,6 +14,9 @@ dsh — a coding agent for editors, served over the Agent Client Protocol (ACP)
 
 USAGE:
     dsh acp        Serve ACP on stdin/stdout (editors run this)
+    dsh run TASK   Run one task unattended (CI): the final text on stdout, progress
+                   on stderr; flags: --approve never|edits|all, --json, --session ID,
+                   --cwd DIR, --model ID, --thought-level L, --timeout S, --max-steps N
     dsh demo       Run a scripted demo session (no API key needed) and print it
     dsh --help     Show this help
     dsh --version  Show the version
@@ -46,6 +49,17 @@ fn main() -> ExitCode {
     let mut stdout = std::io::stdout();
     match args.first().map(String::as_str) {
         Some("acp") if args.len() == 1 => run(serve_acp),
+        Some("run") => match dsh_acp_server::run::RunArgs::parse(&args[1..]) {
+            Ok(parsed) => run(|| serve_run(parsed)),
+            Err(message) => {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "dsh run: {message}\n{}",
+                    dsh_acp_server::run::USAGE
+                );
+                ExitCode::from(2)
+            }
+        },
         Some("demo") if args.len() == 1 => run(|| async move {
             match dsh_acp_server::acp::demo::run(Box::new(std::io::stdout())).await {
                 Ok(()) => ExitCode::SUCCESS,
@@ -145,6 +159,19 @@ fn load_config() -> Result<Config, String> {
     })
 }
 
+/// `dsh run`: one task, unattended.
+async fn serve_run(args: dsh_acp_server::run::RunArgs) -> ExitCode {
+    dsh_process::forbid_inspection();
+    let config = load_config().map(|mut config| {
+        if let Some(steps) = args.max_steps {
+            config.max_steps = steps;
+        }
+        config
+    });
+    let agent = Agent::new(config);
+    ExitCode::from(dsh_acp_server::run::run(agent, args).await)
+}
+
 async fn serve_acp() -> ExitCode {
     // Children of the same user must not read the API key from us.
     dsh_process::forbid_inspection();
@@ -168,7 +195,7 @@ async fn serve_acp() -> ExitCode {
             Ok(served) => served.map_err(|err| format!("{err:?}")),
             Err(err) => Err(format!("the connection task failed: {err}")),
         },
-        signal = shutdown_signal() => {
+        signal = dsh_acp_server::run::shutdown_signal() => {
             tracing::info!(signal, "shutting down");
             connection.abort();
             Ok(())
@@ -188,19 +215,5 @@ async fn serve_acp() -> ExitCode {
             tracing::error!(error = %err, "ACP connection failed");
             ExitCode::FAILURE
         }
-    }
-}
-
-async fn shutdown_signal() -> &'static str {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => "SIGTERM",
-        _ = int.recv() => "SIGINT",
     }
 }

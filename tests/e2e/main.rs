@@ -14,6 +14,7 @@ mod mcp;
 mod projection;
 mod protocol;
 mod robustness;
+mod run;
 mod sessions;
 mod streaming;
 mod tools;

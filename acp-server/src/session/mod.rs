@@ -128,6 +128,7 @@ impl Session {
             let updates = locked.state.fold(&event, &self.config, Delivery::Live);
             (event, updates)
         };
+        out.recorded(&event);
         for update in updates {
             out.send(update);
         }

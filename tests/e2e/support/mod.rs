@@ -180,6 +180,28 @@ impl TestEnv {
         command
     }
 
+    /// `dsh ARGS…` (not `acp`) with the same clean environment.
+    pub fn dsh(&self, args: &[&str]) -> tokio::process::Command {
+        let mut command = self.command();
+        let std = command.as_std_mut();
+        let program = std.get_program().to_owned();
+        let mut fresh = std::process::Command::new(program);
+        fresh.args(args).env_clear();
+        for (name, value) in std.get_envs() {
+            if let Some(value) = value {
+                fresh.env(name, value);
+            }
+        }
+        fresh.current_dir(self.cwd());
+        let mut command = tokio::process::Command::from(fresh);
+        command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        command
+    }
+
     /// Spawns dsh and connects the SDK client.
     pub async fn connect(&self) -> Conn {
         Conn::spawn(self.command()).await

@@ -1,0 +1,458 @@
+//! `dsh run`: one task, unattended — the front end for CI jobs.
+//!
+//! The same core as ACP (session log, tools, policy, language servers);
+//! what it shows comes from the same places: the logged events (`--json`
+//! prints them as they are recorded, and the final text is the last
+//! reply's) and the projected updates (one stderr line per tool call).
+//! Permission asks are decided by `--approve`, never by a person.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use dsh_protocol::log::{Event, EventData, PermissionOutcome, StopReason};
+use dsh_protocol::model::Usage;
+use dsh_protocol::tool::ToolStatus;
+use dsh_protocol::UserContent;
+use futures::future::BoxFuture;
+
+use crate::agent::Agent;
+use crate::error::AgentError;
+use crate::frontend::{Frontend, PermissionAsk};
+use crate::update::AgentUpdate;
+
+/// How permission asks are answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Approve {
+    /// Every ask is rejected (the default).
+    Never,
+    /// Mode `accept-edits`; what would still ask is rejected.
+    Edits,
+    /// Mode `full-access`.
+    All,
+}
+
+/// `dsh run`'s flags.
+#[derive(Debug, Clone)]
+pub struct RunArgs {
+    /// Working directory (default: the current one).
+    pub cwd: PathBuf,
+    /// How asks are answered.
+    pub approve: Approve,
+    /// Model id.
+    pub model: Option<String>,
+    /// Thinking level.
+    pub thought_level: Option<String>,
+    /// A session to continue.
+    pub session: Option<String>,
+    /// NDJSON on stdout.
+    pub json: bool,
+    /// Give up (and cancel) after this long.
+    pub timeout: Option<Duration>,
+    /// Model calls per turn.
+    pub max_steps: Option<u64>,
+    /// The task.
+    pub task: String,
+}
+
+pub const USAGE: &str = "\
+usage: dsh run [--cwd DIR] [--approve never|edits|all] [--model ID]
+               [--thought-level off|low|high|max] [--session ID] [--json]
+               [--timeout SECS] [--max-steps N] [TASK | -]";
+
+impl RunArgs {
+    /// Parses the flags after `run`; reads the task from stdin when it is
+    /// `-`, or absent and stdin is not a terminal.
+    ///
+    /// # Errors
+    /// A usage error, as a message.
+    pub fn parse(args: &[String]) -> Result<RunArgs, String> {
+        let mut parsed = RunArgs {
+            cwd: std::env::current_dir().map_err(|err| format!("no current directory: {err}"))?,
+            approve: Approve::Never,
+            model: None,
+            thought_level: None,
+            session: None,
+            json: false,
+            timeout: None,
+            max_steps: None,
+            task: String::new(),
+        };
+        let mut task: Option<String> = None;
+        let mut args = args.iter();
+        while let Some(arg) = args.next() {
+            let mut value = |name: &str| {
+                args.next()
+                    .cloned()
+                    .ok_or_else(|| format!("{name} needs a value"))
+            };
+            match arg.as_str() {
+                "--cwd" => parsed.cwd = PathBuf::from(value("--cwd")?),
+                "--approve" => {
+                    parsed.approve = match value("--approve")?.as_str() {
+                        "never" => Approve::Never,
+                        "edits" => Approve::Edits,
+                        "all" => Approve::All,
+                        other => {
+                            return Err(format!("--approve {other:?}: use never, edits or all"))
+                        }
+                    }
+                }
+                "--model" => parsed.model = Some(value("--model")?),
+                "--thought-level" => parsed.thought_level = Some(value("--thought-level")?),
+                "--session" => parsed.session = Some(value("--session")?),
+                "--json" => parsed.json = true,
+                "--timeout" => {
+                    let secs: f64 = value("--timeout")?
+                        .parse()
+                        .map_err(|_| "--timeout takes seconds".to_owned())?;
+                    if !(secs > 0.0 && secs.is_finite()) {
+                        return Err("--timeout takes a positive number of seconds".to_owned());
+                    }
+                    parsed.timeout = Some(Duration::from_secs_f64(secs));
+                }
+                "--max-steps" => {
+                    parsed.max_steps = Some(
+                        value("--max-steps")?
+                            .parse()
+                            .ok()
+                            .filter(|n| *n > 0)
+                            .ok_or_else(|| "--max-steps takes a positive number".to_owned())?,
+                    )
+                }
+                flag if flag.starts_with("--") => return Err(format!("unknown flag {flag}")),
+                text if task.is_none() => task = Some(text.to_owned()),
+                _ => return Err("one task only (quote it)".to_owned()),
+            }
+        }
+        let from_stdin = match task.as_deref() {
+            Some("-") => true,
+            None => !std::io::stdin().is_terminal(),
+            Some(_) => false,
+        };
+        if from_stdin {
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+                .map_err(|err| format!("cannot read the task from stdin: {err}"))?;
+            task = Some(text);
+        }
+        parsed.task = task.unwrap_or_default();
+        if parsed.task.trim().is_empty() {
+            return Err("the task is empty".to_owned());
+        }
+        parsed.cwd = parsed
+            .cwd
+            .canonicalize()
+            .ok()
+            .filter(|dir| dir.is_dir())
+            .ok_or_else(|| format!("--cwd {}: not a directory", parsed.cwd.display()))?;
+        Ok(parsed)
+    }
+}
+
+/// What the run showed and saw.
+struct Seen {
+    /// The last reply's text.
+    text: String,
+    /// Usage summed over the run's model calls.
+    usage: Usage,
+    /// Tool call titles, until they finish.
+    titles: std::collections::HashMap<String, String>,
+}
+
+/// The front end: stderr for people, stdout for the result.
+struct RunFrontend {
+    approve: Approve,
+    json: bool,
+    seen: Mutex<Seen>,
+    spinner: Option<indicatif::ProgressBar>,
+}
+
+impl RunFrontend {
+    fn line(&self, text: &str) {
+        match &self.spinner {
+            Some(spinner) => spinner.println(text),
+            None => {
+                let _ = writeln!(std::io::stderr(), "{text}");
+            }
+        }
+    }
+
+    fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
+        self.seen.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Frontend for RunFrontend {
+    fn send(&self, update: AgentUpdate) {
+        match update {
+            AgentUpdate::ToolCall { call_id, view, .. } => {
+                if let Some(spinner) = &self.spinner {
+                    spinner.set_message(view.title.clone());
+                }
+                self.seen().titles.insert(call_id.to_string(), view.title);
+            }
+            AgentUpdate::ToolCallUpdate {
+                call_id, status, ..
+            } if matches!(status, ToolStatus::Completed | ToolStatus::Failed) => {
+                let title = self
+                    .seen()
+                    .titles
+                    .remove(call_id.as_str())
+                    .unwrap_or_else(|| call_id.to_string());
+                let mark = if status == ToolStatus::Completed {
+                    "✓"
+                } else {
+                    "✗"
+                };
+                self.line(&format!("{mark} {title}"));
+            }
+            _ => {}
+        }
+    }
+
+    fn recorded(&self, event: &Event) {
+        if self.json {
+            if let Ok(line) = serde_json::to_string(event) {
+                let mut stdout = std::io::stdout().lock();
+                let _ = writeln!(stdout, "{line}");
+                let _ = stdout.flush();
+            }
+        }
+        match &event.data {
+            EventData::AssistantMessage { text, usage, .. } => {
+                let mut seen = self.seen();
+                if !text.is_empty() {
+                    seen.text.clone_from(text);
+                }
+                if let Some(usage) = usage {
+                    seen.usage.input_tokens += usage.input_tokens;
+                    seen.usage.output_tokens += usage.output_tokens;
+                    seen.usage.cache_read_tokens += usage.cache_read_tokens;
+                    seen.usage.reasoning_tokens += usage.reasoning_tokens;
+                }
+            }
+            EventData::ToolResult {
+                call_id,
+                error: Some(error),
+                ..
+            } => {
+                let title = self
+                    .seen()
+                    .titles
+                    .get(call_id.as_str())
+                    .cloned()
+                    .unwrap_or_default();
+                self.line(&format!("  {title}: {}", error.message));
+            }
+            _ => {}
+        }
+    }
+
+    fn request_permission(&self, ask: PermissionAsk) -> BoxFuture<'_, PermissionOutcome> {
+        let (outcome, why) = match self.approve {
+            Approve::All => (PermissionOutcome::AllowOnce, "allowed (--approve all)"),
+            Approve::Edits => (
+                PermissionOutcome::RejectOnce,
+                "rejected (--approve edits allows edits only)",
+            ),
+            Approve::Never => (PermissionOutcome::RejectOnce, "rejected (--approve never)"),
+        };
+        tracing::info!(call = %ask.call_id, title = %ask.title, ?outcome, "permission decided by --approve");
+        self.line(&format!("permission {why}: {}", ask.title));
+        Box::pin(std::future::ready(outcome))
+    }
+}
+
+/// Runs the task; the process's exit status.
+pub async fn run(agent: Arc<Agent>, args: RunArgs) -> u8 {
+    let started = Instant::now();
+    let show_progress = std::io::stderr().is_terminal()
+        && std::env::var_os("NO_COLOR").is_none()
+        && std::env::var_os("CI").is_none();
+    let spinner = show_progress.then(|| {
+        let spinner = indicatif::ProgressBar::new_spinner();
+        spinner.enable_steady_tick(Duration::from_millis(120));
+        spinner.set_message("working");
+        spinner
+    });
+    let frontend = Arc::new(RunFrontend {
+        approve: args.approve,
+        json: args.json,
+        seen: Mutex::new(Seen {
+            text: String::new(),
+            usage: Usage::default(),
+            titles: Default::default(),
+        }),
+        spinner,
+    });
+    let outcome = turn(&agent, &args, &frontend).await;
+    if let Some(spinner) = &frontend.spinner {
+        spinner.finish_and_clear();
+    }
+    let (session, result) = match outcome {
+        Ok(done) => done,
+        Err((session, error)) => {
+            agent.shutdown().await;
+            let _ = writeln!(std::io::stderr(), "dsh run: {}: {error}", error.code());
+            if let Some(session) = session {
+                let _ = writeln!(std::io::stderr(), "session: {session}");
+            }
+            return match error {
+                AgentError::InvalidParams(_) => 2,
+                _ => 1,
+            };
+        }
+    };
+    agent.shutdown().await;
+    let (stop, error, interrupted) = result;
+    let seen = frontend.seen();
+    let duration = started.elapsed().as_millis() as u64;
+    let mut stdout = std::io::stdout().lock();
+    if args.json {
+        let stop_name = match (&stop, &error) {
+            (Some(stop), _) => serde_json::to_value(stop).unwrap_or_default(),
+            (None, _) => "error".into(),
+        };
+        let result = serde_json::json!({
+            "type": "result",
+            "sessionId": session,
+            "stopReason": stop_name,
+            "text": seen.text,
+            "usage": seen.usage,
+            "durationMs": duration,
+            "error": error.as_ref().map(|(code, message)| serde_json::json!({"code": code, "message": message})),
+        });
+        let _ = writeln!(stdout, "{result}");
+    } else if stop == Some(StopReason::EndTurn) && !seen.text.is_empty() {
+        let _ = writeln!(stdout, "{}", seen.text.trim_end());
+    }
+    let _ = stdout.flush();
+    let mut stderr = std::io::stderr();
+    let _ = writeln!(stderr, "session: {session}");
+    if interrupted {
+        let _ = writeln!(
+            stderr,
+            "dsh run: interrupted; continue with --session {session}"
+        );
+        return 130;
+    }
+    match (stop, error) {
+        (Some(StopReason::EndTurn), _) => 0,
+        (_, Some((code, message))) => {
+            let _ = writeln!(stderr, "dsh run: {code}: {message}");
+            1
+        }
+        (Some(stop), None) => {
+            let _ = writeln!(
+                stderr,
+                "dsh run: the turn stopped: {}",
+                serde_json::to_value(stop).unwrap_or_default()
+            );
+            1
+        }
+        (None, None) => 1,
+    }
+}
+
+/// How the turn ended: its stop reason, the failure (stable code and
+/// message), and whether a signal interrupted it.
+type Finished = (Option<StopReason>, Option<(String, String)>, bool);
+
+/// Opens (or continues) the session and runs the task in it.
+async fn turn(
+    agent: &Arc<Agent>,
+    args: &RunArgs,
+    frontend: &Arc<RunFrontend>,
+) -> Result<(String, Finished), (Option<String>, AgentError)> {
+    let opened = match &args.session {
+        Some(id) => agent.resume_session(id, Vec::new()).await,
+        None => agent.new_session(&args.cwd, &[], Vec::new()).await,
+    }
+    .map_err(|error| (None, error))?;
+    let id = opened.session.id.to_string();
+    let _ = writeln!(std::io::stderr(), "session: {id}");
+    let fail = |error| (Some(id.clone()), error);
+    let mode = match args.approve {
+        Approve::Never => None,
+        Approve::Edits => Some("accept-edits"),
+        Approve::All => Some("full-access"),
+    };
+    let settings = [
+        ("mode", mode),
+        ("model", args.model.as_deref()),
+        ("thought_level", args.thought_level.as_deref()),
+    ];
+    for (key, value) in settings {
+        if let Some(value) = value {
+            agent
+                .set_config_option(&id, key, value, frontend.as_ref())
+                .map_err(fail)?;
+        }
+    }
+    let ticket = agent.begin_prompt(&id).map_err(fail)?;
+    let prompt = agent.prompt(
+        ticket,
+        vec![UserContent::text(args.task.clone())],
+        frontend.as_ref(),
+    );
+    tokio::pin!(prompt);
+    let deadline = async {
+        match args.timeout {
+            Some(timeout) => tokio::time::sleep(timeout).await,
+            None => std::future::pending().await,
+        }
+    };
+    let mut interrupted = false;
+    let mut timed_out = false;
+    let outcome = tokio::select! {
+        outcome = &mut prompt => outcome,
+        signal = shutdown_signal() => {
+            tracing::info!(signal, "interrupted: cancelling the turn");
+            interrupted = true;
+            agent.cancel(&id);
+            prompt.await
+        }
+        () = deadline => {
+            timed_out = true;
+            agent.cancel(&id);
+            prompt.await
+        }
+    };
+    let finished = match outcome {
+        Ok(stop) if timed_out => (
+            Some(stop),
+            Some((
+                "run.timeout".to_owned(),
+                format!(
+                    "the task did not finish within --timeout {} s; the turn was cancelled",
+                    args.timeout.unwrap_or_default().as_secs_f64()
+                ),
+            )),
+            false,
+        ),
+        Ok(stop) => (Some(stop), None, interrupted),
+        Err(error) => (
+            None,
+            Some((error.code().as_str().to_owned(), error.to_string())),
+            interrupted,
+        ),
+    };
+    Ok((id, finished))
+}
+
+/// The first SIGTERM or SIGINT; its name.
+pub async fn shutdown_signal() -> &'static str {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    }
+}

@@ -1,0 +1,205 @@
+//! `dsh run`: one task, unattended, as a CI job runs it.
+
+use std::process::Output;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::support::*;
+
+/// Runs `dsh run ARGS` with `stdin` as its input.
+async fn dsh_run(env: &TestEnv, args: &[&str], stdin: &str) -> Output {
+    use tokio::io::AsyncWriteExt;
+    let mut full = vec!["run"];
+    full.extend_from_slice(args);
+    let mut child = env.dsh(&full).spawn().expect("spawn dsh run");
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin.as_bytes()).await.unwrap();
+    drop(input);
+    tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+        .await
+        .expect("dsh run ends")
+        .unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn session_of(output: &Output) -> String {
+    let stderr = text(&output.stderr);
+    stderr
+        .lines()
+        .find_map(|line| line.strip_prefix("session: "))
+        .unwrap_or_else(|| panic!("no session line in {stderr}"))
+        .to_owned()
+}
+
+#[tokio::test]
+async fn stdout_is_the_final_text_and_the_session_can_continue() {
+    let env = TestEnv::new().await;
+    env.mock
+        .push_json(call("r1", "read", json!({"file_path":"hello.txt"})));
+    env.mock.push_json(reply("It says hello."));
+    let output = dsh_run(&env, &["read hello.txt and tell me"], "").await;
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert_eq!(text(&output.stdout), "It says hello.\n");
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("✓ Read hello.txt"), "{stderr}");
+    let session = session_of(&output);
+
+    // --session continues with the earlier history; the task from stdin.
+    env.mock.push_json(reply("Still hello."));
+    let output = dsh_run(&env, &["--session", &session, "-"], "and again?").await;
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert_eq!(text(&output.stdout), "Still hello.\n");
+    let last = env.mock.requests().pop().unwrap();
+    let messages = last["messages"].to_string();
+    assert!(messages.contains("read hello.txt and tell me") && messages.contains("and again?"));
+}
+
+#[tokio::test]
+async fn json_prints_the_log_events_then_the_result() {
+    let env = TestEnv::new().await;
+    env.mock.push_json(json!({"chunks":[{"text":"Done."}],"finish":"stop","usage":{"prompt_tokens":100,"completion_tokens":5}}));
+    let output = dsh_run(&env, &["--json", "do it"], "").await;
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let lines: Vec<Value> = text(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("every line is JSON"))
+        .collect();
+    let types: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        types,
+        [
+            "user/message",
+            "session/title",
+            "turn/start",
+            "assistant/message",
+            "turn/end",
+            "result"
+        ]
+    );
+    let result = lines.last().unwrap();
+    assert_eq!(result["stopReason"], "end_turn");
+    assert_eq!(result["text"], "Done.");
+    assert_eq!(result["sessionId"], session_of(&output).as_str());
+    assert_eq!(result["usage"]["output_tokens"], 5);
+    assert!(result["durationMs"].is_u64());
+    // The events are the log's.
+    let logged = env.log_events(&session_id(&session_of(&output)));
+    assert_eq!(logged.len(), lines.len() - 1);
+}
+
+fn session_id(id: &str) -> agent_client_protocol::v1::schema::SessionId {
+    agent_client_protocol::v1::schema::SessionId::new(id)
+}
+
+#[tokio::test]
+async fn approve_never_rejects_edits_and_edits_rejects_commands() {
+    let env = TestEnv::new().await;
+    env.mock.push_json(call(
+        "w1",
+        "write",
+        json!({"file_path":"new.txt","content":"x\n"}),
+    ));
+    env.mock.push_json(reply("Could not write."));
+    let output = dsh_run(&env, &["write new.txt"], "").await;
+    assert_eq!(output.status.code(), Some(0));
+    assert!(!env.cwd().join("new.txt").exists());
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("permission rejected (--approve never): Write new.txt"),
+        "{stderr}"
+    );
+
+    env.mock.push_json(calls(&[
+        (
+            "w1",
+            "write",
+            json!({"file_path":"new.txt","content":"x\n"}),
+        ),
+        ("b1", "bash", json!({"command":"touch ran.txt"})),
+    ]));
+    env.mock.push_json(reply("Wrote it."));
+    let output = dsh_run(&env, &["--approve", "edits", "write and run"], "").await;
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert_eq!(
+        std::fs::read_to_string(env.cwd().join("new.txt")).unwrap(),
+        "x\n"
+    );
+    assert!(!env.cwd().join("ran.txt").exists());
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr
+            .contains("permission rejected (--approve edits allows edits only): Run touch ran.txt"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn exit_codes_say_what_happened() {
+    let env = TestEnv::new().await;
+    // 2: usage errors.
+    for args in [
+        &["--bogus", "x"][..],
+        &["   "][..],
+        &["--cwd", "/nonexistent", "x"][..],
+        &["--approve", "maybe", "x"][..],
+    ] {
+        let output = dsh_run(&env, args, "").await;
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            text(&output.stderr)
+        );
+        assert!(output.stdout.is_empty());
+    }
+    // 1: the model fails; the code is on stderr.
+    env.mock
+        .push_json(json!({"status":400,"body":"{\"error\":{\"message\":\"bad request\"}}"}));
+    let output = dsh_run(&env, &["fail"], "").await;
+    assert_eq!(output.status.code(), Some(1));
+    assert!(output.stdout.is_empty());
+    assert!(
+        text(&output.stderr).contains("model.invalid_request"),
+        "{}",
+        text(&output.stderr)
+    );
+    // 1: a timeout cancels the turn.
+    env.mock.push_json(
+        json!({"chunks":[{"text":"slow"},{"text":" reply"}],"hang_after":1,"finish":"stop"}),
+    );
+    let output = dsh_run(&env, &["--timeout", "0.5", "slow"], "").await;
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
+    assert!(text(&output.stderr).contains("run.timeout"));
+}
+
+#[tokio::test]
+async fn sigint_cancels_cleanly_with_130() {
+    let env = TestEnv::relaxed().await;
+    env.mock.push_json(
+        json!({"chunks":[{"text":"working"},{"text":" on it"}],"hang_after":1,"finish":"stop"}),
+    );
+    let mut child = env.dsh(&["run", "hang"]).spawn().unwrap();
+    drop(child.stdin.take());
+    // Wait for the model call, then interrupt.
+    let started = std::time::Instant::now();
+    while env.mock.requests().is_empty() {
+        assert!(started.elapsed() < Duration::from_secs(10));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let pid = nix::unistd::Pid::from_raw(child.id().unwrap() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let output = tokio::time::timeout(Duration::from_secs(10), child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(130), "{}", text(&output.stderr));
+    let session = session_of(&output);
+    let events = env.log_events(&session_id(&session));
+    assert_eq!(events.last().unwrap()["type"], "turn/end");
+    assert_eq!(events.last().unwrap()["data"]["stop"], "cancelled");
+}
