@@ -313,6 +313,18 @@ impl History {
         &self.entries
     }
 
+    /// A rough count of the tokens the next request's conversation
+    /// carries (see [`ChatMessage::estimated_tokens`]), without building
+    /// it.
+    pub fn estimated_tokens(&self) -> u64 {
+        let placed: u64 = self.entries.iter().map(|(_, m)| m.estimated_tokens()).sum();
+        if self.attachments.is_empty() {
+            placed
+        } else {
+            placed + ChatMessage::User(self.attachments.clone()).estimated_tokens()
+        }
+    }
+
     /// The dsh call id of the tool result produced by event `seq`.
     pub fn call_of_result(&self, seq: u64) -> Option<&ToolCallId> {
         self.results

@@ -117,7 +117,7 @@ impl Turn<'_> {
         let used = locked
             .state
             .last_context
-            .unwrap_or_else(|| compaction::estimate(&locked.state.history.messages()));
+            .unwrap_or_else(|| locked.state.history.estimated_tokens());
         (policy, window, used)
     }
 
@@ -175,7 +175,7 @@ impl Turn<'_> {
             let history = &locked.state.history;
             (
                 compaction::summarize(history, retain),
-                compaction::estimate(&history.messages()),
+                history.estimated_tokens(),
                 locked.state.settings.model.clone(),
             )
         };

@@ -81,6 +81,7 @@ pub(crate) async fn run(
         number,
         touched: std::sync::Mutex::default(),
     };
+    let title = first.then(|| UserContent::title_of(&content)).flatten();
     match crate::context::commands::parse(&content) {
         Some(Invocation::Compact { focus }) => {
             // Not a turn: nothing is added to the conversation but the
@@ -97,14 +98,8 @@ pub(crate) async fn run(
             })
         }
         // The title is what the user typed ("/init"), not the prompt.
-        Some(Invocation::Init { prompt }) => {
-            let title = first.then(|| UserContent::title_of(&content)).flatten();
-            turn.run(prompt, title).instrument(span).await
-        }
-        None => {
-            let title = first.then(|| UserContent::title_of(&content)).flatten();
-            turn.run(content, title).instrument(span).await
-        }
+        Some(Invocation::Init { prompt }) => turn.run(prompt, title).instrument(span).await,
+        None => turn.run(content, title).instrument(span).await,
     }
 }
 
