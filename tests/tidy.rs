@@ -67,6 +67,8 @@ const HOMES: &[(&str, &[&str])] = &[
     ("rmcp", &["acp-server/src/mcp.rs", "fixtures/test-mcp/"]),
     ("brush_parser", &["acp-server/src/permission/shell.rs"]),
     ("tower_lsp", &["fixtures/test-lsp/"]),
+    ("jsonrpsee", &["acp-server/src/sdk/"]),
+    ("indicatif", &["acp-server/src/run.rs"]),
 ];
 
 #[test]
@@ -191,5 +193,29 @@ fn the_codemap_is_true() {
     assert!(
         unlisted.is_empty(),
         "modules of acp-server missing from docs/architecture.md: {unlisted:?}"
+    );
+}
+
+/// The SDK's methods (from the module itself) and the `### \`name\``
+/// headings of `docs/sdk.md` are the same set, plus its one notification.
+#[test]
+fn sdk_methods_and_their_docs_agree() {
+    let docs = std::fs::read_to_string(workspace().join("docs/sdk.md")).unwrap();
+    let documented: BTreeSet<String> = docs
+        .lines()
+        .filter_map(|line| line.strip_prefix("### `"))
+        .filter_map(|rest| rest.split('`').next())
+        .map(str::to_owned)
+        .collect();
+    let agent = dsh_acp_server::agent::Agent::new(Err("tidy".to_owned()));
+    let module = dsh_acp_server::sdk::module(dsh_acp_server::sdk::hub::Hub::new(agent));
+    let mut defined: BTreeSet<String> = module.method_names().map(str::to_owned).collect();
+    defined.insert("session.event".to_owned());
+    assert!(defined.len() > 10, "the module has only {defined:?}");
+    let undocumented: Vec<_> = defined.difference(&documented).collect();
+    let stale: Vec<_> = documented.difference(&defined).collect();
+    assert!(
+        undocumented.is_empty() && stale.is_empty(),
+        "docs/sdk.md is out of date: undocumented {undocumented:?}, no longer defined {stale:?}"
     );
 }

@@ -73,6 +73,28 @@ impl AgentError {
             .unwrap_or_default()
     }
 
+    /// The JSON-RPC error code every wire front end (ACP, the SDK)
+    /// answers this error with; the stable code goes in `data.code`.
+    pub fn rpc_code(&self) -> i32 {
+        match self {
+            AgentError::AuthRequired(_) => -32000,
+            AgentError::SessionNotFound(_) | AgentError::SessionClosed(_) => -32002,
+            AgentError::InvalidParams(_)
+            | AgentError::SessionBusy(_)
+            | AgentError::SessionLocked { .. } => -32602,
+            AgentError::Model(_)
+            | AgentError::Log(_)
+            | AgentError::LogWrite { .. }
+            | AgentError::Config(_)
+            | AgentError::Internal(_) => -32603,
+        }
+    }
+
+    /// The JSON-RPC error `data`: the stable code and the message.
+    pub fn rpc_data(&self) -> serde_json::Value {
+        serde_json::json!({ "code": self.code().as_str(), "message": self.to_string() })
+    }
+
     /// The stable code.
     pub fn code(&self) -> ErrorCode {
         match self {

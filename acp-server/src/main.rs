@@ -17,6 +17,9 @@ USAGE:
     dsh run TASK   Run one task unattended (CI): the final text on stdout, progress
                    on stderr; flags: --approve never|edits|all, --json, --session ID,
                    --cwd DIR, --model ID, --thought-level L, --timeout S, --max-steps N
+    dsh sdk        Serve the SDK's JSON-RPC API on stdin/stdout (programs run this);
+                   --listen 127.0.0.1:PORT serves it over WebSocket instead,
+                   --token-env VAR requires `Authorization: Bearer $VAR`
     dsh demo       Run a scripted demo session (no API key needed) and print it
     dsh --help     Show this help
     dsh --version  Show the version
@@ -56,6 +59,17 @@ fn main() -> ExitCode {
                     std::io::stderr(),
                     "dsh run: {message}\n{}",
                     dsh_acp_server::run::USAGE
+                );
+                ExitCode::from(2)
+            }
+        },
+        Some("sdk") => match dsh_acp_server::sdk::SdkArgs::parse(&args[1..]) {
+            Ok(parsed) => run(|| serve_sdk(parsed)),
+            Err(message) => {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "dsh sdk: {message}\n{}",
+                    dsh_acp_server::sdk::USAGE
                 );
                 ExitCode::from(2)
             }
@@ -172,16 +186,51 @@ async fn serve_run(args: dsh_acp_server::run::RunArgs) -> ExitCode {
     ExitCode::from(dsh_acp_server::run::run(agent, args).await)
 }
 
+/// `dsh sdk`: the JSON-RPC API, on stdio or WebSocket.
+async fn serve_sdk(args: dsh_acp_server::sdk::SdkArgs) -> ExitCode {
+    use dsh_acp_server::sdk;
+    dsh_process::forbid_inspection();
+    let hub = sdk::hub::Hub::new(Agent::new(load_config()));
+    let served = async {
+        match args.listen {
+            Some(addr) => sdk::ws::serve(hub.clone(), addr, args.token).await,
+            None => {
+                let (input, output) = dsh_acp_server::ndjson::stdio();
+                sdk::serve_stdio(hub.clone(), input, output, max_frame()).await;
+                Ok(())
+            }
+        }
+    };
+    let served = tokio::select! {
+        served = served => served,
+        signal = dsh_acp_server::run::shutdown_signal() => {
+            tracing::info!(signal, "shutting down");
+            hub.shutdown().await;
+            Ok(())
+        }
+    };
+    match served {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            let _ = writeln!(std::io::stderr(), "dsh sdk: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn max_frame() -> usize {
+    std::env::var("DSH_MAX_FRAME_BYTES")
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(transport::DEFAULT_MAX_FRAME)
+}
+
 async fn serve_acp() -> ExitCode {
     // Children of the same user must not read the API key from us.
     dsh_process::forbid_inspection();
     let agent = Agent::new(load_config());
-    let max_frame = std::env::var("DSH_MAX_FRAME_BYTES")
-        .ok()
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(transport::DEFAULT_MAX_FRAME);
     let (input, output) = transport::stdio();
-    let transport = transport::transport(input, output, max_frame);
+    let transport = transport::transport(input, output, max_frame());
     // The connection runs as its own task: waking it (every frame) does
     // not poll the signal listeners too.
     let backlog = transport.backlog.clone();

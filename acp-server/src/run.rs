@@ -20,26 +20,16 @@ use futures::future::BoxFuture;
 use crate::agent::Agent;
 use crate::error::AgentError;
 use crate::frontend::{Frontend, PermissionAsk};
+use crate::permission::Approvals;
 use crate::update::AgentUpdate;
-
-/// How permission asks are answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Approve {
-    /// Every ask is rejected (the default).
-    Never,
-    /// Mode `accept-edits`; what would still ask is rejected.
-    Edits,
-    /// Mode `full-access`.
-    All,
-}
 
 /// `dsh run`'s flags.
 #[derive(Debug, Clone)]
 pub struct RunArgs {
     /// Working directory (default: the current one).
     pub cwd: PathBuf,
-    /// How asks are answered.
-    pub approve: Approve,
+    /// How asks are answered (never `Client`: no one is there).
+    pub approve: Approvals,
     /// Model id.
     pub model: Option<String>,
     /// Thinking level.
@@ -70,7 +60,7 @@ impl RunArgs {
     pub fn parse(args: &[String]) -> Result<RunArgs, String> {
         let mut parsed = RunArgs {
             cwd: std::env::current_dir().map_err(|err| format!("no current directory: {err}"))?,
-            approve: Approve::Never,
+            approve: Approvals::Never,
             model: None,
             thought_level: None,
             session: None,
@@ -90,14 +80,10 @@ impl RunArgs {
             match arg.as_str() {
                 "--cwd" => parsed.cwd = PathBuf::from(value("--cwd")?),
                 "--approve" => {
-                    parsed.approve = match value("--approve")?.as_str() {
-                        "never" => Approve::Never,
-                        "edits" => Approve::Edits,
-                        "all" => Approve::All,
-                        other => {
-                            return Err(format!("--approve {other:?}: use never, edits or all"))
-                        }
-                    }
+                    let text = value("--approve")?;
+                    parsed.approve = Approvals::parse(&text)
+                        .filter(|approve| *approve != Approvals::Client)
+                        .ok_or_else(|| format!("--approve {text:?}: use never, edits or all"))?;
                 }
                 "--model" => parsed.model = Some(value("--model")?),
                 "--thought-level" => parsed.thought_level = Some(value("--thought-level")?),
@@ -163,7 +149,7 @@ struct Seen {
 
 /// The front end: stderr for people, stdout for the result.
 struct RunFrontend {
-    approve: Approve,
+    approve: Approvals,
     json: bool,
     seen: Mutex<Seen>,
     spinner: Option<indicatif::ProgressBar>,
@@ -251,14 +237,24 @@ impl Frontend for RunFrontend {
     }
 
     fn request_permission(&self, ask: PermissionAsk) -> BoxFuture<'_, PermissionOutcome> {
-        let (outcome, why) = match self.approve {
-            Approve::All => (PermissionOutcome::AllowOnce, "allowed (--approve all)"),
-            Approve::Edits => (
-                PermissionOutcome::RejectOnce,
-                "rejected (--approve edits allows edits only)",
-            ),
-            Approve::Never => (PermissionOutcome::RejectOnce, "rejected (--approve never)"),
-        };
+        let outcome = self
+            .approve
+            .standing_answer()
+            .unwrap_or(PermissionOutcome::Unavailable);
+        let why = format!(
+            "{} (--approve {}{})",
+            if outcome.allows() {
+                "allowed"
+            } else {
+                "rejected"
+            },
+            self.approve.name(),
+            if self.approve == Approvals::Edits {
+                " allows edits only"
+            } else {
+                ""
+            },
+        );
         tracing::info!(call = %ask.call_id, title = %ask.title, ?outcome, "permission decided by --approve");
         self.line(&format!("permission {why}: {}", ask.title));
         Box::pin(std::future::ready(outcome))
@@ -374,11 +370,7 @@ async fn turn(
     let id = opened.session.id.to_string();
     let _ = writeln!(std::io::stderr(), "session: {id}");
     let fail = |error| (Some(id.clone()), error);
-    let mode = match args.approve {
-        Approve::Never => None,
-        Approve::Edits => Some("accept-edits"),
-        Approve::All => Some("full-access"),
-    };
+    let mode = args.approve.mode();
     let settings = [
         ("mode", mode),
         ("model", args.model.as_deref()),

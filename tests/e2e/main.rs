@@ -5,6 +5,7 @@ mod support;
 
 mod backpressure;
 mod context;
+mod examples;
 mod faults;
 mod fuzz;
 mod hardening;
@@ -15,6 +16,7 @@ mod projection;
 mod protocol;
 mod robustness;
 mod run;
+mod sdk;
 mod sessions;
 mod streaming;
 mod tools;

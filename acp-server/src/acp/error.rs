@@ -7,21 +7,7 @@ use crate::error::AgentError;
 
 /// Converts an agent error.
 pub fn to_acp(error: &AgentError) -> Error {
-    let code: i32 = match error {
-        AgentError::AuthRequired(_) => -32000,
-        AgentError::SessionNotFound(_) | AgentError::SessionClosed(_) => -32002,
-        AgentError::InvalidParams(_)
-        | AgentError::SessionBusy(_)
-        | AgentError::SessionLocked { .. } => -32602,
-        AgentError::Model(_)
-        | AgentError::Log(_)
-        | AgentError::LogWrite { .. }
-        | AgentError::Config(_)
-        | AgentError::Internal(_) => -32603,
-    };
-    let message = error.to_string();
-    Error::new(code, message.clone())
-        .data(serde_json::json!({ "code": error.code().as_str(), "message": message }))
+    Error::new(error.rpc_code(), error.to_string()).data(error.rpc_data())
 }
 
 /// Invalid params with a message.

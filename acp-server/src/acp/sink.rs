@@ -88,7 +88,8 @@ impl Frontend for AcpSink {
 
     fn request_permission(&self, ask: PermissionAsk) -> BoxFuture<'_, PermissionOutcome> {
         Box::pin(async move {
-            let options = permission_options(&ask.choices);
+            let choices = ask.choices.clone();
+            let options = permission_options(&choices);
             let mut fields = ToolCallUpdateFields::new()
                 .title(ask.title)
                 .kind(convert::tool_kind(ask.kind))
@@ -105,19 +106,14 @@ impl Frontend for AcpSink {
             match self.cx.send_request(request).block_task().await {
                 Ok(response) => match response.outcome {
                     RequestPermissionOutcome::Selected(selected) => {
-                        match selected.option_id.0.as_ref() {
-                            "allow_once" => PermissionOutcome::AllowOnce,
-                            "allow_always" => PermissionOutcome::AllowAlways,
-                            "reject_once" => PermissionOutcome::RejectOnce,
-                            "reject_always" => PermissionOutcome::RejectAlways,
-                            other => {
-                                tracing::warn!(
-                                    option = other,
-                                    "client chose an option dsh did not offer; denying"
-                                );
-                                PermissionOutcome::Unavailable
-                            }
-                        }
+                        let id: &str = selected.option_id.0.as_ref();
+                        choices.answer(id).unwrap_or_else(|| {
+                            tracing::warn!(
+                                option = id,
+                                "client chose an option dsh did not offer; denying"
+                            );
+                            PermissionOutcome::Unavailable
+                        })
                     }
                     RequestPermissionOutcome::Cancelled => PermissionOutcome::Cancelled,
                     _ => PermissionOutcome::Unavailable,
@@ -263,50 +259,21 @@ impl Frontend for AcpSink {
     }
 }
 
-/// The options of a permission prompt: what the policy says may be offered
-/// (no "always" where a rule could not match again; no "once" for starting
-/// a workspace program, whose approval lasts the session).
+/// The options of a permission prompt, as the policy offers them.
 fn permission_options(choices: &crate::permission::Choices) -> Vec<PermissionOption> {
-    use crate::permission::Remember;
-    let scope = match &choices.remember {
-        Remember::Scope(scope) => {
-            format!(" ({})", dsh_protocol::content::visible_title(scope, 120))
-        }
-        _ => String::new(),
-    };
-    let mut options = Vec::new();
-    if choices.once {
-        options.push(PermissionOption::new(
-            "allow_once",
-            "Allow once",
-            PermissionOptionKind::AllowOnce,
-        ));
-    }
-    if choices.remember != Remember::Never {
-        let label = if choices.once {
-            format!("Always allow{scope}")
-        } else {
-            format!("Allow for this session{scope}")
-        };
-        options.push(PermissionOption::new(
-            "allow_always",
-            label,
-            PermissionOptionKind::AllowAlways,
-        ));
-    }
-    options.push(PermissionOption::new(
-        "reject_once",
-        "Reject",
-        PermissionOptionKind::RejectOnce,
-    ));
-    if choices.remember != Remember::Never {
-        options.push(PermissionOption::new(
-            "reject_always",
-            format!("Always reject{scope}"),
-            PermissionOptionKind::RejectAlways,
-        ));
-    }
-    options
+    choices
+        .options()
+        .into_iter()
+        .map(|option| {
+            let kind = match option.outcome {
+                PermissionOutcome::AllowOnce => PermissionOptionKind::AllowOnce,
+                PermissionOutcome::AllowAlways => PermissionOptionKind::AllowAlways,
+                PermissionOutcome::RejectAlways => PermissionOptionKind::RejectAlways,
+                _ => PermissionOptionKind::RejectOnce,
+            };
+            PermissionOption::new(option.id(), option.label, kind)
+        })
+        .collect()
 }
 
 /// An error from the editor as text: its message and, when it sent one, its

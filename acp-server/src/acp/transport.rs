@@ -1,18 +1,7 @@
-//! stdio framing that survives bad input. The SDK's stock `Stdio` reads
-//! lines as UTF-8 and ends the connection on the first invalid byte; this
-//! transport reads raw bytes instead:
-//!
-//! - a line that is not UTF-8, or longer than the limit, is answered here
-//!   with a JSON-RPC error (parse error -32700, or -32600 for an oversized
-//!   frame) carrying the request id when one can be recovered, and skipped;
-//! - everything else goes to the SDK, which answers malformed JSON itself;
-//! - all output, SDK frames and ours, goes through one writer task that owns
-//!   stdout, so frames never interleave; it flushes when its queue drains.
-//!
-//! When stdin and stdout are pipes or sockets (as editors spawn us) they are
-//! driven non-blocking by the runtime itself; tokio's `stdin()`/`stdout()`
-//! (a terminal, a file) hand every read and write to a blocking thread,
-//! a thread hop per streamed chunk.
+//! `dsh acp`'s stdio transport: the lines of [`crate::ndjson`] (which
+//! answers frames the SDK could not), one writer task that owns stdout so
+//! frames never interleave (it flushes when its queue drains), and the
+//! backlog.
 //!
 //! [`Backlog`] is the backpressure: it counts `session/update`s sent and
 //! not yet written. An editor that stops reading fills the pipe, the
@@ -36,7 +25,10 @@ use std::time::Duration;
 
 use futures::channel::mpsc;
 use futures::{SinkExt, StreamExt};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+
+use crate::ndjson;
+pub use crate::ndjson::stdio;
 
 /// The largest frame accepted, bytes (images are base64 inside prompts).
 pub const DEFAULT_MAX_FRAME: usize = 64 * 1024 * 1024;
@@ -189,66 +181,6 @@ impl Backlog {
     }
 }
 
-/// Reads from the client.
-pub type Input = Box<dyn AsyncRead + Send + Unpin>;
-/// Writes to the client.
-pub type Output = Box<dyn AsyncWrite + Send + Unpin>;
-
-/// stdin and stdout for `dsh acp`: non-blocking when they are pipes or
-/// sockets (`O_NONBLOCK` is set on those open files, which dsh alone
-/// uses), tokio's blocking-thread handles otherwise.
-pub fn stdio() -> (Input, Output) {
-    use std::os::fd::AsFd;
-    use tokio::net::unix::pipe;
-    let input = match stdio_kind(std::io::stdin().as_fd()) {
-        Some((Kind::Pipe, fd)) => pipe::Receiver::from_owned_fd(fd).map(|io| Box::new(io) as Input),
-        Some((Kind::Socket, fd)) => socket(fd).map(|io| Box::new(io) as Input),
-        None => Ok(Box::new(tokio::io::stdin()) as Input),
-    };
-    let output = match stdio_kind(std::io::stdout().as_fd()) {
-        Some((Kind::Pipe, fd)) => pipe::Sender::from_owned_fd(fd).map(|io| Box::new(io) as Output),
-        Some((Kind::Socket, fd)) => socket(fd).map(|io| Box::new(io) as Output),
-        None => Ok(Box::new(tokio::io::stdout()) as Output),
-    };
-    let input = input.unwrap_or_else(|err| {
-        tracing::debug!(%err, "stdin stays on a blocking thread");
-        Box::new(tokio::io::stdin())
-    });
-    let output = output.unwrap_or_else(|err| {
-        tracing::debug!(%err, "stdout stays on a blocking thread");
-        Box::new(tokio::io::stdout())
-    });
-    (input, output)
-}
-
-enum Kind {
-    Pipe,
-    Socket,
-}
-
-/// A duplicate of a pipe or socket descriptor.
-fn stdio_kind(fd: std::os::fd::BorrowedFd<'_>) -> Option<(Kind, std::os::fd::OwnedFd)> {
-    use std::os::unix::fs::FileTypeExt;
-    let owned = fd.try_clone_to_owned().ok()?;
-    let kind = std::fs::File::from(owned.try_clone().ok()?)
-        .metadata()
-        .ok()?
-        .file_type();
-    if kind.is_fifo() {
-        Some((Kind::Pipe, owned))
-    } else if kind.is_socket() {
-        Some((Kind::Socket, owned))
-    } else {
-        None
-    }
-}
-
-fn socket(fd: std::os::fd::OwnedFd) -> io::Result<tokio::net::UnixStream> {
-    let socket = std::os::unix::net::UnixStream::from(fd);
-    socket.set_nonblocking(true)?;
-    tokio::net::UnixStream::from_std(socket)
-}
-
 /// Builds the transport over any reader and writer (stdin/stdout in `dsh acp`).
 pub fn transport<R, W>(input: R, output: W, max_frame: usize) -> StdioTransport
 where
@@ -262,12 +194,12 @@ where
     *backlog.direct.lock().unwrap_or_else(|p| p.into_inner()) = Some(out_tx.clone());
     let (error_tx, error_rx) = mpsc::channel::<String>(64);
     let writer = tokio::spawn(write_frames(output, out_rx, error_rx, backlog.clone()));
-    let (in_tx, in_rx) = mpsc::channel::<io::Result<String>>(64);
-    tokio::spawn(read_frames(input, max_frame, in_tx, error_tx));
+    let (in_tx, in_rx) = mpsc::channel::<String>(64);
+    tokio::spawn(ndjson::read_frames(input, max_frame, in_tx, error_tx));
     let sink =
         out_tx.sink_map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "stdout writer stopped"));
     StdioTransport {
-        lines: agent_client_protocol::Lines::new(Box::pin(sink), Box::pin(in_rx)),
+        lines: agent_client_protocol::Lines::new(Box::pin(sink), Box::pin(in_rx.map(Ok))),
         backlog,
         writer,
     }
@@ -375,219 +307,7 @@ fn shrink_error(frame: &str) -> Option<String> {
 
 async fn write_frame<W: AsyncWrite + Unpin>(output: &mut W, frame: &str) -> io::Result<()> {
     let shrunk = shrink_error(frame);
-    let frame = shrunk.as_deref().unwrap_or(frame);
-    // The SDK never emits embedded newlines; guard anyway, a stray one would
-    // split the frame for the client.
-    if frame.contains('\n') {
-        output
-            .write_all(frame.replace('\n', "\\n").as_bytes())
-            .await?;
-    } else {
-        output.write_all(frame.as_bytes()).await?;
-    }
-    output.write_all(b"\n").await
-}
-
-async fn read_frames<R: AsyncRead + Unpin>(
-    input: R,
-    max_frame: usize,
-    mut lines: mpsc::Sender<io::Result<String>>,
-    mut errors: mpsc::Sender<String>,
-) {
-    let mut reader = BufReader::with_capacity(64 * 1024, input);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        let (oversized, eof) = match read_line_capped(&mut reader, &mut line, max_frame).await {
-            Ok(result) => result,
-            Err(err) => {
-                tracing::warn!(%err, "cannot read stdin; closing the connection");
-                break;
-            }
-        };
-        if line.last() == Some(&b'\n') {
-            line.pop();
-        }
-        if line.last() == Some(&b'\r') {
-            line.pop();
-        }
-        if oversized {
-            tracing::warn!(limit = max_frame, "dropping an oversized frame");
-            let id = recover_id(&String::from_utf8_lossy(&line[..line.len().min(4096)]));
-            let error = error_frame(
-                id,
-                -32600,
-                "Invalid request",
-                format!("frame exceeds the {max_frame}-byte limit and was dropped"),
-            );
-            if errors.send(error).await.is_err() {
-                break;
-            }
-        } else if !line.iter().all(u8::is_ascii_whitespace) {
-            match String::from_utf8(std::mem::take(&mut line)) {
-                Ok(text) => {
-                    let sent = match malformed_request(&text) {
-                        Some((id, detail)) => {
-                            tracing::warn!(%detail, "answering a malformed request");
-                            errors
-                                .send(error_frame(id, -32600, "Invalid request", detail))
-                                .await
-                                .is_ok()
-                        }
-                        None => lines.send(Ok(text)).await.is_ok(),
-                    };
-                    if !sent {
-                        break;
-                    }
-                }
-                Err(err) => {
-                    let valid_up_to = err.utf8_error().valid_up_to();
-                    let lossy = String::from_utf8_lossy(err.as_bytes()).into_owned();
-                    tracing::warn!(
-                        byte = valid_up_to,
-                        "dropping a frame that is not valid UTF-8"
-                    );
-                    let error = error_frame(
-                        recover_id(&lossy),
-                        -32700,
-                        "Parse error",
-                        format!("frame is not valid UTF-8 (invalid byte at offset {valid_up_to})"),
-                    );
-                    if errors.send(error).await.is_err() {
-                        break;
-                    }
-                }
-            }
-        }
-        if eof {
-            break;
-        }
-    }
-    tracing::debug!("stdin closed");
-}
-
-/// Reads one line into `line`, keeping at most `max` bytes; returns
-/// (oversized, eof).
-async fn read_line_capped<R: AsyncRead + Unpin>(
-    reader: &mut BufReader<R>,
-    line: &mut Vec<u8>,
-    max: usize,
-) -> io::Result<(bool, bool)> {
-    let mut oversized = false;
-    loop {
-        let buf = reader.fill_buf().await?;
-        if buf.is_empty() {
-            return Ok((oversized, true));
-        }
-        let (chunk, done) = match buf.iter().position(|b| *b == b'\n') {
-            Some(pos) => (&buf[..=pos], true),
-            None => (buf, false),
-        };
-        let used = chunk.len();
-        if !oversized {
-            if line.len() + chunk.len() > max + 1 {
-                oversized = true;
-                // Keep a prefix for id recovery, drop the rest.
-                let keep = 4096usize.saturating_sub(line.len()).min(chunk.len());
-                line.extend_from_slice(&chunk[..keep]);
-            } else {
-                line.extend_from_slice(chunk);
-            }
-        }
-        reader.consume(used);
-        if done {
-            return Ok((oversized, false));
-        }
-    }
-}
-
-/// Finds `"id": <number|string>` near the start of a frame, for answering
-/// frames we cannot parse. Only a top-level-looking id is taken.
-fn recover_id(text: &str) -> serde_json::Value {
-    if let Ok(value) = serde_json::from_str::<serde_json::Value>(text) {
-        return match value.get("id") {
-            Some(id @ (serde_json::Value::Number(_) | serde_json::Value::String(_))) => id.clone(),
-            _ => serde_json::Value::Null,
-        };
-    }
-    let Some(pos) = text.find("\"id\"") else {
-        return serde_json::Value::Null;
-    };
-    let rest = text[pos + 4..].trim_start();
-    let Some(rest) = rest.strip_prefix(':') else {
-        return serde_json::Value::Null;
-    };
-    let rest = rest.trim_start();
-    if let Some(rest) = rest.strip_prefix('"') {
-        if let Some(end) = rest.find('"') {
-            return serde_json::Value::String(rest[..end].to_owned());
-        }
-    } else {
-        let digits: String = rest
-            .chars()
-            .take_while(|c| c.is_ascii_digit() || *c == '-')
-            .collect();
-        if let Ok(number) = digits.parse::<i64>() {
-            return serde_json::Value::from(number);
-        }
-    }
-    serde_json::Value::Null
-}
-
-/// The top-level members of a frame, unparsed.
-#[derive(serde::Deserialize)]
-struct Envelope<'a> {
-    #[serde(borrow, default)]
-    jsonrpc: Option<&'a serde_json::value::RawValue>,
-    #[serde(borrow, default)]
-    id: Option<&'a serde_json::value::RawValue>,
-    #[serde(borrow, default)]
-    method: Option<&'a serde_json::value::RawValue>,
-    #[serde(borrow, default)]
-    params: Option<&'a serde_json::value::RawValue>,
-    #[serde(borrow, default)]
-    result: Option<&'a serde_json::value::RawValue>,
-    #[serde(borrow, default)]
-    error: Option<&'a serde_json::value::RawValue>,
-}
-
-/// A request whose id is usable but whose envelope is not valid JSON-RPC
-/// 2.0 (wrong or missing `jsonrpc`, a `method` that is not a string,
-/// `params` that are not structured, `result`/`error` on a request). The
-/// SDK would answer those with a `null` id, which leaves the client's
-/// request pending forever; dsh answers them with their id. Returns the id
-/// and what is wrong. Everything else goes to the SDK untouched.
-fn malformed_request(text: &str) -> Option<(serde_json::Value, String)> {
-    let envelope: Envelope = serde_json::from_str(text).ok()?;
-    let method = envelope.method?;
-    let id: serde_json::Value = serde_json::from_str(envelope.id?.get()).ok()?;
-    if !(id.is_string() || id.is_i64() || id.is_u64()) {
-        return None;
-    }
-    let problem = if envelope.jsonrpc.map(|v| v.get()) != Some("\"2.0\"") {
-        "`jsonrpc` must be \"2.0\""
-    } else if !method.get().starts_with('"') {
-        "`method` must be a string"
-    } else if envelope
-        .params
-        .is_some_and(|p| !p.get().starts_with('{') && !p.get().starts_with('['))
-    {
-        "`params` must be an object or an array"
-    } else if envelope.result.is_some() || envelope.error.is_some() {
-        "a request cannot carry `result` or `error`"
-    } else {
-        return None;
-    };
-    Some((id, format!("not a valid JSON-RPC 2.0 request: {problem}")))
-}
-
-fn error_frame(id: serde_json::Value, code: i32, message: &str, detail: String) -> String {
-    serde_json::json!({
-        "jsonrpc": "2.0",
-        "id": id,
-        "error": { "code": code, "message": message, "data": { "detail": detail } },
-    })
-    .to_string()
+    ndjson::write_line(output, shrunk.as_deref().unwrap_or(frame)).await
 }
 
 #[cfg(test)]
@@ -613,54 +333,5 @@ mod tests {
         .is_none());
         let result = serde_json::json!({"jsonrpc":"2.0","id":3,"result":{"text":pad}}).to_string();
         assert!(shrink_error(&result).is_none());
-    }
-
-    #[test]
-    fn malformed_requests_keep_their_id() {
-        let id = |text: &str| malformed_request(text).map(|(id, _)| id);
-        assert_eq!(
-            id(r#"{"id":"a","method":"x","params":{}}"#),
-            Some("a".into())
-        );
-        assert_eq!(
-            id(r#"{"jsonrpc":"1.0","id":7,"method":"x"}"#),
-            Some(7.into())
-        );
-        assert_eq!(id(r#"{"jsonrpc":"2.0","id":8,"method":5}"#), Some(8.into()));
-        assert_eq!(
-            id(r#"{"jsonrpc":"2.0","id":9,"method":"x","params":"s"}"#),
-            Some(9.into())
-        );
-        assert_eq!(
-            id(r#"{"jsonrpc":"2.0","id":10,"method":"x","params":{},"result":1}"#),
-            Some(10.into())
-        );
-        // Valid frames, notifications, responses and unusable ids pass.
-        for text in [
-            r#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":[1]}}"#,
-            r#"{"jsonrpc":"2.0","id":1,"method":"x","params":null}"#,
-            r#"{"jsonrpc":"2.0","id":1,"method":"x","params":[]}"#,
-            r#"{"jsonrpc":"2.0","id":1,"method":"x"}"#,
-            r#"{"jsonrpc":"1.0","method":"x"}"#,
-            r#"{"jsonrpc":"2.0","id":1,"result":5}"#,
-            r#"{"jsonrpc":"2.0","id":{},"method":"x","params":5}"#,
-            "not json",
-            "[1,2]",
-        ] {
-            assert_eq!(id(text), None, "{text}");
-        }
-    }
-
-    #[test]
-    fn recovers_ids() {
-        assert_eq!(
-            recover_id(r#"{"jsonrpc":"2.0","id":7,"method":"x"}"#),
-            serde_json::json!(7)
-        );
-        assert_eq!(
-            recover_id(r#"{"jsonrpc":"2.0","id":"a-1","method":"x","params":{"t":"tr"#),
-            serde_json::json!("a-1")
-        );
-        assert_eq!(recover_id("garbage"), serde_json::Value::Null);
     }
 }

@@ -340,6 +340,26 @@ impl Agent {
         .await
     }
 
+    /// Sends a live session's logged events from seq `from` on, as far as
+    /// the log is written now, to `out` (read on a blocking thread a line at
+    /// a time; stops early when `out` closes).
+    ///
+    /// # Errors
+    /// The session is not open, or its log cannot be read.
+    pub async fn read_events(
+        &self,
+        id: &str,
+        from: u64,
+        out: tokio::sync::mpsc::Sender<dsh_protocol::log::Event>,
+    ) -> Result<(), AgentError> {
+        let session = self.session(id)?;
+        let store = self.store.clone();
+        blocking(move || {
+            session.read_events(&store, from, |event| out.blocking_send(event).is_ok())
+        })
+        .await
+    }
+
     /// `session/close`: cancels work, waits for the turn to stop, stops the
     /// servers, and closes the log. The session stays loadable.
     ///

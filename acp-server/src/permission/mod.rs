@@ -26,8 +26,11 @@
 //! commands; writes outside the roots are never automatic below
 //! `full-access`.
 
+mod answers;
 pub mod rules;
 pub mod shell;
+
+pub use answers::{AnswerOption, Approvals};
 
 use std::path::{Path, PathBuf};
 

@@ -155,6 +155,38 @@ impl Session {
         SessionState::restore(&self.config, events, Some(out)).map(drop)
     }
 
+    /// Reads the logged events whose seq is `from` or later, as far as the
+    /// log is written now, a line at a time, until `each` says stop
+    /// (blocking: call it on a blocking thread).
+    ///
+    /// # Errors
+    /// The session is closed, or its log cannot be read.
+    pub(crate) fn read_events(
+        &self,
+        store: &SessionStore,
+        from: u64,
+        mut each: impl FnMut(Event) -> bool,
+    ) -> Result<(), AgentError> {
+        let written = self
+            .locked()
+            .log
+            .as_ref()
+            .map(LogWriter::written)
+            .ok_or_else(|| AgentError::SessionClosed(self.id.to_string()))?;
+        for event in store.read(self.id.as_str(), Some(written))? {
+            let event = event?;
+            if event.seq >= from && !each(event) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// The seq of the last event recorded (0 before the first).
+    pub fn last_seq(&self) -> u64 {
+        self.locked().log.as_ref().map_or(0, LogWriter::last_seq)
+    }
+
     /// Every setting with its current value.
     pub fn options(&self) -> Vec<ConfigOption> {
         self.locked().state.settings.options(&self.config)

@@ -446,6 +446,11 @@ impl LogWriter {
         Ok(event)
     }
 
+    /// The seq of the last event appended (0 before the first).
+    pub fn last_seq(&self) -> u64 {
+        self.next_seq - 1
+    }
+
     /// Bytes written: the log's complete lines.
     pub fn written(&self) -> u64 {
         self.len

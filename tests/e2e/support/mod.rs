@@ -7,6 +7,7 @@ pub mod client_sim;
 pub mod mock_model;
 #[path = "../../common/procs.rs"]
 pub mod procs;
+pub mod sdk_client;
 
 pub use client_sim::{Answer, ClientSim};
 

@@ -1,0 +1,636 @@
+//! The SDK's live sessions, shared by every connection: what a session's
+//! subscribers hear, its open permission asks, who holds it, and its
+//! running prompt.
+//!
+//! Subscribers hear the session log's events as they are recorded (the
+//! identity projection: an event is shown as stored), plus the transient
+//! notices no event carries: streamed deltas, the session's status, and
+//! permission asks a client is to answer. Every notice is serialized once
+//! and broadcast; each carries the seq of the last event recorded before it
+//! (`after`), so a subscriber that replays the log can tell which deltas it
+//! has already seen whole.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use dsh_protocol::log::{Event, PermissionOutcome, StopReason};
+use dsh_protocol::UserContent;
+use futures::future::BoxFuture;
+use serde::Serialize;
+use serde_json::value::RawValue;
+use tokio::sync::{broadcast, oneshot};
+
+use crate::agent::Agent;
+use crate::error::AgentError;
+use crate::frontend::{Frontend, PermissionAsk};
+use crate::mcp::McpServerConfig;
+use crate::permission::{Approvals, Choices};
+use crate::update::AgentUpdate;
+
+/// A connection: 0 is stdio; WebSocket connections count from 1.
+pub type ConnId = usize;
+
+/// Notices a subscriber may fall behind by before it re-reads the log.
+const BROADCAST_CAPACITY: usize = 1024;
+
+/// What a notice is, for the subscriber that forwards it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoticeKind {
+    /// A logged event with this seq.
+    Event(u64),
+    /// A streamed delta.
+    Delta,
+    /// A status change.
+    Status,
+    /// The session closed: the last notice.
+    Closed,
+    /// A permission ask with this request id.
+    Ask(String),
+}
+
+/// One notification's payload, serialized once for every subscriber.
+#[derive(Debug)]
+pub struct Notice {
+    /// What it is.
+    pub kind: NoticeKind,
+    /// The seq of the last event recorded when this was sent.
+    pub after: u64,
+    /// `{"kind": ...}`.
+    pub json: Box<RawValue>,
+}
+
+/// What `session.event` notifications carry.
+#[derive(Serialize)]
+#[serde(
+    tag = "kind",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
+pub enum Item<'a> {
+    /// A logged event, as stored.
+    Event {
+        /// The event.
+        event: &'a Event,
+    },
+    /// Streamed text or reasoning.
+    Delta {
+        /// `text` or `thought`.
+        channel: &'static str,
+        /// The chunk.
+        text: &'a str,
+    },
+    /// Whether a prompt runs.
+    Status {
+        /// `running`, `idle` or `closed`.
+        status: &'static str,
+        /// The prompt's receipt.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message_id: Option<&'a str>,
+        /// How the prompt ended (idle after a prompt).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        stop_reason: Option<StopReason>,
+        /// Why it failed (idle after a failed prompt).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<serde_json::Value>,
+    },
+    /// A permission ask for a client to answer with `session/respond`.
+    Permission {
+        /// The ask's id.
+        request_id: &'a str,
+        /// The call.
+        tool_call: serde_json::Value,
+        /// The answers offered.
+        options: Vec<serde_json::Value>,
+    },
+}
+
+impl Item<'_> {
+    /// Serializes the item (a bug if it fails: every part is plain data).
+    pub fn to_raw(&self) -> Box<RawValue> {
+        serde_json::value::to_raw_value(self).unwrap_or_else(|err| {
+            tracing::error!(%err, "cannot serialize an SDK notice");
+            RawValue::from_string("{\"kind\":\"error\"}".to_owned()).unwrap_or_default()
+        })
+    }
+}
+
+/// The running prompt.
+#[derive(Debug, Clone)]
+struct Running {
+    message_id: String,
+    conn: ConnId,
+}
+
+/// An ask waiting for `session/respond`.
+struct Ask {
+    conn: ConnId,
+    choices: Choices,
+    notice: Arc<Notice>,
+    answer: oneshot::Sender<PermissionOutcome>,
+}
+
+#[derive(Default)]
+struct Live {
+    holders: HashSet<ConnId>,
+    running: Option<Running>,
+    asks: HashMap<String, Ask>,
+    next_ask: u64,
+}
+
+/// What a new subscriber starts from.
+pub struct Snapshot {
+    /// Every notice sent after the snapshot.
+    pub live: broadcast::Receiver<Arc<Notice>>,
+    /// The last event recorded before it.
+    pub last_seq: u64,
+    /// The status then.
+    pub status: Arc<Notice>,
+    /// The asks open then.
+    pub asks: Vec<Arc<Notice>>,
+}
+
+/// One live session as the SDK serves it; the front end its turns and
+/// settings report to.
+pub struct SdkSession {
+    /// Its id.
+    pub id: String,
+    approvals: Mutex<Approvals>,
+    tx: broadcast::Sender<Arc<Notice>>,
+    last_seq: AtomicU64,
+    live: Mutex<Live>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl SdkSession {
+    fn new(id: String, last_seq: u64) -> Arc<SdkSession> {
+        Arc::new(SdkSession {
+            id,
+            approvals: Mutex::new(Approvals::Never),
+            tx: broadcast::channel(BROADCAST_CAPACITY).0,
+            last_seq: AtomicU64::new(last_seq),
+            live: Mutex::new(Live::default()),
+        })
+    }
+
+    /// Broadcasts a notice under the lock that orders notices against
+    /// snapshots.
+    fn emit(&self, _live: &MutexGuard<'_, Live>, kind: NoticeKind, item: &Item<'_>) -> Arc<Notice> {
+        let notice = Arc::new(Notice {
+            kind,
+            after: self.last_seq.load(Ordering::Acquire),
+            json: item.to_raw(),
+        });
+        // No subscriber is not an error.
+        let _ = self.tx.send(notice.clone());
+        notice
+    }
+
+    fn status_item(live: &Live) -> Item<'_> {
+        Item::Status {
+            status: if live.running.is_some() {
+                "running"
+            } else {
+                "idle"
+            },
+            message_id: live.running.as_ref().map(|run| run.message_id.as_str()),
+            stop_reason: None,
+            error: None,
+        }
+    }
+
+    /// Subscribes: every notice after this moment, and the state at it.
+    pub fn subscribe(&self, conn: ConnId) -> Snapshot {
+        let mut live = lock(&self.live);
+        live.holders.insert(conn);
+        let status = Arc::new(Notice {
+            kind: NoticeKind::Status,
+            after: self.last_seq.load(Ordering::Acquire),
+            json: Self::status_item(&live).to_raw(),
+        });
+        Snapshot {
+            live: self.tx.subscribe(),
+            last_seq: self.last_seq.load(Ordering::Acquire),
+            status,
+            asks: live.asks.values().map(|ask| ask.notice.clone()).collect(),
+        }
+    }
+
+    /// Whether the ask is still open.
+    pub fn asks(&self, request_id: &str) -> bool {
+        lock(&self.live).asks.contains_key(request_id)
+    }
+
+    fn set_approvals(&self, approvals: Approvals) {
+        *lock(&self.approvals) = approvals;
+    }
+
+    /// Answers an open ask.
+    fn respond(&self, request_id: &str, option_id: &str) -> Result<(), AgentError> {
+        let mut live = lock(&self.live);
+        let ask = live.asks.get(request_id).ok_or_else(|| {
+            AgentError::InvalidParams(format!(
+                "no open permission request {request_id:?} in session {}",
+                self.id
+            ))
+        })?;
+        let outcome = ask.choices.answer(option_id).ok_or_else(|| {
+            let offered: Vec<&str> = ask.choices.options().iter().map(|o| o.id()).collect();
+            AgentError::InvalidParams(format!(
+                "option {option_id:?} was not offered; choose one of {offered:?}"
+            ))
+        })?;
+        if let Some(ask) = live.asks.remove(request_id) {
+            let _ = ask.answer.send(outcome);
+        }
+        Ok(())
+    }
+
+    /// Denies the open asks (all, or those of prompts `conn` sent).
+    fn deny_asks(&self, conn: Option<ConnId>, outcome: PermissionOutcome) {
+        let mut live = lock(&self.live);
+        let ids: Vec<String> = live
+            .asks
+            .iter()
+            .filter(|(_, ask)| conn.is_none_or(|conn| ask.conn == conn))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in ids {
+            if let Some(ask) = live.asks.remove(&id) {
+                tracing::info!(session = %self.id, request = %id, ?outcome, "permission ask denied");
+                let _ = ask.answer.send(outcome);
+            }
+        }
+    }
+
+    /// Marks the prompt running and says so.
+    fn started(&self, message_id: &str, conn: ConnId) {
+        let mut live = lock(&self.live);
+        live.running = Some(Running {
+            message_id: message_id.to_owned(),
+            conn,
+        });
+        let item = Self::status_item(&live);
+        self.emit(&live, NoticeKind::Status, &item);
+    }
+
+    /// Marks the prompt finished and says how.
+    fn finished(&self, message_id: &str, outcome: &Result<StopReason, AgentError>) {
+        let mut live = lock(&self.live);
+        live.running = None;
+        let (stop_reason, error) = match outcome {
+            Ok(stop) => (Some(*stop), None),
+            Err(error) => (None, Some(error.rpc_data())),
+        };
+        let item = Item::Status {
+            status: "idle",
+            message_id: Some(message_id),
+            stop_reason,
+            error,
+        };
+        self.emit(&live, NoticeKind::Status, &item);
+    }
+
+    /// Says the session closed (subscriptions end after this).
+    fn closed(&self) {
+        let live = lock(&self.live);
+        let item = Item::Status {
+            status: "closed",
+            message_id: None,
+            stop_reason: None,
+            error: None,
+        };
+        self.emit(&live, NoticeKind::Closed, &item);
+    }
+}
+
+/// Removes an ask that was not answered when its turn stopped waiting.
+struct AskGuard<'a> {
+    session: &'a SdkSession,
+    id: String,
+}
+
+impl Drop for AskGuard<'_> {
+    fn drop(&mut self) {
+        lock(&self.session.live).asks.remove(&self.id);
+    }
+}
+
+impl Frontend for SdkSession {
+    fn send(&self, _update: AgentUpdate) {
+        // Everything durable reaches subscribers as its logged event.
+    }
+
+    fn recorded(&self, event: &Event) {
+        let live = lock(&self.live);
+        self.last_seq.fetch_max(event.seq, Ordering::AcqRel);
+        self.emit(&live, NoticeKind::Event(event.seq), &Item::Event { event });
+    }
+
+    fn send_streamed(&self, update: AgentUpdate) {
+        let (channel, text) = match &update {
+            AgentUpdate::MessageChunk(text) => ("text", text),
+            AgentUpdate::ThoughtChunk(text) => ("thought", text),
+            _ => return,
+        };
+        let live = lock(&self.live);
+        self.emit(&live, NoticeKind::Delta, &Item::Delta { channel, text });
+    }
+
+    fn request_permission(&self, ask: PermissionAsk) -> BoxFuture<'_, PermissionOutcome> {
+        let approvals = *lock(&self.approvals);
+        if let Some(outcome) = approvals.standing_answer() {
+            tracing::info!(session = %self.id, call = %ask.call_id, ?outcome, approvals = approvals.name(), "permission decided by the session's approvals");
+            return Box::pin(std::future::ready(outcome));
+        }
+        let (answer, answered) = oneshot::channel();
+        let id = {
+            let mut live = lock(&self.live);
+            live.next_ask += 1;
+            let id = format!("perm-{}", live.next_ask);
+            let tool_call = serde_json::json!({
+                "callId": ask.call_id,
+                "title": ask.title,
+                "kind": ask.kind,
+                "rawInput": ask.raw_input,
+                "locations": ask.locations,
+                "content": ask.content,
+            });
+            let options = ask
+                .choices
+                .options()
+                .into_iter()
+                .map(|option| serde_json::json!({"optionId": option.id(), "label": option.label}))
+                .collect();
+            let item = Item::Permission {
+                request_id: &id,
+                tool_call,
+                options,
+            };
+            let notice = self.emit(&live, NoticeKind::Ask(id.clone()), &item);
+            let conn = live.running.as_ref().map_or(0, |run| run.conn);
+            live.asks.insert(
+                id.clone(),
+                Ask {
+                    conn,
+                    choices: ask.choices,
+                    notice,
+                    answer,
+                },
+            );
+            id
+        };
+        Box::pin(async move {
+            let _guard = AskGuard { session: self, id };
+            // A dropped sender (session closed) is no answer: denied.
+            answered.await.unwrap_or(PermissionOutcome::Unavailable)
+        })
+    }
+}
+
+/// `session/new`'s and `session/resume`'s settings.
+#[derive(Debug, Default)]
+pub struct Opening {
+    /// Who answers asks.
+    pub approvals: Approvals,
+    /// Model id.
+    pub model: Option<String>,
+    /// Thinking level.
+    pub thought_level: Option<String>,
+    /// Permission mode (over the one `approvals` implies).
+    pub mode: Option<String>,
+    /// MCP servers.
+    pub mcp_servers: Vec<McpServerConfig>,
+}
+
+/// Every live SDK session.
+pub struct Hub {
+    /// The agent core.
+    pub agent: Arc<Agent>,
+    sessions: Mutex<HashMap<String, Arc<SdkSession>>>,
+    /// Cancelled by `shutdown`.
+    pub stop: tokio_util::sync::CancellationToken,
+    /// The running prompts.
+    pub tasks: tokio_util::task::TaskTracker,
+}
+
+impl Hub {
+    /// A hub over the agent.
+    pub fn new(agent: Arc<Agent>) -> Arc<Hub> {
+        Arc::new(Hub {
+            agent,
+            sessions: Mutex::new(HashMap::new()),
+            stop: tokio_util::sync::CancellationToken::new(),
+            tasks: tokio_util::task::TaskTracker::new(),
+        })
+    }
+
+    fn live(&self, id: &str) -> Option<Arc<SdkSession>> {
+        lock(&self.sessions).get(id).cloned()
+    }
+
+    fn adopt(&self, id: &str, conn: ConnId) -> Result<Arc<SdkSession>, AgentError> {
+        let last_seq = self.agent.session(id)?.last_seq();
+        let session = lock(&self.sessions)
+            .entry(id.to_owned())
+            .or_insert_with(|| SdkSession::new(id.to_owned(), last_seq))
+            .clone();
+        lock(&session.live).holders.insert(conn);
+        Ok(session)
+    }
+
+    /// `session/new`.
+    ///
+    /// # Errors
+    /// As the agent's, and bad settings.
+    pub async fn new_session(
+        &self,
+        cwd: PathBuf,
+        opening: Opening,
+        conn: ConnId,
+    ) -> Result<Arc<SdkSession>, AgentError> {
+        let opened = self
+            .agent
+            .new_session(&cwd, &[], opening.mcp_servers.clone())
+            .await?;
+        self.settle(opened, opening, conn).await
+    }
+
+    /// `session/resume`: opens a stored session (or finds the live one)
+    /// with new settings.
+    ///
+    /// # Errors
+    /// As the agent's, and bad settings.
+    pub async fn resume(
+        &self,
+        id: &str,
+        opening: Opening,
+        conn: ConnId,
+    ) -> Result<Arc<SdkSession>, AgentError> {
+        let opened = self
+            .agent
+            .resume_session(id, opening.mcp_servers.clone())
+            .await?;
+        self.settle(opened, opening, conn).await
+    }
+
+    async fn settle(
+        &self,
+        opened: crate::agent::Opened,
+        opening: Opening,
+        conn: ConnId,
+    ) -> Result<Arc<SdkSession>, AgentError> {
+        for notice in &opened.notices {
+            tracing::warn!(session = %opened.session.id, "{notice}");
+        }
+        let id = opened.session.id.to_string();
+        let session = self.adopt(&id, conn)?;
+        session.set_approvals(opening.approvals);
+        let mode = opening.mode.as_deref().or(opening.approvals.mode());
+        let settings = [
+            ("mode", mode),
+            ("model", opening.model.as_deref()),
+            ("thought_level", opening.thought_level.as_deref()),
+        ];
+        for (key, value) in settings {
+            if let Some(value) = value {
+                if let Err(error) = self.agent.set_config_option(&id, key, value, &*session) {
+                    // A session the request could not set up is not left open.
+                    self.forget(&id).await;
+                    return Err(error);
+                }
+            }
+        }
+        Ok(session)
+    }
+
+    /// The session, opening a stored one (with the default settings) if it
+    /// is not live.
+    ///
+    /// # Errors
+    /// Unknown, unreadable or locked session.
+    pub async fn open(&self, id: &str, conn: ConnId) -> Result<Arc<SdkSession>, AgentError> {
+        if let Some(session) = self.live(id) {
+            lock(&session.live).holders.insert(conn);
+            return Ok(session);
+        }
+        self.resume(id, Opening::default(), conn).await
+    }
+
+    /// `session/prompt`: starts the turn and returns its receipt.
+    ///
+    /// # Errors
+    /// Unknown or busy session, bad content, missing credential.
+    pub async fn prompt(
+        self: &Arc<Self>,
+        id: &str,
+        content: Vec<UserContent>,
+        conn: ConnId,
+    ) -> Result<String, AgentError> {
+        self.agent.check_prompt(&content)?;
+        let session = self.open(id, conn).await?;
+        let ticket = self.agent.begin_prompt(id)?;
+        let message_id = uuid::Uuid::new_v4().to_string();
+        session.started(&message_id, conn);
+        let agent = self.agent.clone();
+        let receipt = message_id.clone();
+        self.tasks.spawn(async move {
+            let outcome = agent.prompt(ticket, content, &*session).await;
+            if let Err(error) = &outcome {
+                tracing::warn!(session = %session.id, code = error.code().as_str(), "prompt failed: {error}");
+            }
+            session.finished(&message_id, &outcome);
+        });
+        Ok(receipt)
+    }
+
+    /// `session/interrupt`: cancels the turn; its open asks are cancelled.
+    pub fn interrupt(&self, id: &str) {
+        self.agent.cancel(id);
+        if let Some(session) = self.live(id) {
+            session.deny_asks(None, PermissionOutcome::Cancelled);
+        }
+    }
+
+    /// `session/respond`.
+    ///
+    /// # Errors
+    /// Unknown session or ask, or an option that was not offered.
+    pub fn respond(&self, id: &str, request_id: &str, option_id: &str) -> Result<(), AgentError> {
+        self.live(id)
+            .ok_or_else(|| AgentError::SessionNotFound(id.to_owned()))?
+            .respond(request_id, option_id)
+    }
+
+    /// `session/close`.
+    ///
+    /// # Errors
+    /// The session is not open.
+    pub async fn close(&self, id: &str) -> Result<(), AgentError> {
+        let known = self.live(id).is_some();
+        let closed = self.agent.close_session(id).await;
+        self.forget(id).await;
+        if known {
+            Ok(())
+        } else {
+            closed
+        }
+    }
+
+    /// `session/delete`.
+    ///
+    /// # Errors
+    /// As the agent's.
+    pub async fn delete(&self, id: &str) -> Result<(), AgentError> {
+        self.forget(id).await;
+        self.agent.delete_session(id).await
+    }
+
+    /// Drops the SDK's side of a session (after the agent closed it, or
+    /// to close it): asks denied, subscribers told and let go.
+    async fn forget(&self, id: &str) {
+        let removed = lock(&self.sessions).remove(id);
+        if let Some(session) = removed {
+            session.deny_asks(None, PermissionOutcome::Unavailable);
+            if self.agent.session(id).is_ok() {
+                let _ = self.agent.close_session(id).await;
+            }
+            session.closed();
+        }
+    }
+
+    /// A connection went away: the asks of prompts it sent are denied, and
+    /// sessions nobody holds any more are closed (they stay resumable).
+    pub async fn disconnected(&self, conn: ConnId) {
+        let sessions: Vec<Arc<SdkSession>> = lock(&self.sessions).values().cloned().collect();
+        for session in sessions {
+            session.deny_asks(Some(conn), PermissionOutcome::Unavailable);
+            let orphaned = {
+                let mut live = lock(&session.live);
+                live.holders.remove(&conn) && live.holders.is_empty()
+            };
+            if orphaned {
+                tracing::info!(session = %session.id, conn, "closing a session no connection holds");
+                self.forget(&session.id).await;
+            }
+        }
+    }
+
+    /// Stops every session (shutdown, stdin's end).
+    pub async fn shutdown(&self) {
+        let sessions: Vec<Arc<SdkSession>> = lock(&self.sessions).drain().map(|(_, s)| s).collect();
+        for session in &sessions {
+            session.deny_asks(None, PermissionOutcome::Unavailable);
+        }
+        self.agent.shutdown().await;
+        for session in &sessions {
+            session.closed();
+        }
+        self.tasks.close();
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), self.tasks.wait()).await;
+    }
+}

@@ -1,0 +1,642 @@
+//! `dsh sdk`: the JSON-RPC API for programs, over stdio and WebSocket,
+//! driven by a plain JSON-RPC client against the scripted model.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::support::sdk_client::{SdkClient, SdkProcess, SdkServer};
+use crate::support::*;
+
+fn kinds(events: &[Value]) -> Vec<&str> {
+    events.iter().map(|e| e["type"].as_str().unwrap()).collect()
+}
+
+/// The session log's events as stored (header skipped).
+fn logged(env: &TestEnv, session: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(env.sessions_dir().join(format!("{session}.jsonl")))
+        .expect("session log");
+    text.lines()
+        .skip(1)
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+async fn new_session(client: &SdkClient, env: &TestEnv, extra: Value) -> String {
+    let mut params = json!({"cwd": env.cwd()});
+    for (key, value) in extra.as_object().unwrap() {
+        params[key] = value.clone();
+    }
+    let result = client.ok("session/new", params).await;
+    result["sessionId"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn stdio_streams_deltas_events_and_status_and_events_are_the_log() {
+    let env = TestEnv::new().await;
+    env.mock
+        .push_json(call("r1", "read", json!({"file_path":"hello.txt"})));
+    env.mock.push_json(json!({"chunks":[{"reasoning":"Look."},{"text":"It says "},{"text":"hello."}],"finish":"stop"}));
+    let sdk = SdkProcess::stdio(&env);
+    let client = &sdk.client;
+    let init = client
+        .ok("initialize", json!({"clientInfo": {"name": "test"}}))
+        .await;
+    assert_eq!(init["serverInfo"]["name"], "dsh");
+    assert_eq!(init["protocolVersion"], 1);
+    let session = new_session(client, &env, json!({})).await;
+    let sub = client.subscribe(&session, None).await;
+    let receipt = client
+        .ok(
+            "session/prompt",
+            json!({"sessionId": session, "text": "read hello.txt"}),
+        )
+        .await;
+    let message_id = receipt["messageId"].as_str().unwrap().to_owned();
+    let idle = client.wait_idle(&sub).await;
+    assert_eq!(idle["stopReason"], "end_turn");
+    assert_eq!(idle["messageId"], message_id.as_str());
+
+    let items = client.items(&sub);
+    assert_eq!(items[0], json!({"kind": "status", "status": "idle"}));
+    assert_eq!(
+        items[1],
+        json!({"kind": "status", "status": "running", "messageId": message_id})
+    );
+    let deltas = |channel: &str| -> String {
+        items
+            .iter()
+            .filter(|i| i["kind"] == "delta" && i["channel"] == channel)
+            .map(|i| i["text"].as_str().unwrap())
+            .collect()
+    };
+    assert_eq!(deltas("text"), "It says hello.");
+    assert_eq!(deltas("thought"), "Look.");
+    let events = client.events(&sub);
+    assert_eq!(
+        kinds(&events),
+        [
+            "user/message",
+            "session/title",
+            "turn/start",
+            "assistant/message",
+            "tool/call",
+            "tool/result",
+            "assistant/message",
+            "turn/end"
+        ]
+    );
+    // Events are the log's, as stored.
+    assert_eq!(events, logged(&env, &session));
+    assert!(sdk.exit().await.success());
+}
+
+#[tokio::test]
+async fn websocket_subscribers_agree_and_a_late_one_replays_the_same_events() {
+    let env = TestEnv::new().await;
+    env.mock
+        .push_json(call("r1", "read", json!({"file_path":"hello.txt"})));
+    env.mock.push_json(reply("Read it."));
+    let server = SdkServer::start(&env, &[]).await;
+    let a = server.connect().await;
+    let b = server.connect().await;
+    let session = new_session(&a, &env, json!({})).await;
+    let sub_a = a.subscribe(&session, None).await;
+    // Another connection watches the same session.
+    let sub_b = b.subscribe(&session, None).await;
+    a.ok(
+        "session/prompt",
+        json!({"sessionId": session, "text": "go"}),
+    )
+    .await;
+    a.wait_idle(&sub_a).await;
+    b.wait_idle(&sub_b).await;
+    let live = a.events(&sub_a);
+    assert!(live.len() >= 7, "{live:#?}");
+    assert_eq!(live, b.events(&sub_b));
+
+    // A late subscriber from seq 1 sees exactly what the live ones saw.
+    let c = server.connect().await;
+    let sub_c = c.subscribe(&session, Some(1)).await;
+    c.wait_items(&sub_c, "the replay", |items| {
+        items.iter().filter(|i| i["kind"] == "event").count() >= live.len()
+    })
+    .await;
+    assert_eq!(c.events(&sub_c), live);
+    // From the middle: the tail.
+    let d = server.connect().await;
+    let sub_d = d.subscribe(&session, Some(4)).await;
+    d.wait_items(&sub_d, "the tail", |items| {
+        items.iter().any(|i| i["kind"] == "status")
+    })
+    .await;
+    let tail: Vec<Value> = live
+        .iter()
+        .filter(|e| e["seq"].as_u64() >= Some(4))
+        .cloned()
+        .collect();
+    assert_eq!(d.events(&sub_d), tail);
+
+    // The next turn reaches every subscriber, the replayed one too.
+    env.mock.push_json(reply("Again."));
+    b.ok(
+        "session/prompt",
+        json!({"sessionId": session, "text": "again"}),
+    )
+    .await;
+    for (client, sub) in [(&a, &sub_a), (&c, &sub_c)] {
+        client
+            .wait_items(sub, "the second turn", |items| {
+                items
+                    .iter()
+                    .filter(|i| i["kind"] == "event" && i["event"]["type"] == "turn/end")
+                    .count()
+                    == 2
+            })
+            .await;
+    }
+    assert_eq!(a.events(&sub_a), c.events(&sub_c));
+    assert_eq!(a.events(&sub_a), logged(&env, &session));
+    let unsubscribed = a.ok("session/unsubscribe", json!([sub_a])).await;
+    assert_eq!(unsubscribed, true);
+    a.ok("shutdown", json!({})).await;
+    let mut child = server.child;
+    let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+        .await
+        .expect("the server exits after shutdown")
+        .unwrap();
+    assert!(status.success());
+}
+
+#[tokio::test]
+async fn a_subscriber_that_stops_reading_catches_up_from_the_log() {
+    let env = TestEnv::relaxed().await;
+    let chunk = "x".repeat(100);
+    env.mock
+        .push_json(json!({"repeat":{"text":chunk,"count":20000},"finish":"stop","pace_us":50}));
+    let sdk = SdkProcess::stdio(&env);
+    let client = &sdk.client;
+    let session = new_session(client, &env, json!({})).await;
+    let sub = client.subscribe(&session, None).await;
+    // The client stops reading: the pipe fills, then dsh's queues behind
+    // it; the broadcast moves on without it, and the turn is not held up.
+    client.pause(true);
+    let _receipt = client.send(
+        "session/prompt",
+        json!({"sessionId": session, "text": "flood"}),
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while !logged(&env, &session)
+        .iter()
+        .any(|e| e["type"] == "turn/end")
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the turn was held up"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    client.pause(false);
+    client.wait_idle(&sub).await;
+    let seen: usize = client
+        .items(&sub)
+        .iter()
+        .filter(|i| i["kind"] == "delta")
+        .map(|i| i["text"].as_str().unwrap().len())
+        .sum();
+    assert!(
+        seen < 20000 * 100,
+        "the subscriber never fell behind ({seen} bytes of deltas)"
+    );
+    assert!(sdk
+        .stderr
+        .lock()
+        .unwrap()
+        .contains("a subscriber fell behind"));
+    // It lost deltas, never events.
+    let events = client.events(&sub);
+    assert_eq!(events, logged(&env, &session));
+    assert_eq!(events.last().unwrap()["data"]["stop"], "end_turn");
+    assert!(sdk.exit().await.success());
+}
+
+#[tokio::test]
+async fn a_client_answers_permission_asks_with_respond() {
+    let env = TestEnv::new().await;
+    env.mock.push_json(call(
+        "w1",
+        "write",
+        json!({"file_path": "new.txt", "content": "made\n"}),
+    ));
+    env.mock.push_json(call(
+        "w2",
+        "write",
+        json!({"file_path": "other.txt", "content": "no\n"}),
+    ));
+    env.mock.push_json(reply("One written, one refused."));
+    let sdk = SdkProcess::stdio(&env);
+    let client = &sdk.client;
+    let session = new_session(client, &env, json!({"approvals": "client"})).await;
+    let sub = client.subscribe(&session, None).await;
+    client
+        .ok(
+            "session/prompt",
+            json!({"sessionId": session, "text": "write two files"}),
+        )
+        .await;
+    let asks = |items: &[Value]| -> Vec<Value> {
+        items
+            .iter()
+            .filter(|i| i["kind"] == "permission")
+            .cloned()
+            .collect()
+    };
+    let items = client
+        .wait_items(&sub, "the first ask", |items| asks(items).len() == 1)
+        .await;
+    let ask = asks(&items).remove(0);
+    assert_eq!(ask["toolCall"]["callId"], "w1");
+    assert_eq!(ask["toolCall"]["kind"], "edit");
+    let options: Vec<&str> = ask["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["optionId"].as_str().unwrap())
+        .collect();
+    assert!(
+        options.contains(&"allow_once") && options.contains(&"reject_once"),
+        "{options:?}"
+    );
+    let request = ask["requestId"].as_str().unwrap();
+    // An option that was not offered, or an unknown request, is an error
+    // and answers nothing.
+    let wrong = client
+        .call(
+            "session/respond",
+            json!({"sessionId": session, "requestId": request, "optionId": "yes"}),
+        )
+        .await;
+    assert_eq!(wrong["error"]["code"], -32602);
+    assert_eq!(wrong["error"]["data"]["code"], "request.invalid_params");
+    let unknown = client
+        .call(
+            "session/respond",
+            json!({"sessionId": session, "requestId": "perm-99", "optionId": "allow_once"}),
+        )
+        .await;
+    assert_eq!(unknown["error"]["code"], -32602);
+    client
+        .ok(
+            "session/respond",
+            json!({"sessionId": session, "requestId": request, "optionId": "allow_once"}),
+        )
+        .await;
+    let items = client
+        .wait_items(&sub, "the second ask", |items| asks(items).len() == 2)
+        .await;
+    let second = asks(&items).remove(1);
+    client
+        .ok(
+            "session/respond",
+            json!({"sessionId": session, "requestId": second["requestId"], "optionId": "reject_once"}),
+        )
+        .await;
+    assert_eq!(client.wait_idle(&sub).await["stopReason"], "end_turn");
+    assert_eq!(
+        std::fs::read_to_string(env.cwd().join("new.txt")).unwrap(),
+        "made\n"
+    );
+    assert!(!env.cwd().join("other.txt").exists());
+    let decisions: Vec<Value> = client
+        .events(&sub)
+        .into_iter()
+        .filter(|e| e["type"] == "permission/decision")
+        .map(|e| e["data"]["outcome"].clone())
+        .collect();
+    assert_eq!(decisions, [json!("allow_once"), json!("reject_once")]);
+    assert!(sdk.exit().await.success());
+}
+
+#[tokio::test]
+async fn interrupt_cancels_the_turn_and_denies_its_open_ask() {
+    let env = TestEnv::new().await;
+    env.mock
+        .push_json(json!({"repeat":{"text":"slow ","count":400},"finish":"stop","delay_ms":25}));
+    let sdk = SdkProcess::stdio(&env);
+    let client = &sdk.client;
+    let session = new_session(client, &env, json!({"approvals": "client"})).await;
+    let sub = client.subscribe(&session, None).await;
+    client
+        .ok(
+            "session/prompt",
+            json!({"sessionId": session, "text": "talk"}),
+        )
+        .await;
+    client
+        .wait_items(&sub, "some text", |items| {
+            items.iter().filter(|i| i["kind"] == "delta").count() >= 3
+        })
+        .await;
+    // A second prompt while one runs is refused, as over ACP.
+    let busy = client
+        .call(
+            "session/prompt",
+            json!({"sessionId": session, "text": "more"}),
+        )
+        .await;
+    assert_eq!(busy["error"]["data"]["code"], "session.busy");
+    client
+        .ok("session/interrupt", json!({"sessionId": session}))
+        .await;
+    assert_eq!(client.wait_idle(&sub).await["stopReason"], "cancelled");
+
+    // An open ask is denied by an interrupt, and nothing runs.
+    env.mock.push_json(call(
+        "w1",
+        "write",
+        json!({"file_path": "x.txt", "content": "x"}),
+    ));
+    client
+        .ok(
+            "session/prompt",
+            json!({"sessionId": session, "text": "write"}),
+        )
+        .await;
+    client
+        .wait_items(&sub, "the ask", |items| {
+            items.iter().any(|i| i["kind"] == "permission")
+        })
+        .await;
+    client
+        .ok("session/interrupt", json!({"sessionId": session}))
+        .await;
+    let items = client
+        .wait_items(&sub, "the second idle", |items| {
+            items
+                .iter()
+                .filter(|i| {
+                    i["kind"] == "status" && i["status"] == "idle" && i.get("messageId").is_some()
+                })
+                .count()
+                == 2
+        })
+        .await;
+    assert_eq!(items.last().unwrap()["stopReason"], "cancelled");
+    assert!(!env.cwd().join("x.txt").exists());
+    let decision = client
+        .events(&sub)
+        .into_iter()
+        .find(|e| e["type"] == "permission/decision")
+        .unwrap();
+    assert_eq!(decision["data"]["outcome"], "cancelled");
+    assert!(sdk.exit().await.success());
+}
+
+#[tokio::test]
+async fn bad_lines_get_errors_and_the_connection_lives_on() {
+    let env = TestEnv::new().await;
+    let sdk = SdkProcess::stdio(&env);
+    let client = &sdk.client;
+    client.send_raw("this is not json");
+    client.send_raw(r#"{"jsonrpc":"2.0","id":77,"method":"initialize","#);
+    client.send_raw(r#"[{"jsonrpc":"2.0","id":78,"method":"initialize"}]"#);
+    client.send_raw(r#"{"jsonrpc":"2.0","method":"initialize"}"#);
+    let stray = client.wait_stray(3).await;
+    assert_eq!(stray[0]["error"]["code"], -32700);
+    assert_eq!(stray[0]["id"], Value::Null);
+    assert_eq!(stray[1]["error"]["code"], -32700);
+    assert_eq!(stray[1]["id"], 77);
+    assert_eq!(stray[2]["error"]["code"], -32600);
+    let unknown = client.call("session/teleport", json!({})).await;
+    assert_eq!(unknown["error"]["code"], -32601);
+    let bad = client.call("session/new", json!({"cwd": 5})).await;
+    assert_eq!(bad["error"]["code"], -32602);
+    assert_eq!(bad["error"]["data"]["code"], "request.invalid_params");
+    let relative = client.call("session/new", json!({"cwd": "rel/dir"})).await;
+    assert_eq!(relative["error"]["data"]["code"], "request.invalid_params");
+    let missing = client
+        .call(
+            "session/prompt",
+            json!({"sessionId": "no-such", "text": "hi"}),
+        )
+        .await;
+    assert_eq!(missing["error"]["data"]["code"], "session.not_found");
+    let neither = client
+        .call("session/prompt", json!({"sessionId": "x"}))
+        .await;
+    assert_eq!(neither["error"]["code"], -32602);
+    let sub = client
+        .call("session/subscribe", json!({"sessionId": "no-such"}))
+        .await;
+    assert_eq!(sub["error"]["data"]["code"], "session.not_found");
+    // Nothing but protocol came out, and it still answers.
+    client.ok("initialize", json!({})).await;
+    assert_eq!(client.stray().len(), 3);
+    assert!(sdk.exit().await.success());
+}
+
+#[tokio::test]
+async fn sessions_are_listed_closed_resumed_and_deleted() {
+    let env = TestEnv::new().await;
+    env.mock.push_json(reply("First."));
+    env.mock.push_json(reply("Second."));
+    let sdk = SdkProcess::stdio(&env);
+    let client = &sdk.client;
+    let session = new_session(client, &env, json!({"model": "deepseek-v4-pro"})).await;
+    let sub = client.subscribe(&session, None).await;
+    client
+        .ok(
+            "session/prompt",
+            json!({"sessionId": session, "text": "one"}),
+        )
+        .await;
+    client.wait_idle(&sub).await;
+    let list = client.ok("session/list", json!({"cwd": env.cwd()})).await;
+    assert_eq!(list["sessions"][0]["sessionId"], session.as_str());
+    client
+        .ok("session/close", json!({"sessionId": session}))
+        .await;
+    client
+        .wait_items(&sub, "closed", |items| {
+            items.iter().any(|i| i["status"] == "closed")
+        })
+        .await;
+    // A prompt to a stored session opens it again, with its history.
+    let sub = client.subscribe(&session, None).await;
+    client
+        .ok(
+            "session/prompt",
+            json!({"sessionId": session, "text": "two"}),
+        )
+        .await;
+    client.wait_idle(&sub).await;
+    let messages = env.mock.requests().pop().unwrap()["messages"].to_string();
+    assert!(
+        messages.contains("one") && messages.contains("First."),
+        "{messages}"
+    );
+    client
+        .ok("session/delete", json!({"sessionId": session}))
+        .await;
+    let list = client.ok("session/list", json!({})).await;
+    assert_eq!(list["sessions"], json!([]));
+    assert!(sdk.exit().await.success());
+}
+
+#[tokio::test]
+async fn a_public_address_needs_a_token_and_connections_without_it_are_refused() {
+    let env = TestEnv::new().await;
+    // Without a token, loopback only, and never from a web page.
+    let open = SdkServer::start(&env, &[]).await;
+    let page = SdkClient::websocket_with(&open.url, None, Some("https://evil.example")).await;
+    assert!(
+        page.as_ref().err().is_some_and(|e| e.contains("403")),
+        "{:?}",
+        page.err()
+    );
+    open.connect().await.ok("initialize", json!({})).await;
+    drop(open);
+    let refused = env
+        .dsh(&["sdk", "--listen", "0.0.0.0:0"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("not a loopback address"), "{stderr}");
+    assert!(refused.stdout.is_empty());
+
+    let mut env = env;
+    env.extra_env
+        .push(("DSH_SDK_TOKEN".into(), "s3cret-token".into()));
+    let server = SdkServer::start(&env, &["--token-env", "DSH_SDK_TOKEN"]).await;
+    let none = SdkClient::websocket(&server.url, None).await;
+    assert!(
+        none.as_ref().err().is_some_and(|e| e.contains("401")),
+        "{:?}",
+        none.err()
+    );
+    let wrong = SdkClient::websocket(&server.url, Some("guess")).await;
+    assert!(wrong.as_ref().err().is_some_and(|e| e.contains("401")));
+    // With the token, a page's origin does not matter: it has the token.
+    SdkClient::websocket_with(
+        &server.url,
+        Some("s3cret-token"),
+        Some("https://app.example"),
+    )
+    .await
+    .expect("a token-bearing connection from a page connects");
+    let client = SdkClient::websocket(&server.url, Some("s3cret-token"))
+        .await
+        .expect("the right token connects");
+    client.ok("initialize", json!({})).await;
+    // The token is not in what dsh writes.
+    assert!(!server.stderr.lock().unwrap().contains("s3cret-token"));
+    client.ok("shutdown", json!({})).await;
+    let mut child = server.child;
+    assert!(tokio::time::timeout(Duration::from_secs(10), child.wait())
+        .await
+        .unwrap()
+        .unwrap()
+        .success());
+}
+
+#[tokio::test]
+async fn a_dropped_connection_denies_its_asks_and_leaves_no_process() {
+    let env = TestEnv::new().await;
+    env.mock.push_json(call(
+        "b1",
+        "bash",
+        json!({"command": "touch ran.txt", "description": "touch"}),
+    ));
+    env.mock.push_json(reply("Could not."));
+    let server = SdkServer::start(&env, &[]).await;
+    let a = server.connect().await;
+    let watcher = server.connect().await;
+    let session = new_session(&a, &env, json!({"approvals": "client"})).await;
+    let sub = watcher.subscribe(&session, None).await;
+    a.ok(
+        "session/prompt",
+        json!({"sessionId": session, "text": "touch it"}),
+    )
+    .await;
+    watcher
+        .wait_items(&sub, "the ask", |items| {
+            items.iter().any(|i| i["kind"] == "permission")
+        })
+        .await;
+    // The prompting connection goes: its ask is denied, and the turn goes
+    // on for the connection still watching.
+    drop(a);
+    assert_eq!(watcher.wait_idle(&sub).await["stopReason"], "end_turn");
+    let decision = watcher
+        .events(&sub)
+        .into_iter()
+        .find(|e| e["type"] == "permission/decision")
+        .unwrap();
+    assert_eq!(decision["data"]["outcome"], "unavailable");
+    assert!(!env.cwd().join("ran.txt").exists());
+    // The last holder goes: the session is closed, its lock let go, and a
+    // new connection can take it up again.
+    drop(watcher);
+    let again = server.connect().await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let resumed = again
+            .call("session/resume", json!({"sessionId": session}))
+            .await;
+        if resumed.get("result").is_some() {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{resumed}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // A command is running when SIGTERM comes: the server stops it and
+    // exits, and nothing of either is left.
+    env.mock.push_json(call(
+        "s1",
+        "bash",
+        json!({"command": "sleep 30", "description": "wait"}),
+    ));
+    again
+        .ok(
+            "session/resume",
+            json!({"sessionId": session, "approvals": "all"}),
+        )
+        .await;
+    let sub = again.subscribe(&session, None).await;
+    again
+        .ok(
+            "session/prompt",
+            json!({"sessionId": session, "text": "wait"}),
+        )
+        .await;
+    again
+        .wait_items(&sub, "the command", |items| {
+            items.iter().any(|i| i["event"]["type"] == "tool/call")
+        })
+        .await;
+    let cwd = env.cwd().canonicalize().unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while procs::live_pids("sleep", &cwd).is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the command never started"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut child = server.child;
+    nix_kill(child.id().unwrap());
+    let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    assert_eq!(procs::live_pids("", &cwd), Vec::<u32>::new());
+}
+
+fn nix_kill(pid: u32) {
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status();
+}
