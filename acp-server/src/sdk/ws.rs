@@ -57,6 +57,11 @@ pub async fn serve(hub: Arc<Hub>, addr: SocketAddr, token: Option<String>) -> Re
             accepted = listener.accept() => match accepted {
                 Ok((socket, peer)) => {
                     tracing::debug!(%peer, "SDK connection");
+                    // Small frames go out at once: with Nagle's algorithm a
+                    // delta waits ~40 ms for the peer's delayed ACK.
+                    if let Err(err) = socket.set_nodelay(true) {
+                        tracing::debug!(%err, "cannot set TCP_NODELAY");
+                    }
                     socket
                 }
                 Err(err) => {

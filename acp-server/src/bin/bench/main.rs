@@ -8,6 +8,7 @@
 //! ./target/release/dsh-bench scale      # session/list, session/load, long turns
 //! ./target/release/dsh-bench soak [SESSIONS] [MINUTES]   # default 20 × 8
 //! ./target/release/dsh-bench lsp        # language servers
+//! ./target/release/dsh-bench sdk        # dsh sdk latency and cost, dsh run start to exit
 //! ```
 //!
 //! It spawns the `dsh` binary next to itself, talks raw ACP frames over its
@@ -21,6 +22,7 @@ mod lsp;
 mod mock_model;
 mod proc;
 mod scale;
+mod sdk;
 mod soak;
 mod stream;
 
@@ -116,15 +118,17 @@ async fn main() {
             // The session/load rows alone (for profiling).
             "load" => scale::load(&bench).await,
             "lsp" => lsp::lsp_rows(&bench.scratch).await,
+            "sdk" => sdk::rows(&bench).await,
             "all" => {
                 start_rows(&bench).await;
                 stream::rows(&bench).await;
                 scale::rows(&bench).await;
                 context::rows(&bench).await;
+                sdk::rows(&bench).await;
                 lsp::lsp_rows(&bench.scratch).await;
             }
             other => {
-                panic!("unknown mode {other:?}: all, stream, stream-cost, scale, load, context, soak, lsp")
+                panic!("unknown mode {other:?}: all, stream, stream-cost, scale, load, context, sdk, soak, lsp")
             }
         }
     }

@@ -73,16 +73,7 @@ impl Proc {
     /// CPU time the process has used, all threads, nanoseconds
     /// (`/proc/<pid>/task/*/schedstat`).
     pub fn cpu_ns(&self) -> u64 {
-        let pid = self.child.id().unwrap();
-        std::fs::read_dir(format!("/proc/{pid}/task"))
-            .map(|tasks| {
-                tasks
-                    .flatten()
-                    .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
-                    .filter_map(|stat| stat.split_whitespace().next()?.parse::<u64>().ok())
-                    .sum()
-            })
-            .unwrap_or(0)
+        cpu_ns_of(self.child.id().unwrap())
     }
 
     pub fn rss_kib(&self) -> u64 {
@@ -99,6 +90,20 @@ impl Proc {
         drop(self.stdin);
         let _ = tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await;
     }
+}
+
+/// CPU time a process has used, all threads, nanoseconds
+/// (`/proc/<pid>/task/*/schedstat`).
+pub fn cpu_ns_of(pid: u32) -> u64 {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|tasks| {
+            tasks
+                .flatten()
+                .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
+                .filter_map(|stat| stat.split_whitespace().next()?.parse::<u64>().ok())
+                .sum()
+        })
+        .unwrap_or(0)
 }
 
 pub fn median(mut values: Vec<f64>) -> f64 {
