@@ -88,6 +88,59 @@ async fn stdio_streams_deltas_events_and_status_and_events_are_the_log() {
     );
     // Events are the log's, as stored.
     assert_eq!(events, logged(&env, &session));
+    // stdin's end stops it; nothing of it is left.
+    assert!(sdk.exit().await.success());
+    let cwd = env.cwd().canonicalize().unwrap();
+    assert_eq!(procs::live_pids("", &cwd), Vec::<u32>::new());
+}
+
+#[tokio::test]
+async fn mcp_servers_given_at_session_new_are_tools() {
+    let env = TestEnv::new().await;
+    env.mock.push_json(call(
+        "m1",
+        "mcp__fixture__echo",
+        json!({"text": "through the sdk"}),
+    ));
+    env.mock.push_json(reply("Echoed."));
+    let sdk = SdkProcess::stdio(&env);
+    let client = &sdk.client;
+    let server = json!({
+        "name": "fixture",
+        "command": test_mcp_binary(),
+        "args": ["stdio"],
+        "env": {"MCP_FIXTURE_LOG": env.home.path().join("mcp.log")},
+    });
+    let session = new_session(
+        client,
+        &env,
+        json!({"approvals": "all", "mcpServers": [server]}),
+    )
+    .await;
+    let sub = client.subscribe(&session, None).await;
+    client
+        .ok(
+            "session/prompt",
+            json!({"sessionId": session, "text": "echo"}),
+        )
+        .await;
+    assert_eq!(client.wait_idle(&sub).await["stopReason"], "end_turn");
+    let result = client
+        .events(&sub)
+        .into_iter()
+        .find(|e| e["type"] == "tool/result")
+        .unwrap();
+    assert_eq!(result["data"]["status"], "completed", "{result}");
+    assert!(
+        result["data"]["output"]
+            .to_string()
+            .contains("through the sdk"),
+        "{result}"
+    );
+    // The server's secrets-free record: names and commands only.
+    let header =
+        std::fs::read_to_string(env.sessions_dir().join(format!("{session}.jsonl"))).unwrap();
+    assert!(!header.contains("mcp.log"), "env values are not logged");
     assert!(sdk.exit().await.success());
 }
 
@@ -414,6 +467,18 @@ async fn bad_lines_get_errors_and_the_connection_lives_on() {
     assert_eq!(bad["error"]["data"]["code"], "request.invalid_params");
     let relative = client.call("session/new", json!({"cwd": "rel/dir"})).await;
     assert_eq!(relative["error"]["data"]["code"], "request.invalid_params");
+    for bad in [
+        json!({"cwd": env.cwd(), "model": "no-such-model"}),
+        json!({"cwd": env.cwd(), "approvals": "sometimes"}),
+        json!({"cwd": env.cwd(), "thoughtLevel": "extreme"}),
+        json!({"cwd": env.cwd(), "colour": "blue"}),
+    ] {
+        let answer = client.call("session/new", bad.clone()).await;
+        assert_eq!(answer["error"]["code"], -32602, "{bad}: {answer}");
+    }
+    // Refused settings create nothing.
+    let list = client.ok("session/list", json!({})).await;
+    assert_eq!(list["sessions"], json!([]));
     let missing = client
         .call(
             "session/prompt",

@@ -446,18 +446,20 @@ impl Hub {
     /// `session/new`.
     ///
     /// # Errors
-    /// As the agent's, and bad settings.
+    /// As the agent's, and bad settings (checked before anything is
+    /// created).
     pub async fn new_session(
         &self,
         cwd: PathBuf,
         opening: Opening,
         conn: ConnId,
     ) -> Result<Arc<SdkSession>, AgentError> {
+        let settings = self.check(&opening)?;
         let opened = self
             .agent
-            .new_session(&cwd, &[], opening.mcp_servers.clone())
+            .new_session(&cwd, &[], opening.mcp_servers)
             .await?;
-        self.settle(opened, opening, conn).await
+        self.settle(opened, opening.approvals, &settings, conn)
     }
 
     /// `session/resume`: opens a stored session (or finds the live one)
@@ -471,17 +473,33 @@ impl Hub {
         opening: Opening,
         conn: ConnId,
     ) -> Result<Arc<SdkSession>, AgentError> {
-        let opened = self
-            .agent
-            .resume_session(id, opening.mcp_servers.clone())
-            .await?;
-        self.settle(opened, opening, conn).await
+        let settings = self.check(&opening)?;
+        let opened = self.agent.resume_session(id, opening.mcp_servers).await?;
+        self.settle(opened, opening.approvals, &settings, conn)
     }
 
-    async fn settle(
+    /// The settings to record, validated.
+    fn check(&self, opening: &Opening) -> Result<Vec<(&'static str, String)>, AgentError> {
+        let mode = opening.mode.as_deref().or(opening.approvals.mode());
+        let settings: Vec<(&'static str, String)> = [
+            ("mode", mode),
+            ("model", opening.model.as_deref()),
+            ("thought_level", opening.thought_level.as_deref()),
+        ]
+        .into_iter()
+        .filter_map(|(key, value)| Some((key, value?.to_owned())))
+        .collect();
+        for (key, value) in &settings {
+            crate::settings::Settings::validate(self.agent.config(), key, value)?;
+        }
+        Ok(settings)
+    }
+
+    fn settle(
         &self,
         opened: crate::agent::Opened,
-        opening: Opening,
+        approvals: Approvals,
+        settings: &[(&'static str, String)],
         conn: ConnId,
     ) -> Result<Arc<SdkSession>, AgentError> {
         for notice in &opened.notices {
@@ -489,21 +507,9 @@ impl Hub {
         }
         let id = opened.session.id.to_string();
         let session = self.adopt(&id, conn)?;
-        session.set_approvals(opening.approvals);
-        let mode = opening.mode.as_deref().or(opening.approvals.mode());
-        let settings = [
-            ("mode", mode),
-            ("model", opening.model.as_deref()),
-            ("thought_level", opening.thought_level.as_deref()),
-        ];
+        session.set_approvals(approvals);
         for (key, value) in settings {
-            if let Some(value) = value {
-                if let Err(error) = self.agent.set_config_option(&id, key, value, &*session) {
-                    // A session the request could not set up is not left open.
-                    self.forget(&id).await;
-                    return Err(error);
-                }
-            }
+            self.agent.set_config_option(&id, key, value, &*session)?;
         }
         Ok(session)
     }
