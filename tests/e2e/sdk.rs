@@ -46,13 +46,7 @@ async fn stdio_streams_deltas_events_and_status_and_events_are_the_log() {
     assert_eq!(init["protocolVersion"], 1);
     let session = new_session(client, &env, json!({})).await;
     let sub = client.subscribe(&session, None).await;
-    let receipt = client
-        .ok(
-            "session/prompt",
-            json!({"sessionId": session, "text": "read hello.txt"}),
-        )
-        .await;
-    let message_id = receipt["messageId"].as_str().unwrap().to_owned();
+    let message_id = client.prompt(&session, "read hello.txt").await;
     let idle = client.wait_idle(&sub).await;
     assert_eq!(idle["stopReason"], "end_turn");
     assert_eq!(idle["messageId"], message_id.as_str());
@@ -118,12 +112,7 @@ async fn mcp_servers_given_at_session_new_are_tools() {
     )
     .await;
     let sub = client.subscribe(&session, None).await;
-    client
-        .ok(
-            "session/prompt",
-            json!({"sessionId": session, "text": "echo"}),
-        )
-        .await;
+    client.prompt(&session, "echo").await;
     assert_eq!(client.wait_idle(&sub).await["stopReason"], "end_turn");
     let result = client
         .events(&sub)
@@ -157,11 +146,7 @@ async fn websocket_subscribers_agree_and_a_late_one_replays_the_same_events() {
     let sub_a = a.subscribe(&session, None).await;
     // Another connection watches the same session.
     let sub_b = b.subscribe(&session, None).await;
-    a.ok(
-        "session/prompt",
-        json!({"sessionId": session, "text": "go"}),
-    )
-    .await;
+    a.prompt(&session, "go").await;
     a.wait_idle(&sub_a).await;
     b.wait_idle(&sub_b).await;
     let live = a.events(&sub_a);
@@ -192,11 +177,7 @@ async fn websocket_subscribers_agree_and_a_late_one_replays_the_same_events() {
 
     // The next turn reaches every subscriber, the replayed one too.
     env.mock.push_json(reply("Again."));
-    b.ok(
-        "session/prompt",
-        json!({"sessionId": session, "text": "again"}),
-    )
-    .await;
+    b.prompt(&session, "again").await;
     for (client, sub) in [(&a, &sub_a), (&c, &sub_c)] {
         client
             .wait_items(sub, "the second turn", |items| {
@@ -291,12 +272,7 @@ async fn a_client_answers_permission_asks_with_respond() {
     let client = &sdk.client;
     let session = new_session(client, &env, json!({"approvals": "client"})).await;
     let sub = client.subscribe(&session, None).await;
-    client
-        .ok(
-            "session/prompt",
-            json!({"sessionId": session, "text": "write two files"}),
-        )
-        .await;
+    client.prompt(&session, "write two files").await;
     let asks = |items: &[Value]| -> Vec<Value> {
         items
             .iter()
@@ -379,12 +355,7 @@ async fn interrupt_cancels_the_turn_and_denies_its_open_ask() {
     let client = &sdk.client;
     let session = new_session(client, &env, json!({"approvals": "client"})).await;
     let sub = client.subscribe(&session, None).await;
-    client
-        .ok(
-            "session/prompt",
-            json!({"sessionId": session, "text": "talk"}),
-        )
-        .await;
+    client.prompt(&session, "talk").await;
     client
         .wait_items(&sub, "some text", |items| {
             items.iter().filter(|i| i["kind"] == "delta").count() >= 3
@@ -409,12 +380,7 @@ async fn interrupt_cancels_the_turn_and_denies_its_open_ask() {
         "write",
         json!({"file_path": "x.txt", "content": "x"}),
     ));
-    client
-        .ok(
-            "session/prompt",
-            json!({"sessionId": session, "text": "write"}),
-        )
-        .await;
+    client.prompt(&session, "write").await;
     client
         .wait_items(&sub, "the ask", |items| {
             items.iter().any(|i| i["kind"] == "permission")
@@ -509,12 +475,7 @@ async fn sessions_are_listed_closed_resumed_and_deleted() {
     let client = &sdk.client;
     let session = new_session(client, &env, json!({"model": "deepseek-v4-pro"})).await;
     let sub = client.subscribe(&session, None).await;
-    client
-        .ok(
-            "session/prompt",
-            json!({"sessionId": session, "text": "one"}),
-        )
-        .await;
+    client.prompt(&session, "one").await;
     client.wait_idle(&sub).await;
     let list = client.ok("session/list", json!({"cwd": env.cwd()})).await;
     assert_eq!(list["sessions"][0]["sessionId"], session.as_str());
@@ -528,12 +489,7 @@ async fn sessions_are_listed_closed_resumed_and_deleted() {
         .await;
     // A prompt to a stored session opens it again, with its history.
     let sub = client.subscribe(&session, None).await;
-    client
-        .ok(
-            "session/prompt",
-            json!({"sessionId": session, "text": "two"}),
-        )
-        .await;
+    client.prompt(&session, "two").await;
     client.wait_idle(&sub).await;
     let messages = env.mock.requests().pop().unwrap()["messages"].to_string();
     assert!(
@@ -620,11 +576,7 @@ async fn a_dropped_connection_denies_its_asks_and_leaves_no_process() {
     let watcher = server.connect().await;
     let session = new_session(&a, &env, json!({"approvals": "client"})).await;
     let sub = watcher.subscribe(&session, None).await;
-    a.ok(
-        "session/prompt",
-        json!({"sessionId": session, "text": "touch it"}),
-    )
-    .await;
+    a.prompt(&session, "touch it").await;
     watcher
         .wait_items(&sub, "the ask", |items| {
             items.iter().any(|i| i["kind"] == "permission")
@@ -670,12 +622,7 @@ async fn a_dropped_connection_denies_its_asks_and_leaves_no_process() {
         )
         .await;
     let sub = again.subscribe(&session, None).await;
-    again
-        .ok(
-            "session/prompt",
-            json!({"sessionId": session, "text": "wait"}),
-        )
-        .await;
+    again.prompt(&session, "wait").await;
     again
         .wait_items(&sub, "the command", |items| {
             items.iter().any(|i| i["event"]["type"] == "tool/call")

@@ -145,14 +145,19 @@ impl Session {
         store: &SessionStore,
         out: &dyn Frontend,
     ) -> Result<(), AgentError> {
+        let events = self.read_written(store)?;
+        SessionState::restore(&self.config, events, Some(out)).map(drop)
+    }
+
+    /// A reader of the session's log as far as it is written now.
+    fn read_written(&self, store: &SessionStore) -> Result<crate::store::LogReader, AgentError> {
         let written = self
             .locked()
             .log
             .as_ref()
             .map(LogWriter::written)
             .ok_or_else(|| AgentError::SessionClosed(self.id.to_string()))?;
-        let events = store.read(self.id.as_str(), Some(written))?;
-        SessionState::restore(&self.config, events, Some(out)).map(drop)
+        store.read(self.id.as_str(), Some(written))
     }
 
     /// Reads the logged events whose seq is `from` or later, as far as the
@@ -167,13 +172,7 @@ impl Session {
         from: u64,
         mut each: impl FnMut(Event) -> bool,
     ) -> Result<(), AgentError> {
-        let written = self
-            .locked()
-            .log
-            .as_ref()
-            .map(LogWriter::written)
-            .ok_or_else(|| AgentError::SessionClosed(self.id.to_string()))?;
-        for event in store.read(self.id.as_str(), Some(written))? {
+        for event in self.read_written(store)? {
             let event = event?;
             if event.seq >= from && !each(event) {
                 break;

@@ -212,6 +212,17 @@ impl SdkClient {
         answer["result"].clone()
     }
 
+    /// Sends a text prompt; its receipt (`messageId`).
+    pub async fn prompt(&self, session: &str, text: &str) -> String {
+        let receipt = self
+            .ok(
+                "session/prompt",
+                json!({"sessionId": session, "text": text}),
+            )
+            .await;
+        receipt["messageId"].as_str().unwrap().to_owned()
+    }
+
     /// Subscribes; the subscription id.
     pub async fn subscribe(&self, session: &str, from_seq: Option<u64>) -> Value {
         let mut params = json!({"sessionId": session});
