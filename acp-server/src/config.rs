@@ -464,7 +464,7 @@ impl Config {
 
     /// Resolves the API key now (keys rotate; never cache it).
     pub fn api_key(&self) -> Option<String> {
-        ProcessEnv.var(&self.api_key_env)
+        crate::credentials::resolve(&self.home, &self.api_key_env, &ProcessEnv).map(|(key, _)| key)
     }
 
     /// A model from the catalog.

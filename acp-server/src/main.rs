@@ -20,6 +20,9 @@ USAGE:
     dsh sdk        Serve the SDK's JSON-RPC API on stdin/stdout (programs run this);
                    --listen 127.0.0.1:PORT serves it over WebSocket instead,
                    --token-env VAR requires `Authorization: Bearer $VAR`
+    dsh login      Store the API key for editors that start dsh without one in the
+                   environment (read without echo; from stdin when it is not a terminal)
+    dsh logout     Remove the stored key
     dsh demo       Run a scripted demo session (no API key needed) and print it
     dsh --help     Show this help
     dsh --version  Show the version
@@ -74,6 +77,21 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
+        Some(command @ ("login" | "logout")) if args.len() == 1 => {
+            init_tracing();
+            let config = match Config::load(&ProcessEnv) {
+                Ok(config) => config,
+                Err(err) => {
+                    let _ = writeln!(std::io::stderr(), "dsh {command}: {err}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            ExitCode::from(if command == "login" {
+                dsh_acp_server::login::login(&config)
+            } else {
+                dsh_acp_server::login::logout(&config)
+            })
+        }
         Some("demo") if args.len() == 1 => run(|| async move {
             match dsh_acp_server::acp::demo::run(Box::new(std::io::stdout())).await {
                 Ok(()) => ExitCode::SUCCESS,

@@ -14,6 +14,7 @@ mod lsp;
 mod mcp;
 mod projection;
 mod protocol;
+mod registry;
 mod robustness;
 mod run;
 mod sdk;

@@ -33,8 +33,20 @@ async fn initialize_advertises_honest_capabilities() {
             && session.close.is_some()
             && session.delete.is_some()
     );
-    assert_eq!(init.auth_methods.len(), 1);
+    assert_eq!(init.auth_methods.len(), 2);
     match &init.auth_methods[0] {
+        AuthMethod::Terminal(method) => {
+            assert_eq!(method.id.0.as_ref(), "dsh-login");
+            assert_eq!(method.args, ["login"]);
+            let meta = method.meta.as_ref().expect("_meta.terminal-auth");
+            let terminal = &meta["terminal-auth"];
+            assert!(terminal["command"].as_str().unwrap().ends_with("/dsh"));
+            assert_eq!(terminal["args"], serde_json::json!(["login"]));
+            assert_eq!(terminal["label"], "dsh login");
+        }
+        other => panic!("unexpected auth method {other:?}"),
+    }
+    match &init.auth_methods[1] {
         AuthMethod::Agent(method) => {
             assert_eq!(method.id.0.as_ref(), "deepseek-api-key");
             assert!(method

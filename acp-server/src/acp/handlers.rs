@@ -20,7 +20,7 @@ use agent_client_protocol::{Client, Error, Responder, V1};
 
 use super::error::{invalid_params, to_acp};
 use super::sink::AcpSink;
-use super::{convert, AUTH_METHOD_ENV};
+use super::{convert, AUTH_METHOD_ENV, AUTH_METHOD_LOGIN};
 use crate::agent::{Agent, Opened};
 use crate::error::AgentError;
 use crate::frontend::{ClientCaps, Frontend};
@@ -104,25 +104,39 @@ pub(super) fn authenticate(
     ctx: &Ctx,
     request: AuthenticateRequest,
     responder: Responder<AuthenticateResponse, V1>,
+    cx: ConnectionTo<Client>,
 ) -> Result<(), Error> {
-    if request.method_id.0.as_ref() != AUTH_METHOD_ENV {
+    let method: &str = request.method_id.0.as_ref();
+    if method != AUTH_METHOD_ENV && method != AUTH_METHOD_LOGIN {
         return responder.respond_with_error(invalid_params(format!(
-            "unknown auth method {:?}; dsh offers {AUTH_METHOD_ENV:?}",
-            request.method_id.0
+            "unknown auth method {method:?}; dsh offers {AUTH_METHOD_LOGIN:?} and {AUTH_METHOD_ENV:?}"
         )));
     }
-    match guard(|| ctx.agent.authenticate()) {
-        Ok(()) => responder.respond(AuthenticateResponse::new()),
-        Err(error) => responder.respond_with_error(to_acp(&error)),
-    }
+    // Resolving the key may read files: off the dispatch loop.
+    let agent = ctx.agent.clone();
+    cx.spawn(async move {
+        match spawned(async move { agent.authenticate().await }).await {
+            Ok(()) => responder.respond(AuthenticateResponse::new()),
+            Err(error) => responder.respond_with_error(to_acp(&error)),
+        }
+    })
 }
 
 pub(super) fn logout(
+    ctx: &Ctx,
     _request: LogoutRequest,
     responder: Responder<LogoutResponse, V1>,
+    cx: ConnectionTo<Client>,
 ) -> Result<(), Error> {
-    // The key lives in the editor's environment; nothing is stored to forget.
-    responder.respond(LogoutResponse::new())
+    // Forgets the key `dsh login` stored (a key in the editor's
+    // environment is the editor's to remove).
+    let agent = ctx.agent.clone();
+    cx.spawn(async move {
+        match spawned(async move { agent.logout().await }).await {
+            Ok(()) => responder.respond(LogoutResponse::new()),
+            Err(error) => responder.respond_with_error(to_acp(&error)),
+        }
+    })
 }
 
 pub(super) fn new_session(

@@ -14,6 +14,7 @@ pub mod transport;
 use std::sync::{Arc, RwLock};
 
 use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::schema::AuthMethodTerminal;
 use agent_client_protocol::v1::schema::{
     AgentAuthCapabilities, AgentCapabilities, AuthMethod, AuthMethodAgent, AuthenticateRequest,
     CancelNotification, CloseSessionRequest, DeleteSessionRequest, Implementation,
@@ -32,6 +33,8 @@ use handlers::Ctx;
 
 /// The id of the environment-variable auth method.
 pub const AUTH_METHOD_ENV: &str = "deepseek-api-key";
+/// The id of the terminal login (`dsh login`).
+pub const AUTH_METHOD_LOGIN: &str = "dsh-login";
 
 /// The `initialize` answer.
 pub fn initialize_response(request: &InitializeRequest, agent: &Agent) -> InitializeResponse {
@@ -42,6 +45,26 @@ pub fn initialize_response(request: &InitializeRequest, agent: &Agent) -> Initia
     let key = agent.config().key_name();
     let mut methods = Vec::new();
     if agent.config().needs_key() {
+        // The terminal login, in both shapes clients read: `type:
+        // "terminal"` with `args` (the auth-methods RFD; the registry's
+        // verifier), and `_meta["terminal-auth"]` with the command (Zed's
+        // "Authenticate" button runs it in a terminal).
+        let command = std::env::current_exe()
+            .map(|path| path.display().to_string())
+            .unwrap_or_else(|_| "dsh".to_owned());
+        let mut meta = serde_json::Map::new();
+        meta.insert(
+            "terminal-auth".to_owned(),
+            serde_json::json!({"command": command, "args": ["login"], "label": "dsh login"}),
+        );
+        methods.push(AuthMethod::Terminal(
+            AuthMethodTerminal::new(AUTH_METHOD_LOGIN, "Log in with an API key")
+                .description(format!(
+                    "Runs `dsh login` in a terminal: paste the {key}; dsh stores it in $DSH_HOME/.credentials.yaml (readable only by you)."
+                ))
+                .args(vec!["login".to_owned()])
+                .meta(meta),
+        ));
         methods.push(AuthMethod::Agent(
             AuthMethodAgent::new(AUTH_METHOD_ENV, format!("{env} environment variable")).description(format!(
                 "dsh reads the {key} from {env}. Set it in the environment the editor launches dsh with (Zed: agent_servers.<name>.env in settings.json), then restart the agent."
@@ -89,8 +112,21 @@ pub async fn serve(
         backlog: backlog.clone(),
     };
     let c = || ctx.clone();
-    let (c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12) =
-        (c(), c(), c(), c(), c(), c(), c(), c(), c(), c(), c(), c());
+    let (c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13) = (
+        c(),
+        c(),
+        c(),
+        c(),
+        c(),
+        c(),
+        c(),
+        c(),
+        c(),
+        c(),
+        c(),
+        c(),
+        c(),
+    );
     let served = AgentRole
         .v1()
         .name("dsh")
@@ -101,14 +137,14 @@ pub async fn serve(
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |request: AuthenticateRequest, responder, _cx| {
-                handlers::authenticate(&c2, request, responder)
+            async move |request: AuthenticateRequest, responder, cx| {
+                handlers::authenticate(&c2, request, responder, cx)
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |request: LogoutRequest, responder, _cx| {
-                handlers::logout(request, responder)
+            async move |request: LogoutRequest, responder, cx| {
+                handlers::logout(&c13, request, responder, cx)
             },
             agent_client_protocol::on_receive_request!(),
         )

@@ -139,16 +139,23 @@ impl Agent {
     }
 
     /// Whether a model credential is available now (or none is needed).
-    pub fn has_credential(&self) -> bool {
-        !self.config.needs_key() || self.config.api_key().is_some()
+    pub async fn has_credential(&self) -> bool {
+        !self.config.needs_key()
+            || crate::credentials::resolve_now(&self.config.home, &self.config.api_key_env)
+                .await
+                .is_some()
     }
 
-    fn require_credential(&self) -> Result<(), AgentError> {
-        if self.has_credential() {
+    /// Fails unless a model credential is available now.
+    ///
+    /// # Errors
+    /// `auth.missing_credential`, naming `dsh login` and the variable.
+    pub async fn require_credential(&self) -> Result<(), AgentError> {
+        if self.has_credential().await {
             Ok(())
         } else {
             Err(AgentError::AuthRequired(format!(
-                "{env} is not set: dsh needs the {key}. Set {env} in the environment your editor starts dsh with — in Zed, under agent_servers.<name>.env in settings.json — then restart the agent",
+                "dsh needs the {key}: run `dsh login` in a terminal (or use your editor's Authenticate button), or set {env} in the environment your editor starts dsh with — in Zed, under agent_servers.<name>.env in settings.json",
                 env = self.config.api_key_env,
                 key = self.config.key_name(),
             )))
@@ -160,9 +167,9 @@ impl Agent {
     ///
     /// # Errors
     /// The key is still missing.
-    pub fn authenticate(&self) -> Result<(), AgentError> {
+    pub async fn authenticate(&self) -> Result<(), AgentError> {
         self.check_config()?;
-        self.require_credential()
+        self.require_credential().await
     }
 
     fn sessions(&self) -> MutexGuard<'_, HashMap<SessionId, Arc<Session>>> {
@@ -173,6 +180,20 @@ impl Agent {
 
     fn live(&self, id: &str) -> Option<Arc<Session>> {
         self.sessions().get(id).cloned()
+    }
+
+    /// `logout`: removes the key `dsh login` stored.
+    ///
+    /// # Errors
+    /// The credentials file cannot be rewritten.
+    pub async fn logout(&self) -> Result<(), AgentError> {
+        let (home, name) = (self.config.home.clone(), self.config.api_key_env.clone());
+        blocking(move || {
+            crate::credentials::remove(&home, &name)
+                .map(drop)
+                .map_err(AgentError::Internal)
+        })
+        .await
     }
 
     /// A live session.
@@ -206,7 +227,7 @@ impl Agent {
             Ok((cwd, roots))
         })
         .await?;
-        self.require_credential()?;
+        self.require_credential().await?;
         let id = SessionId::new(uuid::Uuid::new_v4().to_string());
         let mut header = SessionHeader::new(id, now_ms(), cwd, roots);
         header.mcp_servers = crate::mcp::recorded(&mcp);
@@ -456,19 +477,18 @@ impl Agent {
     /// turn so a `session/cancel` that follows at once finds the token.
     ///
     /// # Errors
-    /// Unknown session, busy session, missing credential.
+    /// Unknown or busy session.
     pub fn begin_prompt(&self, id: &str) -> Result<TurnTicket, AgentError> {
         self.check_config()?;
-        let session = self.session(id)?;
-        self.require_credential()?;
-        session.begin_turn()
+        self.session(id)?.begin_turn()
     }
 
     /// Runs one prompt to completion. The ticket's token cancels it.
     ///
     /// # Errors
-    /// Invalid content, a log write failure, or a model failure (after the
-    /// partial reply was logged and `turn/end` recorded).
+    /// Invalid content, no credential, a log write failure, or a model
+    /// failure (after the partial reply was logged and `turn/end`
+    /// recorded).
     pub async fn prompt(
         &self,
         ticket: TurnTicket,
@@ -476,6 +496,7 @@ impl Agent {
         frontend: &dyn Frontend,
     ) -> Result<StopReason, AgentError> {
         self.check_prompt(&content)?;
+        self.require_credential().await?;
         let provider = self
             .provider
             .clone()

@@ -59,15 +59,18 @@ impl HttpProvider {
     }
 
     pub(super) async fn start(&self, request: &ModelRequest) -> Result<EventStream, ModelError> {
-        let key = self.config.api_key().ok_or_else(|| {
-            ModelError::new(
-                ErrorCode::MissingCredential,
-                format!(
-                    "{} is not set: set it in the environment your editor starts dsh with (for Zed: agent_servers.dsh.env in settings.json)",
-                    self.config.api_key_env
-                ),
-            )
-        })?;
+        let key = crate::credentials::resolve_now(&self.config.home, &self.config.api_key_env)
+            .await
+            .ok_or_else(|| {
+                ModelError::new(
+                    ErrorCode::MissingCredential,
+                    format!(
+                        "no {}: run `dsh login`, or set {} in the environment your editor starts dsh with (for Zed: agent_servers.dsh.env in settings.json)",
+                        self.config.key_name(),
+                        self.config.api_key_env
+                    ),
+                )
+            })?;
         let url = format!("{}/chat/completions", self.config.base_url);
         let body = super::body::request_body(request, self.config.provider).map_err(|err| {
             ModelError::new(

@@ -538,6 +538,7 @@ impl Hub {
         conn: ConnId,
     ) -> Result<String, AgentError> {
         self.agent.check_prompt(&content)?;
+        self.agent.require_credential().await?;
         let session = self.open(id, conn).await?;
         let ticket = self.agent.begin_prompt(id)?;
         let message_id = uuid::Uuid::new_v4().to_string();
