@@ -12,20 +12,59 @@ fn examples() -> PathBuf {
 }
 
 async fn run_example(program: &str, args: &[PathBuf]) -> String {
+    use tokio::io::AsyncReadExt;
     let home = tempfile::tempdir().unwrap();
-    let output = tokio::process::Command::new(program)
+    let mut child = tokio::process::Command::new(program)
         .args(args)
         .arg("--dsh")
         .arg(DSH)
         .env_remove("DEEPSEEK_API_KEY")
         .env("DSH_HOME", home.path())
-        .env("DSH_LOG", "warn")
+        .env("DSH_LOG", "info")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
-        .output();
-    let output = tokio::time::timeout(Duration::from_secs(60), output)
-        .await
-        .expect("the example finishes")
+        .spawn()
         .expect("the example starts");
+    let read = |mut pipe: Box<dyn tokio::io::AsyncRead + Unpin + Send>| {
+        let text = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = text.clone();
+        let task = tokio::spawn(async move {
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = pipe.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+        (text, task)
+    };
+    let (out, out_task) = read(Box::new(child.stdout.take().unwrap()));
+    let (err, err_task) = read(Box::new(child.stderr.take().unwrap()));
+    let text = |buf: &std::sync::Arc<std::sync::Mutex<Vec<u8>>>| {
+        String::from_utf8_lossy(&buf.lock().unwrap()).into_owned()
+    };
+    let Ok(status) = tokio::time::timeout(Duration::from_secs(90), child.wait()).await else {
+        let _ = child.kill().await;
+        panic!(
+            "{program} {args:?} did not finish in 90 s\nstdout:\n{}\nstderr:\n{}",
+            text(&out),
+            text(&err)
+        );
+    };
+    let status = status.unwrap();
+    // The pipes end with the process (and the dsh it started).
+    let _ = tokio::time::timeout(Duration::from_secs(5), async {
+        let _ = out_task.await;
+        let _ = err_task.await;
+    })
+    .await;
+    let output = std::process::Output {
+        status,
+        stdout: out.lock().unwrap().clone(),
+        stderr: err.lock().unwrap().clone(),
+    };
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(

@@ -12,6 +12,7 @@ mod hardening;
 mod load;
 mod lsp;
 mod mcp;
+mod neovim;
 mod projection;
 mod protocol;
 mod registry;

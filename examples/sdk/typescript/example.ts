@@ -136,6 +136,7 @@ function startDsh(dsh: string, env: NodeJS.ProcessEnv) {
   const url = new Promise<string>((resolve, reject) => {
     let seen = "";
     child.stderr.on("data", (chunk: Buffer) => {
+      process.stderr.write(chunk); // dsh's log (DSH_LOG) stays visible
       seen += chunk.toString();
       const match = /dsh sdk: listening on (ws:\/\/\S+)/.exec(seen);
       if (match) resolve(match[1]);

@@ -1,0 +1,205 @@
+---@mod dsh.client What dsh asks of the editor: files (from loaded
+--- buffers, so unsaved changes are what dsh reads) and permission prompts
+--- (`vim.ui.select`, with the proposed edit in a diff tab while open).
+
+local M = {}
+
+---@param path string
+---@return integer|nil buf a loaded buffer showing `path`
+local function loaded(path)
+  local buf = vim.fn.bufnr(vim.fn.fnameescape(path))
+  if buf ~= -1 and vim.api.nvim_buf_is_loaded(buf) then
+    return buf
+  end
+  for _, b in ipairs(vim.api.nvim_list_bufs()) do
+    if vim.api.nvim_buf_is_loaded(b) and vim.api.nvim_buf_get_name(b) == path then
+      return b
+    end
+  end
+end
+
+---@param path string
+---@return string|nil text, string|nil err
+local function disk_text(path)
+  local file, err = io.open(path, "rb")
+  if not file then
+    return nil, err
+  end
+  local text = file:read("*a")
+  file:close()
+  return text
+end
+
+--- The current text of `path`: its buffer if loaded, else the disk.
+---@param path string
+---@return string|nil, string|nil
+function M.current_text(path)
+  local buf = loaded(path)
+  if buf then
+    local lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+    local text = table.concat(lines, "\n")
+    if vim.bo[buf].eol and #lines > 0 then
+      text = text .. "\n"
+    end
+    return text
+  end
+  return disk_text(path)
+end
+
+--- `fs/read_text_file`.
+function M.read_text_file(params, respond)
+  local text, err = M.current_text(params.path)
+  if not text then
+    respond(nil, { code = -32002, message = "cannot read " .. params.path .. ": " .. tostring(err) })
+    return
+  end
+  if params.line or params.limit then
+    local lines = vim.split(text, "\n", { plain = true })
+    local first = math.max(params.line or 1, 1)
+    local last = params.limit and (first + params.limit - 1) or #lines
+    text = table.concat(vim.list_slice(lines, first, last), "\n")
+  end
+  respond({ content = text })
+end
+
+--- `fs/write_text_file`: a loaded buffer gets the new text (and is saved
+--- unless it had unsaved changes, which stay the user's to save); else the
+--- file is written.
+---@param notify fun(msg: string, level: integer)
+function M.write_text_file(params, respond, notify)
+  local path, content = params.path, params.content or ""
+  local buf = loaded(path)
+  if buf then
+    local modified = vim.bo[buf].modified
+    local lines = vim.split(content, "\n", { plain = true })
+    local eol = lines[#lines] == ""
+    if eol then
+      table.remove(lines)
+    end
+    vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+    vim.bo[buf].eol = eol
+    if modified then
+      notify(("dsh changed %s, which has unsaved changes: review and save it"):format(vim.fn.fnamemodify(path, ":~:.")), vim.log.levels.WARN)
+    else
+      local ok, err = pcall(vim.api.nvim_buf_call, buf, function()
+        vim.cmd("silent keepalt noautocmd write!")
+      end)
+      if not ok then
+        respond(nil, { code = -32603, message = "cannot save " .. path .. ": " .. tostring(err) })
+        return
+      end
+    end
+    respond(vim.NIL)
+    return
+  end
+  vim.fn.mkdir(vim.fn.fnamemodify(path, ":h"), "p")
+  local file, err = io.open(path, "wb")
+  if not file then
+    respond(nil, { code = -32603, message = "cannot write " .. path .. ": " .. tostring(err) })
+    return
+  end
+  file:write(content)
+  file:close()
+  respond(vim.NIL)
+end
+
+--- The text a `write` or `edit` call would leave, from its arguments.
+---@param tool table the permission's toolCall
+---@return string|nil path, string|nil old, string|nil new
+function M.proposed(tool)
+  local input = tool.rawInput
+  local path = tool.locations and tool.locations[1] and tool.locations[1].path
+  if type(input) ~= "table" or not path then
+    return nil
+  end
+  local old = M.current_text(path) or ""
+  if input.content then
+    return path, old, input.content
+  end
+  if input.old_string and input.new_string then
+    local start, finish = old:find(input.old_string, 1, true)
+    if not start then
+      return nil
+    end
+    if input.replace_all then
+      local pieces, from = {}, 1
+      while true do
+        local s, e = old:find(input.old_string, from, true)
+        if not s then
+          break
+        end
+        pieces[#pieces + 1] = old:sub(from, s - 1) .. input.new_string
+        from = e + 1
+      end
+      return path, old, table.concat(pieces) .. old:sub(from)
+    end
+    return path, old, old:sub(1, start - 1) .. input.new_string .. old:sub(finish + 1)
+  end
+end
+
+--- Shows `old` against `new` in a new tab (two scratch buffers, `diffthis`);
+--- returns a function that closes it.
+---@param path string
+---@param old string
+---@param new string
+---@return fun()
+function M.diff_tab(path, old, new)
+  vim.cmd("tabnew")
+  local tab = vim.api.nvim_get_current_tabpage()
+  local function scratch(text, name)
+    local buf = vim.api.nvim_get_current_buf()
+    vim.bo[buf].buftype = "nofile"
+    vim.bo[buf].bufhidden = "wipe"
+    vim.bo[buf].swapfile = false
+    local lines = vim.split(text, "\n", { plain = true })
+    if lines[#lines] == "" then
+      table.remove(lines)
+    end
+    vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+    pcall(vim.api.nvim_buf_set_name, buf, name)
+    vim.bo[buf].filetype = vim.filetype.match({ filename = path }) or ""
+    vim.bo[buf].modifiable = false
+    vim.cmd("diffthis")
+  end
+  local short = vim.fn.fnamemodify(path, ":~:.")
+  scratch(old, "dsh://current/" .. short)
+  vim.cmd("vnew")
+  scratch(new, "dsh://proposed/" .. short)
+  return function()
+    if vim.api.nvim_tabpage_is_valid(tab) and #vim.api.nvim_list_tabpages() > 1 then
+      vim.api.nvim_set_current_tabpage(tab)
+      vim.cmd("tabclose")
+    end
+  end
+end
+
+--- `session/request_permission`: the options through `vim.ui.select`,
+--- the proposed edit beside it. No choice is a cancel (denied).
+---@param on_ask fun(params: table)
+function M.request_permission(params, respond, on_ask)
+  local tool = params.toolCall or {}
+  local close = function() end
+  if tool.kind == "edit" then
+    local path, old, new = M.proposed(tool)
+    if path then
+      close = M.diff_tab(path, old, new)
+    end
+  end
+  on_ask(params)
+  vim.ui.select(params.options or {}, {
+    prompt = "dsh: " .. (tool.title or "permission"),
+    format_item = function(option)
+      return option.name
+    end,
+    kind = "dsh.permission",
+  }, function(choice)
+    close()
+    if choice then
+      respond({ outcome = { outcome = "selected", optionId = choice.optionId } })
+    else
+      respond({ outcome = { outcome = "cancelled" } })
+    end
+  end)
+end
+
+return M

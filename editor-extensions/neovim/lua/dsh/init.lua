@@ -1,0 +1,520 @@
+---@mod dsh dsh.nvim: the dsh coding agent in Neovim, over ACP.
+---
+--- Spawns `dsh acp` and speaks the Agent Client Protocol itself: a chat
+--- buffer, permission prompts with the proposed diff, tool-call locations
+--- in the quickfix list, files served from loaded buffers. Works without
+--- `setup()`; see `:help dsh`.
+
+local chat_mod = require("dsh.chat")
+local client = require("dsh.client")
+local rpc_mod = require("dsh.rpc")
+
+local M = {}
+
+---@class dsh.Config
+---@field cmd string[]      the agent command (default {"dsh", "acp"})
+---@field env table<string,string>  added to Neovim's environment for it
+---@field mode string|nil   permission mode for new sessions
+---@field model string|nil  model for new sessions
+---@field follow boolean    jump to each tool call's first location
+---@field open boolean      show the chat window when a prompt is sent
+local defaults = { cmd = { "dsh", "acp" }, env = {}, mode = nil, model = nil, follow = false, open = true }
+
+M.config = vim.deepcopy(defaults)
+
+local S = {
+  rpc = nil, ---@type dsh.Rpc|nil
+  chat = nil, ---@type dsh.Chat|nil
+  session_id = nil,
+  config_options = {},
+  busy = false,
+  usage = nil,
+  title = nil,
+  last_diff = nil,
+  listeners = { update = {}, permission = {}, done = {} },
+  queue = {}, -- callbacks waiting for a session
+  starting = false,
+  log = {},
+}
+
+local function emit(event, payload)
+  for _, fn in ipairs(S.listeners[event] or {}) do
+    local ok, err = pcall(fn, payload)
+    if not ok then
+      vim.notify("dsh: a " .. event .. " listener failed: " .. tostring(err), vim.log.levels.WARN)
+    end
+  end
+end
+
+local function notify(msg, level)
+  vim.notify(msg, level or vim.log.levels.INFO, { title = "dsh" })
+end
+
+local function option_value(id)
+  for _, option in ipairs(S.config_options) do
+    if option.id == id then
+      return option.currentValue
+    end
+  end
+end
+
+local function refresh_winbar()
+  if not S.chat then
+    return
+  end
+  local parts = { "dsh" }
+  if S.title then
+    parts[#parts + 1] = S.title
+  end
+  parts[#parts + 1] = option_value("mode") or "?"
+  parts[#parts + 1] = option_value("model") or "?"
+  if S.usage then
+    parts[#parts + 1] = string.format("%dk/%dk tokens", math.floor(S.usage.used / 1000), math.floor(S.usage.size / 1000))
+  end
+  if S.busy then
+    parts[#parts + 1] = "working…"
+  end
+  local bar = table.concat(parts, " · "):gsub("%%", "%%%%")
+  for _, win in ipairs(vim.fn.win_findbuf(S.chat.buf)) do
+    vim.wo[win].winbar = bar
+  end
+end
+
+local function ensure_chat()
+  if not S.chat or not vim.api.nvim_buf_is_valid(S.chat.buf) then
+    S.chat = chat_mod.new()
+  end
+  return S.chat
+end
+
+--- Shows the chat in a window (a vertical split on the right).
+function M.open()
+  local chat = ensure_chat()
+  local wins = vim.fn.win_findbuf(chat.buf)
+  if #wins > 0 then
+    vim.api.nvim_set_current_win(wins[1])
+  else
+    vim.cmd("botright vsplit")
+    vim.api.nvim_win_set_buf(0, chat.buf)
+    vim.wo.wrap = true
+    vim.wo.linebreak = true
+    vim.wo.foldmethod = "expr"
+    vim.wo.foldexpr = "getline(v:lnum)=~'^│ '?1:0"
+    vim.wo.foldlevel = 0
+  end
+  refresh_winbar()
+end
+
+--- Jumps to a location in a window that is not the chat.
+local function follow(location)
+  for _, win in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
+    if not S.chat or vim.api.nvim_win_get_buf(win) ~= S.chat.buf then
+      vim.api.nvim_win_call(win, function()
+        vim.cmd.edit(vim.fn.fnameescape(location.path))
+        pcall(vim.api.nvim_win_set_cursor, win, { math.max(location.line or 1, 1), 0 })
+      end)
+      return
+    end
+  end
+end
+
+local function add_locations(title, locations)
+  if type(locations) ~= "table" or #locations == 0 then
+    return
+  end
+  local items = {}
+  for _, location in ipairs(locations) do
+    items[#items + 1] = { filename = location.path, lnum = math.max(location.line or 1, 1), text = title or "" }
+  end
+  vim.fn.setqflist({}, "a", { title = "dsh", items = items })
+  if M.config.follow then
+    follow(locations[1])
+  end
+end
+
+local function remember_diff(content)
+  for _, block in ipairs(content or {}) do
+    if block.type == "diff" then
+      S.last_diff = { path = block.path, old = block.oldText or "", new = block.newText or "" }
+    end
+  end
+end
+
+local function on_update(update)
+  local chat = ensure_chat()
+  local kind = update.sessionUpdate
+  if kind == "agent_message_chunk" and update.content and update.content.type == "text" then
+    chat:stream("text", update.content.text)
+  elseif kind == "agent_thought_chunk" and update.content and update.content.type == "text" then
+    chat:stream("thought", update.content.text)
+  elseif kind == "user_message_chunk" and update.content and update.content.type == "text" then
+    chat:heading("You")
+    chat:lines(vim.split(update.content.text, "\n", { plain = true }))
+    chat:heading("dsh")
+  elseif kind == "tool_call" then
+    chat:call(update.toolCallId, update.title, update.status)
+    add_locations(update.title, update.locations)
+    remember_diff(update.content)
+  elseif kind == "tool_call_update" then
+    chat:call(update.toolCallId, update.title, update.status)
+    local call = chat.calls[update.toolCallId]
+    add_locations(call and call.title, update.locations)
+    remember_diff(update.content)
+  elseif kind == "plan" then
+    chat:show_plan(update.entries or {})
+  elseif kind == "usage_update" then
+    S.usage = { used = update.used or 0, size = update.size or 0 }
+  elseif kind == "config_option_update" then
+    S.config_options = update.configOptions or S.config_options
+  elseif kind == "session_info_update" and update.title then
+    S.title = update.title
+  end
+  refresh_winbar()
+  emit("update", update)
+end
+
+local function handlers()
+  return {
+    ["fs/read_text_file"] = client.read_text_file,
+    ["fs/write_text_file"] = function(params, respond)
+      client.write_text_file(params, respond, notify)
+    end,
+    ["session/request_permission"] = function(params, respond)
+      client.request_permission(params, respond, function(ask)
+        emit("permission", ask)
+      end)
+    end,
+  }
+end
+
+local function start_process()
+  if S.rpc and not S.rpc.exited then
+    return S.rpc
+  end
+  local cwd = vim.fn.getcwd()
+  S.rpc = rpc_mod.start(M.config.cmd, {
+    env = next(M.config.env) and M.config.env or nil,
+    cwd = cwd,
+    handlers = handlers(),
+    on_notify = function(method, params)
+      if method == "session/update" and params.sessionId == S.session_id then
+        on_update(params.update or {})
+      end
+    end,
+    on_exit = function(code)
+      if S.busy then
+        S.busy = false
+        emit("done", { error = "dsh exited (" .. tostring(code) .. ")" })
+      end
+      S.session_id = nil
+      refresh_winbar()
+    end,
+    log = function(data)
+      S.log[#S.log + 1] = data
+      if #S.log > 200 then
+        table.remove(S.log, 1)
+      end
+    end,
+  })
+  return S.rpc
+end
+
+local function initialize(callback)
+  local rpc = start_process()
+  rpc:request("initialize", {
+    protocolVersion = 1,
+    clientInfo = { name = "dsh.nvim", version = "0.1.0" },
+    clientCapabilities = { fs = { readTextFile = true, writeTextFile = true }, terminal = false },
+  }, function(err, result)
+    if err then
+      notify("dsh did not start: " .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
+      return
+    end
+    callback(result)
+  end)
+end
+
+local function set_option(id, value, callback)
+  S.rpc:request("session/set_config_option", { sessionId = S.session_id, configId = id, value = value }, function(err, result)
+    if err then
+      notify(("cannot set %s to %s: %s"):format(id, value, err.message or ""), vim.log.levels.ERROR)
+    elseif result and result.configOptions then
+      S.config_options = result.configOptions
+      refresh_winbar()
+    end
+    if callback then
+      callback(err)
+    end
+  end)
+end
+
+local function opened(session_id, result)
+  S.session_id = session_id
+  S.config_options = (result and result.configOptions) or {}
+  S.busy, S.usage, S.title, S.last_diff = false, nil, nil, nil
+  vim.fn.setqflist({}, " ", { title = "dsh", items = {} })
+  local pending = {}
+  if M.config.mode then
+    pending[#pending + 1] = { "mode", M.config.mode }
+  end
+  if M.config.model then
+    pending[#pending + 1] = { "model", M.config.model }
+  end
+  local function next_option()
+    local item = table.remove(pending, 1)
+    if item then
+      set_option(item[1], item[2], next_option)
+      return
+    end
+    S.starting = false
+    refresh_winbar()
+    local queue = S.queue
+    S.queue = {}
+    for _, fn in ipairs(queue) do
+      fn()
+    end
+  end
+  next_option()
+end
+
+--- Starts a new session (the chat is cleared).
+---@param callback fun()|nil when it is ready
+function M.new_session(callback)
+  if callback then
+    S.queue[#S.queue + 1] = callback
+  end
+  if S.starting then
+    return
+  end
+  S.starting = true
+  S.chat = chat_mod.new()
+  initialize(function()
+    S.rpc:request("session/new", { cwd = vim.fn.getcwd(), mcpServers = {} }, function(err, result)
+      if err then
+        S.starting = false
+        notify("cannot start a session: " .. (err.message or ""), vim.log.levels.ERROR)
+        return
+      end
+      opened(result.sessionId, result)
+    end)
+  end)
+end
+
+local function with_session(fn)
+  if S.session_id and S.rpc and not S.rpc.exited then
+    fn()
+  else
+    M.new_session(fn)
+  end
+end
+
+--- Sends a prompt (starting dsh and a session if needed).
+---@param text string
+function M.prompt(text)
+  if not text or vim.trim(text) == "" then
+    return
+  end
+  with_session(function()
+    if S.busy then
+      notify("dsh is still working; :DshCancel stops it", vim.log.levels.WARN)
+      return
+    end
+    local chat = ensure_chat()
+    chat:heading("You")
+    chat:lines(vim.split(text, "\n", { plain = true }))
+    chat:heading("dsh")
+    if M.config.open and #vim.fn.win_findbuf(chat.buf) == 0 then
+      local win = vim.api.nvim_get_current_win()
+      M.open()
+      vim.api.nvim_set_current_win(win)
+    end
+    S.busy = true
+    refresh_winbar()
+    S.rpc:request("session/prompt", { sessionId = S.session_id, prompt = { { type = "text", text = text } } }, function(err, result)
+      S.busy = false
+      refresh_winbar()
+      if err then
+        chat:lines({ "", "Error: " .. (err.message or vim.inspect(err)) })
+        emit("done", { error = err.message or "error" })
+        return
+      end
+      if result.stopReason and result.stopReason ~= "end_turn" then
+        chat:lines({ "", "(" .. result.stopReason .. ")" })
+      end
+      emit("done", { stopReason = result.stopReason })
+    end)
+  end)
+end
+
+--- Cancels the running turn.
+function M.cancel()
+  if S.rpc and S.session_id and S.busy then
+    S.rpc:notify("session/cancel", { sessionId = S.session_id })
+  end
+end
+
+--- Loads a stored session into a fresh chat (its history is replayed).
+---@param session_id string
+---@param callback fun()|nil
+function M.load(session_id, callback)
+  S.chat = chat_mod.new()
+  S.starting = true
+  local function load()
+    S.session_id = session_id -- replayed updates carry this id
+    S.rpc:request("session/load", { sessionId = session_id, cwd = vim.fn.getcwd(), mcpServers = {} }, function(err, result)
+      if err then
+        S.starting = false
+        S.session_id = nil
+        notify("cannot load the session: " .. (err.message or ""), vim.log.levels.ERROR)
+        return
+      end
+      if callback then
+        S.queue[#S.queue + 1] = callback
+      end
+      opened(session_id, result)
+    end)
+  end
+  if S.rpc and not S.rpc.exited then
+    load()
+  else
+    initialize(load)
+  end
+end
+
+--- Picks a stored session of this directory and loads it.
+function M.sessions()
+  local function list()
+    S.rpc:request("session/list", { cwd = vim.fn.getcwd() }, function(err, result)
+      if err then
+        notify("cannot list sessions: " .. (err.message or ""), vim.log.levels.ERROR)
+        return
+      end
+      local sessions = result.sessions or {}
+      if #sessions == 0 then
+        notify("no dsh sessions in " .. vim.fn.getcwd())
+        return
+      end
+      vim.ui.select(sessions, {
+        prompt = "dsh sessions",
+        format_item = function(s)
+          return string.format("%s  %s", s.updatedAt or "", s.title or s.sessionId)
+        end,
+        kind = "dsh.session",
+      }, function(choice)
+        if choice then
+          M.load(choice.sessionId, function()
+            M.open()
+          end)
+        end
+      end)
+    end)
+  end
+  if S.rpc and not S.rpc.exited then
+    list()
+  else
+    initialize(list)
+  end
+end
+
+--- Sets the permission mode (`read-only`, `ask`, `accept-edits`, `full-access`).
+function M.set_mode(mode)
+  with_session(function()
+    set_option("mode", mode)
+  end)
+end
+
+--- Sets the model.
+function M.set_model(model)
+  with_session(function()
+    set_option("model", model)
+  end)
+end
+
+--- The values dsh advertised for a setting (for completion).
+---@param id string
+---@return string[]
+function M.choices(id)
+  for _, option in ipairs(S.config_options) do
+    if option.id == id then
+      return vim.tbl_map(function(o)
+        return o.value
+      end, option.options or {})
+    end
+  end
+  return {}
+end
+
+--- Shows the latest proposed or applied edit as a diff.
+function M.diff()
+  if not S.last_diff then
+    notify("no edit yet")
+    return
+  end
+  client.diff_tab(S.last_diff.path, S.last_diff.old, S.last_diff.new)
+end
+
+--- Stops dsh (its sessions stay on disk).
+function M.stop()
+  if S.rpc then
+    S.rpc:stop()
+  end
+end
+
+--- `{session_id, mode, model, busy, usage, title}`.
+function M.state()
+  return {
+    session_id = S.session_id,
+    mode = option_value("mode"),
+    model = option_value("model"),
+    busy = S.busy,
+    usage = S.usage,
+    title = S.title,
+    pid = S.rpc and not S.rpc.exited and S.rpc:pid() or nil,
+  }
+end
+
+--- The chat buffer's number (created if needed).
+function M.chat_buf()
+  return ensure_chat().buf
+end
+
+--- dsh's recent stderr (for :checkhealth and bug reports).
+function M.log()
+  return table.concat(S.log)
+end
+
+--- Subscribes to `update` (each session/update), `permission` (an ask,
+--- before the prompt shows) or `done` (a prompt ended: `{stopReason}` or
+--- `{error}`). Returns a function that unsubscribes.
+---@param event "update"|"permission"|"done"
+---@param fn fun(payload: table)
+function M.on(event, fn)
+  assert(S.listeners[event], "unknown dsh event " .. tostring(event))
+  table.insert(S.listeners[event], fn)
+  return function()
+    for i, f in ipairs(S.listeners[event]) do
+      if f == fn then
+        table.remove(S.listeners[event], i)
+        return
+      end
+    end
+  end
+end
+
+---@param opts dsh.Config|nil
+function M.setup(opts)
+  M.config = vim.tbl_deep_extend("force", vim.deepcopy(defaults), opts or {})
+end
+
+-- dsh goes with Neovim: stdin closes, it stops its sessions and exits.
+vim.api.nvim_create_autocmd("VimLeavePre", {
+  group = vim.api.nvim_create_augroup("dsh_exit", { clear = true }),
+  callback = function()
+    if S.rpc and not S.rpc.exited then
+      S.rpc:stop(0)
+      S.rpc:wait(3000)
+    end
+  end,
+})
+
+return M

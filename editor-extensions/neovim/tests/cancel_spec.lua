@@ -1,0 +1,35 @@
+-- :DshMode changes the session's mode; :DshCancel stops a slow turn.
+local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h") .. "/helpers.lua")
+local ready = false
+H.dsh.new_session(function()
+  ready = true
+end)
+H.wait("a session", function()
+  return ready
+end)
+vim.cmd("DshMode full-access")
+H.wait("the mode", function()
+  return H.dsh.state().mode == "full-access"
+end)
+H.eq(vim.fn.getcompletion("DshMode ", "cmdline"), { "read-only", "ask", "accept-edits", "full-access" }, "mode completion")
+
+local done
+H.dsh.on("done", function(payload)
+  done = payload
+end)
+vim.cmd("Dsh think for a long time")
+H.wait("some text", function()
+  return H.chat():find("still thinking", 1, true) ~= nil
+end)
+H.eq(H.dsh.state().busy, true, "busy while it streams")
+local started = vim.uv.hrtime()
+vim.cmd("DshCancel")
+H.wait("the cancel", function()
+  return done ~= nil
+end, 5000)
+H.eq(done.stopReason, "cancelled", "stop reason")
+local ms = (vim.uv.hrtime() - started) / 1e6
+assert(ms < 2000, ("cancel took %d ms"):format(ms))
+H.contains(H.chat(), "(cancelled)", "the chat says so")
+H.out(tostring(H.dsh.state().pid))
+print(("cancel_spec ok (%.0f ms)"):format(ms))

