@@ -140,7 +140,9 @@ async fn dsh_nvim_chats_asks_edits_and_reloads_sessions_in_a_real_neovim() {
 async fn dsh_nvim_sets_the_mode_and_cancels_a_slow_turn() {
     let Some(nvim) = nvim() else { return };
     let world = World::new(nvim);
-    let script = r#"{"repeat":{"text":"still thinking ","count":3000},"finish":"stop","delay_ms":20}
+    let script = r#"{"chunks":[{"tool_call":{"index":0,"id":"t1","name":"todo_write","arguments":"{\"todos\":[{\"content\":\"read the code\",\"status\":\"completed\"},{\"content\":\"fix the bug\",\"status\":\"in_progress\"},{\"content\":\"run the tests\",\"status\":\"pending\"}]}"}}],"finish":"tool_calls","usage":{"prompt_tokens":11800,"completion_tokens":40}}
+{"chunks":[{"text":"Planned."}],"finish":"stop","usage":{"prompt_tokens":12100,"completion_tokens":3}}
+{"repeat":{"text":"still thinking ","count":3000},"finish":"stop","delay_ms":20}
 "#;
     world.run("cancel_spec.lua", script, &[]).await;
 }

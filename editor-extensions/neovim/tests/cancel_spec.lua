@@ -13,6 +13,16 @@ H.wait("the mode", function()
 end)
 H.eq(vim.fn.getcompletion("DshMode ", "cmdline"), { "read-only", "ask", "accept-edits", "full-access" }, "mode completion")
 
+-- A plan is a checklist, replaced in place; usage is in the winbar.
+H.eq(H.prompt("plan it").stopReason, "end_turn", "the plan turn")
+local chat = H.chat()
+H.contains(chat, "Plan:\n- [x] read the code\n- [~] fix the bug\n- [ ] run the tests", "the plan")
+local wins = vim.fn.win_findbuf(H.dsh.chat_buf())
+assert(#wins > 0, "the chat is shown")
+H.contains(vim.wo[wins[1]].winbar, "full-access", "the mode in the winbar")
+H.contains(vim.wo[wins[1]].winbar, "12k/1000k tokens", "usage in the winbar")
+H.eq(vim.wo[wins[1]].foldexpr ~= "", true, "thoughts fold")
+
 local done
 H.dsh.on("done", function(payload)
   done = payload
