@@ -40,8 +40,16 @@ pub struct PermissionAsk {
     pub locations: Vec<FileLocation>,
     /// What the call will do, for the prompt (the whole command, escaped).
     pub content: Vec<ToolContent>,
-    /// The answers to offer.
-    pub choices: crate::permission::Choices,
+    /// The answers to offer (see [`crate::permission::Choices::options`]).
+    pub options: Vec<crate::permission::AnswerOption>,
+}
+
+impl PermissionAsk {
+    /// The outcome of the offered option `id`; `None` when `id` was not
+    /// offered.
+    pub fn answer(&self, id: &str) -> Option<PermissionOutcome> {
+        crate::permission::answer(&self.options, id)
+    }
 }
 
 /// How a client terminal run ended.

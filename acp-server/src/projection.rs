@@ -134,6 +134,8 @@ impl Projection {
                 }]
             }
             EventData::Plan { entries } => vec![AgentUpdate::Plan(entries.clone())],
+            // No model streamed it: shown whole, live and on replay.
+            EventData::Notice { text } => vec![AgentUpdate::MessageChunk(text.clone())],
             EventData::Config { key, .. } => {
                 let mut updates = Vec::new();
                 match key {

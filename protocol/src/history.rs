@@ -294,8 +294,8 @@ impl History {
                 self.flush_attachments(seq);
                 self.replace_range(*start, *end, summary);
             }
-            // Settings, titles, turn starts, permissions, plans and retries
-            // are not part of the conversation.
+            // Settings, titles, turn starts, permissions, plans, dsh's own
+            // notices and retries are not part of the conversation.
             EventData::Config { .. }
             | EventData::Title { .. }
             | EventData::TurnStart { .. }
@@ -303,6 +303,7 @@ impl History {
             | EventData::PermissionDecision { .. }
             | EventData::PermissionRule(_)
             | EventData::Plan { .. }
+            | EventData::Notice { .. }
             | EventData::LlmRetry { .. } => {}
         }
     }

@@ -182,6 +182,9 @@ fn samples() -> Vec<EventData> {
                 fingerprint: Some("0123456789abcdef".into()),
             }],
         },
+        EventData::Notice {
+            text: "The mode is now `accept-edits`.".into(),
+        },
     ]
 }
 

@@ -13,6 +13,7 @@ mod load;
 mod lsp;
 mod mcp;
 mod neovim;
+mod plan_mode;
 mod projection;
 mod protocol;
 mod registry;

@@ -88,8 +88,8 @@ impl Frontend for AcpSink {
 
     fn request_permission(&self, ask: PermissionAsk) -> BoxFuture<'_, PermissionOutcome> {
         Box::pin(async move {
-            let choices = ask.choices.clone();
-            let options = permission_options(&choices);
+            let options = permission_options(&ask.options);
+            let offered = ask.options.clone();
             let mut fields = ToolCallUpdateFields::new()
                 .title(ask.title)
                 .kind(convert::tool_kind(ask.kind))
@@ -107,7 +107,7 @@ impl Frontend for AcpSink {
                 Ok(response) => match response.outcome {
                     RequestPermissionOutcome::Selected(selected) => {
                         let id: &str = selected.option_id.0.as_ref();
-                        choices.answer(id).unwrap_or_else(|| {
+                        crate::permission::answer(&offered, id).unwrap_or_else(|| {
                             tracing::warn!(
                                 option = id,
                                 "client chose an option dsh did not offer; denying"
@@ -260,10 +260,9 @@ impl Frontend for AcpSink {
 }
 
 /// The options of a permission prompt, as the policy offers them.
-fn permission_options(choices: &crate::permission::Choices) -> Vec<PermissionOption> {
-    choices
-        .options()
-        .into_iter()
+fn permission_options(options: &[crate::permission::AnswerOption]) -> Vec<PermissionOption> {
+    options
+        .iter()
         .map(|option| {
             let kind = match option.outcome {
                 PermissionOutcome::AllowOnce => PermissionOptionKind::AllowOnce,
@@ -271,7 +270,7 @@ fn permission_options(choices: &crate::permission::Choices) -> Vec<PermissionOpt
                 PermissionOutcome::RejectAlways => PermissionOptionKind::RejectAlways,
                 _ => PermissionOptionKind::RejectOnce,
             };
-            PermissionOption::new(option.id(), option.label, kind)
+            PermissionOption::new(option.id(), option.label.clone(), kind)
         })
         .collect()
 }

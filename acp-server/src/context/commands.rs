@@ -28,6 +28,26 @@ pub const COMMANDS: &[Command] = &[
         description: "Study the project and create or improve its AGENTS.md",
         hint: None,
     },
+    Command {
+        name: "plan",
+        description: "Switch to plan mode: study first, then propose a plan to approve (optionally with the task)",
+        hint: Some("optional task"),
+    },
+    Command {
+        name: "mode",
+        description: "Set the permission mode: read-only, plan, ask, accept-edits or full-access",
+        hint: Some("mode"),
+    },
+    Command {
+        name: "model",
+        description: "Set the model",
+        hint: Some("model id"),
+    },
+    Command {
+        name: "help",
+        description: "List the commands",
+        hint: None,
+    },
 ];
 
 /// A prompt that is a command.
@@ -43,6 +63,36 @@ pub enum Invocation {
         /// The prompt the model gets.
         prompt: Vec<UserContent>,
     },
+    /// `/plan [task]`: plan mode, then the task (if any) as a prompt.
+    Plan {
+        /// The task, with the prompt's other blocks; empty without one.
+        task: Vec<UserContent>,
+    },
+    /// `/mode <name>` or `/model <id>`: a setting.
+    Set {
+        /// `mode` or `model`.
+        key: &'static str,
+        /// The value asked for (empty: show the choices).
+        value: String,
+    },
+    /// `/help`.
+    Help,
+}
+
+/// `/help`'s answer: every command with its line.
+pub fn help() -> String {
+    let mut text = String::from("Commands:\n");
+    for command in COMMANDS {
+        let hint = command
+            .hint
+            .map(|hint| format!(" <{hint}>"))
+            .unwrap_or_default();
+        text.push_str(&format!(
+            "- `/{}{hint}` — {}\n",
+            command.name, command.description
+        ));
+    }
+    text
 }
 
 /// The built-in prompt of `/init`.
@@ -70,6 +120,21 @@ pub fn parse(content: &[UserContent]) -> Option<Invocation> {
             blocks.extend(content[1..].iter().cloned());
             Some(Invocation::Init { prompt: blocks })
         }
+        "plan" => {
+            let mut task = Vec::new();
+            if !args.is_empty() {
+                task.push(UserContent::text(args));
+            }
+            if !task.is_empty() || content.len() > 1 {
+                task.extend(content[1..].iter().cloned());
+            }
+            Some(Invocation::Plan { task })
+        }
+        "mode" | "model" => Some(Invocation::Set {
+            key: if name == "mode" { "mode" } else { "model" },
+            value: args.to_owned(),
+        }),
+        "help" => Some(Invocation::Help),
         _ => None,
     }
 }
@@ -96,6 +161,25 @@ mod tests {
             parse(&[UserContent::text("/init")]),
             Some(Invocation::Init { .. })
         ));
+        assert_eq!(
+            parse(&[UserContent::text("/plan add a flag")]),
+            Some(Invocation::Plan {
+                task: vec![UserContent::text("add a flag")]
+            })
+        );
+        assert_eq!(
+            parse(&[UserContent::text("/plan")]),
+            Some(Invocation::Plan { task: Vec::new() })
+        );
+        assert_eq!(
+            parse(&[UserContent::text("/mode accept-edits")]),
+            Some(Invocation::Set {
+                key: "mode",
+                value: "accept-edits".to_owned()
+            })
+        );
+        assert_eq!(parse(&[UserContent::text("/help")]), Some(Invocation::Help));
+        assert!(help().contains("`/mode <mode>`"));
         assert_eq!(parse(&[UserContent::text("/unknown thing")]), None);
         assert_eq!(parse(&[UserContent::text("/compacted")]), None);
         assert_eq!(parse(&[UserContent::text("please /compact")]), None);

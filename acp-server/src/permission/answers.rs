@@ -74,11 +74,37 @@ impl Choices {
     /// The outcome of the offered option `id`; `None` when `id` was not
     /// offered.
     pub fn answer(&self, id: &str) -> Option<PermissionOutcome> {
-        self.options()
-            .into_iter()
-            .find(|option| option.id() == id)
-            .map(|option| option.outcome)
+        answer(&self.options(), id)
     }
+}
+
+/// The outcome of the option `id` among `options`; `None` when it is not
+/// one of them.
+pub fn answer(options: &[AnswerOption], id: &str) -> Option<PermissionOutcome> {
+    options
+        .iter()
+        .find(|option| option.id() == id)
+        .map(|option| option.outcome)
+}
+
+/// The answers to a plan submitted with `exit_plan_mode`: start in
+/// `accept-edits` (allow, remembered as the mode), start in `ask` (allow,
+/// each change asked about), or keep planning (reject).
+pub fn plan_options() -> Vec<AnswerOption> {
+    vec![
+        AnswerOption {
+            outcome: PermissionOutcome::AllowAlways,
+            label: "Start, and accept edits".to_owned(),
+        },
+        AnswerOption {
+            outcome: PermissionOutcome::AllowOnce,
+            label: "Start, and ask for each change".to_owned(),
+        },
+        AnswerOption {
+            outcome: PermissionOutcome::RejectOnce,
+            label: "Keep planning".to_owned(),
+        },
+    ]
 }
 
 /// Who answers a session's permission asks.

@@ -30,7 +30,7 @@ mod answers;
 pub mod rules;
 pub mod shell;
 
-pub use answers::{AnswerOption, Approvals};
+pub use answers::{answer, plan_options, AnswerOption, Approvals};
 
 use std::path::{Path, PathBuf};
 
@@ -41,6 +41,9 @@ use dsh_protocol::log::PermissionRule;
 pub enum Mode {
     /// Reads inside roots only.
     ReadOnly,
+    /// Study and propose a plan: reads as in `Ask`; no edits, commands or
+    /// MCP tools until the user approves the plan (`exit_plan_mode`).
+    Plan,
     /// Ask for writes, commands and outside access.
     Ask,
     /// Writes inside roots are automatic.
@@ -51,8 +54,9 @@ pub enum Mode {
 
 impl Mode {
     /// All modes, in menu order.
-    pub const ALL: [Mode; 4] = [
+    pub const ALL: [Mode; 5] = [
         Mode::ReadOnly,
+        Mode::Plan,
         Mode::Ask,
         Mode::AcceptEdits,
         Mode::FullAccess,
@@ -62,6 +66,7 @@ impl Mode {
     pub fn as_str(self) -> &'static str {
         match self {
             Mode::ReadOnly => "read-only",
+            Mode::Plan => "plan",
             Mode::Ask => "ask",
             Mode::AcceptEdits => "accept-edits",
             Mode::FullAccess => "full-access",
@@ -77,6 +82,7 @@ impl Mode {
     pub fn name(self) -> &'static str {
         match self {
             Mode::ReadOnly => "Read only",
+            Mode::Plan => "Plan",
             Mode::Ask => "Ask",
             Mode::AcceptEdits => "Accept edits",
             Mode::FullAccess => "Full access",
@@ -87,6 +93,9 @@ impl Mode {
     pub fn description(self) -> &'static str {
         match self {
             Mode::ReadOnly => "Reads inside the workspace only; no edits, no commands",
+            Mode::Plan => {
+                "Studies the code and proposes a plan; nothing changes until you approve it"
+            }
             Mode::Ask => "Reads are free; edits, commands and outside access ask first",
             Mode::AcceptEdits => "Edits inside the workspace are automatic; commands ask",
             Mode::FullAccess => "Everything runs without asking",
@@ -336,10 +345,16 @@ pub fn decide(
     rules: &[PermissionRule],
 ) -> Decision {
     let denied = |what: &str| {
-        Decision::Deny(format!(
-            "[permission: {what} is not allowed in {} mode] This is a policy decision, not an error: do not retry it another way. Tell the user what you need and that they can switch the mode.",
-            mode.as_str()
-        ))
+        Decision::Deny(if mode == Mode::Plan {
+            format!(
+                "[permission: {what} is not allowed in plan mode] Study the code with the read tools, then submit your plan with exit_plan_mode; once the user approves it, you can make changes."
+            )
+        } else {
+            format!(
+                "[permission: {what} is not allowed in {} mode] This is a policy decision, not an error: do not retry it another way. Tell the user what you need and that they can switch the mode.",
+                mode.as_str()
+            )
+        })
     };
     let read_decision = |paths: &[PathBuf]| {
         let outside = paths.iter().any(|p| !inside(p, ctx.roots));
@@ -369,7 +384,7 @@ pub fn decide(
                         ))
                     }
                     Mode::FullAccess => Decision::Allow,
-                    Mode::Ask | Mode::AcceptEdits => Decision::Ask(format!(
+                    Mode::Plan | Mode::Ask | Mode::AcceptEdits => Decision::Ask(format!(
                         "starts {}, a program from the workspace",
                         program.display()
                     )),
@@ -385,7 +400,7 @@ pub fn decide(
         }
         Access::Write(paths) => {
             let outside = paths.iter().any(|p| !inside(p, ctx.roots));
-            if mode == Mode::ReadOnly {
+            if matches!(mode, Mode::ReadOnly | Mode::Plan) {
                 return denied("changing files");
             }
             if mode != Mode::FullAccess {
@@ -416,12 +431,12 @@ pub fn decide(
             }
         }
         Access::External => match mode {
-            Mode::ReadOnly => return denied("calling MCP tools"),
+            Mode::ReadOnly | Mode::Plan => return denied("calling MCP tools"),
             Mode::FullAccess => (Decision::Allow, true),
             Mode::Ask | Mode::AcceptEdits => (Decision::Ask("calls an MCP tool".to_owned()), true),
         },
         Access::Execute { .. } => match mode {
-            Mode::ReadOnly => return denied("running commands"),
+            Mode::ReadOnly | Mode::Plan => return denied("running commands"),
             Mode::FullAccess => (Decision::Allow, true),
             Mode::Ask | Mode::AcceptEdits => (Decision::Ask("runs a command".to_owned()), true),
         },
@@ -456,334 +471,4 @@ pub fn decide(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn roots() -> Vec<PathBuf> {
-        vec![PathBuf::from("/w")]
-    }
-
-    fn protected() -> Protected {
-        Protected::new(&["**/secret.cfg".to_owned()], Path::new("/home/u/.dsh")).unwrap()
-    }
-
-    fn exec(command: &str) -> Access {
-        Access::Execute {
-            command: command.into(),
-            workdir: "/w".into(),
-        }
-    }
-
-    /// Runs `f` with the policy context of the test session.
-    fn with_context<T>(f: impl FnOnce(&Context<'_>) -> T) -> T {
-        let (roots, protected) = (roots(), protected());
-        f(&Context {
-            roots: &roots,
-            protected: &protected,
-            trust_workspace_servers: false,
-        })
-    }
-
-    fn rule(tool: &str, scope: Option<&str>, allow: bool) -> PermissionRule {
-        PermissionRule {
-            tool: tool.into(),
-            scope: scope.map(Into::into),
-            allow,
-        }
-    }
-
-    fn check(mode: Mode, tool: &str, access: Access, rules: &[PermissionRule]) -> &'static str {
-        match with_context(|ctx| decide(mode, tool, &access, ctx, rules)) {
-            Decision::Allow => "allow",
-            Decision::Deny(_) => "deny",
-            Decision::Ask(_) => "ask",
-        }
-    }
-
-    #[test]
-    fn mode_table() {
-        let read_in = || Access::Read(vec!["/w/a".into()]);
-        let read_out = || Access::Read(vec!["/etc/passwd".into()]);
-        let write_in = || Access::Write(vec!["/w/a".into()]);
-        let write_out = || Access::Write(vec!["/tmp/x".into()]);
-        let ls = || exec("ls");
-        let table = [
-            (Mode::ReadOnly, ["allow", "deny", "deny", "deny", "deny"]),
-            (Mode::Ask, ["allow", "ask", "ask", "ask", "ask"]),
-            (Mode::AcceptEdits, ["allow", "ask", "allow", "ask", "ask"]),
-            (
-                Mode::FullAccess,
-                ["allow", "allow", "allow", "allow", "allow"],
-            ),
-        ];
-        for (mode, expected) in table {
-            let got = [
-                check(mode, "read", read_in(), &[]),
-                check(mode, "read", read_out(), &[]),
-                check(mode, "write", write_in(), &[]),
-                check(mode, "write", write_out(), &[]),
-                check(mode, "bash", ls(), &[]),
-            ];
-            assert_eq!(got, expected, "{mode:?}");
-        }
-    }
-
-    #[test]
-    fn rules_are_scoped_and_never_widen() {
-        let allow_cargo = [rule("bash", Some("cargo test"), true)];
-        assert_eq!(
-            check(Mode::Ask, "bash", exec("cargo test --all"), &allow_cargo),
-            "allow"
-        );
-        assert_eq!(
-            check(Mode::Ask, "bash", exec("cargo testx"), &allow_cargo),
-            "ask"
-        );
-        assert_eq!(
-            check(Mode::Ask, "bash", exec("cargo build"), &allow_cargo),
-            "ask"
-        );
-        assert_eq!(
-            check(
-                Mode::Ask,
-                "bash",
-                exec("cargo test; rm -rf /"),
-                &allow_cargo
-            ),
-            "ask"
-        );
-        assert_eq!(
-            check(
-                Mode::Ask,
-                "bash",
-                exec("cargo test && curl x | sh"),
-                &allow_cargo
-            ),
-            "ask"
-        );
-        assert_eq!(
-            check(
-                Mode::Ask,
-                "bash",
-                exec("cargo test $(rm -rf ~)"),
-                &allow_cargo
-            ),
-            "ask"
-        );
-        assert_eq!(
-            check(Mode::ReadOnly, "bash", exec("cargo test"), &allow_cargo),
-            "deny",
-            "rules never beat read-only"
-        );
-
-        let allow_file = [rule("write", Some("/w/a"), true)];
-        assert_eq!(
-            check(
-                Mode::Ask,
-                "write",
-                Access::Write(vec!["/w/a".into()]),
-                &allow_file
-            ),
-            "allow"
-        );
-        assert_eq!(
-            check(
-                Mode::Ask,
-                "write",
-                Access::Write(vec!["/w/b".into()]),
-                &allow_file
-            ),
-            "ask"
-        );
-        assert_eq!(
-            check(
-                Mode::Ask,
-                "edit",
-                Access::Write(vec!["/w/a".into()]),
-                &allow_file
-            ),
-            "ask",
-            "per tool"
-        );
-        let allow_outside = [rule("write", Some("/tmp/x"), true)];
-        assert_eq!(
-            check(
-                Mode::AcceptEdits,
-                "write",
-                Access::Write(vec!["/tmp/x".into()]),
-                &allow_outside
-            ),
-            "ask"
-        );
-
-        let reject = [rule("bash", Some("rm"), false)];
-        assert_eq!(
-            check(Mode::FullAccess, "bash", exec("rm -rf build"), &reject),
-            "deny"
-        );
-        assert_eq!(check(Mode::Ask, "bash", exec("rm x; ls"), &reject), "deny");
-    }
-
-    #[test]
-    fn protected_paths_and_dsh_home() {
-        let write = |path: &str| Access::Write(vec![path.into()]);
-        assert_eq!(
-            check(Mode::AcceptEdits, "write", write("/w/.git/config"), &[]),
-            "ask"
-        );
-        assert_eq!(
-            check(
-                Mode::AcceptEdits,
-                "write",
-                write("/w/.git/hooks/pre-commit"),
-                &[]
-            ),
-            "ask"
-        );
-        assert_eq!(
-            check(Mode::AcceptEdits, "write", write("/w/sub/.envrc"), &[]),
-            "ask"
-        );
-        assert_eq!(
-            check(
-                Mode::AcceptEdits,
-                "write",
-                write("/w/.vscode/tasks.json"),
-                &[]
-            ),
-            "ask"
-        );
-        assert_eq!(
-            check(Mode::AcceptEdits, "write", write("/w/a/secret.cfg"), &[]),
-            "ask"
-        );
-        assert_eq!(
-            check(Mode::AcceptEdits, "write", write("/w/src/git.rs"), &[]),
-            "allow"
-        );
-        assert_eq!(
-            check(Mode::ReadOnly, "write", write("/w/.git/config"), &[]),
-            "deny"
-        );
-        assert_eq!(
-            check(
-                Mode::AcceptEdits,
-                "write",
-                write("/w/.git/config"),
-                &[rule("write", Some("/w/.git/config"), true)]
-            ),
-            "ask",
-            "rules never cover protected paths"
-        );
-        assert_eq!(
-            check(Mode::FullAccess, "write", write("/w/.git/config"), &[]),
-            "allow"
-        );
-        for mode in [Mode::Ask, Mode::AcceptEdits] {
-            assert_eq!(
-                check(mode, "write", write("/home/u/.dsh/config.toml"), &[]),
-                "deny"
-            );
-        }
-        assert_eq!(
-            check(
-                Mode::FullAccess,
-                "write",
-                write("/home/u/.dsh/config.toml"),
-                &[]
-            ),
-            "allow"
-        );
-    }
-
-    #[test]
-    fn workspace_programs_ask_once_per_program_and_never_in_read_only() {
-        let launch = || Access::Launch {
-            program: "/w/node_modules/.bin/tsls".into(),
-            reads: vec!["/w/a.ts".into()],
-        };
-        assert_eq!(check(Mode::ReadOnly, "lsp", launch(), &[]), "deny");
-        assert_eq!(check(Mode::AcceptEdits, "lsp", launch(), &[]), "ask");
-        assert_eq!(check(Mode::FullAccess, "lsp", launch(), &[]), "allow");
-        let allowed = [rule("lsp", Some("/w/node_modules/.bin/tsls"), true)];
-        assert_eq!(check(Mode::Ask, "lsp", launch(), &allowed), "allow");
-        assert_eq!(check(Mode::ReadOnly, "lsp", launch(), &allowed), "deny");
-    }
-
-    #[test]
-    fn allow_rules_need_plain_commands_and_reject_rules_see_through_them() {
-        let allow_ls = [rule("bash", Some("ls"), true)];
-        assert_eq!(check(Mode::Ask, "bash", exec("ls -la"), &allow_ls), "allow");
-        for hostile in [
-            "ls ${x:=a}${x@P}",
-            "ls ${!x}",
-            "ls ${y[x]}",
-            "ls $(id)",
-            "FOO=1 ls",
-            "ls > x",
-        ] {
-            assert_eq!(
-                check(Mode::Ask, "bash", exec(hostile), &allow_ls),
-                "ask",
-                "{hostile}"
-            );
-        }
-        let allow_log = [rule("bash", Some("git log"), true)];
-        assert_eq!(
-            check(Mode::Ask, "bash", exec("git --no-pager log -3"), &allow_log),
-            "allow"
-        );
-        assert_eq!(
-            check(
-                Mode::Ask,
-                "bash",
-                exec("git -c core.pager=x log"),
-                &allow_log
-            ),
-            "ask"
-        );
-        let reject_rm = [rule("bash", Some("rm"), false)];
-        for spelled in ["/bin/rm x", "\\rm x", "'rm' x", "command rm x", "env rm x"] {
-            assert_eq!(
-                check(Mode::FullAccess, "bash", exec(spelled), &reject_rm),
-                "deny",
-                "{spelled}"
-            );
-        }
-        assert_eq!(
-            check(Mode::FullAccess, "bash", exec("$c x"), &reject_rm),
-            "ask"
-        );
-        assert_eq!(
-            check(Mode::FullAccess, "bash", exec("ls"), &reject_rm),
-            "allow"
-        );
-    }
-
-    #[test]
-    fn always_is_offered_only_when_the_rule_could_match_again() {
-        let remember = |access: Access| with_context(|ctx| choices(&access, ctx).remember);
-        assert_eq!(remember(exec("echo a && pwd")), Remember::Never);
-        assert_eq!(remember(exec("timeout 5 ls")), Remember::Never);
-        assert_eq!(remember(exec("sed -i s/a/b/ x")), Remember::Never);
-        assert_eq!(
-            remember(exec("git --no-pager log")),
-            Remember::Scope("git log".into())
-        );
-        assert_eq!(
-            remember(Access::Write(vec!["/w/.git/config".into()])),
-            Remember::Never
-        );
-        let launch = with_context(|ctx| {
-            choices(
-                &Access::Launch {
-                    program: "/w/venv/bin/pylsp".into(),
-                    reads: vec![],
-                },
-                ctx,
-            )
-        });
-        assert!(!launch.once);
-        assert_eq!(launch.remember, Remember::Scope("/w/venv/bin/pylsp".into()));
-    }
-}
+mod tests;

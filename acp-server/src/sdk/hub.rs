@@ -26,7 +26,7 @@ use crate::agent::Agent;
 use crate::error::AgentError;
 use crate::frontend::{Frontend, PermissionAsk};
 use crate::mcp::McpServerConfig;
-use crate::permission::{Approvals, Choices};
+use crate::permission::{AnswerOption, Approvals};
 use crate::update::AgentUpdate;
 
 /// A connection: 0 is stdio; WebSocket connections count from 1.
@@ -126,7 +126,7 @@ struct Running {
 /// An ask waiting for `session/respond`.
 struct Ask {
     conn: ConnId,
-    choices: Choices,
+    options: Vec<AnswerOption>,
     notice: Arc<Notice>,
     answer: oneshot::Sender<PermissionOutcome>,
 }
@@ -238,8 +238,8 @@ impl SdkSession {
                 self.id
             ))
         })?;
-        let outcome = ask.choices.answer(option_id).ok_or_else(|| {
-            let offered: Vec<&str> = ask.choices.options().iter().map(|o| o.id()).collect();
+        let outcome = crate::permission::answer(&ask.options, option_id).ok_or_else(|| {
+            let offered: Vec<&str> = ask.options.iter().map(|o| o.id()).collect();
             AgentError::InvalidParams(format!(
                 "option {option_id:?} was not offered; choose one of {offered:?}"
             ))
@@ -361,9 +361,8 @@ impl Frontend for SdkSession {
                 "content": ask.content,
             });
             let options = ask
-                .choices
-                .options()
-                .into_iter()
+                .options
+                .iter()
                 .map(|option| serde_json::json!({"optionId": option.id(), "label": option.label}))
                 .collect();
             let item = Item::Permission {
@@ -377,7 +376,7 @@ impl Frontend for SdkSession {
                 id.clone(),
                 Ask {
                     conn,
-                    choices: ask.choices,
+                    options: ask.options,
                     notice,
                     answer,
                 },

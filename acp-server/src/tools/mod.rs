@@ -10,12 +10,13 @@ mod bash;
 mod fs;
 mod lsp;
 mod paths;
+mod plan_mode;
 mod search;
 mod todo;
 
 use std::path::{Path, PathBuf};
 
-use dsh_protocol::tool::{ToolKind, ToolOutcome, ToolView};
+use dsh_protocol::tool::{ToolContent, ToolKind, ToolOutcome, ToolView};
 use dsh_protocol::ErrorCode;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
@@ -59,6 +60,16 @@ pub struct ToolEnv<'a> {
     pub spawner: &'a dsh_process::Spawner,
 }
 
+impl Planned {
+    /// The plan, for a call to `exit_plan_mode` (the turn asks the user).
+    pub fn submitted_plan(&self) -> Option<&str> {
+        match &self.call {
+            Call::ExitPlanMode(plan) => Some(plan),
+            _ => None,
+        }
+    }
+}
+
 /// A parsed, presented call, with what the turn loop needs to know of it
 /// (the loop never branches on tool names).
 pub struct Planned {
@@ -89,6 +100,7 @@ enum Call {
     Lsp(lsp::LspArgs, PathBuf),
     Mcp(crate::mcp::McpTool, String),
     TodoWrite(todo::TodoArgs),
+    ExitPlanMode(String),
 }
 
 /// Why a call could not be planned (unknown tool, bad arguments, bad path).
@@ -125,6 +137,11 @@ pub fn schemas() -> Vec<ToolSchema> {
     vec![
         schema("bash", bash::DESCRIPTION, bash::schema()),
         schema("edit", fs::EDIT_DESCRIPTION, fs::edit_schema()),
+        schema(
+            "exit_plan_mode",
+            plan_mode::DESCRIPTION,
+            plan_mode::schema(),
+        ),
         schema("glob", search::GLOB_DESCRIPTION, search::glob_schema()),
         schema("grep", search::GREP_DESCRIPTION, search::grep_schema()),
         schema("lsp", lsp::DESCRIPTION, lsp::schema()),
@@ -263,6 +280,19 @@ pub fn plan(name: &str, arguments: &str, env: &PlanEnv<'_>) -> Result<Planned, R
             };
             (Call::TodoWrite(args), view, Access::None, false)
         }
+        "exit_plan_mode" => {
+            let args: plan_mode::ExitPlanArgs = parse(name, arguments)?;
+            plan_mode::validate(&args)?;
+            let view = ToolView {
+                title: plan_mode::title(&args.plan),
+                kind: Some(ToolKind::Think),
+                content: vec![ToolContent::Text {
+                    text: args.plan.clone(),
+                }],
+                ..ToolView::default()
+            };
+            (Call::ExitPlanMode(args.plan), view, Access::None, false)
+        }
         other => {
             let known: Vec<String> = schemas().into_iter().map(|s| s.name).collect();
             return Err(Refusal::new(
@@ -326,5 +356,9 @@ pub async fn run(planned: &Planned, env: &ToolEnv<'_>) -> ToolOutcome {
             None => ToolOutcome::failed(ErrorCode::Internal, "the session's MCP servers are gone"),
         },
         Call::TodoWrite(args) => todo::run(args),
+        // The turn runs it (see [`Planned::submitted_plan`]).
+        Call::ExitPlanMode(_) => {
+            ToolOutcome::failed(ErrorCode::Internal, "exit_plan_mode runs in the turn")
+        }
     }
 }

@@ -99,11 +99,58 @@ pub(crate) async fn run(
         }
         // The title is what the user typed ("/init"), not the prompt.
         Some(Invocation::Init { prompt }) => turn.run(prompt, title).instrument(span).await,
+        Some(Invocation::Plan { task }) => {
+            turn.set("mode", crate::permission::Mode::Plan.as_str())?;
+            if task.is_empty() {
+                turn.notice("Plan mode is on: I will study the code and propose a plan for you to approve before changing anything. Tell me the task.")?;
+                return Ok(StopReason::EndTurn);
+            }
+            turn.run(task, title).instrument(span).await
+        }
+        Some(Invocation::Set { key, value }) => {
+            turn.set(key, &value)?;
+            Ok(StopReason::EndTurn)
+        }
+        Some(Invocation::Help) => {
+            turn.notice(&crate::context::commands::help())?;
+            Ok(StopReason::EndTurn)
+        }
         None => turn.run(content, title).instrument(span).await,
     }
 }
 
 impl Turn<'_> {
+    /// Something dsh says to the user (not part of the model's history).
+    fn notice(&self, text: &str) -> Result<(), AgentError> {
+        self.record(EventData::Notice {
+            text: text.to_owned(),
+        })
+        .map(drop)
+    }
+
+    /// `/mode` and `/model` (and `/plan`'s mode): validated as the config
+    /// options are; an unknown or missing value is answered with the
+    /// choices, not an error.
+    fn set(&self, key: &str, value: &str) -> Result<(), AgentError> {
+        match crate::settings::Settings::validate(self.config, key, value) {
+            Ok(key) => {
+                self.record(EventData::Config {
+                    key,
+                    value: value.to_owned(),
+                })?;
+                self.notice(&format!(
+                    "{} is now `{value}`.",
+                    if key == dsh_protocol::log::ConfigKey::Mode {
+                        "The mode"
+                    } else {
+                        "The model"
+                    }
+                ))
+            }
+            Err(error) => self.notice(&error.to_string()),
+        }
+    }
+
     async fn run(
         &self,
         content: Vec<UserContent>,

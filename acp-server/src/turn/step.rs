@@ -184,7 +184,7 @@ impl Turn<'_> {
         Ok(ModelRequest {
             model,
             thought_level: settings.thought_level,
-            system: system_prompt(&session.header),
+            system: system_prompt(&session.header, settings.mode),
             messages: locked.state.history.messages(),
             tools,
             session_id: session.id.to_string(),

@@ -123,7 +123,7 @@ impl Turn<'_> {
                 .unwrap_or(serde_json::Value::String(call.arguments.clone())),
             locations: planned.view.locations.clone(),
             content: planned.view.content.clone(),
-            choices: choices.clone(),
+            options: choices.options(),
         };
         let answer = tokio::select! {
             biased;
@@ -201,6 +201,9 @@ impl Turn<'_> {
                 lsp: &|| session.bridge(),
                 spawner: &self.config.spawner,
             };
+            if let Some(plan) = planned.submitted_plan() {
+                return self.submit_plan(call, planned, plan).await;
+            }
             let mut outcome = tokio::select! {
                 biased;
                 outcome = tools::run(planned, &env) => outcome,
@@ -216,6 +219,81 @@ impl Turn<'_> {
         }
         .instrument(span)
         .await
+    }
+
+    /// `exit_plan_mode`: outside plan mode it is refused; in plan mode the
+    /// user is shown the plan and asked to start on it (in `accept-edits`
+    /// or `ask`) or keep planning. An approval records the mode change
+    /// now, between this step and the next, so the plan runs under it. No
+    /// answer (cancelled, no editor) keeps plan mode.
+    async fn submit_plan(
+        &self,
+        call: &ToolCallRequest,
+        planned: &Planned,
+        plan: &str,
+    ) -> ToolOutcome {
+        use crate::permission::Mode;
+        let mode = self.session.mode();
+        if mode != Mode::Plan {
+            return ToolOutcome::failed(
+                ErrorCode::PermissionDenied,
+                format!(
+                    "exit_plan_mode is only for plan mode, and the session is in {} mode: carry on with the task (no plan approval is needed).",
+                    mode.as_str()
+                ),
+            );
+        }
+        let question = PermissionAsk {
+            call_id: call.id.clone(),
+            title: planned.view.title.clone(),
+            kind: ToolKind::Think,
+            raw_input: serde_json::json!({ "plan": plan }),
+            locations: Vec::new(),
+            content: planned.view.content.clone(),
+            options: permission::plan_options(),
+        };
+        let answer = tokio::select! {
+            biased;
+            () = self.cancel.cancelled() => PermissionOutcome::Cancelled,
+            answer = self.frontend.request_permission(question) => answer,
+        };
+        tracing::info!(?answer, "plan answered");
+        let recorded = self.record(EventData::PermissionDecision {
+            call_id: call.id.clone(),
+            outcome: answer,
+        });
+        let start = |next: Mode, how: &str| -> ToolOutcome {
+            let changed = self.record(EventData::Config {
+                key: dsh_protocol::log::ConfigKey::Mode,
+                value: next.as_str().to_owned(),
+            });
+            match recorded.and(changed) {
+                Ok(_) => ToolOutcome::ok(
+                    format!("The user approved the plan and switched to {} mode: {how}. Carry out the plan now, step by step.", next.as_str()),
+                    ToolView::default(),
+                ),
+                Err(error) => ToolOutcome::failed(error.code(), error.to_string()),
+            }
+        };
+        match answer {
+            PermissionOutcome::AllowAlways => start(Mode::AcceptEdits, "edits in the workspace no longer ask; commands still do"),
+            PermissionOutcome::AllowOnce => start(Mode::Ask, "each change and command is asked about"),
+            PermissionOutcome::RejectOnce | PermissionOutcome::RejectAlways => ToolOutcome::failed(
+                ErrorCode::PermissionRejected,
+                "The user wants to keep planning: plan mode stays on. Ask what to change if it is not clear (their feedback may come in their next message), revise the plan, and submit it again with exit_plan_mode.",
+            ),
+            PermissionOutcome::Cancelled => {
+                self.cancel.cancel();
+                ToolOutcome::failed(
+                    ErrorCode::PermissionCancelled,
+                    "The plan review was cancelled: plan mode stays on and the turn was cancelled.",
+                )
+            }
+            PermissionOutcome::Unavailable => ToolOutcome::failed(
+                ErrorCode::PermissionUnavailable,
+                "The plan could not be shown to the user (the editor did not answer): plan mode stays on. Stop and tell the user the plan is ready.",
+            ),
+        }
     }
 
     /// After an edit, a language server already running for the file is

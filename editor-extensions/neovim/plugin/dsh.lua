@@ -35,7 +35,7 @@ end, {
   desc = "dsh: set the permission mode",
   complete = function()
     local choices = dsh().choices("mode")
-    return #choices > 0 and choices or { "read-only", "ask", "accept-edits", "full-access" }
+    return #choices > 0 and choices or { "read-only", "plan", "ask", "accept-edits", "full-access" }
   end,
 })
 command("DshModel", function(args)

@@ -11,7 +11,7 @@ vim.cmd("DshMode full-access")
 H.wait("the mode", function()
   return H.dsh.state().mode == "full-access"
 end)
-H.eq(vim.fn.getcompletion("DshMode ", "cmdline"), { "read-only", "ask", "accept-edits", "full-access" }, "mode completion")
+H.eq(vim.fn.getcompletion("DshMode ", "cmdline"), { "read-only", "plan", "ask", "accept-edits", "full-access" }, "mode completion")
 
 -- A plan is a checklist, replaced in place; usage is in the winbar.
 H.eq(H.prompt("plan it").stopReason, "end_turn", "the plan turn")

@@ -1,0 +1,351 @@
+use super::*;
+
+fn roots() -> Vec<PathBuf> {
+    vec![PathBuf::from("/w")]
+}
+
+fn protected() -> Protected {
+    Protected::new(&["**/secret.cfg".to_owned()], Path::new("/home/u/.dsh")).unwrap()
+}
+
+fn exec(command: &str) -> Access {
+    Access::Execute {
+        command: command.into(),
+        workdir: "/w".into(),
+    }
+}
+
+/// Runs `f` with the policy context of the test session.
+fn with_context<T>(f: impl FnOnce(&Context<'_>) -> T) -> T {
+    let (roots, protected) = (roots(), protected());
+    f(&Context {
+        roots: &roots,
+        protected: &protected,
+        trust_workspace_servers: false,
+    })
+}
+
+fn rule(tool: &str, scope: Option<&str>, allow: bool) -> PermissionRule {
+    PermissionRule {
+        tool: tool.into(),
+        scope: scope.map(Into::into),
+        allow,
+    }
+}
+
+fn check(mode: Mode, tool: &str, access: Access, rules: &[PermissionRule]) -> &'static str {
+    match with_context(|ctx| decide(mode, tool, &access, ctx, rules)) {
+        Decision::Allow => "allow",
+        Decision::Deny(_) => "deny",
+        Decision::Ask(_) => "ask",
+    }
+}
+
+#[test]
+fn mode_table() {
+    let read_in = || Access::Read(vec!["/w/a".into()]);
+    let read_out = || Access::Read(vec!["/etc/passwd".into()]);
+    let write_in = || Access::Write(vec!["/w/a".into()]);
+    let write_out = || Access::Write(vec!["/tmp/x".into()]);
+    let ls = || exec("ls");
+    let table = [
+        (Mode::ReadOnly, ["allow", "deny", "deny", "deny", "deny"]),
+        (Mode::Ask, ["allow", "ask", "ask", "ask", "ask"]),
+        (Mode::AcceptEdits, ["allow", "ask", "allow", "ask", "ask"]),
+        (
+            Mode::FullAccess,
+            ["allow", "allow", "allow", "allow", "allow"],
+        ),
+    ];
+    for (mode, expected) in table {
+        let got = [
+            check(mode, "read", read_in(), &[]),
+            check(mode, "read", read_out(), &[]),
+            check(mode, "write", write_in(), &[]),
+            check(mode, "write", write_out(), &[]),
+            check(mode, "bash", ls(), &[]),
+        ];
+        assert_eq!(got, expected, "{mode:?}");
+    }
+}
+
+#[test]
+fn rules_are_scoped_and_never_widen() {
+    let allow_cargo = [rule("bash", Some("cargo test"), true)];
+    assert_eq!(
+        check(Mode::Ask, "bash", exec("cargo test --all"), &allow_cargo),
+        "allow"
+    );
+    assert_eq!(
+        check(Mode::Ask, "bash", exec("cargo testx"), &allow_cargo),
+        "ask"
+    );
+    assert_eq!(
+        check(Mode::Ask, "bash", exec("cargo build"), &allow_cargo),
+        "ask"
+    );
+    assert_eq!(
+        check(
+            Mode::Ask,
+            "bash",
+            exec("cargo test; rm -rf /"),
+            &allow_cargo
+        ),
+        "ask"
+    );
+    assert_eq!(
+        check(
+            Mode::Ask,
+            "bash",
+            exec("cargo test && curl x | sh"),
+            &allow_cargo
+        ),
+        "ask"
+    );
+    assert_eq!(
+        check(
+            Mode::Ask,
+            "bash",
+            exec("cargo test $(rm -rf ~)"),
+            &allow_cargo
+        ),
+        "ask"
+    );
+    assert_eq!(
+        check(Mode::ReadOnly, "bash", exec("cargo test"), &allow_cargo),
+        "deny",
+        "rules never beat read-only"
+    );
+
+    let allow_file = [rule("write", Some("/w/a"), true)];
+    assert_eq!(
+        check(
+            Mode::Ask,
+            "write",
+            Access::Write(vec!["/w/a".into()]),
+            &allow_file
+        ),
+        "allow"
+    );
+    assert_eq!(
+        check(
+            Mode::Ask,
+            "write",
+            Access::Write(vec!["/w/b".into()]),
+            &allow_file
+        ),
+        "ask"
+    );
+    assert_eq!(
+        check(
+            Mode::Ask,
+            "edit",
+            Access::Write(vec!["/w/a".into()]),
+            &allow_file
+        ),
+        "ask",
+        "per tool"
+    );
+    let allow_outside = [rule("write", Some("/tmp/x"), true)];
+    assert_eq!(
+        check(
+            Mode::AcceptEdits,
+            "write",
+            Access::Write(vec!["/tmp/x".into()]),
+            &allow_outside
+        ),
+        "ask"
+    );
+
+    let reject = [rule("bash", Some("rm"), false)];
+    assert_eq!(
+        check(Mode::FullAccess, "bash", exec("rm -rf build"), &reject),
+        "deny"
+    );
+    assert_eq!(check(Mode::Ask, "bash", exec("rm x; ls"), &reject), "deny");
+}
+
+#[test]
+fn protected_paths_and_dsh_home() {
+    let write = |path: &str| Access::Write(vec![path.into()]);
+    assert_eq!(
+        check(Mode::AcceptEdits, "write", write("/w/.git/config"), &[]),
+        "ask"
+    );
+    assert_eq!(
+        check(
+            Mode::AcceptEdits,
+            "write",
+            write("/w/.git/hooks/pre-commit"),
+            &[]
+        ),
+        "ask"
+    );
+    assert_eq!(
+        check(Mode::AcceptEdits, "write", write("/w/sub/.envrc"), &[]),
+        "ask"
+    );
+    assert_eq!(
+        check(
+            Mode::AcceptEdits,
+            "write",
+            write("/w/.vscode/tasks.json"),
+            &[]
+        ),
+        "ask"
+    );
+    assert_eq!(
+        check(Mode::AcceptEdits, "write", write("/w/a/secret.cfg"), &[]),
+        "ask"
+    );
+    assert_eq!(
+        check(Mode::AcceptEdits, "write", write("/w/src/git.rs"), &[]),
+        "allow"
+    );
+    assert_eq!(
+        check(Mode::ReadOnly, "write", write("/w/.git/config"), &[]),
+        "deny"
+    );
+    assert_eq!(
+        check(
+            Mode::AcceptEdits,
+            "write",
+            write("/w/.git/config"),
+            &[rule("write", Some("/w/.git/config"), true)]
+        ),
+        "ask",
+        "rules never cover protected paths"
+    );
+    assert_eq!(
+        check(Mode::FullAccess, "write", write("/w/.git/config"), &[]),
+        "allow"
+    );
+    for mode in [Mode::Ask, Mode::AcceptEdits] {
+        assert_eq!(
+            check(mode, "write", write("/home/u/.dsh/config.toml"), &[]),
+            "deny"
+        );
+    }
+    assert_eq!(
+        check(
+            Mode::FullAccess,
+            "write",
+            write("/home/u/.dsh/config.toml"),
+            &[]
+        ),
+        "allow"
+    );
+}
+
+#[test]
+fn workspace_programs_ask_once_per_program_and_never_in_read_only() {
+    let launch = || Access::Launch {
+        program: "/w/node_modules/.bin/tsls".into(),
+        reads: vec!["/w/a.ts".into()],
+    };
+    assert_eq!(check(Mode::ReadOnly, "lsp", launch(), &[]), "deny");
+    assert_eq!(check(Mode::AcceptEdits, "lsp", launch(), &[]), "ask");
+    assert_eq!(check(Mode::FullAccess, "lsp", launch(), &[]), "allow");
+    let allowed = [rule("lsp", Some("/w/node_modules/.bin/tsls"), true)];
+    assert_eq!(check(Mode::Ask, "lsp", launch(), &allowed), "allow");
+    assert_eq!(check(Mode::ReadOnly, "lsp", launch(), &allowed), "deny");
+}
+
+#[test]
+fn allow_rules_need_plain_commands_and_reject_rules_see_through_them() {
+    let allow_ls = [rule("bash", Some("ls"), true)];
+    assert_eq!(check(Mode::Ask, "bash", exec("ls -la"), &allow_ls), "allow");
+    for hostile in [
+        "ls ${x:=a}${x@P}",
+        "ls ${!x}",
+        "ls ${y[x]}",
+        "ls $(id)",
+        "FOO=1 ls",
+        "ls > x",
+    ] {
+        assert_eq!(
+            check(Mode::Ask, "bash", exec(hostile), &allow_ls),
+            "ask",
+            "{hostile}"
+        );
+    }
+    let allow_log = [rule("bash", Some("git log"), true)];
+    assert_eq!(
+        check(Mode::Ask, "bash", exec("git --no-pager log -3"), &allow_log),
+        "allow"
+    );
+    assert_eq!(
+        check(
+            Mode::Ask,
+            "bash",
+            exec("git -c core.pager=x log"),
+            &allow_log
+        ),
+        "ask"
+    );
+    let reject_rm = [rule("bash", Some("rm"), false)];
+    for spelled in ["/bin/rm x", "\\rm x", "'rm' x", "command rm x", "env rm x"] {
+        assert_eq!(
+            check(Mode::FullAccess, "bash", exec(spelled), &reject_rm),
+            "deny",
+            "{spelled}"
+        );
+    }
+    assert_eq!(
+        check(Mode::FullAccess, "bash", exec("$c x"), &reject_rm),
+        "ask"
+    );
+    assert_eq!(
+        check(Mode::FullAccess, "bash", exec("ls"), &reject_rm),
+        "allow"
+    );
+}
+
+#[test]
+fn always_is_offered_only_when_the_rule_could_match_again() {
+    let remember = |access: Access| with_context(|ctx| choices(&access, ctx).remember);
+    assert_eq!(remember(exec("echo a && pwd")), Remember::Never);
+    assert_eq!(remember(exec("timeout 5 ls")), Remember::Never);
+    assert_eq!(remember(exec("sed -i s/a/b/ x")), Remember::Never);
+    assert_eq!(
+        remember(exec("git --no-pager log")),
+        Remember::Scope("git log".into())
+    );
+    assert_eq!(
+        remember(Access::Write(vec!["/w/.git/config".into()])),
+        Remember::Never
+    );
+    let launch = with_context(|ctx| {
+        choices(
+            &Access::Launch {
+                program: "/w/venv/bin/pylsp".into(),
+                reads: vec![],
+            },
+            ctx,
+        )
+    });
+    assert!(!launch.once);
+    assert_eq!(launch.remember, Remember::Scope("/w/venv/bin/pylsp".into()));
+}
+
+#[test]
+fn plan_mode_reads_like_ask_and_changes_nothing() {
+    let plan = |access: Access| check(Mode::Plan, "t", access, &[]);
+    assert_eq!(plan(Access::Read(vec!["/w/a".into()])), "allow");
+    assert_eq!(plan(Access::Read(vec!["/etc/hosts".into()])), "ask");
+    assert_eq!(plan(Access::None), "allow");
+    assert_eq!(plan(Access::Write(vec!["/w/a".into()])), "deny");
+    assert_eq!(plan(exec("ls")), "deny");
+    assert_eq!(plan(Access::External), "deny");
+    // An allow rule from an earlier mode does not open a change.
+    assert_eq!(
+        check(Mode::Plan, "bash", exec("ls"), &[rule("bash", Some("ls"), true)]),
+        "deny"
+    );
+    let Decision::Deny(reason) = with_context(|ctx| {
+        decide(Mode::Plan, "edit", &Access::Write(vec!["/w/a".into()]), ctx, &[])
+    }) else {
+        unreachable!()
+    };
+    assert!(reason.contains("exit_plan_mode"), "{reason}");
+}

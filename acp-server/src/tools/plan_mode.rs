@@ -1,0 +1,52 @@
+//! `exit_plan_mode`: in plan mode the model submits its plan here for the
+//! user to approve. The schema is the seeds' (one required `plan`,
+//! markdown starting with a `#` heading); the tool is always offered and
+//! refused outside plan mode. The turn runs it ([`crate::turn`]): it needs
+//! the editor (the approval) and the log (the mode change).
+
+use serde::Deserialize;
+
+pub const DESCRIPTION: &str = "Use only in plan mode. Submit the plan for the user to review, and leave plan mode once they approve it. Send the complete plan as markdown, starting with a # heading that names it. The user either approves it (you carry it out from your next step) or asks you to keep planning; their feedback comes back in the tool result or their next message: revise the plan and submit it again.";
+
+pub fn schema() -> serde_json::Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            "plan": {
+                "type": "string",
+                "description": "The complete plan, as markdown, starting with a # heading that names it."
+            }
+        },
+        "required": ["plan"]
+    })
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct ExitPlanArgs {
+    pub plan: String,
+}
+
+/// The plan's name: its first `#` heading.
+pub fn title(plan: &str) -> String {
+    let heading = plan
+        .lines()
+        .map(str::trim)
+        .find(|line| line.starts_with('#'))
+        .map(|line| line.trim_start_matches('#').trim())
+        .filter(|line| !line.is_empty());
+    match heading {
+        Some(heading) => format!("Plan: {heading}"),
+        None => "Plan".to_owned(),
+    }
+}
+
+/// The model is told what is wrong with a plan that is not one.
+pub fn validate(args: &ExitPlanArgs) -> Result<(), super::Refusal> {
+    if args.plan.trim().is_empty() {
+        return Err(super::Refusal::new(
+            dsh_protocol::ErrorCode::InvalidToolArgs,
+            "The plan is empty: send the whole plan as markdown, starting with a # heading.",
+        ));
+    }
+    Ok(())
+}
