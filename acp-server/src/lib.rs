@@ -14,6 +14,7 @@
 
 pub mod acp;
 pub mod agent;
+pub mod checkpoint;
 pub mod config;
 pub mod context;
 pub mod credentials;

@@ -136,6 +136,24 @@ impl Projection {
             EventData::Plan { entries } => vec![AgentUpdate::Plan(entries.clone())],
             // No model streamed it: shown whole, live and on replay.
             EventData::Notice { text } => vec![AgentUpdate::MessageChunk(text.clone())],
+            // An undo is shown as the tool call it acted like: the files
+            // it put back, with a diff each.
+            EventData::Undo { call_id, view, .. } => vec![
+                AgentUpdate::ToolCall {
+                    call_id: call_id.clone(),
+                    arguments: "{}".to_owned(),
+                    view: ToolView {
+                        content: Vec::new(),
+                        ..view.clone()
+                    },
+                    status: ToolStatus::Pending,
+                },
+                AgentUpdate::ToolCallUpdate {
+                    call_id: call_id.clone(),
+                    status: ToolStatus::Completed,
+                    view: view.clone(),
+                },
+            ],
             EventData::Config { key, .. } => {
                 let mut updates = Vec::new();
                 match key {
@@ -197,6 +215,7 @@ impl Projection {
             | EventData::PermissionDecision { .. }
             | EventData::PermissionRule(_)
             | EventData::CompactionPrune { .. }
+            | EventData::Checkpoint { .. }
             | EventData::LlmRetry { .. } => Vec::new(),
         }
     }

@@ -304,7 +304,14 @@ impl History {
             | EventData::PermissionRule(_)
             | EventData::Plan { .. }
             | EventData::Notice { .. }
+            | EventData::Checkpoint { .. }
             | EventData::LlmRetry { .. } => {}
+            // The model learns of an undo with the next prompt.
+            EventData::Undo { summary, .. } => {
+                self.context.push(UserContent::text(format!(
+                    "{CONTEXT_OPEN}\n{summary}\n</system-reminder>"
+                )));
+            }
         }
     }
 

@@ -414,6 +414,29 @@ pub enum EventData {
         /// The files, with what happened to each.
         files: Vec<InstructionFile>,
     },
+    /// The files a turn changed, with their hashes before and after
+    /// (recorded before its `turn/end`; `/undo` puts them back).
+    #[serde(rename = "checkpoint")]
+    Checkpoint {
+        /// The turn.
+        turn: u64,
+        /// The files.
+        files: Vec<crate::checkpoint::CheckpointFile>,
+    },
+    /// `/undo` put back the files of a turn's checkpoint. The editor sees
+    /// it as a tool call with a diff per file; the model is told before
+    /// the next prompt.
+    #[serde(rename = "undo")]
+    Undo {
+        /// The turn whose changes were reverted.
+        turn: u64,
+        /// The tool call the editor is shown.
+        call_id: ToolCallId,
+        /// What it shows: the diffs, or what could not be done.
+        view: ToolView,
+        /// What the model is told.
+        summary: String,
+    },
     /// What dsh itself says to the user (a command's answer): shown as a
     /// message, never part of the model's history (ignorable).
     #[serde(rename = "agent/notice")]
@@ -454,6 +477,8 @@ pub const KNOWN_TYPES: &[&str] = &[
     "compaction/prune",
     "context/instructions",
     "agent/notice",
+    "checkpoint",
+    "undo",
     "llm/retry",
 ];
 

@@ -185,6 +185,41 @@ fn samples() -> Vec<EventData> {
         EventData::Notice {
             text: "The mode is now `accept-edits`.".into(),
         },
+        EventData::Checkpoint {
+            turn: 3,
+            files: vec![
+                dsh_protocol::checkpoint::CheckpointFile {
+                    path: "/work/src/main.rs".into(),
+                    before: Some("9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08".into()),
+                    after: Some("60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11c752".into()),
+                    lost: None,
+                },
+                dsh_protocol::checkpoint::CheckpointFile {
+                    path: "/work/notes.txt".into(),
+                    before: None,
+                    after: Some("fd61a03af4f77d870fc21e05e7e80678095c92d808cfb3b5c279ee04c74aca13".into()),
+                    lost: None,
+                },
+            ],
+        },
+        EventData::Undo {
+            turn: 3,
+            call_id: ToolCallId::new("dsh-undo-3"),
+            view: ToolView {
+                title: "Undo turn 3".into(),
+                kind: Some(ToolKind::Edit),
+                locations: vec![FileLocation {
+                    path: "/work/src/main.rs".into(),
+                    line: Some(1),
+                }],
+                content: vec![ToolContent::Diff(FileDiff {
+                    path: "/work/src/main.rs".into(),
+                    old_text: Some("fn main() {}\n".into()),
+                    new_text: "fn main() { run() }\n".into(),
+                })],
+            },
+            summary: "The user undid the file changes of turn 3 with /undo: restored /work/src/main.rs.".into(),
+        },
     ]
 }
 

@@ -23,3 +23,4 @@ mod sdk;
 mod sessions;
 mod streaming;
 mod tools;
+mod undo;

@@ -44,6 +44,11 @@ pub const COMMANDS: &[Command] = &[
         hint: Some("model id"),
     },
     Command {
+        name: "undo",
+        description: "Put back the files the last turn changed (again: one more turn back)",
+        hint: None,
+    },
+    Command {
         name: "help",
         description: "List the commands",
         hint: None,
@@ -75,6 +80,8 @@ pub enum Invocation {
         /// The value asked for (empty: show the choices).
         value: String,
     },
+    /// `/undo`.
+    Undo,
     /// `/help`.
     Help,
 }
@@ -135,6 +142,7 @@ pub fn parse(content: &[UserContent]) -> Option<Invocation> {
             value: args.to_owned(),
         }),
         "help" => Some(Invocation::Help),
+        "undo" => Some(Invocation::Undo),
         _ => None,
     }
 }

@@ -339,11 +339,22 @@ fn plan_mode_reads_like_ask_and_changes_nothing() {
     assert_eq!(plan(Access::External), "deny");
     // An allow rule from an earlier mode does not open a change.
     assert_eq!(
-        check(Mode::Plan, "bash", exec("ls"), &[rule("bash", Some("ls"), true)]),
+        check(
+            Mode::Plan,
+            "bash",
+            exec("ls"),
+            &[rule("bash", Some("ls"), true)]
+        ),
         "deny"
     );
     let Decision::Deny(reason) = with_context(|ctx| {
-        decide(Mode::Plan, "edit", &Access::Write(vec!["/w/a".into()]), ctx, &[])
+        decide(
+            Mode::Plan,
+            "edit",
+            &Access::Write(vec!["/w/a".into()]),
+            ctx,
+            &[],
+        )
     }) else {
         unreachable!()
     };

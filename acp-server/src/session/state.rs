@@ -34,6 +34,9 @@ pub(crate) struct SessionState {
     /// Tokens in the context window at the last model call (the
     /// provider's usage, else dsh's estimate); unknown after a compaction.
     pub(crate) last_context: Option<u64>,
+    /// The turns' checkpoints, oldest first, and the turns undone since.
+    pub(crate) checkpoints: Vec<(u64, Vec<dsh_protocol::checkpoint::CheckpointFile>)>,
+    pub(crate) undone: HashSet<u64>,
     repair: Repair,
     projection: Projection,
 }
@@ -50,6 +53,8 @@ impl SessionState {
             history: History::default(),
             instructions: Default::default(),
             last_context: None,
+            checkpoints: Vec::new(),
+            undone: HashSet::new(),
             repair: Repair::default(),
             projection: Projection::default(),
         }
@@ -151,6 +156,12 @@ impl SessionState {
             }
             EventData::CompactionSummary { .. } | EventData::CompactionPrune { .. } => {
                 self.last_context = None;
+            }
+            EventData::Checkpoint { turn, files } => {
+                self.checkpoints.push((*turn, files.clone()));
+            }
+            EventData::Undo { turn, .. } => {
+                self.undone.insert(*turn);
             }
             _ => {}
         }

@@ -14,6 +14,8 @@ mod plan_mode;
 mod search;
 mod todo;
 
+pub(crate) use fs::open_regular;
+
 use std::path::{Path, PathBuf};
 
 use dsh_protocol::tool::{ToolContent, ToolKind, ToolOutcome, ToolView};

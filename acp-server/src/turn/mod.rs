@@ -10,6 +10,7 @@
 mod context;
 mod step;
 mod tools;
+mod undo;
 
 use std::sync::Arc;
 
@@ -36,6 +37,8 @@ struct Turn<'a> {
     number: u64,
     /// Paths the step's tools touched (for nested instructions).
     touched: std::sync::Mutex<Touched>,
+    /// What the turn's changes replaced ([`crate::checkpoint`]).
+    capture: Arc<std::sync::Mutex<crate::checkpoint::TurnCapture>>,
 }
 
 /// Paths tools of the running step worked on.
@@ -80,6 +83,7 @@ pub(crate) async fn run(
         frontend,
         number,
         touched: std::sync::Mutex::default(),
+        capture: Arc::default(),
     };
     let title = first.then(|| UserContent::title_of(&content)).flatten();
     match crate::context::commands::parse(&content) {
@@ -109,6 +113,11 @@ pub(crate) async fn run(
         }
         Some(Invocation::Set { key, value }) => {
             turn.set(key, &value)?;
+            Ok(StopReason::EndTurn)
+        }
+        Some(Invocation::Undo) => {
+            turn.undo().instrument(span).await?;
+            session.sync();
             Ok(StopReason::EndTurn)
         }
         Some(Invocation::Help) => {
@@ -194,16 +203,40 @@ impl Turn<'_> {
                 }),
             ),
         };
-        let recorded = self.record(EventData::TurnEnd {
-            turn: self.number,
-            stop,
-            error,
+        let checkpoint = self.checkpoint().await;
+        let recorded = checkpoint.and_then(|()| {
+            self.record(EventData::TurnEnd {
+                turn: self.number,
+                stop,
+                error,
+            })
         });
         self.session.sync();
         tracing::info!(?stop, "turn ended");
         let stop = outcome?;
         recorded?;
         Ok(stop)
+    }
+
+    /// Records what the turn's file changes replaced, if it made any.
+    /// Each changed file is read as the tools see it (through the editor
+    /// when it reads files for dsh).
+    async fn checkpoint(&self) -> Result<(), AgentError> {
+        let capture = std::mem::take(&mut *self.capture.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut files = Vec::new();
+        for (path, before, lost) in capture.take() {
+            let after = self.current(&path.display().to_string()).await.hash();
+            files.extend(crate::checkpoint::entry(&path, before, lost, after));
+        }
+        match crate::checkpoint::event(self.number, files) {
+            Some(event) => self.record(event).map(drop),
+            None => Ok(()),
+        }
+    }
+
+    /// The session's checkpoint store.
+    fn checkpoint_store(&self) -> crate::checkpoint::Store {
+        crate::checkpoint::Store::new(&self.config.home, self.session.id.as_str())
     }
 
     async fn steps(&self) -> Result<StopReason, AgentError> {

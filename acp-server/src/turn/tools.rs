@@ -204,6 +204,7 @@ impl Turn<'_> {
             if let Some(plan) = planned.submitted_plan() {
                 return self.submit_plan(call, planned, plan).await;
             }
+            let scan = self.before_change(planned).await;
             let mut outcome = tokio::select! {
                 biased;
                 outcome = tools::run(planned, &env) => outcome,
@@ -211,6 +212,9 @@ impl Turn<'_> {
                     ToolOutcome::failed(ErrorCode::ToolAborted, "Cancelled by the user while it ran; its effect is unknown.")
                 }
             };
+            if let Some(scan) = scan {
+                self.after_command(scan).await;
+            }
             if outcome.error.is_none() && planned.edits_files {
                 self.append_new_errors(planned, &mut outcome).await;
             }
@@ -219,6 +223,58 @@ impl Turn<'_> {
         }
         .instrument(span)
         .await
+    }
+
+    /// Before a call that may change files: what `write`/`edit` will
+    /// overwrite is kept; for a command, the workspace is scanned (the
+    /// scan is returned for [`Self::after_command`]).
+    async fn before_change(&self, planned: &Planned) -> Option<crate::checkpoint::Scan> {
+        match &planned.access {
+            Access::Write(paths) if planned.edits_files => {
+                for path in paths {
+                    let wanted = self
+                        .capture
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .wants(path);
+                    if !wanted {
+                        continue;
+                    }
+                    let now = self.current(&path.display().to_string()).await;
+                    let (capture, store, path) =
+                        (self.capture.clone(), self.checkpoint_store(), path.clone());
+                    let _ = tokio::task::spawn_blocking(move || {
+                        capture
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .keep(&store, &path, &now);
+                    })
+                    .await;
+                }
+                None
+            }
+            Access::Execute { .. } => {
+                let roots = self.session.roots.clone();
+                tokio::task::spawn_blocking(move || crate::checkpoint::Scan::of(&roots))
+                    .await
+                    .ok()
+            }
+            _ => None,
+        }
+    }
+
+    /// After a command: what it created, changed or removed.
+    async fn after_command(&self, before: crate::checkpoint::Scan) {
+        let capture = self.capture.clone();
+        let roots = self.session.roots.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            let after = crate::checkpoint::Scan::of(&roots);
+            capture
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .after_command(&before, &after);
+        })
+        .await;
     }
 
     /// `exit_plan_mode`: outside plan mode it is refused; in plan mode the

@@ -45,7 +45,7 @@ pub(super) fn not_regular(path: &Path, kind: &str) -> String {
 
 /// Opens a file for reading only if it is a regular file, without blocking
 /// on a FIFO that appeared in its place.
-pub(super) fn open_regular(path: &Path) -> Result<std::fs::File, String> {
+pub(crate) fn open_regular(path: &Path) -> Result<std::fs::File, String> {
     use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new()
         .read(true)

@@ -18,6 +18,8 @@
 
 mod change;
 mod disk;
+
+pub(crate) use disk::open_regular;
 mod read;
 
 use std::path::Path;

@@ -1,0 +1,417 @@
+//! Checkpoints: before a turn first changes a file, dsh keeps what the
+//! file was, so `/undo` can put it back.
+//!
+//! - `write` and `edit` name their file: its content is copied before the
+//!   tool runs (content-addressed, SHA-256, under
+//!   `$DSH_HOME/checkpoints/<session>/`, 0600 in a 0700 directory).
+//! - A command can change anything: the workspace is scanned (size and
+//!   mtime of every file `.gitignore` does not exclude, at most
+//!   [`MAX_SCAN_FILES`]) before and after it. Files it created are removed
+//!   by an undo; files it changed or deleted that dsh had not copied are
+//!   listed as not restorable (their earlier content was never read).
+//! - At the turn's end the `checkpoint` event records every changed file
+//!   with its hashes before and after.
+//!
+//! Caps: files over [`MAX_FILE`], or past [`MAX_TURN`] kept in one turn,
+//! are recorded but not kept; `/undo` then says so and changes nothing.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use dsh_protocol::checkpoint::CheckpointFile;
+use dsh_protocol::log::EventData;
+use sha2::Digest;
+
+/// The largest file whose earlier content is kept.
+pub const MAX_FILE: u64 = 8 * 1024 * 1024;
+/// The most a turn keeps, in all.
+pub const MAX_TURN: u64 = 64 * 1024 * 1024;
+/// The most files a scan looks at.
+pub const MAX_SCAN_FILES: usize = 50_000;
+
+/// A file as a checkpoint sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Snapshot {
+    /// It does not exist.
+    Missing,
+    /// Its content.
+    Content(Vec<u8>),
+    /// Not kept: why.
+    Unkept(String),
+}
+
+impl Snapshot {
+    /// Looks at `path` on disk (blocking): a regular file up to
+    /// [`MAX_FILE`] is read (opened non-blocking: a FIFO in its place
+    /// never hangs the turn); anything else is not kept.
+    pub fn on_disk(path: &Path) -> Snapshot {
+        match std::fs::metadata(path) {
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Snapshot::Missing,
+            Err(err) => return Snapshot::Unkept(format!("it could not be read ({err})")),
+            Ok(meta) if !meta.is_file() => {
+                return Snapshot::Unkept("it is not a regular file".to_owned())
+            }
+            Ok(meta) if meta.len() > MAX_FILE => {
+                return Snapshot::Unkept(format!(
+                    "it is {} bytes, over the {} MiB a checkpoint keeps of a file",
+                    meta.len(),
+                    MAX_FILE >> 20
+                ))
+            }
+            Ok(_) => {}
+        }
+        let read = crate::tools::open_regular(path).and_then(|file| {
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut std::io::Read::take(file, MAX_FILE + 1), &mut bytes)
+                .map_err(|err| err.to_string())?;
+            Ok(bytes)
+        });
+        match read {
+            Ok(bytes) if bytes.len() as u64 > MAX_FILE => {
+                Snapshot::Unkept("it grew past what a checkpoint keeps".to_owned())
+            }
+            Ok(bytes) => Snapshot::Content(bytes),
+            Err(err) => Snapshot::Unkept(err),
+        }
+    }
+
+    /// Its hash; `None` when missing or not kept.
+    pub fn hash(&self) -> Option<String> {
+        match self {
+            Snapshot::Content(bytes) => Some(hash(bytes)),
+            Snapshot::Missing | Snapshot::Unkept(_) => None,
+        }
+    }
+}
+
+/// SHA-256, hex.
+pub fn hash(bytes: &[u8]) -> String {
+    let digest = sha2::Sha256::digest(bytes);
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Where a session's kept contents live.
+#[derive(Debug, Clone)]
+pub struct Store {
+    dir: PathBuf,
+}
+
+impl Store {
+    /// The store of `session` under `home`.
+    pub fn new(home: &Path, session: &str) -> Store {
+        Store {
+            dir: home.join("checkpoints").join(session),
+        }
+    }
+
+    /// Keeps `bytes`; their hash.
+    ///
+    /// # Errors
+    /// The directory or file cannot be written.
+    pub fn put(&self, bytes: &[u8]) -> std::io::Result<String> {
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        let hash = hash(bytes);
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.dir)?;
+        let path = self.dir.join(&hash);
+        if path.exists() {
+            return Ok(hash);
+        }
+        let temp = self.dir.join(format!(".{hash}.{}", std::process::id()));
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&temp)
+            .and_then(|mut file| file.write_all(bytes))
+            .and_then(|()| std::fs::rename(&temp, &path));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&temp);
+        }
+        written.map(|()| hash)
+    }
+
+    /// A kept content.
+    ///
+    /// # Errors
+    /// It is gone or unreadable.
+    pub fn get(&self, hash: &str) -> std::io::Result<Vec<u8>> {
+        if !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(std::io::Error::other("not a checkpoint hash"));
+        }
+        std::fs::read(self.dir.join(hash))
+    }
+
+    /// Deletes the session's kept contents (with its log).
+    pub fn remove(&self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// What a scan saw of a file.
+type Seen = (u64, Option<SystemTime>);
+
+/// The workspace's files at one moment.
+#[derive(Debug, Default)]
+pub struct Scan {
+    files: HashMap<PathBuf, Seen>,
+    /// Files past [`MAX_SCAN_FILES`] were not looked at.
+    pub truncated: bool,
+}
+
+impl Scan {
+    /// Walks `roots` (honouring `.gitignore`; `.git` skipped).
+    pub fn of(roots: &[PathBuf]) -> Scan {
+        let mut scan = Scan::default();
+        for root in roots {
+            let walk = ignore::WalkBuilder::new(root)
+                .hidden(false)
+                .require_git(false)
+                .filter_entry(|entry| entry.file_name() != ".git")
+                .build();
+            for entry in walk.flatten() {
+                if scan.files.len() >= MAX_SCAN_FILES {
+                    scan.truncated = true;
+                    return scan;
+                }
+                if !entry.file_type().is_some_and(|kind| kind.is_file()) {
+                    continue;
+                }
+                if let Ok(meta) = entry.metadata() {
+                    scan.files
+                        .insert(entry.into_path(), (meta.len(), meta.modified().ok()));
+                }
+            }
+        }
+        scan
+    }
+
+    /// How many files it saw.
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    /// Whether it saw none.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+}
+
+/// What a turn changed so far.
+#[derive(Debug, Default)]
+pub struct TurnCapture {
+    files: BTreeMap<PathBuf, Captured>,
+    kept: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Captured {
+    before: Option<String>,
+    lost: Option<String>,
+}
+
+impl TurnCapture {
+    /// Whether `path`'s earlier content is still to be kept this turn.
+    pub fn wants(&self, path: &Path) -> bool {
+        !self.files.contains_key(path)
+    }
+
+    /// Before a tool writes `path` (blocking): keeps `now`, what the file
+    /// is now, once per turn.
+    pub fn keep(&mut self, store: &Store, path: &Path, now: &Snapshot) {
+        if !self.wants(path) {
+            return;
+        }
+        let captured = match now {
+            Snapshot::Missing => Captured {
+                before: None,
+                lost: None,
+            },
+            Snapshot::Unkept(why) => Captured {
+                before: None,
+                lost: Some(why.clone()),
+            },
+            Snapshot::Content(bytes) => {
+                let size = bytes.len() as u64;
+                if size > MAX_FILE || self.kept + size > MAX_TURN {
+                    Captured {
+                        before: Some(hash(bytes)),
+                        lost: Some(format!(
+                            "it was {size} bytes, over what a checkpoint keeps ({} MiB a file, {} MiB a turn)",
+                            MAX_FILE >> 20,
+                            MAX_TURN >> 20
+                        )),
+                    }
+                } else {
+                    match store.put(bytes) {
+                        Ok(hash) => {
+                            self.kept += size;
+                            Captured {
+                                before: Some(hash),
+                                lost: None,
+                            }
+                        }
+                        Err(err) => Captured {
+                            before: Some(hash(bytes)),
+                            lost: Some(format!("its earlier content could not be kept ({err})")),
+                        },
+                    }
+                }
+            }
+        };
+        self.files.insert(path.to_path_buf(), captured);
+    }
+
+    /// After a command: what it created, changed or removed, between two
+    /// scans.
+    pub fn after_command(&mut self, before: &Scan, after: &Scan) {
+        for (path, seen) in &after.files {
+            if self.files.contains_key(path) {
+                continue;
+            }
+            match before.files.get(path) {
+                None if !before.truncated => {
+                    self.files.insert(
+                        path.clone(),
+                        Captured {
+                            before: None,
+                            lost: None,
+                        },
+                    );
+                }
+                Some(old) if old != seen => self.lost_to_command(path),
+                _ => {}
+            }
+        }
+        for path in before.files.keys() {
+            if !after.files.contains_key(path) && !after.truncated {
+                self.lost_to_command(path);
+            }
+        }
+    }
+
+    fn lost_to_command(&mut self, path: &Path) {
+        self.files.entry(path.to_path_buf()).or_insert(Captured {
+            before: None,
+            lost: Some("a command changed it, and its earlier content was never read".to_owned()),
+        });
+    }
+
+    /// The files, for the turn's end: each with its hash before and why
+    /// it cannot be put back (if so).
+    pub fn take(self) -> Vec<(PathBuf, Option<String>, Option<String>)> {
+        self.files
+            .into_iter()
+            .map(|(path, captured)| (path, captured.before, captured.lost))
+            .collect()
+    }
+}
+
+/// The checkpoint entry of a file whose content is now `after` (its
+/// hash); `None` when the turn left it as it was.
+pub fn entry(
+    path: &Path,
+    before: Option<String>,
+    lost: Option<String>,
+    after: Option<String>,
+) -> Option<CheckpointFile> {
+    if lost.is_none() && after == before {
+        return None;
+    }
+    Some(CheckpointFile {
+        path: path.display().to_string(),
+        before,
+        after,
+        lost,
+    })
+}
+
+/// The `checkpoint` event, `None` without entries.
+pub fn event(turn: u64, files: Vec<CheckpointFile>) -> Option<EventData> {
+    (!files.is_empty()).then_some(EventData::Checkpoint { turn, files })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_turn_keeps_what_it_overwrote_and_notes_what_commands_did() {
+        let home = tempfile::tempdir().unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let root = work.path().canonicalize().unwrap();
+        std::fs::write(root.join("a.txt"), "one\n").unwrap();
+        std::fs::write(root.join("b.txt"), "bee\n").unwrap();
+        std::fs::write(root.join(".gitignore"), "target/\n").unwrap();
+        let store = Store::new(home.path(), "s1");
+        let mut capture = TurnCapture::default();
+        let keep = |capture: &mut TurnCapture, name: &str| {
+            let path = root.join(name);
+            capture.keep(&store, &path, &Snapshot::on_disk(&path));
+        };
+        keep(&mut capture, "a.txt");
+        std::fs::write(root.join("a.txt"), "two\n").unwrap();
+        keep(&mut capture, "a.txt"); // kept once
+        keep(&mut capture, "new.txt");
+        std::fs::write(root.join("new.txt"), "n\n").unwrap();
+        let before = Scan::of(std::slice::from_ref(&root));
+        std::fs::write(root.join("made.txt"), "m\n").unwrap();
+        std::fs::create_dir(root.join("target")).unwrap();
+        std::fs::write(root.join("target/out.o"), "o").unwrap();
+        std::fs::write(root.join("b.txt"), "changed by a command, longer\n").unwrap();
+        let after = Scan::of(std::slice::from_ref(&root));
+        capture.after_command(&before, &after);
+        let files: Vec<CheckpointFile> = capture
+            .take()
+            .into_iter()
+            .filter_map(|(path, before, lost)| {
+                entry(&path, before, lost, Snapshot::on_disk(&path).hash())
+            })
+            .collect();
+        let Some(EventData::Checkpoint { turn, files }) = event(3, files) else {
+            panic!("a checkpoint")
+        };
+        assert_eq!(turn, 3);
+        let by_name: HashMap<String, CheckpointFile> = files
+            .into_iter()
+            .map(|f| {
+                (
+                    Path::new(&f.path)
+                        .file_name()
+                        .unwrap()
+                        .to_string_lossy()
+                        .into_owned(),
+                    f,
+                )
+            })
+            .collect();
+        let mut names: Vec<&String> = by_name.keys().collect();
+        names.sort();
+        assert_eq!(
+            names,
+            ["a.txt", "b.txt", "made.txt", "new.txt"],
+            "ignored files are not scanned"
+        );
+        let a = &by_name["a.txt"];
+        assert_eq!(store.get(a.before.as_deref().unwrap()).unwrap(), b"one\n");
+        assert_eq!(a.after.as_deref(), Some(hash(b"two\n").as_str()));
+        assert!(a.restorable());
+        assert_eq!(by_name["new.txt"].before, None);
+        assert_eq!(by_name["made.txt"].before, None);
+        assert!(by_name["made.txt"].restorable());
+        assert!(!by_name["b.txt"].restorable());
+        use std::os::unix::fs::PermissionsExt;
+        let kept = home
+            .path()
+            .join("checkpoints/s1")
+            .join(a.before.as_deref().unwrap());
+        assert_eq!(
+            std::fs::metadata(kept).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+    }
+}

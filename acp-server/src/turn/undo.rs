@@ -1,0 +1,193 @@
+//! `/undo`: puts back the files the most recent turn with a checkpoint
+//! changed ([`crate::checkpoint`]), after checking that nobody changed
+//! them since; `/undo` again goes one more turn back. Files are written
+//! through the editor when it offers `fs/write_text_file` (its buffers and
+//! review list see the change), else on disk. The editor sees a tool call
+//! with a diff per file; the model is told with the next prompt.
+
+use std::path::Path;
+
+use dsh_protocol::checkpoint::CheckpointFile;
+use dsh_protocol::log::EventData;
+use dsh_protocol::tool::{FileDiff, FileLocation, ToolContent, ToolKind, ToolView};
+use dsh_protocol::ToolCallId;
+
+use super::Turn;
+use crate::checkpoint::{hash, Snapshot};
+use crate::error::AgentError;
+
+/// What a file is now: its text, `None` when it does not exist.
+type Now = Option<Vec<u8>>;
+
+impl Turn<'_> {
+    pub(super) async fn undo(&self) -> Result<(), AgentError> {
+        let target = {
+            let locked = self.session.locked();
+            let state = &locked.state;
+            state
+                .checkpoints
+                .iter()
+                .rev()
+                .find(|(turn, _)| !state.undone.contains(turn))
+                .cloned()
+        };
+        let Some((turn, files)) = target else {
+            return self.notice(
+                "Nothing to undo: no turn of this session changed files, or every change was undone already.",
+            );
+        };
+        if let Some(file) = files.iter().find(|file| !file.restorable()) {
+            return self.notice(&format!(
+                "Cannot undo turn {turn}: `{}` cannot be put back ({}). Nothing was changed.",
+                file.path,
+                file.lost
+                    .as_deref()
+                    .unwrap_or("its earlier content was not kept")
+            ));
+        }
+        let mut now = Vec::with_capacity(files.len());
+        for file in &files {
+            let snapshot = self.current(&file.path).await;
+            let content = match snapshot {
+                Snapshot::Content(bytes) => Some(bytes),
+                Snapshot::Missing => None,
+                Snapshot::Unkept(why) => {
+                    return self.notice(&format!(
+                        "Cannot undo turn {turn}: `{}`: {why}. Nothing was changed.",
+                        file.path
+                    ))
+                }
+            };
+            if content.as_deref().map(hash) != file.after {
+                return self.notice(&format!(
+                    "Cannot undo turn {turn}: `{}` changed after it (by you, the editor or a later command). Nothing was changed.",
+                    file.path
+                ));
+            }
+            now.push(content);
+        }
+        let mut view = ToolView {
+            title: format!("Undo turn {turn}"),
+            kind: Some(ToolKind::Edit),
+            ..ToolView::default()
+        };
+        let mut done = Vec::new();
+        for (file, now) in files.iter().zip(now) {
+            match self.restore(file, now).await {
+                Ok((line, content)) => {
+                    done.push(line);
+                    view.locations.push(FileLocation {
+                        path: file.path.clone(),
+                        line: Some(1),
+                    });
+                    view.content.push(content);
+                }
+                Err(message) => {
+                    done.push(format!("could not put back {}: {message}", file.path));
+                    view.content.push(ToolContent::Text {
+                        text: format!("Could not put back {}: {message}", file.path),
+                    });
+                }
+            }
+        }
+        let summary = format!(
+            "The user undid the file changes of turn {turn} with /undo: {}. Those files are as they were before that turn; do not assume the reverted changes are there.",
+            done.join("; ")
+        );
+        self.record(EventData::Undo {
+            turn,
+            call_id: ToolCallId::new(format!("dsh-undo-{turn}")),
+            view,
+            summary,
+        })
+        .map(drop)
+    }
+
+    /// A file as the tools see it: through the editor when it reads files
+    /// for dsh (unsaved changes included), else on disk. The disk is
+    /// looked at first either way: what is not a small regular file is not
+    /// read at all.
+    pub(super) async fn current(&self, path: &str) -> Snapshot {
+        let owned = std::path::PathBuf::from(path);
+        let disk = tokio::task::spawn_blocking(move || Snapshot::on_disk(&owned))
+            .await
+            .unwrap_or_else(|err| Snapshot::Unkept(err.to_string()));
+        if matches!(disk, Snapshot::Unkept(_)) || !self.frontend.caps().read_text_file {
+            return disk;
+        }
+        match self.frontend.read_text_file(Path::new(path)).await {
+            Ok(text) if text.len() as u64 <= crate::checkpoint::MAX_FILE => {
+                Snapshot::Content(text.into_bytes())
+            }
+            Ok(_) => {
+                Snapshot::Unkept("the editor's copy is over what a checkpoint keeps".to_owned())
+            }
+            Err(_) => disk,
+        }
+    }
+
+    /// Puts one file back; a line for the model and the editor's content.
+    async fn restore(
+        &self,
+        file: &CheckpointFile,
+        now: Now,
+    ) -> Result<(String, ToolContent), String> {
+        let path = file.path.clone();
+        let Some(before) = &file.before else {
+            // The turn created it.
+            let removed = path.clone();
+            tokio::task::spawn_blocking(move || std::fs::remove_file(removed))
+                .await
+                .map_err(|err| err.to_string())?
+                .or_else(|err| {
+                    if err.kind() == std::io::ErrorKind::NotFound {
+                        Ok(())
+                    } else {
+                        Err(err)
+                    }
+                })
+                .map_err(|err| err.to_string())?;
+            return Ok((
+                format!("removed {path} (the turn created it)"),
+                ToolContent::Text {
+                    text: format!("Removed {path} (the turn created it)."),
+                },
+            ));
+        };
+        let store = self.checkpoint_store();
+        let hash = before.clone();
+        let bytes = tokio::task::spawn_blocking(move || store.get(&hash))
+            .await
+            .map_err(|err| err.to_string())?
+            .map_err(|err| format!("its kept content is gone ({err})"))?;
+        let text = String::from_utf8(bytes.clone()).ok();
+        let through_editor = self.frontend.caps().write_text_file && text.is_some();
+        if through_editor {
+            self.frontend
+                .write_text_file(Path::new(&path), text.clone().unwrap_or_default())
+                .await?;
+        } else {
+            let target = path.clone();
+            tokio::task::spawn_blocking(move || std::fs::write(target, bytes))
+                .await
+                .map_err(|err| err.to_string())?
+                .map_err(|err| err.to_string())?;
+        }
+        let line = if now.is_none() {
+            format!("restored {path} (the turn deleted it)")
+        } else {
+            format!("restored {path}")
+        };
+        let content = match (text, now.and_then(|now| String::from_utf8(now).ok())) {
+            (Some(new_text), old_text) => ToolContent::Diff(FileDiff {
+                path: path.clone(),
+                old_text,
+                new_text,
+            }),
+            (None, _) => ToolContent::Text {
+                text: format!("Restored {path} (binary)."),
+            },
+        };
+        Ok((line, content))
+    }
+}

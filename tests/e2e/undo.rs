@@ -1,0 +1,187 @@
+//! Checkpoints and `/undo`, over ACP with the scripted model.
+
+use agent_client_protocol::v1::schema::{PermissionOptionKind, SessionUpdate, ToolCallContent};
+use serde_json::json;
+
+use crate::support::*;
+
+fn edit_hello() -> serde_json::Value {
+    call(
+        "e1",
+        "edit",
+        json!({"file_path": "hello.txt", "old_string": "hello", "new_string": "bye"}),
+    )
+}
+
+fn undo_diffs(conn: &Conn) -> Vec<(String, Option<String>, String)> {
+    conn.updates()
+        .iter()
+        .filter_map(|n| match &n.update {
+            SessionUpdate::ToolCallUpdate(update)
+                if update.tool_call_id.0.starts_with("dsh-undo-") =>
+            {
+                update.fields.content.clone()
+            }
+            _ => None,
+        })
+        .flatten()
+        .filter_map(|content| match content {
+            ToolCallContent::Diff(diff) => Some((
+                diff.path
+                    .file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned(),
+                diff.old_text.clone(),
+                diff.new_text.clone(),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn undo_puts_back_an_edit_and_removes_a_file_a_command_made_even_after_a_reload() {
+    let env = TestEnv::new().await;
+    let cwd = env.cwd();
+    env.mock.push_json(calls(&[
+        (
+            "e1",
+            "edit",
+            json!({"file_path": "hello.txt", "old_string": "hello", "new_string": "bye"}),
+        ),
+        (
+            "b1",
+            "bash",
+            json!({"command": "echo made > made.txt", "description": "make a file"}),
+        ),
+    ]));
+    env.mock.push_json(reply("Changed."));
+    let conn = env.connect().await;
+    conn.initialize().await;
+    let session = conn.start(&cwd).await;
+    conn.set_mode(&session, "full-access").await;
+    conn.prompt(&session, "change things").await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(cwd.join("hello.txt")).unwrap(),
+        "bye\n"
+    );
+    assert!(cwd.join("made.txt").exists());
+    let checkpoint = env
+        .log_events(&session)
+        .into_iter()
+        .find(|e| e["type"] == "checkpoint")
+        .expect("a checkpoint event");
+    assert_eq!(checkpoint["data"]["files"].as_array().unwrap().len(), 2);
+    conn.finish().await;
+
+    // A new process loads the session and undoes the turn.
+    let conn = env.connect().await;
+    conn.initialize().await;
+    conn.load(&session, &cwd).await;
+    conn.clear_updates();
+    conn.prompt(&session, "/undo").await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(cwd.join("hello.txt")).unwrap(),
+        "hello\n"
+    );
+    assert!(!cwd.join("made.txt").exists());
+    assert_eq!(
+        undo_diffs(&conn),
+        [(
+            "hello.txt".to_owned(),
+            Some("bye\n".to_owned()),
+            "hello\n".to_owned()
+        )]
+    );
+    // Nothing more to undo.
+    conn.clear_updates();
+    conn.prompt(&session, "/undo").await.unwrap();
+    assert!(chunk_text(&conn.updates(), false).contains("Nothing to undo"));
+    // The model hears of it with the next prompt.
+    env.mock.push_json(reply("Understood."));
+    conn.prompt(&session, "what now?").await.unwrap();
+    let last = env.mock.requests().pop().unwrap()["messages"].to_string();
+    assert!(last.contains("undid the file changes of turn 1"), "{last}");
+    let frames = conn.finish().await;
+    validate_frames(&frames);
+}
+
+#[tokio::test]
+async fn undo_refuses_when_a_file_changed_after_the_turn_and_goes_back_one_turn_at_a_time() {
+    let env = TestEnv::new().await;
+    let cwd = env.cwd();
+    env.mock.push_json(edit_hello());
+    env.mock.push_json(reply("One."));
+    env.mock.push_json(call(
+        "e2",
+        "edit",
+        json!({"file_path": "hello.txt", "old_string": "bye", "new_string": "ciao"}),
+    ));
+    env.mock.push_json(reply("Two."));
+    let conn = env.connect().await;
+    conn.initialize().await;
+    let session = conn.start(&cwd).await;
+    conn.set_mode(&session, "accept-edits").await;
+    conn.prompt(&session, "one").await.unwrap();
+    conn.prompt(&session, "two").await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(cwd.join("hello.txt")).unwrap(),
+        "ciao\n"
+    );
+
+    // The user changed the file since: nothing is touched.
+    std::fs::write(cwd.join("hello.txt"), "mine\n").unwrap();
+    conn.clear_updates();
+    conn.prompt(&session, "/undo").await.unwrap();
+    let said = chunk_text(&conn.updates(), false);
+    assert!(
+        said.contains("changed after it") && said.contains("hello.txt"),
+        "{said}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(cwd.join("hello.txt")).unwrap(),
+        "mine\n"
+    );
+
+    // Put back what turn 2 left: undo goes to "bye", then to "hello".
+    std::fs::write(cwd.join("hello.txt"), "ciao\n").unwrap();
+    conn.prompt(&session, "/undo").await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(cwd.join("hello.txt")).unwrap(),
+        "bye\n"
+    );
+    conn.prompt(&session, "/undo").await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(cwd.join("hello.txt")).unwrap(),
+        "hello\n"
+    );
+    conn.finish().await;
+}
+
+#[tokio::test]
+async fn undo_writes_through_the_editor_when_it_offers_its_file_system() {
+    let env = TestEnv::new().await;
+    let cwd = env.cwd();
+    env.mock.push_json(edit_hello());
+    env.mock.push_json(reply("Edited."));
+    let sim = ClientSim::new(true, false);
+    sim.answer(Answer::Select(PermissionOptionKind::AllowOnce));
+    let conn = env.connect_with(sim.clone()).await;
+    conn.initialize().await;
+    let session = conn.start(&cwd).await;
+    conn.prompt(&session, "edit").await.unwrap();
+    let path = cwd.join("hello.txt").canonicalize().unwrap();
+    assert_eq!(
+        sim.buffers.lock().unwrap().get(&path).map(String::as_str),
+        Some("bye\n")
+    );
+    conn.prompt(&session, "/undo").await.unwrap();
+    let writes = sim.writes.lock().unwrap().clone();
+    assert_eq!(
+        writes.last().unwrap(),
+        &(path.clone(), "hello\n".to_owned())
+    );
+    assert!(sim.violations.lock().unwrap().is_empty());
+    conn.finish().await;
+}
