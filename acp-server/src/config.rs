@@ -134,6 +134,9 @@ pub struct RawConfig {
     /// Session settings.
     #[serde(default)]
     pub session: RawSession,
+    /// Session titles.
+    #[serde(default)]
+    pub titles: RawTitles,
     /// Language servers.
     #[serde(default)]
     pub lsp: dsh_lsp_bridge::BridgeSettings,
@@ -209,6 +212,17 @@ pub struct RawSession {
     pub max_image_bytes: Option<usize>,
 }
 
+/// `[titles]`: session titles.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTitles {
+    /// Ask the model for a title during the first turn (default: yes, but
+    /// not with the replay provider).
+    pub from_model: Option<bool>,
+    /// The longest title accepted from the model, bytes (default 80).
+    pub max_title_bytes: Option<usize>,
+}
+
 /// Validated configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -238,6 +252,10 @@ pub struct Config {
     pub default_mode: crate::permission::Mode,
     /// `session/list` page size.
     pub list_page_size: usize,
+    /// Ask the model for a title during the first turn.
+    pub model_titles: bool,
+    /// The longest title accepted from the model, bytes.
+    pub max_title_bytes: usize,
     /// Model calls per turn.
     pub max_steps: u64,
     /// Largest accepted image, bytes.
@@ -422,6 +440,11 @@ impl Config {
             default_thought_level: raw.default_thought_level.unwrap_or(ThoughtLevel::High),
             default_mode,
             list_page_size: raw.session.list_page_size.unwrap_or(50).max(1),
+            model_titles: raw
+                .titles
+                .from_model
+                .unwrap_or(provider != ProviderKind::Replay),
+            max_title_bytes: raw.titles.max_title_bytes.unwrap_or(80).max(8),
             max_steps: raw.session.max_steps.unwrap_or(100).max(1),
             max_image_bytes: raw.session.max_image_bytes.unwrap_or(20 * 1024 * 1024),
             lsp: raw.lsp,

@@ -59,7 +59,7 @@ impl Projection {
     ) -> Vec<AgentUpdate> {
         let replay = delivery == Delivery::Replay;
         match &event.data {
-            EventData::Title { title } => vec![AgentUpdate::Title(title.clone())],
+            EventData::Title { title, .. } => vec![AgentUpdate::Title(title.clone())],
             EventData::UserMessage { content, .. } if replay => content
                 .iter()
                 .cloned()

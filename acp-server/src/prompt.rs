@@ -7,6 +7,27 @@ use dsh_protocol::log::SessionHeader;
 
 use crate::permission::Mode;
 
+/// The system prompt of the side request that names a session.
+pub const TITLE_PROMPT: &str = "You name coding sessions. Reply with a title for the session the user's first message below starts: at most six words, in the message's language, no quotes, no final punctuation, nothing else.";
+
+/// The model's answer as a title: its first non-empty line without
+/// quotes, heading marks or a final full stop; `None` when empty or over
+/// `max_bytes`.
+pub fn clean_title(answer: &str, max_bytes: usize) -> Option<String> {
+    let line = answer
+        .lines()
+        .map(str::trim)
+        .find(|line| !line.is_empty())?;
+    let title = line
+        .trim_start_matches('#')
+        .trim()
+        .trim_matches(|c| matches!(c, '"' | '\'' | '`' | '*' | '“' | '”'))
+        .trim_end_matches('.')
+        .trim();
+    let title = dsh_protocol::content::visible_title(title, 200);
+    (!title.is_empty() && title.len() <= max_bytes).then_some(title)
+}
+
 /// What plan mode adds to the system prompt.
 const PLAN_MODE: &str = "\n# Plan mode\n\
 Plan mode is on: the user wants a plan before any change. Study the code with the \

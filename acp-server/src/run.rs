@@ -147,6 +147,17 @@ struct Seen {
     titles: std::collections::HashMap<String, String>,
 }
 
+impl Seen {
+    fn add(&mut self, usage: Option<&Usage>) {
+        if let Some(usage) = usage {
+            self.usage.input_tokens += usage.input_tokens;
+            self.usage.output_tokens += usage.output_tokens;
+            self.usage.cache_read_tokens += usage.cache_read_tokens;
+            self.usage.reasoning_tokens += usage.reasoning_tokens;
+        }
+    }
+}
+
 /// The front end: stderr for people, stdout for the result.
 struct RunFrontend {
     approve: Approvals,
@@ -212,13 +223,10 @@ impl Frontend for RunFrontend {
                 if !text.is_empty() {
                     seen.text.clone_from(text);
                 }
-                if let Some(usage) = usage {
-                    seen.usage.input_tokens += usage.input_tokens;
-                    seen.usage.output_tokens += usage.output_tokens;
-                    seen.usage.cache_read_tokens += usage.cache_read_tokens;
-                    seen.usage.reasoning_tokens += usage.reasoning_tokens;
-                }
+                seen.add(usage.as_ref());
             }
+            // The side request that named the session counts too.
+            EventData::Title { usage, .. } => self.seen().add(usage.as_ref()),
             EventData::ToolResult {
                 call_id,
                 error: Some(error),

@@ -251,6 +251,10 @@ pub enum EventData {
     Title {
         /// Title text.
         title: String,
+        /// What the model call that wrote it used (a title from the
+        /// model; none for the first-prompt fallback).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<Usage>,
     },
     /// A user prompt.
     #[serde(rename = "user/message")]

@@ -86,6 +86,7 @@ fn samples() -> Vec<EventData> {
         },
         EventData::Title {
             title: "Fix the bug".into(),
+            usage: None,
         },
         EventData::UserMessage {
             turn: 1,

@@ -373,7 +373,10 @@ async fn slash_commands_are_offered_and_compact_runs_on_demand() {
         .iter()
         .map(|c| c.name.as_str())
         .collect();
-    assert_eq!(names, ["compact", "init", "plan", "mode", "model", "undo", "help"]);
+    assert_eq!(
+        names,
+        ["compact", "init", "plan", "mode", "model", "undo", "help"]
+    );
     conn.prompt(&session, "first").await.unwrap();
     conn.prompt(&session, "second").await.unwrap();
     conn.clear_updates();

@@ -22,5 +22,6 @@ mod run;
 mod sdk;
 mod sessions;
 mod streaming;
+mod titles;
 mod tools;
 mod undo;

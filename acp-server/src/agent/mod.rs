@@ -418,7 +418,8 @@ impl Agent {
         tokio::task::spawn_blocking(dsh_process::give_back_free_memory);
     }
 
-    /// `session/delete`: closes the session if open and removes its log.
+    /// `session/delete`: closes the session if open and removes its log
+    /// and its checkpoints.
     ///
     /// # Errors
     /// Unknown or locked session, or the file cannot be removed.
@@ -428,8 +429,14 @@ impl Agent {
             self.close_session(id).await?;
         }
         let store = self.store.clone();
+        let checkpoints = crate::checkpoint::Store::new(&self.config.home, id);
         let id = id.to_owned();
-        blocking(move || store.delete(&id)).await
+        blocking(move || {
+            store.delete(&id)?;
+            checkpoints.remove();
+            Ok(())
+        })
+        .await
     }
 
     /// `session/list`: newest first, optionally only sessions whose cwd is

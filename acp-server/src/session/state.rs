@@ -126,7 +126,7 @@ impl SessionState {
         match &event.data {
             EventData::Config { key, value } => self.settings.apply(*key, value, config),
             EventData::PermissionRule(rule) => self.rules.push(rule.clone()),
-            EventData::Title { title } => self.title = Some(title.clone()),
+            EventData::Title { title, .. } => self.title = Some(title.clone()),
             EventData::TurnStart { turn } => self.turns = self.turns.max(*turn),
             EventData::AssistantMessage {
                 tool_calls,

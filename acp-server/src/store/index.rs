@@ -183,8 +183,9 @@ impl Index {
     }
 }
 
-/// Reads a log's header and the title (the first `session/title` in its
-/// first 64 KiB), a line at a time, stopping at the title.
+/// Reads a log's header and the title, a line at a time within its first
+/// 64 KiB: the last `session/title` of the first turn (the first prompt's,
+/// then the model's when it wrote one), stopping at that turn's end.
 fn summarize(path: &Path) -> Result<(SessionHeader, Option<String>), String> {
     let file = std::fs::File::open(path).map_err(|err| err.to_string())?;
     let mut reader = BufReader::with_capacity(8 * 1024, file.take(TITLE_WINDOW));
@@ -194,21 +195,25 @@ fn summarize(path: &Path) -> Result<(SessionHeader, Option<String>), String> {
         .map_err(|err| err.to_string())?;
     let header: SessionHeader =
         serde_json::from_slice(&line).map_err(|err| format!("bad header: {err}"))?;
+    let mut found = None;
     loop {
         line.clear();
         match reader.read_until(b'\n', &mut line) {
-            Ok(0) | Err(_) => return Ok((header, None)),
+            Ok(0) | Err(_) => return Ok((header, found)),
             Ok(_) => {}
+        }
+        if found.is_some() && memfind(&line, b"\"turn/end\"") {
+            return Ok((header, found));
         }
         if !memfind(&line, b"\"session/title\"") {
             continue;
         }
         if let Ok(Event {
-            data: EventData::Title { title },
+            data: EventData::Title { title, .. },
             ..
         }) = serde_json::from_slice::<Event>(&line)
         {
-            return Ok((header, Some(title)));
+            found = Some(title);
         }
     }
 }
@@ -238,6 +243,7 @@ mod tests {
                 ignorable: false,
                 data: EventData::Title {
                     title: title.to_owned(),
+                    usage: None,
                 },
             };
             text += &(serde_json::to_string(&event).unwrap() + "\n");

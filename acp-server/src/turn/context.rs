@@ -215,7 +215,7 @@ impl Turn<'_> {
             session_id: self.session.id.to_string(),
         };
         let summary = match self.generate(&request).await {
-            Ok(Some(summary)) if !summary.trim().is_empty() => summary,
+            Ok(Some((summary, _))) if !summary.trim().is_empty() => summary,
             Ok(Some(_)) => {
                 self.compaction_failed(
                     &call_id,
@@ -263,8 +263,11 @@ impl Turn<'_> {
     }
 
     /// One model call whose text is the answer (not streamed to the
-    /// editor). `None` when cancelled.
-    async fn generate(&self, request: &ModelRequest) -> Result<Option<String>, ModelError> {
+    /// editor), with its usage. `None` when cancelled.
+    pub(super) async fn generate(
+        &self,
+        request: &ModelRequest,
+    ) -> Result<Option<(String, Option<dsh_protocol::model::Usage>)>, ModelError> {
         let started = start_with_retry(
             &self.provider,
             request,
@@ -276,7 +279,7 @@ impl Turn<'_> {
         let Started::Stream(mut stream) = started else {
             return Ok(None);
         };
-        let mut text = String::new();
+        let (mut text, mut usage) = (String::new(), None);
         loop {
             let next = tokio::select! {
                 biased;
@@ -285,7 +288,8 @@ impl Turn<'_> {
             };
             match next {
                 Some(Ok(StreamEvent::TextDelta(delta))) => text.push_str(&delta),
-                Some(Ok(StreamEvent::Finish(_))) => return Ok(Some(text)),
+                Some(Ok(StreamEvent::Usage(used))) => usage = Some(used),
+                Some(Ok(StreamEvent::Finish(_))) => return Ok(Some((text, usage))),
                 Some(Ok(_)) => {}
                 Some(Err(error)) => return Err(error),
                 None => {

@@ -167,12 +167,22 @@ impl Turn<'_> {
     ) -> Result<StopReason, AgentError> {
         // The prompt first, then the title taken from it: the order the
         // editor sees them live (it shows its own prompt at once).
+        let first_prompt = title.as_ref().map(|_| {
+            content
+                .iter()
+                .filter_map(|block| match block {
+                    UserContent::Text { text } => Some(text.as_str()),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        });
         self.record(EventData::UserMessage {
             turn: self.number,
             content,
         })?;
         if let Some(title) = title {
-            self.record(EventData::Title { title })?;
+            self.record(EventData::Title { title, usage: None })?;
         }
         self.instructions_at_start().await?;
         self.record(EventData::TurnStart { turn: self.number })?;
@@ -180,18 +190,40 @@ impl Turn<'_> {
         // other failure, and leaves the session usable.
         let outcome = {
             use futures::FutureExt as _;
-            std::panic::AssertUnwindSafe(self.steps())
-                .catch_unwind()
-                .await
-                .unwrap_or_else(|payload| {
-                    let detail = format!(
-                        "session {} turn {}: {}",
-                        self.session.id,
-                        self.number,
-                        AgentError::panic_message(payload.as_ref())
-                    );
-                    Err(AgentError::bug("turn", &detail))
-                })
+            let steps = std::panic::AssertUnwindSafe(self.steps()).catch_unwind();
+            // The model's title is asked for beside the first turn's steps
+            // and recorded when it comes; if the steps end first it is
+            // dropped (the turn's answer never waits for it).
+            let naming = async {
+                match first_prompt.filter(|_| self.config.model_titles) {
+                    Some(prompt) => self.model_title(&prompt).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::pin!(steps, naming);
+            let mut named = false;
+            let outcome = loop {
+                tokio::select! {
+                    outcome = &mut steps => break outcome,
+                    title = &mut naming, if !named => {
+                        named = true;
+                        if let Some((title, usage)) = title {
+                            if let Err(error) = self.record(EventData::Title { title, usage }) {
+                                tracing::warn!(%error, "the model's title was not recorded");
+                            }
+                        }
+                    }
+                }
+            };
+            outcome.unwrap_or_else(|payload| {
+                let detail = format!(
+                    "session {} turn {}: {}",
+                    self.session.id,
+                    self.number,
+                    AgentError::panic_message(payload.as_ref())
+                );
+                Err(AgentError::bug("turn", &detail))
+            })
         };
         let (stop, error) = match &outcome {
             Ok(stop) => (Some(*stop), None),
@@ -231,6 +263,40 @@ impl Turn<'_> {
         match crate::checkpoint::event(self.number, files) {
             Some(event) => self.record(event).map(drop),
             None => Ok(()),
+        }
+    }
+
+    /// A title from the model for a session that starts with `prompt`:
+    /// one short side request; `None` when it fails or the answer is empty
+    /// or too long (the first prompt's line stays the title).
+    async fn model_title(
+        &self,
+        prompt: &str,
+    ) -> Option<(String, Option<dsh_protocol::model::Usage>)> {
+        let model_id = self.session.locked().state.settings.model.clone();
+        let mut model = self.config.model(&model_id).cloned()?;
+        model.max_tokens = Some(32);
+        let request = crate::model::ModelRequest {
+            model,
+            thought_level: crate::config::ThoughtLevel::Off,
+            system: crate::prompt::TITLE_PROMPT.to_owned(),
+            messages: vec![Arc::new(dsh_protocol::model::ChatMessage::User(vec![
+                UserContent::text(dsh_protocol::content::head_bytes(prompt, 2000)),
+            ]))],
+            tools: Vec::new(),
+            session_id: self.session.id.to_string(),
+        };
+        match self.generate(&request).await {
+            Ok(Some((text, usage))) => {
+                let title = crate::prompt::clean_title(&text, self.config.max_title_bytes)?;
+                tracing::debug!(%title, "the model named the session");
+                Some((title, usage))
+            }
+            Ok(None) => None,
+            Err(error) => {
+                tracing::debug!(code = %error.code, "no title from the model: {}", error.message);
+                None
+            }
         }
     }
 

@@ -26,6 +26,10 @@ struct State {
     arrivals: Vec<std::time::Instant>,
     /// Keep no request bodies or heads (long soaks).
     forget: bool,
+    /// Answers to title requests (side requests that name a session),
+    /// kept apart from the scripted conversation, and those requests.
+    titles: VecDeque<ScriptEntry>,
+    title_requests: Vec<serde_json::Value>,
 }
 
 /// A running mock server; it stops when dropped.
@@ -88,6 +92,17 @@ impl MockModel {
     }
 
     /// Request bodies received so far.
+    /// Queues the answer to the next title request.
+    pub fn push_title(&self, value: serde_json::Value) {
+        let entry = serde_json::from_value(value).expect("a script entry");
+        self.state.lock().unwrap().titles.push_back(entry);
+    }
+
+    /// The title requests received.
+    pub fn title_requests(&self) -> Vec<serde_json::Value> {
+        self.state.lock().unwrap().title_requests.clone()
+    }
+
     pub fn requests(&self) -> Vec<serde_json::Value> {
         self.state.lock().unwrap().requests.clone()
     }
@@ -178,14 +193,22 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>) {
         .and_then(|m| m["content"].as_str())
         .unwrap_or("")
         .to_owned();
+    let naming = body["messages"][0]["content"]
+        .as_str()
+        .is_some_and(|system| system.starts_with("You name coding sessions"));
     let entry = {
         let mut state = state.lock().unwrap();
         state.arrivals.push(std::time::Instant::now());
-        if !state.forget {
-            state.requests.push(body);
-            state.headers.push(head);
+        if naming {
+            state.title_requests.push(body);
+            state.titles.pop_front()
+        } else {
+            if !state.forget {
+                state.requests.push(body);
+                state.headers.push(head);
+            }
+            state.queue.pop_front()
         }
-        state.queue.pop_front()
     };
     let Some(entry) = entry else {
         let body = r#"{"error":{"message":"mock model: no scripted response left"}}"#;

@@ -123,8 +123,15 @@ impl TestEnv {
         let home = tempfile::tempdir().expect("tempdir");
         let workspace = tempfile::tempdir().expect("tempdir");
         std::fs::write(workspace.path().join("hello.txt"), "hello\n").unwrap();
+        // Titles from the model are off unless a test asks for them: the
+        // side request would race the scripted conversation.
+        let titles = if extra.contains("[titles]") {
+            ""
+        } else {
+            "[titles]\nfrom_model = false\n"
+        };
         let config = format!(
-            "[provider]\nkind = \"deepseek\"\nstream_idle_timeout_ms = {idle_ms}\nrequest_timeout_ms = {request_ms}\nmax_retries = 3\nretry_initial_delay_ms = 10\nretry_max_delay_ms = 300\n{extra}\n"
+            "{titles}[provider]\nkind = \"deepseek\"\nstream_idle_timeout_ms = {idle_ms}\nrequest_timeout_ms = {request_ms}\nmax_retries = 3\nretry_initial_delay_ms = 10\nretry_max_delay_ms = 300\n{extra}\n"
         );
         std::fs::write(home.path().join("config.toml"), config).unwrap();
         TestEnv {

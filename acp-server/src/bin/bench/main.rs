@@ -8,6 +8,7 @@
 //! ./target/release/dsh-bench scale      # session/list, session/load, long turns
 //! ./target/release/dsh-bench soak [SESSIONS] [MINUTES]   # default 20 × 8
 //! ./target/release/dsh-bench lsp        # language servers
+//! ./target/release/dsh-bench checkpoint # the workspace scan and file copies of /undo
 //! ./target/release/dsh-bench sdk        # dsh sdk latency and cost, dsh run start to exit
 //! ```
 //!
@@ -16,6 +17,7 @@
 //! use (127.0.0.1 only).
 #![allow(clippy::print_stdout)]
 
+mod checkpoint;
 mod context;
 mod lsp;
 #[path = "../../../../tests/e2e/support/mock_model.rs"]
@@ -119,16 +121,18 @@ async fn main() {
             "load" => scale::load(&bench).await,
             "lsp" => lsp::lsp_rows(&bench.scratch).await,
             "sdk" => sdk::rows(&bench).await,
+            "checkpoint" => checkpoint::rows(&bench).await,
             "all" => {
                 start_rows(&bench).await;
                 stream::rows(&bench).await;
                 scale::rows(&bench).await;
                 context::rows(&bench).await;
                 sdk::rows(&bench).await;
+                checkpoint::rows(&bench).await;
                 lsp::lsp_rows(&bench.scratch).await;
             }
             other => {
-                panic!("unknown mode {other:?}: all, stream, stream-cost, scale, load, context, sdk, soak, lsp")
+                panic!("unknown mode {other:?}: all, stream, stream-cost, scale, load, context, sdk, checkpoint, soak, lsp")
             }
         }
     }
