@@ -111,22 +111,8 @@ pub async fn serve(
         caps: Arc::new(RwLock::new(ClientCaps::default())),
         backlog: backlog.clone(),
     };
-    let c = || ctx.clone();
-    let (c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13) = (
-        c(),
-        c(),
-        c(),
-        c(),
-        c(),
-        c(),
-        c(),
-        c(),
-        c(),
-        c(),
-        c(),
-        c(),
-        c(),
-    );
+    let [c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13] =
+        std::array::from_fn(|_| ctx.clone());
     let served = AgentRole
         .v1()
         .name("dsh")
