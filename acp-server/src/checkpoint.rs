@@ -30,6 +30,11 @@ pub const MAX_FILE: u64 = 8 * 1024 * 1024;
 pub const MAX_TURN: u64 = 64 * 1024 * 1024;
 /// The most files a scan looks at.
 pub const MAX_SCAN_FILES: usize = 50_000;
+/// Before a turn's first command, files up to this size are read and held
+/// (in memory, for the turn), in case a command changes them...
+pub const PRECOPY_FILE: u64 = 1024 * 1024;
+/// ... up to this much in all. Only what a command then changes is stored.
+pub const PRECOPY_TOTAL: u64 = 32 * 1024 * 1024;
 
 /// A file as a checkpoint sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -206,6 +211,10 @@ impl Scan {
 pub struct TurnCapture {
     files: BTreeMap<PathBuf, Captured>,
     kept: u64,
+    /// Files read before the turn's first command, in case a command
+    /// changes them: path → content.
+    candidates: HashMap<PathBuf, Vec<u8>>,
+    precopied: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -266,9 +275,36 @@ impl TurnCapture {
         self.files.insert(path.to_path_buf(), captured);
     }
 
+    /// Whether the turn has not yet kept the workspace's small files for
+    /// a command.
+    pub fn wants_precopy(&self) -> bool {
+        !self.precopied
+    }
+
+    /// Before the turn's first command (blocking): reads the small files
+    /// `scan` saw (each up to [`PRECOPY_FILE`], [`PRECOPY_TOTAL`] in all),
+    /// so a file a command changes or deletes can be put back; only those
+    /// are stored ([`Self::after_command`]).
+    pub fn precopy(&mut self, scan: &Scan) {
+        self.precopied = true;
+        let mut total = 0;
+        let mut paths: Vec<(&PathBuf, &Seen)> = scan.files.iter().collect();
+        paths.sort();
+        for (path, (size, _)) in paths {
+            if self.files.contains_key(path) || *size > PRECOPY_FILE || total + size > PRECOPY_TOTAL
+            {
+                continue;
+            }
+            if let Snapshot::Content(bytes) = Snapshot::on_disk(path) {
+                total += bytes.len() as u64;
+                self.candidates.insert(path.clone(), bytes);
+            }
+        }
+    }
+
     /// After a command: what it created, changed or removed, between two
-    /// scans.
-    pub fn after_command(&mut self, before: &Scan, after: &Scan) {
+    /// scans (the earlier contents of what it changed are stored now).
+    pub fn after_command(&mut self, store: &Store, before: &Scan, after: &Scan) {
         for (path, seen) in &after.files {
             if self.files.contains_key(path) {
                 continue;
@@ -283,22 +319,39 @@ impl TurnCapture {
                         },
                     );
                 }
-                Some(old) if old != seen => self.lost_to_command(path),
+                Some(old) if old != seen => self.changed_by_command(store, path),
                 _ => {}
             }
         }
         for path in before.files.keys() {
             if !after.files.contains_key(path) && !after.truncated {
-                self.lost_to_command(path);
+                self.changed_by_command(store, path);
             }
         }
     }
 
-    fn lost_to_command(&mut self, path: &Path) {
-        self.files.entry(path.to_path_buf()).or_insert(Captured {
-            before: None,
-            lost: Some("a command changed it, and its earlier content was never read".to_owned()),
-        });
+    fn changed_by_command(&mut self, store: &Store, path: &Path) {
+        if self.files.contains_key(path) {
+            return;
+        }
+        let captured = match self.candidates.get(path).map(|bytes| store.put(bytes)) {
+            Some(Ok(hash)) => Captured {
+                before: Some(hash),
+                lost: None,
+            },
+            Some(Err(err)) => Captured {
+                before: None,
+                lost: Some(format!("its earlier content could not be kept ({err})")),
+            },
+            None => Captured {
+                before: None,
+                lost: Some(
+                    "a command changed it, and its earlier content was not kept (it was over what a checkpoint reads before commands)"
+                        .to_owned(),
+                ),
+            },
+        };
+        self.files.insert(path.to_path_buf(), captured);
     }
 
     /// The files, for the turn's end: each with its hash before and why
@@ -359,12 +412,14 @@ mod tests {
         keep(&mut capture, "new.txt");
         std::fs::write(root.join("new.txt"), "n\n").unwrap();
         let before = Scan::of(std::slice::from_ref(&root));
+        assert!(capture.wants_precopy());
+        capture.precopy(&before);
         std::fs::write(root.join("made.txt"), "m\n").unwrap();
         std::fs::create_dir(root.join("target")).unwrap();
         std::fs::write(root.join("target/out.o"), "o").unwrap();
         std::fs::write(root.join("b.txt"), "changed by a command, longer\n").unwrap();
         let after = Scan::of(std::slice::from_ref(&root));
-        capture.after_command(&before, &after);
+        capture.after_command(&store, &before, &after);
         let files: Vec<CheckpointFile> = capture
             .take()
             .into_iter()
@@ -403,7 +458,9 @@ mod tests {
         assert_eq!(by_name["new.txt"].before, None);
         assert_eq!(by_name["made.txt"].before, None);
         assert!(by_name["made.txt"].restorable());
-        assert!(!by_name["b.txt"].restorable());
+        let b = &by_name["b.txt"];
+        assert!(b.restorable(), "read before the command");
+        assert_eq!(store.get(b.before.as_deref().unwrap()).unwrap(), b"bee\n");
         use std::os::unix::fs::PermissionsExt;
         let kept = home
             .path()
@@ -413,5 +470,55 @@ mod tests {
             std::fs::metadata(kept).unwrap().permissions().mode() & 0o777,
             0o600
         );
+    }
+}
+
+#[cfg(test)]
+mod precopy_tests {
+    use super::*;
+
+    #[test]
+    fn only_what_a_command_changed_is_stored() {
+        let home = tempfile::tempdir().unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let root = work.path().canonicalize().unwrap();
+        for name in ["a", "b", "c"] {
+            std::fs::write(root.join(name), name).unwrap();
+        }
+        let store = Store::new(home.path(), "s");
+        let mut capture = TurnCapture::default();
+        let before = Scan::of(std::slice::from_ref(&root));
+        capture.precopy(&before);
+        std::fs::remove_file(root.join("b")).unwrap();
+        let after = Scan::of(std::slice::from_ref(&root));
+        capture.after_command(&store, &before, &after);
+        let stored = std::fs::read_dir(home.path().join("checkpoints/s"))
+            .unwrap()
+            .count();
+        assert_eq!(stored, 1, "b only");
+        assert!(!capture.wants_precopy());
+    }
+}
+
+#[cfg(test)]
+mod limit_tests {
+    use super::*;
+
+    #[test]
+    fn a_file_too_large_to_keep_is_recorded_as_lost_with_the_reason() {
+        let home = tempfile::tempdir().unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let big = work.path().join("big.bin");
+        std::fs::File::create(&big)
+            .unwrap()
+            .set_len(MAX_FILE + 1)
+            .unwrap();
+        let store = Store::new(home.path(), "s");
+        let mut capture = TurnCapture::default();
+        capture.keep(&store, &big, &Snapshot::on_disk(&big));
+        let (_, before, lost) = capture.take().remove(0);
+        assert_eq!(before, None);
+        assert!(lost.unwrap().contains("over the 8 MiB"));
+        assert!(!home.path().join("checkpoints/s").exists(), "nothing stored");
     }
 }

@@ -41,9 +41,11 @@ fn undo_diffs(conn: &Conn) -> Vec<(String, Option<String>, String)> {
 }
 
 #[tokio::test]
-async fn undo_puts_back_an_edit_and_removes_a_file_a_command_made_even_after_a_reload() {
+async fn undo_puts_back_an_edit_and_what_a_command_did_even_after_a_reload() {
     let env = TestEnv::new().await;
     let cwd = env.cwd();
+    std::fs::write(cwd.join("gone.txt"), "bye-bye\n").unwrap();
+    std::fs::write(cwd.join("keep.txt"), "keep\n").unwrap();
     env.mock.push_json(calls(&[
         (
             "e1",
@@ -53,7 +55,7 @@ async fn undo_puts_back_an_edit_and_removes_a_file_a_command_made_even_after_a_r
         (
             "b1",
             "bash",
-            json!({"command": "echo made > made.txt", "description": "make a file"}),
+            json!({"command": "echo made > made.txt && rm gone.txt && echo more >> keep.txt", "description": "make, delete and change files"}),
         ),
     ]));
     env.mock.push_json(reply("Changed."));
@@ -72,7 +74,8 @@ async fn undo_puts_back_an_edit_and_removes_a_file_a_command_made_even_after_a_r
         .into_iter()
         .find(|e| e["type"] == "checkpoint")
         .expect("a checkpoint event");
-    assert_eq!(checkpoint["data"]["files"].as_array().unwrap().len(), 2);
+    assert_eq!(checkpoint["data"]["files"].as_array().unwrap().len(), 4);
+    assert!(!cwd.join("gone.txt").exists());
     conn.finish().await;
 
     // A new process loads the session and undoes the turn.
@@ -87,13 +90,37 @@ async fn undo_puts_back_an_edit_and_removes_a_file_a_command_made_even_after_a_r
     );
     assert!(!cwd.join("made.txt").exists());
     assert_eq!(
-        undo_diffs(&conn),
-        [(
-            "hello.txt".to_owned(),
-            Some("bye\n".to_owned()),
-            "hello\n".to_owned()
-        )]
+        std::fs::read_to_string(cwd.join("gone.txt")).unwrap(),
+        "bye-bye\n"
     );
+    assert_eq!(
+        std::fs::read_to_string(cwd.join("keep.txt")).unwrap(),
+        "keep\n"
+    );
+    let mut diffs = undo_diffs(&conn);
+    diffs.sort();
+    assert_eq!(
+        diffs,
+        [
+            ("gone.txt".to_owned(), None, "bye-bye\n".to_owned()),
+            (
+                "hello.txt".to_owned(),
+                Some("bye\n".to_owned()),
+                "hello\n".to_owned()
+            ),
+            (
+                "keep.txt".to_owned(),
+                Some("keep\nmore\n".to_owned()),
+                "keep\n".to_owned()
+            ),
+        ]
+    );
+    // Only what a checkpoint refers to is kept: the earlier hello.txt,
+    // gone.txt and keep.txt (the precopy's other files were dropped).
+    let kept = std::fs::read_dir(env.home.path().join("checkpoints").join(session.0.as_ref()))
+        .unwrap()
+        .count();
+    assert_eq!(kept, 3);
     // Nothing more to undo.
     conn.clear_updates();
     conn.prompt(&session, "/undo").await.unwrap();

@@ -255,9 +255,19 @@ impl Turn<'_> {
             }
             Access::Execute { .. } => {
                 let roots = self.session.roots.clone();
-                tokio::task::spawn_blocking(move || crate::checkpoint::Scan::of(&roots))
-                    .await
-                    .ok()
+                let capture = self.capture.clone();
+                tokio::task::spawn_blocking(move || {
+                    let scan = crate::checkpoint::Scan::of(&roots);
+                    // The turn's first command: its small files are read,
+                    // in case a command changes or deletes them.
+                    let mut capture = capture.lock().unwrap_or_else(|p| p.into_inner());
+                    if capture.wants_precopy() {
+                        capture.precopy(&scan);
+                    }
+                    scan
+                })
+                .await
+                .ok()
             }
             _ => None,
         }
@@ -267,12 +277,13 @@ impl Turn<'_> {
     async fn after_command(&self, before: crate::checkpoint::Scan) {
         let capture = self.capture.clone();
         let roots = self.session.roots.clone();
+        let store = self.checkpoint_store();
         let _ = tokio::task::spawn_blocking(move || {
             let after = crate::checkpoint::Scan::of(&roots);
             capture
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .after_command(&before, &after);
+                .after_command(&store, &before, &after);
         })
         .await;
     }
