@@ -519,6 +519,9 @@ mod limit_tests {
         let (_, before, lost) = capture.take().remove(0);
         assert_eq!(before, None);
         assert!(lost.unwrap().contains("over the 8 MiB"));
-        assert!(!home.path().join("checkpoints/s").exists(), "nothing stored");
+        assert!(
+            !home.path().join("checkpoints/s").exists(),
+            "nothing stored"
+        );
     }
 }
