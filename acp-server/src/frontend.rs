@@ -44,14 +44,6 @@ pub struct PermissionAsk {
     pub options: Vec<crate::permission::AnswerOption>,
 }
 
-impl PermissionAsk {
-    /// The outcome of the offered option `id`; `None` when `id` was not
-    /// offered.
-    pub fn answer(&self, id: &str) -> Option<PermissionOutcome> {
-        crate::permission::answer(&self.options, id)
-    }
-}
-
 /// How a client terminal run ended.
 #[derive(Debug, Clone, Default)]
 pub struct TerminalRun {

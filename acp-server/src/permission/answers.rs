@@ -70,12 +70,6 @@ impl Choices {
         }
         options
     }
-
-    /// The outcome of the offered option `id`; `None` when `id` was not
-    /// offered.
-    pub fn answer(&self, id: &str) -> Option<PermissionOutcome> {
-        answer(&self.options(), id)
-    }
 }
 
 /// The outcome of the option `id` among `options`; `None` when it is not
@@ -191,9 +185,9 @@ mod tests {
             remember: Remember::Never,
         };
         assert_eq!(ids(&never), ["allow_once", "reject_once"]);
-        assert_eq!(never.answer("allow_always"), None);
+        assert_eq!(answer(&never.options(), "allow_always"), None);
         assert_eq!(
-            never.answer("reject_once"),
+            answer(&never.options(), "reject_once"),
             Some(PermissionOutcome::RejectOnce)
         );
         let launch = Choices {
@@ -204,6 +198,6 @@ mod tests {
             ids(&launch),
             ["allow_always", "reject_once", "reject_always"]
         );
-        assert_eq!(launch.answer("allow_once"), None);
+        assert_eq!(answer(&launch.options(), "allow_once"), None);
     }
 }
