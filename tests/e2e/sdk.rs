@@ -22,6 +22,16 @@ fn logged(env: &TestEnv, session: &str) -> Vec<Value> {
         .collect()
 }
 
+/// Whether the log has a `turn/end` yet (read while dsh writes it: a line
+/// still being written is not one).
+fn turn_ended(env: &TestEnv, session: &str) -> bool {
+    std::fs::read_to_string(env.sessions_dir().join(format!("{session}.jsonl")))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .any(|e| e["type"] == "turn/end")
+}
+
 async fn new_session(client: &SdkClient, env: &TestEnv, extra: Value) -> String {
     let mut params = json!({"cwd": env.cwd()});
     for (key, value) in extra.as_object().unwrap() {
@@ -220,10 +230,7 @@ async fn a_subscriber_that_stops_reading_catches_up_from_the_log() {
         json!({"sessionId": session, "text": "flood"}),
     );
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while !logged(&env, &session)
-        .iter()
-        .any(|e| e["type"] == "turn/end")
-    {
+    while !turn_ended(&env, &session) {
         assert!(
             tokio::time::Instant::now() < deadline,
             "the turn was held up"
