@@ -152,6 +152,15 @@ pub struct RawConfig {
     /// Compaction of long conversations.
     #[serde(default)]
     pub compaction: crate::context::compaction::CompactionSettings,
+    /// The kernel sandbox for commands.
+    #[serde(default)]
+    pub sandbox: crate::sandbox::SandboxSettings,
+    /// Background jobs.
+    #[serde(default)]
+    pub jobs: crate::jobs::JobSettings,
+    /// `web_fetch` and `web_search`.
+    #[serde(default)]
+    pub web: crate::web::WebSettings,
 }
 
 /// `[env]`.
@@ -272,6 +281,12 @@ pub struct Config {
     pub instructions: crate::context::instructions::InstructionSettings,
     /// Compaction of long conversations.
     pub compaction: crate::context::compaction::CompactionSettings,
+    /// The kernel sandbox for commands.
+    pub sandbox: crate::sandbox::SandboxSettings,
+    /// Background jobs.
+    pub jobs: crate::jobs::JobSettings,
+    /// `web_fetch` and `web_search`.
+    pub web: crate::web::WebSettings,
 }
 
 /// Retries before the first byte of a response.
@@ -424,6 +439,9 @@ impl Config {
         Ok(Config {
             instructions: raw.instructions,
             compaction: raw.compaction,
+            sandbox: raw.sandbox,
+            jobs: raw.jobs,
+            web: raw.web,
             provider,
             base_url,
             api_key_env,
@@ -460,6 +478,20 @@ impl Config {
     pub fn with_command_guard(mut self, executable: PathBuf) -> Config {
         self.spawner = self.spawner.with_guard(executable);
         self
+    }
+
+    /// The optional tools sessions offer.
+    pub fn offer(&self) -> crate::tools::Offer {
+        crate::tools::Offer {
+            jobs: self.jobs.enabled,
+            web_fetch: self.web.fetch,
+            web_search: self.web.search.is_some(),
+        }
+    }
+
+    /// How commands are guarded besides the permission prompt.
+    pub fn command_guard(&self) -> crate::sandbox::Guard {
+        self.sandbox.guard(self.spawner.sandbox_support())
     }
 
     /// Whether this provider needs an API key at all.

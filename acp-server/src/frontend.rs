@@ -149,3 +149,11 @@ pub trait Frontend: Send + Sync {
         Box::pin(async { Err("the client has no terminal".to_owned()) })
     }
 }
+
+/// A front end that shows nothing and answers nothing (every ask fails
+/// closed): what a session records to when no one is listening.
+pub struct Nobody;
+
+impl Frontend for Nobody {
+    fn send(&self, _update: AgentUpdate) {}
+}

@@ -20,6 +20,7 @@ pub mod context;
 pub mod credentials;
 pub mod error;
 pub mod frontend;
+pub mod jobs;
 pub mod login;
 pub mod mcp;
 pub mod model;
@@ -28,6 +29,7 @@ pub mod permission;
 pub mod projection;
 pub mod prompt;
 pub mod run;
+pub mod sandbox;
 pub mod sdk;
 pub mod session;
 pub mod settings;
@@ -35,6 +37,7 @@ pub mod store;
 pub mod tools;
 mod turn;
 pub mod update;
+pub mod web;
 
 /// The version printed by `dsh --version` and sent as `agentInfo.version`.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -45,9 +45,32 @@ pub enum Delivery {
 #[derive(Debug, Clone, Default)]
 pub struct Projection {
     shown: HashSet<ToolCallId>,
+    /// Calls whose background job has not ended in the log.
+    jobs: HashSet<ToolCallId>,
 }
 
 impl Projection {
+    /// After a replay: the background jobs the log never saw end (dsh
+    /// stopped while they ran) end now, with their outcome unknown.
+    /// `running`: the job of this call still runs in this process.
+    pub fn finish_replay(&mut self, running: &dyn Fn(&ToolCallId) -> bool) -> Vec<AgentUpdate> {
+        let mut calls: Vec<ToolCallId> = self.jobs.drain().filter(|call| !running(call)).collect();
+        calls.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+        calls
+            .into_iter()
+            .map(|call_id| AgentUpdate::ToolCallUpdate {
+                call_id,
+                status: ToolStatus::Failed,
+                view: ToolView {
+                    content: vec![ToolContent::Text {
+                        text: "[status: outcome unknown — dsh stopped before this background job ended]".to_owned(),
+                    }],
+                    ..ToolView::default()
+                },
+            })
+            .collect()
+    }
+
     /// The updates for one event. `settings` are the session's settings
     /// after the event.
     pub fn project(
@@ -111,12 +134,22 @@ impl Projection {
                 status,
                 view,
                 live_terminal,
+                job,
                 ..
             } => {
                 // A result for a call the editor never saw (cut off between
                 // the model's reply and its tool/call) shows nothing.
                 if !self.shown.remove(call_id) {
                     return Vec::new();
+                }
+                // A background job: in progress until its job/end.
+                if job.is_some() && *status == ToolStatus::Completed {
+                    self.jobs.insert(call_id.clone());
+                    return vec![AgentUpdate::ToolCallUpdate {
+                        call_id: call_id.clone(),
+                        status: ToolStatus::InProgress,
+                        view: view.clone(),
+                    }];
                 }
                 let view = match live_terminal {
                     Some(terminal_id) if !replay => ToolView {
@@ -131,6 +164,25 @@ impl Projection {
                     call_id: call_id.clone(),
                     status: *status,
                     view,
+                }]
+            }
+            EventData::JobEnd {
+                call_id,
+                failed,
+                view,
+                ..
+            } => {
+                if !self.jobs.remove(call_id) {
+                    return Vec::new();
+                }
+                vec![AgentUpdate::ToolCallUpdate {
+                    call_id: call_id.clone(),
+                    status: if *failed {
+                        ToolStatus::Failed
+                    } else {
+                        ToolStatus::Completed
+                    },
+                    view: view.clone(),
                 }]
             }
             EventData::Plan { entries } => vec![AgentUpdate::Plan(entries.clone())],

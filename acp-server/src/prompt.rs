@@ -32,7 +32,8 @@ pub fn clean_title(answer: &str, max_bytes: usize) -> Option<String> {
 const PLAN_MODE: &str = "\n# Plan mode\n\
 Plan mode is on: the user wants a plan before any change. Study the code with the \
 read-only tools (read, glob, grep, lsp; todo_write to outline the steps). Do not try to \
-edit files or run commands: they are refused until the plan is approved. When you \
+edit files: edits are refused until the plan is approved. A command runs only read-only \
+(in the kernel sandbox, where this machine has one) and after the user agrees. When you \
 understand the work, submit the complete plan with exit_plan_mode — markdown, starting \
 with a # heading that names it, listing the files you will change and how you will check \
 the result. If the user asks to keep planning, revise the plan with their feedback and \

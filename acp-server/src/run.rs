@@ -395,7 +395,7 @@ async fn turn(
     let prompt = agent.prompt(
         ticket,
         vec![UserContent::text(args.task.clone())],
-        frontend.as_ref(),
+        frontend.clone(),
     );
     tokio::pin!(prompt);
     let deadline = async {

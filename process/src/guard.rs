@@ -1,4 +1,4 @@
-//! The command guard: `dsh __guard -- PROGRAM ARGS…`.
+//! The command guard: `dsh __guard [SANDBOX OPTIONS] -- PROGRAM ARGS…`.
 //!
 //! dsh runs each shell command under this small process instead of
 //! directly. The guard marks itself a *child subreaper*, so every process
@@ -29,7 +29,14 @@ pub const ARG: &str = "__guard";
 
 /// Runs the guard with the arguments after [`ARG`]; returns the exit code
 /// for the process (a command killed by a signal is re-raised instead).
-pub fn main(args: Vec<OsString>) -> i32 {
+pub fn main(mut args: Vec<OsString>) -> i32 {
+    let sandbox = match crate::sandbox::Sandbox::from_args(&mut args) {
+        Ok(sandbox) => sandbox,
+        Err(err) => {
+            eprintln!("dsh __guard: {err}");
+            return 2;
+        }
+    };
     let mut args = args.into_iter().peekable();
     if args.peek().is_some_and(|arg| arg == "--") {
         args.next();
@@ -52,8 +59,17 @@ pub fn main(args: Vec<OsString>) -> i32 {
         if let Err(err) = nix::sys::prctl::set_child_subreaper(true) {
             eprintln!("dsh __guard: cannot become a subreaper ({err}); background processes may outlive the command");
         }
-        crate::child::drop_inspection_capabilities();
     }
+    // Fail closed: a command that asked for a sandbox never runs without.
+    if let Some(sandbox) = &sandbox {
+        if let Err(err) = sandbox.enter() {
+            eprintln!("dsh: the command was not run: its sandbox could not be applied ({err})");
+            return 125;
+        }
+    }
+    // After the sandbox: a new user namespace starts with every capability.
+    #[cfg(target_os = "linux")]
+    crate::child::drop_inspection_capabilities();
     let mut handled = SigSet::empty();
     for signal in [
         Signal::SIGCHLD,

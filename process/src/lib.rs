@@ -22,6 +22,7 @@
 
 mod child;
 pub mod guard;
+pub mod sandbox;
 
 use std::ffi::OsStr;
 use std::path::PathBuf;
@@ -164,10 +165,28 @@ impl Spawner {
         command
     }
 
+    /// Whether commands can run in a [`sandbox::Sandbox`]: there is a
+    /// guard to apply it and the kernel can enforce it.
+    pub fn sandbox_support(&self) -> Option<sandbox::Support> {
+        self.guard
+            .as_ref()
+            .map(|_| sandbox::probe())
+            .filter(|support| support.files)
+    }
+
     /// A command that runs `program args…` under the guard when there is
-    /// one. The guard gets SIGTERM when dsh dies (it then kills everything
-    /// the command started); stop it with [`stop_guarded`].
-    pub fn guarded<I, S>(&self, program: &str, args: I) -> tokio::process::Command
+    /// one, inside `sandbox` if given. The guard gets SIGTERM when dsh dies
+    /// (it then kills everything the command started); stop it with
+    /// [`stop_guarded`].
+    ///
+    /// # Errors
+    /// A sandbox was asked for and there is no guard to apply it.
+    pub fn guarded<I, S>(
+        &self,
+        program: &str,
+        args: I,
+        sandbox: Option<&sandbox::Sandbox>,
+    ) -> Result<tokio::process::Command, String>
     where
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
@@ -182,16 +201,20 @@ impl Spawner {
                     .process_group(0)
                     .kill_on_drop(true)
                     .arg(guard::ARG)
+                    .args(sandbox.map(sandbox::Sandbox::to_args).unwrap_or_default())
                     .arg("--")
                     .arg(program)
                     .args(args);
                 child::harden(&mut command, nix::sys::signal::Signal::SIGTERM);
-                command
+                Ok(command)
+            }
+            None if sandbox.is_some() => {
+                Err("commands cannot be sandboxed without the command guard".to_owned())
             }
             None => {
                 let mut command = self.command(program);
                 command.args(args);
-                command
+                Ok(command)
             }
         }
     }

@@ -113,6 +113,10 @@ pub enum ErrorCode {
     /// Another dsh process is writing the session's log.
     #[serde(rename = "session.locked")]
     SessionLocked,
+    /// A web fetch or search failed (refused address, timeout, HTTP error,
+    /// not text).
+    #[serde(rename = "web.failed")]
+    WebFailed,
 }
 
 impl ErrorCode {
@@ -153,6 +157,7 @@ impl ErrorCode {
         ErrorCode::LspCrashed,
         ErrorCode::LspFailed,
         ErrorCode::SessionLocked,
+        ErrorCode::WebFailed,
     ];
 
     /// The wire string, e.g. `"model.rate_limit"`.
@@ -193,6 +198,7 @@ impl ErrorCode {
             ErrorCode::LspCrashed => "lsp.crashed",
             ErrorCode::LspFailed => "lsp.failed",
             ErrorCode::SessionLocked => "session.locked",
+            ErrorCode::WebFailed => "web.failed",
         }
     }
 }
@@ -266,6 +272,7 @@ mod tests {
             "lsp.crashed",
             "lsp.failed",
             "session.locked",
+            "web.failed",
         ];
         assert_eq!(names, expected);
         for code in ErrorCode::ALL {

@@ -107,6 +107,7 @@ impl Repair {
                     },
                     attachments: Vec::new(),
                     live_terminal: None,
+                    job: None,
                 },
             })
             .collect()
@@ -307,6 +308,23 @@ impl History {
             | EventData::Checkpoint { .. }
             | EventData::LlmRetry { .. } => {}
             // The model learns of an undo with the next prompt.
+            // A background job's end reaches the model at its next step:
+            // after the tool results of the step under way, or else
+            // opening the next prompt.
+            EventData::JobEnd { summary, .. } => {
+                let block =
+                    UserContent::text(format!("{CONTEXT_OPEN}\n{summary}\n</system-reminder>"));
+                let after_results = !self.pending.is_empty()
+                    || self
+                        .entries
+                        .last()
+                        .is_some_and(|(_, message)| matches!(**message, ChatMessage::Tool { .. }));
+                if after_results {
+                    self.attachments.push(block);
+                } else {
+                    self.context.push(block);
+                }
+            }
             EventData::Undo { summary, .. } => {
                 self.context.push(UserContent::text(format!(
                     "{CONTEXT_OPEN}\n{summary}\n</system-reminder>"
@@ -543,6 +561,7 @@ mod tests {
             view: ToolView::default(),
             attachments: Vec::new(),
             live_terminal: None,
+            job: None,
         }
     }
 

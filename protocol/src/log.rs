@@ -136,6 +136,9 @@ pub struct PermissionRule {
 pub enum PermissionOutcome {
     /// Run it this time.
     AllowOnce,
+    /// Run this command this time, with network access its sandbox would
+    /// otherwise deny.
+    AllowOnceNetwork,
     /// Run it and remember for the session.
     AllowAlways,
     /// Do not run it.
@@ -153,7 +156,9 @@ impl PermissionOutcome {
     pub fn allows(self) -> bool {
         matches!(
             self,
-            PermissionOutcome::AllowOnce | PermissionOutcome::AllowAlways
+            PermissionOutcome::AllowOnce
+                | PermissionOutcome::AllowOnceNetwork
+                | PermissionOutcome::AllowAlways
         )
     }
 }
@@ -356,6 +361,28 @@ pub enum EventData {
         /// for that connection only: replay shows `view` instead).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         live_terminal: Option<String>,
+        /// The background job the call started: the call stays in
+        /// progress until its `job/end`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        job: Option<String>,
+    },
+    /// A background job ended (exited, was killed, or died with dsh's
+    /// session closing).
+    #[serde(rename = "job/end")]
+    JobEnd {
+        /// The job id.
+        job_id: String,
+        /// The call that started it.
+        call_id: ToolCallId,
+        /// `exited N`, `killed` or `signal N`.
+        status: String,
+        /// It failed (a non-zero exit, a signal, killed).
+        failed: bool,
+        /// What the model is told at its next step.
+        summary: String,
+        /// The call's final presentation (the output's tail).
+        #[serde(default)]
+        view: ToolView,
     },
     /// A permission prompt was answered (or failed closed).
     #[serde(rename = "permission/decision")]
@@ -474,6 +501,7 @@ pub const KNOWN_TYPES: &[&str] = &[
     "assistant/message",
     "tool/call",
     "tool/result",
+    "job/end",
     "permission/decision",
     "permission/rule",
     "plan",

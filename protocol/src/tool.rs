@@ -133,6 +133,8 @@ pub struct ToolOutcome {
     /// The client terminal that showed a command live (see
     /// `EventData::ToolResult::live_terminal`).
     pub live_terminal: Option<String>,
+    /// The background job it started (see `EventData::ToolResult::job`).
+    pub job: Option<String>,
 }
 
 impl ToolOutcome {
@@ -145,6 +147,7 @@ impl ToolOutcome {
             plan: None,
             attachments: Vec::new(),
             live_terminal: None,
+            job: None,
         }
     }
 
@@ -164,6 +167,7 @@ impl ToolOutcome {
             plan: None,
             attachments: Vec::new(),
             live_terminal: None,
+            job: None,
         }
     }
 

@@ -145,6 +145,7 @@ fn samples() -> Vec<EventData> {
             view: view(),
             attachments: Vec::new(),
             live_terminal: Some("term-1".into()),
+            job: None,
         },
         EventData::PermissionDecision {
             call_id: ToolCallId::new("call_1~2"),
@@ -220,6 +221,14 @@ fn samples() -> Vec<EventData> {
                 })],
             },
             summary: "The user undid the file changes of turn 3 with /undo: restored /work/src/main.rs.".into(),
+        },
+        EventData::JobEnd {
+            job_id: "j1".into(),
+            call_id: ToolCallId::new("call_4"),
+            status: "exited 0".into(),
+            failed: false,
+            summary: "[dsh: background job j1 (`npm run build`) exited with code 0 after 3.0 s]".into(),
+            view: view(),
         },
     ]
 }

@@ -44,7 +44,10 @@ impl World {
         let mut raw: RawConfig = toml::from_str(config).unwrap();
         // The scripted model needs no key.
         raw.provider.kind = Some(ProviderKind::Replay);
-        let config = Config::from_raw(raw, home.path().to_path_buf(), &NoEnv).unwrap();
+        // Commands run under the guard (and its sandbox) as in dsh itself.
+        let config = Config::from_raw(raw, home.path().to_path_buf(), &NoEnv)
+            .unwrap()
+            .with_command_guard(PathBuf::from(env!("CARGO_BIN_EXE_dsh")));
         let entries = script
             .iter()
             .map(|entry| serde_json::from_value::<ScriptEntry>(entry.clone()).unwrap())
@@ -80,7 +83,7 @@ impl World {
             .prompt(
                 ticket,
                 vec![dsh_protocol::UserContent::text(text)],
-                frontend,
+                std::sync::Arc::new(frontend.clone()),
             )
             .await
         {
@@ -131,19 +134,30 @@ impl dsh_acp_server::config::Env for NoEnv {
 
 /// A frontend that records what it is shown and answers permission prompts
 /// from a queue (unavailable when it runs out: fail closed).
+/// Cheap to clone: a prompt holds one (it may outlive the turn).
+#[derive(Default, Clone)]
+pub struct Recorder(std::sync::Arc<Recorded>);
+
 #[derive(Default)]
-pub struct Recorder {
+pub struct Recorded {
     pub updates: Mutex<Vec<AgentUpdate>>,
     pub answers: Mutex<VecDeque<PermissionOutcome>>,
     pub asked: Mutex<Vec<PermissionAsk>>,
 }
 
+impl std::ops::Deref for Recorder {
+    type Target = Recorded;
+    fn deref(&self) -> &Recorded {
+        &self.0
+    }
+}
+
 impl Recorder {
     pub fn answering(answers: &[PermissionOutcome]) -> Recorder {
-        Recorder {
+        Recorder(std::sync::Arc::new(Recorded {
             answers: Mutex::new(answers.iter().copied().collect()),
-            ..Recorder::default()
-        }
+            ..Recorded::default()
+        }))
     }
 
     pub fn take(&self) -> Vec<AgentUpdate> {

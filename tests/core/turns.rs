@@ -100,16 +100,16 @@ async fn tools_run_through_the_pipeline_and_answers_are_remembered() {
     assert_eq!(asked, ["b1"]);
     expect![[r#"
         title "Run things"
-        usage 1378/1000000
+        usage 2012/1000000
         tool_call r1 Pending "Read hello.txt" @$WS/hello.txt:1
         tool_call_update r1 Completed
         tool_call b1 Pending "Run echo one"
         tool_call_update b1 Completed text("```⏎one⏎[exit code: 0]⏎```")
-        usage 1404/1000000
+        usage 2038/1000000
         tool_call b2 Pending "Run echo two"
         tool_call_update b2 Completed text("```⏎two⏎[exit code: 0]⏎```")
         message "Done."
-        usage 1421/1000000
+        usage 2055/1000000
     "#]]
     .assert_eq(&render(&settled(&recorder.take()), &world.cwd()));
     expect![[r#"
@@ -178,9 +178,11 @@ async fn replay_equals_live() {
     live.push(AgentUpdate::UserChunk(UserContent::text("Tell a story")));
     let ticket = world.agent.begin_prompt(&session).unwrap();
     let cancel = ticket.cancel_token();
-    let turn = world
-        .agent
-        .prompt(ticket, vec![UserContent::text("Tell a story")], &recorder);
+    let turn = world.agent.prompt(
+        ticket,
+        vec![UserContent::text("Tell a story")],
+        std::sync::Arc::new(recorder.clone()),
+    );
     let watch = async {
         while !recorder
             .updates
@@ -209,14 +211,14 @@ async fn replay_equals_live() {
         tool_call_update p1 Completed
         tool_call r1 Pending "Read hello.txt" @$WS/hello.txt:1
         tool_call_update r1 Completed
-        usage 1419/1000000
+        usage 2053/1000000
         tool_call e1 Pending "Edit hello.txt" @$WS/hello.txt:1
         tool_call_update e1 Completed diff($WS/hello.txt, 6 → 3 bytes)
-        usage 1456/1000000
+        usage 2090/1000000
         tool_call b1 Pending "Run cat hello.txt"
         tool_call_update b1 Completed text("```⏎hi⏎[exit code: 0]⏎```")
         message "Edited and checked."
-        usage 1477/1000000
+        usage 2111/1000000
         mode accept-edits
         config_options mode=accept-edits model=deepseek-v4-flash thought_level=high
         user "Text { text: \"Tell a story\" }"
@@ -238,7 +240,7 @@ async fn a_closed_session_can_be_loaded_again_in_the_same_process() {
         user "Text { text: \"hi\" }"
         title "hi"
         message "one"
-        usage 1376/1000000
+        usage 2010/1000000
     "#]]
     .assert_eq(&render(&replay, &world.cwd()));
 }
@@ -313,7 +315,7 @@ async fn a_turn_holds_and_merges_deltas_while_the_editor_is_behind() {
     let ticket = world.agent.begin_prompt(&session).unwrap();
     let turn = world
         .agent
-        .prompt(ticket, vec![UserContent::text("count")], &*frontend);
+        .prompt(ticket, vec![UserContent::text("count")], frontend.clone());
     let lag = async {
         tokio::time::sleep(std::time::Duration::from_millis(60)).await;
         frontend

@@ -42,6 +42,7 @@ async fn plan_mode_refuses_changes_until_the_plan_is_approved_then_runs_it() {
     ));
     env.mock.push_json(reply("Done."));
     let sim = ClientSim::new(false, false);
+    sim.answer(Answer::Select(PermissionOptionKind::AllowOnce));
     sim.answer(Answer::Select(PermissionOptionKind::AllowAlways));
     let conn = env.connect_with(sim.clone()).await;
     conn.initialize().await;
@@ -59,15 +60,21 @@ async fn plan_mode_refuses_changes_until_the_plan_is_approved_then_runs_it() {
         .unwrap()
         .contains("Plan mode is on"));
     assert!(first["tools"].to_string().contains("exit_plan_mode"));
-    for id in ["e1", "b1"] {
-        assert!(
-            tool_result(&env, id).contains("not allowed in plan mode"),
-            "{id}: {}",
-            tool_result(&env, id)
-        );
-    }
-    // One ask: the plan, with its three answers.
-    assert_eq!(sim.asked(), ["p1"]);
+    assert!(
+        tool_result(&env, "e1").contains("not allowed in plan mode"),
+        "{}",
+        tool_result(&env, "e1")
+    );
+    // The command was asked about and ran in the kernel's read-only
+    // sandbox: it could not create its file.
+    assert!(
+        tool_result(&env, "b1").contains("[sandbox: file access denied under plan mode]"),
+        "{}",
+        tool_result(&env, "b1")
+    );
+    assert!(!env.cwd().join("x").exists());
+    // Two asks: the command, and the plan with its three answers.
+    assert_eq!(sim.asked(), ["b1", "p1"]);
     assert!(tool_result(&env, "p1").contains("accept-edits"));
     // Approved into accept-edits: the edit ran without asking.
     assert_eq!(
@@ -88,9 +95,10 @@ async fn plan_mode_refuses_changes_until_the_plan_is_approved_then_runs_it() {
             }
         })
         .collect();
+    // (The last decision: the plan's; the first was the command's.)
     let decision = types
         .iter()
-        .position(|t| t == "permission/decision")
+        .rposition(|t| t == "permission/decision")
         .unwrap();
     assert_eq!(types[decision + 1], "session/config:accept-edits");
     // Later requests no longer carry the plan-mode section.

@@ -167,7 +167,9 @@ async fn a_fresh_process_replays_what_was_shown_live() {
 
 #[tokio::test]
 async fn a_client_terminals_output_survives_reload_as_text() {
-    let env = TestEnv::new().await;
+    // The sandbox cannot reach the editor's terminal: it is used only when
+    // the configuration prefers it.
+    let env = TestEnv::with_config("[sandbox]\nprefer_local = false").await;
     env.mock.push_json(call(
         "b1",
         "bash",

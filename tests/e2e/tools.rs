@@ -417,25 +417,33 @@ async fn modes_read_only_and_full_access() {
     ]));
     env.mock.push_json(reply("full done"));
     let sim = ClientSim::new(false, false);
+    // The command is asked about: it runs in the read-only sandbox.
+    sim.answer(Answer::Select(PermissionOptionKind::AllowOnce));
     let conn = env.connect_with(sim.clone()).await;
     let session = conn.start(&env.cwd()).await;
     conn.set_mode(&session, "read-only").await;
     conn.prompt(&session, "try").await.unwrap();
     assert!(tool_result(&env, "r1").contains("hello"));
-    for id in ["w1", "b1", "r2"] {
+    for id in ["w1", "r2"] {
         let result = tool_result(&env, id);
         assert!(
             result.contains("read-only mode") && result.contains("do not retry"),
             "{id}: {result}"
         );
     }
+    assert!(
+        tool_result(&env, "b1").contains("[sandbox: file access denied under read-only mode]"),
+        "{}",
+        tool_result(&env, "b1")
+    );
     assert!(!root.join("x.txt").exists() && !root.join("y.txt").exists());
 
     conn.set_mode(&session, "full-access").await;
     conn.prompt(&session, "now").await.unwrap();
-    assert!(
-        sim.permission_requests.lock().unwrap().is_empty(),
-        "neither mode prompts"
+    assert_eq!(
+        sim.asked(),
+        ["b1"],
+        "only read-only's command prompts; full access never does"
     );
     assert_eq!(std::fs::read_to_string(&outside_file).unwrap(), "far");
     assert!(root.join("z.txt").exists());
@@ -573,7 +581,9 @@ async fn a_client_with_fs_gets_reads_and_writes_through_the_protocol() {
 
 #[tokio::test]
 async fn a_client_with_a_terminal_runs_bash_there() {
-    let env = TestEnv::new().await;
+    // The sandbox cannot reach the editor's terminal: it is used only when
+    // the configuration prefers it.
+    let env = TestEnv::with_config("[sandbox]\nprefer_local = false").await;
     env.mock.push_json(call(
         "b1",
         "bash",

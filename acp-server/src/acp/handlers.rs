@@ -363,7 +363,11 @@ pub(super) fn prompt(
     let request_cancelled = responder.cancellation();
     let agent = ctx.agent.clone();
     let sink = ctx.sink(&cx, &request.session_id);
-    let mut work = tokio::spawn(async move { agent.prompt(ticket, content, &sink).await });
+    let mut work = tokio::spawn(async move {
+        agent
+            .prompt(ticket, content, std::sync::Arc::new(sink))
+            .await
+    });
     cx.spawn(async move {
         let joined = tokio::select! {
             joined = &mut work => joined,

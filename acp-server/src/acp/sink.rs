@@ -265,7 +265,9 @@ fn permission_options(options: &[crate::permission::AnswerOption]) -> Vec<Permis
         .iter()
         .map(|option| {
             let kind = match option.outcome {
-                PermissionOutcome::AllowOnce => PermissionOptionKind::AllowOnce,
+                PermissionOutcome::AllowOnce | PermissionOutcome::AllowOnceNetwork => {
+                    PermissionOptionKind::AllowOnce
+                }
                 PermissionOutcome::AllowAlways => PermissionOptionKind::AllowAlways,
                 PermissionOutcome::RejectAlways => PermissionOptionKind::RejectAlways,
                 _ => PermissionOptionKind::RejectOnce,

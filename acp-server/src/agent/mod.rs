@@ -266,7 +266,8 @@ impl Agent {
         let out = replay.clone();
         let opened = blocking(move || {
             let mut log = store.open(&key)?;
-            let state = SessionState::restore(&config, &mut log.reader, out.as_deref())?;
+            let state =
+                SessionState::restore(&config, &mut log.reader, out.as_deref(), &|_| false)?;
             let header = log.reader.header.clone();
             Ok((header, state, log.finish()?))
         })
@@ -500,9 +501,11 @@ impl Agent {
         &self,
         ticket: TurnTicket,
         content: Vec<UserContent>,
-        frontend: &dyn Frontend,
+        frontend: Arc<dyn Frontend>,
     ) -> Result<StopReason, AgentError> {
         self.check_prompt(&content)?;
+        ticket.session.set_outlet(frontend.clone());
+        let frontend = &*frontend;
         self.require_credential().await?;
         let provider = self
             .provider

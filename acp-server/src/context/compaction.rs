@@ -332,6 +332,7 @@ mod tests {
                 view: ToolView::default(),
                 attachments: Vec::new(),
                 live_terminal: None,
+                job: None,
             },
             answer(1, 2, "done", Vec::new()),
             EventData::UserMessage {

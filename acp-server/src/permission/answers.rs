@@ -18,8 +18,8 @@ pub struct AnswerOption {
 }
 
 impl AnswerOption {
-    /// The option's id: `allow_once`, `allow_always`, `reject_once` or
-    /// `reject_always`.
+    /// The option's id: `allow_once`, `allow_once_network`,
+    /// `allow_always`, `reject_once` or `reject_always`.
     pub fn id(&self) -> &'static str {
         outcome_id(self.outcome)
     }
@@ -28,6 +28,7 @@ impl AnswerOption {
 fn outcome_id(outcome: PermissionOutcome) -> &'static str {
     match outcome {
         PermissionOutcome::AllowOnce => "allow_once",
+        PermissionOutcome::AllowOnceNetwork => "allow_once_network",
         PermissionOutcome::AllowAlways => "allow_always",
         PermissionOutcome::RejectOnce => "reject_once",
         PermissionOutcome::RejectAlways => "reject_always",
@@ -52,6 +53,12 @@ impl Choices {
         let mut offer = |outcome, label: String| options.push(AnswerOption { outcome, label });
         if self.once {
             offer(PermissionOutcome::AllowOnce, "Allow once".to_owned());
+        }
+        if self.with_network {
+            offer(
+                PermissionOutcome::AllowOnceNetwork,
+                "Allow once, with network".to_owned(),
+            );
         }
         if remember {
             let label = if self.once {
@@ -172,6 +179,7 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         let scoped = Choices {
+            with_network: false,
             once: true,
             remember: Remember::Scope("cargo test".to_owned()),
         };
@@ -181,6 +189,7 @@ mod tests {
         );
         assert_eq!(scoped.options()[1].label, "Always allow (cargo test)");
         let never = Choices {
+            with_network: false,
             once: true,
             remember: Remember::Never,
         };
@@ -191,6 +200,7 @@ mod tests {
             Some(PermissionOutcome::RejectOnce)
         );
         let launch = Choices {
+            with_network: false,
             once: false,
             remember: Remember::Scope("/w/bin/ls".to_owned()),
         };

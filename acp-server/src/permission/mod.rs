@@ -3,7 +3,8 @@
 //! tools never check permissions themselves.
 //!
 //! Modes, from strictest:
-//! - `read-only`: reads inside the roots only; no writes, no commands;
+//! - `read-only`: reads inside the roots only; no writes; commands only
+//!   where the kernel sandbox keeps them read-only, and then asked;
 //! - `ask` (default): reads inside the roots are free; writes, commands and
 //!   anything outside the roots ask;
 //! - `accept-edits`: writes inside the roots are automatic; commands and
@@ -120,6 +121,12 @@ pub enum Access {
         command: String,
         /// Working directory (canonical).
         workdir: PathBuf,
+    },
+    /// Reaches the web: fetches a page from `host`, or (no host) sends
+    /// queries to the search provider.
+    Web {
+        /// The host a page is fetched from.
+        host: Option<String>,
     },
     /// Starts a program found inside the workspace (a language server in
     /// `node_modules/.bin`, say) to read these paths.
@@ -241,6 +248,10 @@ pub struct Context<'a> {
     pub protected: &'a Protected,
     /// Start language servers from the workspace without asking.
     pub trust_workspace_servers: bool,
+    /// How commands are guarded besides the prompt (the kernel sandbox).
+    pub commands: crate::sandbox::Guard,
+    /// `read-only` and `plan` may reach the web (asked).
+    pub web_in_read_only: bool,
 }
 
 /// Whether `path` is inside one of `roots` (all canonical).
@@ -266,6 +277,9 @@ pub struct Choices {
     /// "Allow once" is offered (not for starting a workspace program, whose
     /// approval lasts the session: the server keeps running).
     pub once: bool,
+    /// "Allow once, with network" is offered: a command whose sandbox
+    /// keeps it off the network.
+    pub with_network: bool,
     /// What "always" would remember.
     pub remember: Remember,
 }
@@ -286,9 +300,13 @@ pub fn choices(access: &Access, ctx: &Context<'_>) -> Choices {
             .and_then(|words| rules::scope(&words))
             .map_or(Remember::Never, |scope| Remember::Scope(scope.join(" "))),
         Access::Launch { program, .. } => Remember::Scope(program.display().to_string()),
+        Access::Web { host: Some(host) } => Remember::Scope(host.clone()),
+        Access::Web { host: None } => Remember::Tool,
     };
     Choices {
         once: !matches!(access, Access::Launch { .. }),
+        with_network: matches!(access, Access::Execute { .. })
+            && ctx.commands == crate::sandbox::Guard::Kernel { network: false },
         remember,
     }
 }
@@ -318,6 +336,7 @@ fn rule_matches(rule: &PermissionRule, tool: &str, access: &Access) -> rules::Ma
             yes(!paths.is_empty() && paths.iter().all(|p| Path::new(scope) == p))
         }
         Access::Launch { program, .. } => yes(Path::new(scope) == program),
+        Access::Web { host } => yes(host.as_deref() == Some(scope.as_str())),
         Access::Execute { command, .. } => {
             let analysis = shell::analyze(command);
             let wanted: Vec<&str> = scope.split_whitespace().collect();
@@ -430,16 +449,39 @@ pub fn decide(
                 (_, false, None) => (Decision::Ask("changes a file".to_owned()), true),
             }
         }
+        Access::Web { .. } => match mode {
+            Mode::FullAccess => (Decision::Allow, true),
+            Mode::ReadOnly | Mode::Plan if !ctx.web_in_read_only => {
+                return denied("reaching the web")
+            }
+            _ => (Decision::Ask("reaches the web".to_owned()), true),
+        },
         Access::External => match mode {
             Mode::ReadOnly | Mode::Plan => return denied("calling MCP tools"),
             Mode::FullAccess => (Decision::Allow, true),
             Mode::Ask | Mode::AcceptEdits => (Decision::Ask("calls an MCP tool".to_owned()), true),
         },
-        Access::Execute { .. } => match mode {
-            Mode::ReadOnly | Mode::Plan => return denied("running commands"),
-            Mode::FullAccess => (Decision::Allow, true),
-            Mode::Ask | Mode::AcceptEdits => (Decision::Ask("runs a command".to_owned()), true),
-        },
+        Access::Execute { .. } => {
+            use crate::sandbox::Guard;
+            match (mode, ctx.commands) {
+                (Mode::FullAccess, _) => (Decision::Allow, true),
+                (_, Guard::Refused) => return Decision::Deny(
+                    "[sandbox: commands cannot be sandboxed on this machine and the configuration requires it ([sandbox] required = true); they run only in full-access mode] Do not retry it another way; tell the user.".to_owned(),
+                ),
+                // In the kernel's read-only sandbox a command can look but
+                // not touch: it may run, once the user agrees.
+                (Mode::ReadOnly | Mode::Plan, Guard::Kernel { .. }) => (
+                    Decision::Ask("runs a command in a read-only sandbox".to_owned()),
+                    true,
+                ),
+                (Mode::ReadOnly | Mode::Plan, Guard::PromptOnly) => {
+                    return denied("running commands")
+                }
+                (Mode::Ask | Mode::AcceptEdits, _) => {
+                    (Decision::Ask("runs a command".to_owned()), true)
+                }
+            }
+        }
     };
     // The newest rule that matches wins; a reject rule that may match
     // (the line runs something decided at run time) keeps it from running

@@ -22,6 +22,8 @@ fn with_context<T>(f: impl FnOnce(&Context<'_>) -> T) -> T {
         roots: &roots,
         protected: &protected,
         trust_workspace_servers: false,
+        commands: crate::sandbox::Guard::PromptOnly,
+        web_in_read_only: false,
     })
 }
 
@@ -359,4 +361,111 @@ fn plan_mode_reads_like_ask_and_changes_nothing() {
         unreachable!()
     };
     assert!(reason.contains("exit_plan_mode"), "{reason}");
+}
+
+#[test]
+fn commands_follow_the_sandbox_the_machine_has() {
+    use crate::sandbox::Guard;
+    let (roots, protected) = (roots(), protected());
+    let decide_with = |guard: Guard, mode: Mode| {
+        let ctx = Context {
+            roots: &roots,
+            protected: &protected,
+            trust_workspace_servers: false,
+            commands: guard,
+            web_in_read_only: false,
+        };
+        match decide(mode, "bash", &exec("ls"), &ctx, &[]) {
+            Decision::Allow => "allow",
+            Decision::Deny(_) => "deny",
+            Decision::Ask(_) => "ask",
+        }
+    };
+    let kernel = Guard::Kernel { network: false };
+    // Mode by mode: read-only, plan, ask, accept-edits, full-access.
+    for (guard, expected) in [
+        (kernel, ["ask", "ask", "ask", "ask", "allow"]),
+        (Guard::PromptOnly, ["deny", "deny", "ask", "ask", "allow"]),
+        (Guard::Refused, ["deny", "deny", "deny", "deny", "allow"]),
+    ] {
+        let got = Mode::ALL.map(|mode| decide_with(guard, mode));
+        assert_eq!(got, expected, "{guard:?}");
+    }
+    // "With network" is offered only where the sandbox keeps a command off
+    // the network, and only for commands.
+    let offered = |guard: Guard, access: &Access| {
+        let ctx = Context {
+            roots: &roots,
+            protected: &protected,
+            trust_workspace_servers: false,
+            commands: guard,
+            web_in_read_only: false,
+        };
+        choices(access, &ctx)
+            .options()
+            .iter()
+            .map(|option| option.id())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        offered(kernel, &exec("curl example.com")),
+        [
+            "allow_once",
+            "allow_once_network",
+            "allow_always",
+            "reject_once",
+            "reject_always"
+        ]
+    );
+    assert!(!offered(Guard::Kernel { network: true }, &exec("ls")).contains(&"allow_once_network"));
+    assert!(!offered(Guard::PromptOnly, &exec("ls")).contains(&"allow_once_network"));
+    assert!(!offered(kernel, &Access::Write(vec!["/w/a".into()])).contains(&"allow_once_network"));
+}
+
+#[test]
+fn the_web_is_asked_about_per_host_and_kept_from_read_only_unless_configured() {
+    let fetch = |host: &str| Access::Web {
+        host: Some(host.to_owned()),
+    };
+    let search = Access::Web { host: None };
+    assert_eq!(
+        check(Mode::ReadOnly, "web_fetch", fetch("docs.rs"), &[]),
+        "deny"
+    );
+    assert_eq!(check(Mode::Plan, "web_search", search.clone(), &[]), "deny");
+    assert_eq!(check(Mode::Ask, "web_fetch", fetch("docs.rs"), &[]), "ask");
+    assert_eq!(
+        check(Mode::AcceptEdits, "web_search", search.clone(), &[]),
+        "ask"
+    );
+    assert_eq!(
+        check(Mode::FullAccess, "web_fetch", fetch("docs.rs"), &[]),
+        "allow"
+    );
+    let always = [rule("web_fetch", Some("docs.rs"), true)];
+    assert_eq!(
+        check(Mode::Ask, "web_fetch", fetch("docs.rs"), &always),
+        "allow"
+    );
+    assert_eq!(
+        check(Mode::Ask, "web_fetch", fetch("evil.example"), &always),
+        "ask"
+    );
+    let (roots, protected) = (roots(), protected());
+    let ctx = Context {
+        roots: &roots,
+        protected: &protected,
+        trust_workspace_servers: false,
+        commands: crate::sandbox::Guard::PromptOnly,
+        web_in_read_only: true,
+    };
+    assert!(matches!(
+        decide(Mode::ReadOnly, "web_fetch", &fetch("docs.rs"), &ctx, &[]),
+        Decision::Ask(_)
+    ));
+    assert_eq!(
+        choices(&fetch("docs.rs"), &ctx).remember,
+        Remember::Scope("docs.rs".to_owned())
+    );
+    assert_eq!(choices(&search, &ctx).remember, Remember::Tool);
 }

@@ -545,7 +545,7 @@ impl Hub {
         let agent = self.agent.clone();
         let receipt = message_id.clone();
         self.tasks.spawn(async move {
-            let outcome = agent.prompt(ticket, content, &*session).await;
+            let outcome = agent.prompt(ticket, content, session.clone()).await;
             if let Err(error) = &outcome {
                 tracing::warn!(session = %session.id, code = error.code().as_str(), "prompt failed: {error}");
             }

@@ -40,6 +40,13 @@ pub struct Session {
     pub roots: Vec<PathBuf>,
     /// Private directory for tool outputs too long to inline.
     pub spill_dir: PathBuf,
+    /// Background jobs.
+    pub jobs: crate::jobs::Jobs,
+    /// Where updates go that happen between turns (a job's end): the
+    /// front end of the latest prompt.
+    outlet: Mutex<Option<Arc<dyn Frontend>>>,
+    /// Itself, for what outlives a call (a job's end).
+    me: std::sync::Weak<Session>,
     config: Arc<Config>,
     /// The session's language servers, created on first use.
     bridge: std::sync::OnceLock<Arc<dsh_lsp_bridge::Bridge>>,
@@ -50,6 +57,8 @@ pub struct Session {
     turn_cancel: Mutex<Option<CancellationToken>>,
     /// Cancelled when the session closes (and on shutdown, its parent).
     closed: CancellationToken,
+    /// The user was told that commands run without a sandbox here.
+    told_unsandboxed: std::sync::atomic::AtomicBool,
 }
 
 /// A prompt that holds its session's turn lock.
@@ -89,9 +98,12 @@ impl Session {
     ) -> Arc<Session> {
         let roots = crate::tools::canonical_roots(&header.cwd, &header.roots);
         let spill_dir = config.home.join("spill").join(header.id.as_str());
-        Arc::new(Session {
+        Arc::new_cyclic(|me| Session {
             id: header.id.clone(),
             roots,
+            jobs: crate::jobs::Jobs::new(config.jobs.clone(), spill_dir.clone()),
+            outlet: Mutex::new(None),
+            me: me.clone(),
             spill_dir,
             config,
             bridge: std::sync::OnceLock::new(),
@@ -104,6 +116,7 @@ impl Session {
             turn_lock: Arc::new(tokio::sync::Mutex::new(())),
             turn_cancel: Mutex::new(None),
             closed: parent.child_token(),
+            told_unsandboxed: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -146,7 +159,10 @@ impl Session {
         out: &dyn Frontend,
     ) -> Result<(), AgentError> {
         let events = self.read_written(store)?;
-        SessionState::restore(&self.config, events, Some(out)).map(drop)
+        SessionState::restore(&self.config, events, Some(out), &|call| {
+            self.jobs.runs_for(call)
+        })
+        .map(drop)
     }
 
     /// A reader of the session's log as far as it is written now.
@@ -222,6 +238,46 @@ impl Session {
         })
     }
 
+    /// True the first time it is called: the session's first command
+    /// without a sandbox.
+    pub(crate) fn first_unsandboxed_command(&self) -> bool {
+        !self
+            .told_unsandboxed
+            .swap(true, std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Makes `frontend` the one that sees what happens between turns.
+    pub(crate) fn set_outlet(&self, frontend: Arc<dyn Frontend>) {
+        *lock(&self.outlet) = Some(frontend);
+    }
+
+    /// What a background job calls when it ends: `job/end` is recorded
+    /// and shown to the latest prompt's front end.
+    pub(crate) fn on_job_end(&self) -> crate::jobs::OnEnd {
+        let me = self.me.clone();
+        Box::new(move |report: crate::jobs::JobReport| {
+            let Some(session) = me.upgrade() else {
+                return;
+            };
+            let out = lock(&session.outlet).clone();
+            let data = EventData::JobEnd {
+                job_id: report.job_id,
+                call_id: report.call_id,
+                status: report.status,
+                failed: report.failed,
+                summary: report.summary,
+                view: report.view,
+            };
+            let recorded = match &out {
+                Some(out) => session.record(data, &**out),
+                None => session.record(data, &crate::frontend::Nobody),
+            };
+            if let Err(err) = recorded {
+                tracing::debug!(session = %session.id, %err, "job/end not recorded");
+            }
+        })
+    }
+
     /// Whether a turn runs now.
     pub fn is_busy(&self) -> bool {
         self.turn_lock.try_lock().is_err()
@@ -253,6 +309,8 @@ impl Session {
             roots: &self.roots,
             protected: &self.config.protected,
             trust_workspace_servers: self.config.lsp.trust_workspace_servers,
+            commands: self.config.command_guard(),
+            web_in_read_only: self.config.web.fetch_in_read_only,
         }
     }
 
@@ -314,6 +372,7 @@ impl Session {
         {
             tracing::warn!(session = %self.id, "the turn did not stop in time; its log is closed under it");
         }
+        self.jobs.shutdown("the session closed").await;
         if let Some(bridge) = self.bridge.get() {
             bridge.shutdown().await;
         }

@@ -72,6 +72,7 @@ impl SessionState {
         config: &Config,
         events: impl Iterator<Item = Result<Event, AgentError>>,
         replay: Option<&dyn Frontend>,
+        running: &dyn Fn(&dsh_protocol::ToolCallId) -> bool,
     ) -> Result<SessionState, AgentError> {
         let mut state = SessionState::new(config);
         // Replay goes out as one run, behind whatever was sent before.
@@ -94,6 +95,7 @@ impl SessionState {
             show(state.fold(&event?, config, Delivery::Replay));
         }
         show(state.close_cut_off_calls(config, Delivery::Replay));
+        show(state.projection.finish_replay(running));
         Ok(state)
     }
 

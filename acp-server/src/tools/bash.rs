@@ -20,7 +20,11 @@ use super::ToolEnv;
 use crate::frontend::TerminalCommand;
 use dsh_protocol::tool::ToolOutcome;
 
-pub const DESCRIPTION: &str = "Run a shell command with bash -c in a fresh shell (nothing persists between calls: pass workdir instead of using cd). Returns the output and [exit code: N]. Default timeout 2 minutes, at most 10 (timeoutMs). If a command is denied by policy, do not retry it another way.";
+pub const DESCRIPTION: &str = "Run a bash command (bash -c) and return its stdout/stderr. Each call runs in a fresh shell: no state (cwd, variables, functions) persists between calls, so pass workdir instead of using cd. A non-zero exit is reported as [exit code: N]. Default timeout 2 minutes, at most 10 (timeoutMs). Commands may run in a file sandbox; a blocked file operation is reported as [sandbox: file access denied under <mode> mode]: that is a policy denial, not a defect of the command, so do not retry it another way. Long output is truncated to its tail; when available, the full output is saved to a file whose path is reported. For long-running commands set run_in_background: true: the call returns a job id at once; read the output with job_output and stop the job with job_kill.";
+
+/// Without background jobs (`[jobs] enabled = false`) the parameter is
+/// not offered, and the description does not mention it.
+pub const DESCRIPTION_NO_JOBS: &str = "Run a bash command (bash -c) and return its stdout/stderr. Each call runs in a fresh shell: no state (cwd, variables, functions) persists between calls, so pass workdir instead of using cd. A non-zero exit is reported as [exit code: N]. Default timeout 2 minutes, at most 10 (timeoutMs). Commands may run in a file sandbox; a blocked file operation is reported as [sandbox: file access denied under <mode> mode]: that is a policy denial, not a defect of the command, so do not retry it another way. Long output is truncated to its tail; when available, the full output is saved to a file whose path is reported.";
 
 const DEFAULT_TIMEOUT_MS: u64 = 120_000;
 const MAX_TIMEOUT_MS: u64 = 600_000;
@@ -29,18 +33,25 @@ const INLINE_BYTES: usize = 30_000;
 /// How much of the output the spill file keeps (its head).
 const SPILL_BYTES: u64 = 64 * 1024 * 1024;
 
-pub fn schema() -> serde_json::Value {
-    serde_json::json!({
+/// The seeds' schema; `jobs`: with `run_in_background`.
+pub fn schema(jobs: bool) -> serde_json::Value {
+    let mut schema = serde_json::json!({
         "type": "object",
         "properties": {
-            "command": { "type": "string", "description": "The command line" },
-            "description": { "type": "string", "description": "What it does, in 5-10 words (shown to the user)" },
-            "timeoutMs": { "type": "integer", "description": "Timeout in milliseconds (default 120000, max 600000)" },
-            "workdir": { "type": "string", "description": "Working directory (default: the session working directory)" }
+            "command": { "type": "string", "description": "The bash command to execute." },
+            "description": { "type": "string", "description": "Clear, concise description of what this command does in active voice, 5-10 words (shown in the UI). Examples: \"ls\" → \"List files in current directory\"; \"git status\" → \"Show working tree status\"; \"npm install\" → \"Install package dependencies\"." },
+            "timeoutMs": { "type": "number", "description": "Timeout in milliseconds. The executor applies its configured default and cap, and kills the command on expiry." },
+            "workdir": { "type": "string", "description": "Working directory for this command. Defaults to the session workspace; a relative path is resolved against it." },
+            "run_in_background": { "type": "boolean", "description": "Run in the background and return a job id immediately (collect with job_output, stop with job_kill). No timeout applies." }
         },
-        "required": ["command", "description"],
-        "additionalProperties": false
-    })
+        "required": ["command", "description"]
+    });
+    if !jobs {
+        if let Some(properties) = schema["properties"].as_object_mut() {
+            properties.remove("run_in_background");
+        }
+    }
+    schema
 }
 
 #[derive(Debug, Deserialize)]
@@ -48,10 +59,24 @@ pub struct BashArgs {
     pub command: String,
     #[serde(default)]
     pub description: String,
-    #[serde(default, rename = "timeoutMs")]
+    #[serde(default, rename = "timeoutMs", deserialize_with = "millis")]
     pub timeout_ms: Option<u64>,
     #[serde(default)]
     pub workdir: Option<String>,
+    #[serde(default)]
+    pub run_in_background: bool,
+}
+
+/// `timeoutMs` is a JSON number: an integer or not.
+fn millis<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<u64>, D::Error> {
+    let value: Option<f64> = Option::deserialize(de)?;
+    Ok(value.map(|ms| {
+        if ms.is_finite() && ms > 0.0 {
+            ms.min(u64::MAX as f64) as u64
+        } else {
+            1
+        }
+    }))
 }
 
 /// The command as the user sees it before it runs: the title is its first
@@ -63,9 +88,14 @@ pub fn present(args: &BashArgs) -> ToolView {
     let first = args.command.lines().next().unwrap_or("");
     let more = args.command.trim_end().lines().count() > 1;
     let title = format!(
-        "Run {}{}",
+        "Run {}{}{}",
         dsh_protocol::content::visible_title(first, 80),
-        if more { " …" } else { "" }
+        if more { " …" } else { "" },
+        if args.run_in_background {
+            " (in the background)"
+        } else {
+            ""
+        }
     );
     let mut content = vec![ToolContent::Text {
         text: format!(
@@ -105,7 +135,14 @@ pub async fn run(args: &BashArgs, workdir: &Path, env: &ToolEnv<'_>) -> ToolOutc
             .unwrap_or(DEFAULT_TIMEOUT_MS)
             .clamp(1, MAX_TIMEOUT_MS),
     );
-    if env.frontend.caps().terminal {
+    if let Some(refused) = &env.command.refused {
+        return ToolOutcome::failed(ErrorCode::PermissionDenied, refused.clone());
+    }
+    if args.run_in_background {
+        return start_job(args, workdir, env);
+    }
+    let sandboxed = env.command.sandbox.is_some();
+    if env.frontend.caps().terminal && !(sandboxed && env.command.local_only) {
         return run_in_client_terminal(args, workdir, timeout, env).await;
     }
     run_locally(args, workdir, timeout, env).await
@@ -330,15 +367,78 @@ impl SpillTarget {
     }
 }
 
+/// `bash -c COMMAND` under the guard, in the call's sandbox, with its
+/// private `TMPDIR`.
+fn local_command(
+    args: &BashArgs,
+    workdir: &Path,
+    env: &ToolEnv<'_>,
+) -> Result<tokio::process::Command, String> {
+    let mut command = env.spawner.guarded(
+        "bash",
+        ["-c", args.command.as_str()],
+        env.command.sandbox.as_ref(),
+    )?;
+    if let Some(tmp) = &env.command.tmp {
+        command.env("TMPDIR", tmp);
+    }
+    command.current_dir(workdir);
+    Ok(command)
+}
+
+/// `run_in_background`: starts the command as a job (always locally: a
+/// job outlives the turn, an editor's terminal does not) and returns its
+/// id at once.
+fn start_job(args: &BashArgs, workdir: &Path, env: &ToolEnv<'_>) -> ToolOutcome {
+    if !env.jobs.settings().enabled {
+        return ToolOutcome::failed(
+            ErrorCode::InvalidToolArgs,
+            "Background jobs are disabled here; run the command without run_in_background.",
+        );
+    }
+    let command = match local_command(args, workdir, env) {
+        Ok(command) => command,
+        Err(err) => return ToolOutcome::failed(ErrorCode::PermissionDenied, err),
+    };
+    let spec = crate::jobs::JobSpec {
+        call_id: env.call_id.clone(),
+        command: args.command.clone(),
+        description: args.description.clone(),
+    };
+    match env.jobs.start(spec, command, (env.on_job_end)()) {
+        Err(err) => ToolOutcome::failed(ErrorCode::Internal, err),
+        Ok(job) => {
+            let output = format!(
+                "Started background job {id}. Read its output with job_output {{\"job_id\": \"{id}\"}} (wait: true blocks until it ends) and stop it with job_kill. You will be told when it ends.\n[status: running]",
+                id = job.id
+            );
+            ToolOutcome {
+                job: Some(job.id.clone()),
+                ..ToolOutcome::ok(
+                    output,
+                    ToolView {
+                        content: vec![ToolContent::Text {
+                            text: format!("Running in the background as job {}", job.id),
+                        }],
+                        ..ToolView::default()
+                    },
+                )
+            }
+        }
+    }
+}
+
 async fn run_locally(
     args: &BashArgs,
     workdir: &Path,
     timeout: Duration,
     env: &ToolEnv<'_>,
 ) -> ToolOutcome {
-    let mut command = env.spawner.guarded("bash", ["-c", args.command.as_str()]);
+    let mut command = match local_command(args, workdir, env) {
+        Ok(command) => command,
+        Err(err) => return ToolOutcome::failed(ErrorCode::PermissionDenied, err),
+    };
     command
-        .current_dir(workdir)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
     let mut child = match command.spawn() {
@@ -405,6 +505,11 @@ async fn run_locally(
     use std::os::unix::process::ExitStatusExt;
     let code = status.and_then(|s| s.code());
     let signal = status.and_then(|s| s.signal()).map(|s| format!("{s}"));
+    let note = env.command.sandbox.as_ref().and_then(|sandbox| {
+        (code != Some(0))
+            .then(|| crate::sandbox::denial_note(&output, env.command.mode, sandbox))
+            .flatten()
+    });
     output.push_str(&status_line(
         code,
         signal.as_deref(),
@@ -412,6 +517,10 @@ async fn run_locally(
         cancelled,
         timeout,
     ));
+    if let Some(note) = note {
+        output.push('\n');
+        output.push_str(&note);
+    }
     let view = output_view(&output);
     ToolOutcome::ok(output, view)
 }

@@ -1,5 +1,6 @@
 //! The model's tools. Names and parameters are the seeds' contract: `read`,
-//! `write`, `edit`, `glob`, `grep`, `bash`, `todo_write`.
+//! `write`, `edit`, `glob`, `grep`, `bash`, `todo_write`, `exit_plan_mode`,
+//! `lsp`, `job_output`, `job_kill`, `job_list`, `web_fetch`, `web_search`.
 //!
 //! A call goes through two steps: [`plan`] parses the raw arguments,
 //! resolves paths and presents the call (title, kind, locations, what it
@@ -8,11 +9,13 @@
 
 mod bash;
 mod fs;
+mod jobs;
 mod lsp;
 mod paths;
 mod plan_mode;
 mod search;
 mod todo;
+mod web;
 
 pub(crate) use fs::open_regular;
 
@@ -38,6 +41,8 @@ pub struct PlanEnv<'a> {
     /// Language-server settings (to see whether a query would start a
     /// program from the workspace).
     pub lsp: &'a dsh_lsp_bridge::BridgeSettings,
+    /// The optional tools offered.
+    pub offer: Offer,
 }
 
 /// What a tool run may use.
@@ -60,6 +65,14 @@ pub struct ToolEnv<'a> {
     pub lsp: &'a (dyn Fn() -> std::sync::Arc<dsh_lsp_bridge::Bridge> + Send + Sync),
     /// How children are started.
     pub spawner: &'a dsh_process::Spawner,
+    /// How a command runs (its sandbox).
+    pub command: &'a crate::sandbox::CommandRun,
+    /// The session's background jobs.
+    pub jobs: &'a crate::jobs::Jobs,
+    /// What a job calls when it ends (the session logs `job/end`).
+    pub on_job_end: &'a (dyn Fn() -> crate::jobs::OnEnd + Send + Sync),
+    /// Web settings.
+    pub web: &'a crate::web::WebSettings,
 }
 
 impl Planned {
@@ -103,6 +116,22 @@ enum Call {
     Mcp(crate::mcp::McpTool, String),
     TodoWrite(todo::TodoArgs),
     ExitPlanMode(String),
+    JobOutput(jobs::OutputArgs),
+    JobKill(jobs::KillArgs),
+    JobList,
+    WebFetch(web::FetchArgs),
+    WebSearch(web::SearchArgs),
+}
+
+/// Which of the optional tools a session offers.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Offer {
+    /// `run_in_background` and the job tools.
+    pub jobs: bool,
+    /// `web_fetch`.
+    pub web_fetch: bool,
+    /// `web_search` (a search provider is configured).
+    pub web_search: bool,
 }
 
 /// Why a call could not be planned (unknown tool, bad arguments, bad path).
@@ -130,14 +159,19 @@ impl From<Refusal> for ToolOutcome {
 }
 
 /// The schemas offered to the model, in a stable order.
-pub fn schemas() -> Vec<ToolSchema> {
+pub fn schemas(offer: Offer) -> Vec<ToolSchema> {
     let schema = |name: &str, description: &str, parameters: serde_json::Value| ToolSchema {
         name: name.to_owned(),
         description: description.to_owned(),
         parameters,
     };
-    vec![
-        schema("bash", bash::DESCRIPTION, bash::schema()),
+    let bash_description = if offer.jobs {
+        bash::DESCRIPTION
+    } else {
+        bash::DESCRIPTION_NO_JOBS
+    };
+    let mut schemas = vec![
+        schema("bash", bash_description, bash::schema(offer.jobs)),
         schema("edit", fs::EDIT_DESCRIPTION, fs::edit_schema()),
         schema(
             "exit_plan_mode",
@@ -146,11 +180,39 @@ pub fn schemas() -> Vec<ToolSchema> {
         ),
         schema("glob", search::GLOB_DESCRIPTION, search::glob_schema()),
         schema("grep", search::GREP_DESCRIPTION, search::grep_schema()),
+    ];
+    if offer.jobs {
+        schemas.extend([
+            schema("job_kill", jobs::KILL_DESCRIPTION, jobs::kill_schema()),
+            schema("job_list", jobs::LIST_DESCRIPTION, jobs::list_schema()),
+            schema(
+                "job_output",
+                jobs::OUTPUT_DESCRIPTION,
+                jobs::output_schema(),
+            ),
+        ]);
+    }
+    schemas.extend([
         schema("lsp", lsp::DESCRIPTION, lsp::schema()),
         schema("read", fs::READ_DESCRIPTION, fs::read_schema()),
         schema("todo_write", todo::DESCRIPTION, todo::schema()),
-        schema("write", fs::WRITE_DESCRIPTION, fs::write_schema()),
-    ]
+    ]);
+    if offer.web_fetch {
+        schemas.push(schema(
+            "web_fetch",
+            web::FETCH_DESCRIPTION,
+            web::fetch_schema(),
+        ));
+    }
+    if offer.web_search {
+        schemas.push(schema(
+            "web_search",
+            web::SEARCH_DESCRIPTION,
+            web::search_schema(),
+        ));
+    }
+    schemas.push(schema("write", fs::WRITE_DESCRIPTION, fs::write_schema()));
+    schemas
 }
 
 fn parse<T: DeserializeOwned>(name: &str, arguments: &str) -> Result<T, Refusal> {
@@ -295,8 +357,60 @@ pub fn plan(name: &str, arguments: &str, env: &PlanEnv<'_>) -> Result<Planned, R
             };
             (Call::ExitPlanMode(args.plan), view, Access::None, false)
         }
+        "job_output" | "job_kill" | "job_list" if env.offer.jobs => {
+            let (call, title) = match name {
+                "job_output" => {
+                    let args: jobs::OutputArgs = parse(name, arguments)?;
+                    let title = format!("Read job {}", args.job_id);
+                    (Call::JobOutput(args), title)
+                }
+                "job_kill" => {
+                    let args: jobs::KillArgs = parse(name, arguments)?;
+                    let title = format!("Stop job {}", args.job_id);
+                    (Call::JobKill(args), title)
+                }
+                _ => (Call::JobList, "List background jobs".to_owned()),
+            };
+            let view = ToolView {
+                title,
+                kind: Some(ToolKind::Execute),
+                ..ToolView::default()
+            };
+            // The jobs are the model's own, already allowed commands.
+            (call, view, Access::None, false)
+        }
+        "web_fetch" if env.offer.web_fetch => {
+            let args: web::FetchArgs = parse(name, arguments)?;
+            let host = web::host(&args)?;
+            let view = ToolView {
+                title: format!("Fetch {}", args.url),
+                kind: Some(ToolKind::Fetch),
+                ..ToolView::default()
+            };
+            (
+                Call::WebFetch(args),
+                view,
+                Access::Web { host: Some(host) },
+                true,
+            )
+        }
+        "web_search" if env.offer.web_search => {
+            let args: web::SearchArgs = parse(name, arguments)?;
+            web::validate_search(&args)?;
+            let view = ToolView {
+                title: format!("Search the web: {}", args.queries.join(" · ")),
+                kind: Some(ToolKind::Fetch),
+                ..ToolView::default()
+            };
+            (
+                Call::WebSearch(args),
+                view,
+                Access::Web { host: None },
+                true,
+            )
+        }
         other => {
-            let known: Vec<String> = schemas().into_iter().map(|s| s.name).collect();
+            let known: Vec<String> = schemas(env.offer).into_iter().map(|s| s.name).collect();
             return Err(Refusal::new(
                 ErrorCode::UnknownTool,
                 format!(
@@ -311,7 +425,7 @@ pub fn plan(name: &str, arguments: &str, env: &PlanEnv<'_>) -> Result<Planned, R
         ..view
     };
     Ok(Planned {
-        stops_itself: matches!(call, Call::Bash(..)),
+        stops_itself: matches!(call, Call::Bash(..) | Call::JobOutput(..)),
         edits_files: matches!(call, Call::Write(..) | Call::Edit(..)),
         call,
         name: name.to_owned(),
@@ -358,6 +472,11 @@ pub async fn run(planned: &Planned, env: &ToolEnv<'_>) -> ToolOutcome {
             None => ToolOutcome::failed(ErrorCode::Internal, "the session's MCP servers are gone"),
         },
         Call::TodoWrite(args) => todo::run(args),
+        Call::JobOutput(args) => jobs::output(args, env).await,
+        Call::JobKill(args) => jobs::kill(args, env),
+        Call::JobList => jobs::list(env),
+        Call::WebFetch(args) => web::fetch(args, env).await,
+        Call::WebSearch(args) => web::search(args, env).await,
         // The turn runs it (see [`Planned::submitted_plan`]).
         Call::ExitPlanMode(_) => {
             ToolOutcome::failed(ErrorCode::Internal, "exit_plan_mode runs in the turn")

@@ -177,7 +177,7 @@ impl Turn<'_> {
         let model = self.config.model(&settings.model).cloned().ok_or_else(|| {
             AgentError::Internal(format!("model {} left the catalog", settings.model))
         })?;
-        let mut tools = crate::tools::schemas();
+        let mut tools = crate::tools::schemas(self.config.offer());
         if let Some(hub) = &mcp {
             tools.extend(hub.schemas());
         }

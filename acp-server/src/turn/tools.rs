@@ -21,6 +21,17 @@ use crate::permission::{self, Access, Decision};
 use crate::tools::{self, Planned, ToolEnv};
 use crate::update::AgentUpdate;
 
+/// The user's answer to a permission prompt, as the pipeline acts on it.
+enum Asked {
+    /// Run it; `network`: with network for a sandboxed command.
+    Run {
+        /// "Allow once, with network".
+        network: bool,
+    },
+    /// Do not run it: record this.
+    Refused(Box<ToolOutcome>),
+}
+
 impl Turn<'_> {
     /// Runs the model's calls. Returns true when the turn was cancelled.
     pub(super) async fn run_tools(&self, calls: &[ToolCallRequest]) -> Result<bool, AgentError> {
@@ -30,6 +41,7 @@ impl Turn<'_> {
             cwd: &cwd,
             roots: &session.roots,
             lsp: &self.config.lsp,
+            offer: self.config.offer(),
         };
         let mut batch: Vec<(&ToolCallRequest, Planned)> = Vec::new();
         for call in calls {
@@ -67,11 +79,11 @@ impl Turn<'_> {
             self.flush_batch(&cwd, &mut batch).await?;
             self.record_call(call, planned.view.clone())?;
             let outcome = match decision {
-                Decision::Allow => self.execute(&cwd, call, &planned).await,
+                Decision::Allow => self.execute(&cwd, call, &planned, false).await,
                 Decision::Deny(reason) => ToolOutcome::failed(ErrorCode::PermissionDenied, reason),
                 Decision::Ask(_) => match self.ask(call, &planned).await? {
-                    Some(refusal) => refusal,
-                    None => self.execute(&cwd, call, &planned).await,
+                    Asked::Refused(refusal) => *refusal,
+                    Asked::Run { network } => self.execute(&cwd, call, &planned, network).await,
                 },
             };
             self.record_result(call, outcome)?;
@@ -92,7 +104,7 @@ impl Turn<'_> {
         let items = std::mem::take(batch);
         let runs: Vec<futures::future::BoxFuture<'_, ToolOutcome>> = items
             .iter()
-            .map(|(call, planned)| Box::pin(self.execute(cwd, call, planned)) as _)
+            .map(|(call, planned)| Box::pin(self.execute(cwd, call, planned, false)) as _)
             .collect();
         let mut results = futures::stream::iter(runs).buffered(4);
         let mut index = 0;
@@ -103,16 +115,12 @@ impl Turn<'_> {
         Ok(())
     }
 
-    /// Asks the user. `Ok(None)` means run it; `Ok(Some(outcome))` is the
-    /// refusal to record. Everything but an allow denies (fail closed), and
+    /// Asks the user: run it (with network, when the user chose that), or
+    /// the refusal to record. Everything but an allow denies (fail closed), and
     /// an allow is checked against the policy again: the mode and rules at
     /// the moment of the answer decide (a switch to read-only while the
     /// prompt was open voids it).
-    async fn ask(
-        &self,
-        call: &ToolCallRequest,
-        planned: &Planned,
-    ) -> Result<Option<ToolOutcome>, AgentError> {
+    async fn ask(&self, call: &ToolCallRequest, planned: &Planned) -> Result<Asked, AgentError> {
         let session = self.session;
         let choices = permission::choices(&planned.access, &session.policy());
         let question = PermissionAsk {
@@ -147,7 +155,9 @@ impl Turn<'_> {
             Ok(())
         };
         Ok(match answer {
-            PermissionOutcome::AllowOnce | PermissionOutcome::AllowAlways => {
+            PermissionOutcome::AllowOnce
+            | PermissionOutcome::AllowOnceNetwork
+            | PermissionOutcome::AllowAlways => {
                 // Starting a workspace program is allowed for the session
                 // (it keeps running): there is no "once" for it.
                 if answer == PermissionOutcome::AllowAlways || !choices.once {
@@ -155,32 +165,42 @@ impl Turn<'_> {
                 }
                 match session.decide(&planned.name, &planned.access) {
                     Decision::Deny(reason) => {
-                        Some(ToolOutcome::failed(ErrorCode::PermissionDenied, reason))
+                        Asked::Refused(Box::new(ToolOutcome::failed(ErrorCode::PermissionDenied, reason)))
                     }
-                    Decision::Allow | Decision::Ask(_) => None,
+                    Decision::Allow | Decision::Ask(_) => Asked::Run {
+                        network: answer == PermissionOutcome::AllowOnceNetwork,
+                    },
                 }
             }
             PermissionOutcome::RejectOnce | PermissionOutcome::RejectAlways => {
                 if answer == PermissionOutcome::RejectAlways {
                     remember(false)?;
                 }
-                Some(ToolOutcome::failed(
+                Asked::Refused(Box::new(ToolOutcome::failed(
                     ErrorCode::PermissionRejected,
                     "The user rejected this tool call. Do not retry it or do the same thing another way; ask the user how to proceed if it is still needed.",
-                ))
+                )))
             }
             PermissionOutcome::Cancelled => {
                 self.cancel.cancel();
-                Some(ToolOutcome::failed(ErrorCode::PermissionCancelled, "The permission prompt was cancelled, so the call did not run and the turn was cancelled."))
+                Asked::Refused(Box::new(ToolOutcome::failed(ErrorCode::PermissionCancelled, "The permission prompt was cancelled, so the call did not run and the turn was cancelled.")))
             }
-            PermissionOutcome::Unavailable => Some(ToolOutcome::failed(
+            PermissionOutcome::Unavailable => Asked::Refused(Box::new(ToolOutcome::failed(
                 ErrorCode::PermissionUnavailable,
                 "Permission could not be requested (the editor did not answer), so the call was denied. Do not retry it another way.",
-            )),
+            ))),
         })
     }
 
-    async fn execute(&self, cwd: &Path, call: &ToolCallRequest, planned: &Planned) -> ToolOutcome {
+    /// Runs a call the policy or the user allowed; `with_network`: the
+    /// user allowed a command the network its sandbox would deny.
+    async fn execute(
+        &self,
+        cwd: &Path,
+        call: &ToolCallRequest,
+        planned: &Planned,
+        with_network: bool,
+    ) -> ToolOutcome {
         let span = tracing::info_span!("tool", call = %call.id, tool = %planned.name);
         async {
             let session = self.session;
@@ -190,6 +210,11 @@ impl Turn<'_> {
                 status: ToolStatus::InProgress,
                 view: ToolView::default(),
             });
+            let command = if matches!(planned.access, Access::Execute { .. }) {
+                self.command_run(with_network)
+            } else {
+                crate::sandbox::CommandRun::unsandboxed(session.mode())
+            };
             let env = ToolEnv {
                 cwd,
                 roots: &session.roots,
@@ -200,6 +225,10 @@ impl Turn<'_> {
                 mcp: session.mcp(),
                 lsp: &|| session.bridge(),
                 spawner: &self.config.spawner,
+                command: &command,
+                jobs: &session.jobs,
+                on_job_end: &|| session.on_job_end(),
+                web: &self.config.web,
             };
             if let Some(plan) = planned.submitted_plan() {
                 return self.submit_plan(call, planned, plan).await;
@@ -223,6 +252,21 @@ impl Turn<'_> {
         }
         .instrument(span)
         .await
+    }
+
+    /// How a command runs now; where the kernel cannot sandbox it, the
+    /// user is told once per session that the prompt is the only guard.
+    fn command_run(&self, with_network: bool) -> crate::sandbox::CommandRun {
+        let session = self.session;
+        if self.config.command_guard() == crate::sandbox::Guard::PromptOnly
+            && session.mode() != crate::permission::Mode::FullAccess
+            && session.first_unsandboxed_command()
+        {
+            let _ = self.record(EventData::Notice {
+                text: "Commands run without a kernel sandbox on this machine (no usable Landlock, or no way to keep them off the network): the permission prompt is their only guard. Set `[sandbox] required = true` in config.toml to refuse them instead.".to_owned(),
+            });
+        }
+        crate::sandbox::command_run(self.config, session, with_network)
     }
 
     /// Before a call that may change files: what `write`/`edit` will
@@ -344,7 +388,7 @@ impl Turn<'_> {
         };
         match answer {
             PermissionOutcome::AllowAlways => start(Mode::AcceptEdits, "edits in the workspace no longer ask; commands still do"),
-            PermissionOutcome::AllowOnce => start(Mode::Ask, "each change and command is asked about"),
+            PermissionOutcome::AllowOnce | PermissionOutcome::AllowOnceNetwork => start(Mode::Ask, "each change and command is asked about"),
             PermissionOutcome::RejectOnce | PermissionOutcome::RejectAlways => ToolOutcome::failed(
                 ErrorCode::PermissionRejected,
                 "The user wants to keep planning: plan mode stays on. Ask what to change if it is not clear (their feedback may come in their next message), revise the plan, and submit it again with exit_plan_mode.",
@@ -473,6 +517,7 @@ impl Turn<'_> {
             view: outcome.view,
             attachments: outcome.attachments,
             live_terminal: outcome.live_terminal,
+            job: outcome.job,
         })
     }
 }

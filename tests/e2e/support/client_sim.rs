@@ -33,6 +33,8 @@ use tokio::io::AsyncReadExt;
 pub enum Answer {
     /// Select the option of this kind.
     Select(PermissionOptionKind),
+    /// Select the option with this id.
+    SelectId(&'static str),
     /// Answer with a JSON-RPC error (a broken client).
     Error,
     /// Answer `cancelled`.
@@ -133,6 +135,18 @@ impl ClientSim {
         };
         match answer {
             Answer::Select(kind) => responder.respond(pick(kind)),
+            Answer::SelectId(id) => {
+                let option = request
+                    .options
+                    .iter()
+                    .find(|o| o.option_id.0.as_ref() == id)
+                    .expect("offered option");
+                responder.respond(RequestPermissionResponse::new(
+                    RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(
+                        option.option_id.clone(),
+                    )),
+                ))
+            }
             Answer::Cancelled => responder.respond(RequestPermissionResponse::new(
                 RequestPermissionOutcome::Cancelled,
             )),

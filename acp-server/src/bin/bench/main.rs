@@ -9,6 +9,7 @@
 //! ./target/release/dsh-bench soak [SESSIONS] [MINUTES]   # default 20 × 8
 //! ./target/release/dsh-bench lsp        # language servers
 //! ./target/release/dsh-bench checkpoint # the workspace scan and file copies of /undo
+//! ./target/release/dsh-bench sandbox    # what the kernel sandbox adds to starting a command
 //! ./target/release/dsh-bench sdk        # dsh sdk latency and cost, dsh run start to exit
 //! ```
 //!
@@ -23,6 +24,7 @@ mod lsp;
 #[path = "../../../../tests/e2e/support/mock_model.rs"]
 mod mock_model;
 mod proc;
+mod sandbox;
 mod scale;
 mod sdk;
 mod soak;
@@ -122,6 +124,7 @@ async fn main() {
             "lsp" => lsp::lsp_rows(&bench.scratch).await,
             "sdk" => sdk::rows(&bench).await,
             "checkpoint" => checkpoint::rows(&bench).await,
+            "sandbox" => sandbox::rows(&bench).await,
             "all" => {
                 start_rows(&bench).await;
                 stream::rows(&bench).await;
@@ -129,10 +132,11 @@ async fn main() {
                 context::rows(&bench).await;
                 sdk::rows(&bench).await;
                 checkpoint::rows(&bench).await;
+                sandbox::rows(&bench).await;
                 lsp::lsp_rows(&bench.scratch).await;
             }
             other => {
-                panic!("unknown mode {other:?}: all, stream, stream-cost, scale, load, context, sdk, checkpoint, soak, lsp")
+                panic!("unknown mode {other:?}: all, stream, stream-cost, scale, load, context, sdk, checkpoint, sandbox, soak, lsp")
             }
         }
     }

@@ -1,0 +1,494 @@
+//! Background jobs: commands the model started with `bash`'s
+//! `run_in_background` (seeds: `dsh-tool-jobs`). Each runs under the
+//! command guard, in its sandbox and its own process group; its output is
+//! kept in memory up to a cap (what the model has not read yet, and a tail
+//! for the editor) and in full, up to 64 MiB, in a private spill file. A
+//! session's jobs are killed when it closes (and with dsh: the guard dies
+//! with it). When a job ends, the session is told ([`JobReport`]): it logs
+//! `job/end`, the editor's tool call finishes, and the model hears of it at
+//! its next step.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use dsh_protocol::tool::{ToolContent, ToolView};
+use dsh_protocol::ToolCallId;
+use serde::Deserialize;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// What the model has not read yet is kept up to this much (the oldest is
+/// dropped first, and the reader is told how much).
+const UNREAD_CAP: usize = 1024 * 1024;
+/// The tail the editor shows when a job ends.
+const TAIL_BYTES: usize = 8 * 1024;
+/// How much of a job's output its spill file keeps.
+const SPILL_BYTES: u64 = 64 * 1024 * 1024;
+
+/// `[jobs]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobSettings {
+    /// Offer `run_in_background` and the job tools.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// How long `job_output` with `wait` waits by default.
+    #[serde(default = "wait_default")]
+    pub wait_timeout_ms: u64,
+    /// The longest it may wait.
+    #[serde(default = "wait_max")]
+    pub max_wait_timeout_ms: u64,
+    /// Jobs running at once per session.
+    #[serde(default = "max_jobs")]
+    pub max_jobs: usize,
+}
+
+fn yes() -> bool {
+    true
+}
+fn wait_default() -> u64 {
+    30_000
+}
+fn wait_max() -> u64 {
+    600_000
+}
+fn max_jobs() -> usize {
+    10
+}
+
+impl Default for JobSettings {
+    fn default() -> Self {
+        JobSettings {
+            enabled: true,
+            wait_timeout_ms: wait_default(),
+            max_wait_timeout_ms: wait_max(),
+            max_jobs: max_jobs(),
+        }
+    }
+}
+
+/// How a job ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum End {
+    /// It exited with this code.
+    Exited(i32),
+    /// A signal killed it.
+    Signal(i32),
+    /// It was killed: by `job_kill`, or because the session closed.
+    Killed(String),
+}
+
+impl End {
+    /// `exited N`, `signal N` or `killed`.
+    pub fn status(&self) -> String {
+        match self {
+            End::Exited(code) => format!("exited {code}"),
+            End::Signal(signal) => format!("signal {signal}"),
+            End::Killed(_) => "killed".to_owned(),
+        }
+    }
+
+    fn failed(&self) -> bool {
+        !matches!(self, End::Exited(0))
+    }
+}
+
+/// What the session logs when a job ends (`job/end`).
+#[derive(Debug, Clone)]
+pub struct JobReport {
+    /// The job.
+    pub job_id: String,
+    /// The call that started it.
+    pub call_id: ToolCallId,
+    /// `exited N`, `signal N` or `killed`.
+    pub status: String,
+    /// Not a zero exit.
+    pub failed: bool,
+    /// What the model is told.
+    pub summary: String,
+    /// The call's final view: the tail of the output and the status.
+    pub view: ToolView,
+}
+
+/// Called once when a job ends.
+pub type OnEnd = Box<dyn FnOnce(JobReport) + Send>;
+
+/// A job's output and state.
+struct State {
+    unread: Vec<u8>,
+    dropped: u64,
+    tail: Vec<u8>,
+    total: u64,
+    end: Option<End>,
+    kill_reason: Option<String>,
+    spill: Option<PathBuf>,
+}
+
+/// One background job.
+pub struct Job {
+    /// `j1`, `j2`, …
+    pub id: String,
+    /// The call that started it.
+    pub call_id: ToolCallId,
+    /// The command line.
+    pub command: String,
+    /// What it does (the model's description).
+    pub description: String,
+    started: Instant,
+    state: Mutex<State>,
+    ended: tokio::sync::watch::Sender<bool>,
+    kill: CancellationToken,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Job {
+    fn take(&self, chunk: &[u8]) {
+        let mut state = lock(&self.state);
+        state.total += chunk.len() as u64;
+        state.unread.extend_from_slice(chunk);
+        if state.unread.len() > UNREAD_CAP {
+            let cut = state.unread.len() - UNREAD_CAP;
+            state.unread.drain(..cut);
+            state.dropped += cut as u64;
+        }
+        state.tail.extend_from_slice(chunk);
+        if state.tail.len() > 2 * TAIL_BYTES {
+            let cut = state.tail.len() - TAIL_BYTES;
+            state.tail.drain(..cut);
+        }
+    }
+
+    /// `[status: running]`, `[status: exited N]`, `[status: killed]`, …
+    pub fn status_line(&self) -> String {
+        match &lock(&self.state).end {
+            None => "[status: running]".to_owned(),
+            Some(end) => format!("[status: {}]", end.status()),
+        }
+    }
+
+    /// Whether it has ended.
+    pub fn has_ended(&self) -> bool {
+        lock(&self.state).end.is_some()
+    }
+
+    /// Waits until it ends or `timeout` passes (or `cancel` fires).
+    pub async fn wait(&self, timeout: Duration, cancel: &CancellationToken) {
+        let mut ended = self.ended.subscribe();
+        tokio::select! {
+            _ = ended.wait_for(|ended| *ended) => {}
+            () = tokio::time::sleep(timeout) => {}
+            () = cancel.cancelled() => {}
+        }
+    }
+
+    /// The output since the last read, then the status line.
+    pub fn read(&self) -> String {
+        let mut state = lock(&self.state);
+        let unread = std::mem::take(&mut state.unread);
+        let dropped = std::mem::take(&mut state.dropped);
+        let mut text = String::new();
+        if dropped > 0 {
+            text.push_str(&format!(
+                "[{dropped} earlier bytes were not kept in memory{}]\n",
+                state
+                    .spill
+                    .as_ref()
+                    .map(|path| format!("; the full output is in {}", path.display()))
+                    .unwrap_or_default()
+            ));
+        }
+        text.push_str(&String::from_utf8_lossy(&unread));
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        let status = match &state.end {
+            None => "[status: running]".to_owned(),
+            Some(end) => format!("[status: {}]", end.status()),
+        };
+        text.push_str(&status);
+        text
+    }
+
+    /// Asks it to stop; it ends as killed once its processes are gone.
+    pub fn kill(&self, reason: Option<String>) {
+        lock(&self.state).kill_reason = reason;
+        self.kill.cancel();
+    }
+
+    /// One line for `job_list`.
+    pub fn line(&self) -> String {
+        let state = lock(&self.state);
+        let status = state
+            .end
+            .as_ref()
+            .map_or_else(|| "running".to_owned(), End::status);
+        let first = self.command.lines().next().unwrap_or("");
+        format!(
+            "{}\tbash\t{status}\t{} s\t{}{}",
+            self.id,
+            self.started.elapsed().as_secs(),
+            dsh_protocol::content::visible_title(first, 80),
+            if self.description.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " — {}",
+                    dsh_protocol::content::visible_title(&self.description, 80)
+                )
+            }
+        )
+    }
+
+    fn report(&self, end: &End) -> JobReport {
+        let state = lock(&self.state);
+        let elapsed = self.started.elapsed().as_secs_f64();
+        let how = match end {
+            End::Exited(code) => format!("exited with code {code}"),
+            End::Signal(signal) => format!("was killed by signal {signal}"),
+            End::Killed(reason) => format!("was killed ({reason})"),
+        };
+        let unread = state.unread.len() as u64 + state.dropped;
+        let summary = format!(
+            "[dsh: background job {} (`{}`) {how} after {elapsed:.1} s; {} unread bytes of output — read them with job_output {{\"job_id\": \"{}\"}}.]",
+            self.id,
+            dsh_protocol::content::visible_title(self.command.lines().next().unwrap_or(""), 120),
+            unread,
+            self.id,
+        );
+        let text = String::from_utf8_lossy(&state.tail);
+        let tail = dsh_protocol::content::tail_bytes(&text, TAIL_BYTES);
+        let view = ToolView {
+            content: vec![ToolContent::Text {
+                text: format!(
+                    "```\n{}{tail}\n[status: {}]\n```",
+                    if state.total as usize > tail.len() {
+                        "…"
+                    } else {
+                        ""
+                    },
+                    end.status()
+                ),
+            }],
+            ..ToolView::default()
+        };
+        JobReport {
+            job_id: self.id.clone(),
+            call_id: self.call_id.clone(),
+            status: end.status(),
+            failed: end.failed(),
+            summary,
+            view,
+        }
+    }
+}
+
+/// A session's jobs.
+pub struct Jobs {
+    settings: JobSettings,
+    next: AtomicU64,
+    jobs: Mutex<BTreeMap<u64, Arc<Job>>>,
+    tracker: TaskTracker,
+    spill_dir: PathBuf,
+}
+
+/// What starts a job.
+pub struct JobSpec {
+    /// The call that starts it.
+    pub call_id: ToolCallId,
+    /// The command line.
+    pub command: String,
+    /// The model's description.
+    pub description: String,
+}
+
+impl Jobs {
+    /// No jobs yet; spill files go to `spill_dir`.
+    pub fn new(settings: JobSettings, spill_dir: PathBuf) -> Jobs {
+        Jobs {
+            settings,
+            next: AtomicU64::new(1),
+            jobs: Mutex::new(BTreeMap::new()),
+            tracker: TaskTracker::new(),
+            spill_dir,
+        }
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &JobSettings {
+        &self.settings
+    }
+
+    /// Starts `command` (a guarded, sandboxed `bash -c`) as a job.
+    ///
+    /// # Errors
+    /// Too many jobs run, or the command cannot start.
+    pub fn start(
+        &self,
+        spec: JobSpec,
+        mut command: tokio::process::Command,
+        on_end: OnEnd,
+    ) -> Result<Arc<Job>, String> {
+        let running = lock(&self.jobs)
+            .values()
+            .filter(|job| !job.has_ended())
+            .count();
+        if running >= self.settings.max_jobs {
+            return Err(format!(
+                "{running} background jobs are running, the most a session may have; stop one with job_kill or wait for one to end."
+            ));
+        }
+        command
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = command
+            .spawn()
+            .map_err(|err| format!("Cannot start bash: {err}"))?;
+        let number = self.next.fetch_add(1, Ordering::Relaxed);
+        let id = format!("j{number}");
+        let spill = self.spill_dir.join(format!("job-{id}.log"));
+        let job = Arc::new(Job {
+            id,
+            call_id: spec.call_id,
+            command: spec.command,
+            description: spec.description,
+            started: Instant::now(),
+            state: Mutex::new(State {
+                unread: Vec::new(),
+                dropped: 0,
+                tail: Vec::new(),
+                total: 0,
+                end: None,
+                kill_reason: None,
+                spill: None,
+            }),
+            ended: tokio::sync::watch::channel(false).0,
+            kill: CancellationToken::new(),
+        });
+        lock(&self.jobs).insert(number, job.clone());
+        let pgid = child.id().unwrap_or(0);
+        let streams: Vec<Box<dyn tokio::io::AsyncRead + Unpin + Send>> = [
+            child.stdout.take().map(|s| Box::new(s) as _),
+            child.stderr.take().map(|s| Box::new(s) as _),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        let watched = job.clone();
+        self.tracker.spawn(async move {
+            let job = watched;
+            let spill = open_spill(&spill).await.ok().map(|file| {
+                lock(&job.state).spill = Some(spill.clone());
+                Arc::new(tokio::sync::Mutex::new((file, 0u64)))
+            });
+            let mut readers = Vec::new();
+            for mut stream in streams {
+                let (job, spill) = (job.clone(), spill.clone());
+                readers.push(tokio::spawn(async move {
+                    let mut chunk = vec![0u8; 16 * 1024];
+                    loop {
+                        match stream.read(&mut chunk).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => {
+                                job.take(&chunk[..n]);
+                                if let Some(spill) = &spill {
+                                    let mut spill = spill.lock().await;
+                                    let room = SPILL_BYTES.saturating_sub(spill.1) as usize;
+                                    let part = &chunk[..n.min(room)];
+                                    if !part.is_empty() && spill.0.write_all(part).await.is_ok() {
+                                        spill.1 += part.len() as u64;
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }));
+            }
+            let end = tokio::select! {
+                status = child.wait() => {
+                    use std::os::unix::process::ExitStatusExt;
+                    match status {
+                        Ok(status) => match (status.code(), status.signal()) {
+                            (Some(code), _) => End::Exited(code),
+                            (None, Some(signal)) => End::Signal(signal),
+                            (None, None) => End::Exited(-1),
+                        },
+                        Err(_) => End::Exited(-1),
+                    }
+                }
+                () = job.kill.cancelled() => {
+                    dsh_process::stop_guarded(&mut child, pgid, Duration::from_millis(1000)).await;
+                    let reason = lock(&job.state).kill_reason.clone();
+                    End::Killed(reason.unwrap_or_else(|| "by request".to_owned()))
+                }
+            };
+            let drained = tokio::time::timeout(
+                Duration::from_millis(500),
+                futures::future::join_all(readers.iter_mut()),
+            )
+            .await;
+            dsh_process::kill_group(pgid);
+            if drained.is_err() {
+                for reader in &readers {
+                    reader.abort();
+                }
+            }
+            if let Some(spill) = &spill {
+                let _ = spill.lock().await.0.flush().await;
+            }
+            lock(&job.state).end = Some(end.clone());
+            job.ended.send_replace(true);
+            on_end(job.report(&end));
+        });
+        Ok(job)
+    }
+
+    /// The job with this id.
+    pub fn get(&self, id: &str) -> Option<Arc<Job>> {
+        let number: u64 = id.strip_prefix('j')?.parse().ok()?;
+        lock(&self.jobs).get(&number).cloned()
+    }
+
+    /// Every job, oldest first.
+    pub fn list(&self) -> Vec<Arc<Job>> {
+        lock(&self.jobs).values().cloned().collect()
+    }
+
+    /// Whether the job started by `call` still runs.
+    pub fn runs_for(&self, call: &ToolCallId) -> bool {
+        lock(&self.jobs)
+            .values()
+            .any(|job| &job.call_id == call && !job.has_ended())
+    }
+
+    /// Kills every job and waits until each has ended and been reported.
+    pub async fn shutdown(&self, reason: &str) {
+        for job in self.list() {
+            if !job.has_ended() {
+                job.kill(Some(reason.to_owned()));
+            }
+        }
+        self.tracker.close();
+        self.tracker.wait().await;
+    }
+}
+
+async fn open_spill(path: &std::path::Path) -> std::io::Result<tokio::fs::File> {
+    if let Some(dir) = path.parent() {
+        let mut builder = tokio::fs::DirBuilder::new();
+        builder.recursive(true).mode(0o700);
+        builder.create(dir).await?;
+    }
+    tokio::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .await
+}

@@ -1,0 +1,259 @@
+//! Which kernel sandbox a command runs in: derived from the session's mode
+//! and `[sandbox]` in config.toml, enforced by the command guard
+//! (`dsh_process::sandbox`).
+//!
+//! | mode                 | reads                  | writes                          | network      |
+//! |----------------------|------------------------|---------------------------------|--------------|
+//! | read-only, plan      | all but hidden paths   | private temp dir                | `network`    |
+//! | ask, accept-edits    | all but hidden paths   | roots, private temp dir, extras | `network`    |
+//! | full-access          | everything             | everything                      | yes          |
+//!
+//! Hidden paths are secret locations (`~/.ssh`, `~/.aws`, …, and
+//! `$DSH_HOME`), extended by `[sandbox] hidden`. "Allow once, with network"
+//! lifts the network rule for one command.
+
+use std::path::{Path, PathBuf};
+
+use dsh_process::sandbox::{Sandbox, Support};
+use serde::Deserialize;
+
+use crate::permission::Mode;
+
+/// Secret locations under `$HOME` no sandboxed command may read.
+pub const DEFAULT_HIDDEN: &[&str] = &[
+    ".ssh",
+    ".aws",
+    ".gnupg",
+    ".config/gh",
+    ".config/gcloud",
+    ".azure",
+    ".kube",
+    ".docker/config.json",
+    ".netrc",
+    ".git-credentials",
+    ".pypirc",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".password-store",
+    ".local/share/keyrings",
+    ".dsh",
+];
+
+/// `[sandbox]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxSettings {
+    /// Commands may use the network below full-access.
+    #[serde(default)]
+    pub network: bool,
+    /// Refuse commands (below full-access) where the kernel cannot sandbox
+    /// them; by default they run with the permission prompt as the only
+    /// guard.
+    #[serde(default)]
+    pub required: bool,
+    /// Run commands locally, in the sandbox, even when the editor offers a
+    /// terminal (which the sandbox cannot reach).
+    #[serde(default = "yes")]
+    pub prefer_local: bool,
+    /// More paths no command may read (`~/` is the user's home).
+    #[serde(default)]
+    pub hidden: Vec<String>,
+    /// More paths commands may write in `ask` and `accept-edits` (a
+    /// package cache, say).
+    #[serde(default)]
+    pub writable: Vec<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for SandboxSettings {
+    fn default() -> Self {
+        SandboxSettings {
+            network: false,
+            required: false,
+            prefer_local: true,
+            hidden: Vec::new(),
+            writable: Vec::new(),
+        }
+    }
+}
+
+/// How commands are guarded in a session, besides the permission prompt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Guard {
+    /// In the kernel sandbox; `network`: the configuration lets them use
+    /// the network.
+    Kernel {
+        /// Commands may use the network (`[sandbox] network`).
+        network: bool,
+    },
+    /// No sandbox here; the prompt is the only guard (said once per
+    /// session).
+    PromptOnly,
+    /// No sandbox here and `[sandbox] required`: refused below full-access.
+    Refused,
+}
+
+impl SandboxSettings {
+    /// How commands are guarded on this machine.
+    pub fn guard(&self, support: Option<Support>) -> Guard {
+        match support {
+            Some(support) if support.network || self.network => Guard::Kernel {
+                network: self.network,
+            },
+            _ if self.required => Guard::Refused,
+            _ => Guard::PromptOnly,
+        }
+    }
+}
+
+/// The sandbox for one command, or `None` when it runs without one
+/// (full-access, or no kernel support).
+pub fn for_command(
+    mode: Mode,
+    guard: Guard,
+    settings: &SandboxSettings,
+    roots: &[PathBuf],
+    tmp: &Path,
+    dsh_home: &Path,
+    with_network: bool,
+) -> Option<Sandbox> {
+    let Guard::Kernel { network } = guard else {
+        return None;
+    };
+    if mode == Mode::FullAccess {
+        return None;
+    }
+    let user_home = std::env::var_os("HOME").map(PathBuf::from);
+    let expand = |path: &str| match (path.strip_prefix("~/"), &user_home) {
+        (Some(rest), Some(home)) => home.join(rest),
+        _ => PathBuf::from(path),
+    };
+    let mut hidden: Vec<PathBuf> = user_home
+        .iter()
+        .flat_map(|home| DEFAULT_HIDDEN.iter().map(move |path| home.join(path)))
+        .chain(settings.hidden.iter().map(|path| expand(path)))
+        .collect();
+    hidden.push(dsh_home.to_path_buf());
+    let mut writable = vec![tmp.to_path_buf()];
+    if matches!(mode, Mode::Ask | Mode::AcceptEdits) {
+        writable.extend(roots.iter().cloned());
+        writable.extend(settings.writable.iter().map(|path| expand(path)));
+    }
+    Some(Sandbox {
+        writable,
+        hidden,
+        network: network || with_network,
+    })
+}
+
+/// A sandboxed command's private temporary directory (`TMPDIR`), 0700,
+/// created if needed.
+///
+/// # Errors
+/// It cannot be created.
+pub fn private_tmp(session: &str) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = std::env::temp_dir().join(format!("dsh-{session}"));
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)?;
+    Ok(dir)
+}
+
+/// What the model and the user are told after a sandboxed command failed
+/// with an access error (the kernel does not say which operation the
+/// sandbox blocked, so this reads the command's own error messages).
+pub fn denial_note(output: &str, mode: Mode, sandbox: &Sandbox) -> Option<String> {
+    let network = !sandbox.network
+        && [
+            "connect: Permission denied",
+            "Network is unreachable",
+            "Temporary failure in name resolution",
+            "Could not resolve host",
+        ]
+        .iter()
+        .any(|text| output.contains(text));
+    if network {
+        return Some(format!(
+            "[sandbox: network access denied under {} mode]",
+            mode.as_str()
+        ));
+    }
+    [
+        "Permission denied",
+        "Operation not permitted",
+        "Read-only file system",
+    ]
+    .iter()
+    .any(|text| output.contains(text))
+    .then(|| format!("[sandbox: file access denied under {} mode]", mode.as_str()))
+}
+
+/// How the commands of one tool call run.
+#[derive(Debug, Clone)]
+pub struct CommandRun {
+    /// The session's mode when the call runs.
+    pub mode: Mode,
+    /// The kernel sandbox, or `None` (full-access, or none available).
+    pub sandbox: Option<Sandbox>,
+    /// Refused before it starts (the private temp dir cannot be made).
+    pub refused: Option<String>,
+    /// `TMPDIR` for a sandboxed command.
+    pub tmp: Option<PathBuf>,
+    /// Run locally even when the editor offers a terminal (the sandbox
+    /// cannot reach the editor's terminal).
+    pub local_only: bool,
+}
+
+impl CommandRun {
+    /// No sandbox: for tests and tools that start no command.
+    pub fn unsandboxed(mode: Mode) -> CommandRun {
+        CommandRun {
+            mode,
+            sandbox: None,
+            refused: None,
+            tmp: None,
+            local_only: false,
+        }
+    }
+}
+
+/// How a command of `session` runs now (`with_network`: the user allowed
+/// this one the network).
+pub fn command_run(
+    config: &crate::config::Config,
+    session: &crate::session::Session,
+    with_network: bool,
+) -> CommandRun {
+    let mode = session.mode();
+    let guard = config.command_guard();
+    let mut run = CommandRun::unsandboxed(mode);
+    if !matches!(guard, Guard::Kernel { .. }) || mode == Mode::FullAccess {
+        return run;
+    }
+    let tmp = match private_tmp(session.id.as_str()) {
+        Ok(tmp) => tmp,
+        Err(err) => {
+            run.refused = Some(format!(
+                "The command was not run: its sandbox's private temporary directory cannot be created ({err})."
+            ));
+            return run;
+        }
+    };
+    run.sandbox = for_command(
+        mode,
+        guard,
+        &config.sandbox,
+        &session.roots,
+        &tmp,
+        &config.home,
+        with_network,
+    );
+    run.tmp = Some(tmp);
+    run.local_only = config.sandbox.prefer_local;
+    run
+}

@@ -1,0 +1,133 @@
+//! `job_output`, `job_kill`, `job_list` (seeds: `dsh-tool-jobs`): read,
+//! stop and list the session's background jobs (see [`crate::jobs`]).
+
+use std::time::Duration;
+
+use dsh_protocol::tool::{ToolContent, ToolOutcome, ToolView};
+use dsh_protocol::ErrorCode;
+use serde::Deserialize;
+
+use super::ToolEnv;
+
+pub const OUTPUT_DESCRIPTION: &str = "Read a background job. A streaming job returns only the output since the last read; a final-output job returns its result once it has settled. Every reply ends with [status: ...]. Reads do not block by default; with wait: true, it waits up to the configured cap.";
+pub const KILL_DESCRIPTION: &str = "Request cancellation of a running background job by its job id. The call returns at once; the job settles as killed once its work has actually stopped.";
+pub const LIST_DESCRIPTION: &str =
+    "List your background jobs (running and finished) with their ids, kinds and status.";
+
+pub fn output_schema() -> serde_json::Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            "job_id": { "type": "string", "description": "Job id returned by the tool that started the background work." },
+            "wait": { "type": "boolean", "description": "Block until the job reaches a terminal status or the timeout expires. A timed-out wait returns [status: running] and leaves the job alive." },
+            "timeout_ms": { "type": "number", "description": "Max wait in milliseconds (only meaningful with wait: true). Defaults to the configured wait timeout; capped by the configured maximum." }
+        },
+        "required": ["job_id"]
+    })
+}
+
+pub fn kill_schema() -> serde_json::Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            "job_id": { "type": "string", "description": "Job id returned by the tool that started the background work." },
+            "reason": { "type": "string", "description": "Optional short reason, recorded in the log and forwarded to the job." }
+        },
+        "required": ["job_id"]
+    })
+}
+
+pub fn list_schema() -> serde_json::Value {
+    serde_json::json!({ "type": "object", "properties": {} })
+}
+
+#[derive(Debug, Deserialize)]
+pub struct OutputArgs {
+    pub job_id: String,
+    #[serde(default)]
+    pub wait: bool,
+    #[serde(default)]
+    pub timeout_ms: Option<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct KillArgs {
+    pub job_id: String,
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+fn view(text: &str) -> ToolView {
+    ToolView {
+        content: vec![ToolContent::Text {
+            text: format!(
+                "```\n{}\n```",
+                dsh_protocol::content::tail_bytes(text, 8000)
+            ),
+        }],
+        ..ToolView::default()
+    }
+}
+
+fn unknown(id: &str, env: &ToolEnv<'_>) -> ToolOutcome {
+    let known: Vec<String> = env.jobs.list().iter().map(|job| job.id.clone()).collect();
+    ToolOutcome::failed(
+        ErrorCode::InvalidToolArgs,
+        format!(
+            "No background job {id:?} in this session{}. Jobs do not survive a restart of dsh.",
+            if known.is_empty() {
+                String::new()
+            } else {
+                format!(" (its jobs: {})", known.join(", "))
+            }
+        ),
+    )
+}
+
+pub async fn output(args: &OutputArgs, env: &ToolEnv<'_>) -> ToolOutcome {
+    let Some(job) = env.jobs.get(&args.job_id) else {
+        return unknown(&args.job_id, env);
+    };
+    if args.wait && !job.has_ended() {
+        let settings = env.jobs.settings();
+        let wanted = args
+            .timeout_ms
+            .filter(|ms| ms.is_finite() && *ms > 0.0)
+            .map_or(settings.wait_timeout_ms, |ms| ms as u64);
+        let timeout = Duration::from_millis(wanted.min(settings.max_wait_timeout_ms));
+        job.wait(timeout, env.cancel).await;
+    }
+    let text = job.read();
+    ToolOutcome::ok(text.clone(), view(&text))
+}
+
+pub fn kill(args: &KillArgs, env: &ToolEnv<'_>) -> ToolOutcome {
+    let Some(job) = env.jobs.get(&args.job_id) else {
+        return unknown(&args.job_id, env);
+    };
+    let text = if job.has_ended() {
+        format!("Job {} has already ended.\n{}", job.id, job.status_line())
+    } else {
+        job.kill(args.reason.clone());
+        format!(
+            "Asked job {} to stop; it settles as killed once its processes are gone.\n[status: running]",
+            job.id
+        )
+    };
+    ToolOutcome::ok(text.clone(), view(&text))
+}
+
+pub fn list(env: &ToolEnv<'_>) -> ToolOutcome {
+    let jobs = env.jobs.list();
+    let text = if jobs.is_empty() {
+        "No background jobs in this session.".to_owned()
+    } else {
+        let mut text = "id\tkind\tstatus\truntime\tcommand\n".to_owned();
+        for job in jobs {
+            text.push_str(&job.line());
+            text.push('\n');
+        }
+        text
+    };
+    ToolOutcome::ok(text.clone(), view(&text))
+}
