@@ -27,4 +27,5 @@ mod streaming;
 mod titles;
 mod tools;
 mod undo;
+mod vscode;
 mod web;

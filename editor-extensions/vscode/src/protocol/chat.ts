@@ -1,0 +1,192 @@
+// One chat with dsh as the panel drives it: the connection (started on
+// first use), the current session, its view model, the prompt in flight
+// and the permission ask open. No `vscode` import: the VS Code layer
+// supplies a `ChatUi` (QuickPick, diff editor, file system) and renders
+// the state it is handed.
+
+import type * as acp from "@agentclientprotocol/sdk" with { "resolution-mode": "import" };
+
+import { DshConnection, type StartOptions } from "./connection";
+import { emptyChat, pickers, reduce, userSays, type ChatState } from "./viewModel";
+
+/** What the chat needs from the editor. */
+export interface ChatUi {
+  /** Asks the user (a QuickPick, with the proposed edit in a diff editor);
+   * resolves with an option id, or null when dismissed. `signal` aborts
+   * when the ask was answered elsewhere (the panel's buttons). */
+  askPermission(request: acp.RequestPermissionRequest, signal: AbortSignal): Promise<string | null>;
+  readTextFile?(path: string, line?: number | null, limit?: number | null): Promise<string>;
+  writeTextFile?(path: string, content: string): Promise<void>;
+  /** The state changed (called at most every `frameMs`). */
+  render(state: ChatState): void;
+  /** A tool call reported locations (for "follow agent"). */
+  followed?(locations: acp.ToolCallLocation[]): void;
+  /** Something went wrong that the user should see. */
+  error(message: string): void;
+}
+
+export interface ChatOptions {
+  start: Omit<StartOptions, "host">;
+  cwd: string;
+  ui: ChatUi;
+  frameMs?: number;
+}
+
+export class Chat {
+  state: ChatState = emptyChat();
+  sessionId?: string;
+  private connection?: Promise<DshConnection>;
+  private pendingAsk?: { resolve: (id: string | null) => void; abort: AbortController };
+  private frame?: ReturnType<typeof setTimeout>;
+
+  constructor(private options: ChatOptions) {}
+
+  /** The connection, started once. */
+  private connect(): Promise<DshConnection> {
+    if (!this.connection) {
+      const ui = this.options.ui;
+      this.connection = DshConnection.start({
+        ...this.options.start,
+        host: {
+          requestPermission: (request) => this.ask(request),
+          readTextFile: ui.readTextFile?.bind(ui),
+          writeTextFile: ui.writeTextFile?.bind(ui),
+        },
+      }).then((connection) => {
+        connection.onUpdate((note) => this.onUpdate(note));
+        return connection;
+      });
+      this.connection.catch(() => {
+        this.connection = undefined;
+      });
+    }
+    return this.connection;
+  }
+
+  private onUpdate(note: acp.SessionNotification) {
+    if (note.sessionId !== this.sessionId) return;
+    reduce(this.state, note);
+    const update = note.update;
+    if (
+      (update.sessionUpdate === "tool_call" || update.sessionUpdate === "tool_call_update") &&
+      update.locations?.length
+    ) {
+      this.options.ui.followed?.(update.locations);
+    }
+    this.changed();
+  }
+
+  /** Renders soon (coalescing a burst of streamed chunks into one frame). */
+  private changed(now = false) {
+    if (now) {
+      if (this.frame) clearTimeout(this.frame);
+      this.frame = undefined;
+      this.options.ui.render(this.state);
+      return;
+    }
+    if (this.frame) return;
+    this.frame = setTimeout(() => {
+      this.frame = undefined;
+      this.options.ui.render(this.state);
+    }, this.options.frameMs ?? 33);
+  }
+
+  private async ask(request: acp.RequestPermissionRequest): Promise<string | null> {
+    this.pendingAsk?.resolve(null);
+    const abort = new AbortController();
+    const answered = new Promise<string | null>((resolve) => {
+      this.pendingAsk = { resolve, abort };
+    });
+    this.state.asking = {
+      toolCallId: request.toolCall.toolCallId,
+      title: request.toolCall.title ?? "this tool call",
+      options: request.options.map((o) => ({ id: o.optionId, name: o.name, kind: o.kind })),
+    };
+    this.changed(true);
+    const fromUi = this.options.ui.askPermission(request, abort.signal);
+    const chosen = await Promise.race([answered, fromUi]);
+    abort.abort();
+    this.pendingAsk = undefined;
+    this.state.asking = undefined;
+    this.changed(true);
+    return chosen;
+  }
+
+  /** The panel's buttons answer the open ask. */
+  answer(optionId: string | null) {
+    this.pendingAsk?.resolve(optionId);
+  }
+
+  /** A new session in the workspace folder. */
+  async newSession(): Promise<void> {
+    const connection = await this.connect();
+    const response = await connection.newSession(this.options.cwd);
+    this.sessionId = response.sessionId;
+    this.state = emptyChat();
+    this.state.options = pickers(response.configOptions);
+    this.changed(true);
+  }
+
+  /** The stored sessions of this workspace, newest first. */
+  async sessions(): Promise<acp.SessionInfo[]> {
+    const connection = await this.connect();
+    return (await connection.listSessions(this.options.cwd)).sessions;
+  }
+
+  /** Opens a stored session: its history is replayed into a fresh chat. */
+  async load(sessionId: string): Promise<void> {
+    const connection = await this.connect();
+    this.sessionId = sessionId;
+    this.state = emptyChat();
+    const response = await connection.loadSession(sessionId, this.options.cwd);
+    this.state.options = pickers(response.configOptions);
+    this.changed(true);
+  }
+
+  /** Sends a prompt (starting a session first if there is none). */
+  async prompt(text: string): Promise<acp.StopReason | undefined> {
+    if (this.state.busy) return undefined;
+    try {
+      if (!this.sessionId) await this.newSession();
+      const connection = await this.connect();
+      userSays(this.state, text);
+      this.state.busy = true;
+      this.changed(true);
+      return await connection.prompt(this.sessionId!, text);
+    } catch (error) {
+      this.options.ui.error(error instanceof Error ? error.message : String(error));
+      return undefined;
+    } finally {
+      this.state.busy = false;
+      this.changed(true);
+    }
+  }
+
+  async cancel(): Promise<void> {
+    if (!this.sessionId || !this.connection) return;
+    this.answer(null);
+    await (await this.connection).cancel(this.sessionId);
+  }
+
+  /** Sets a select setting (mode, model, reasoning effort). */
+  async pick(id: string, value: string): Promise<void> {
+    if (!this.sessionId) await this.newSession();
+    const connection = await this.connect();
+    const response = await connection.setOption(this.sessionId!, id, value);
+    this.state.options = pickers(response.configOptions);
+    this.changed(true);
+  }
+
+  /** Stops dsh (EOF; killed if it lingers). The next use starts it again. */
+  async dispose(): Promise<number | null> {
+    this.answer(null);
+    const connection = this.connection;
+    this.connection = undefined;
+    if (!connection) return null;
+    try {
+      return await (await connection).dispose();
+    } catch {
+      return null;
+    }
+  }
+}

@@ -1,0 +1,161 @@
+// The ACP client side of the extension: spawns `dsh acp`, speaks ACP with
+// the official SDK (`client().onRequest(...).connect(ndJsonStream(...))`),
+// hands editor requests to a `Host` and session updates to listeners.
+// No `vscode` import: the VS Code layer implements `Host`; the tests use
+// a plain one against the real dsh binary.
+
+import { spawn, type ChildProcess } from "node:child_process";
+import { Readable, Writable } from "node:stream";
+import type * as acp from "@agentclientprotocol/sdk" with { "resolution-mode": "import" };
+
+/** What dsh may ask of the editor. Only what is implemented is advertised. */
+export interface Host {
+  /** A permission prompt; the answer is an option id, or null (cancelled). */
+  requestPermission(request: acp.RequestPermissionRequest): Promise<string | null>;
+  /** The text of a file, unsaved edits included. */
+  readTextFile?(path: string, line?: number | null, limit?: number | null): Promise<string>;
+  /** Writes a file (undoable in the editor). */
+  writeTextFile?(path: string, content: string): Promise<void>;
+}
+
+export interface StartOptions {
+  /** The dsh binary. */
+  command: string;
+  /** Extra environment (the API key, DEEPSEEK_BASE_URL, …). */
+  env?: Record<string, string>;
+  /** dsh's working directory. */
+  cwd: string;
+  host: Host;
+  /** dsh's stderr (its logs), line by line. */
+  log?: (line: string) => void;
+}
+
+type Sdk = typeof import("@agentclientprotocol/sdk", { with: { "resolution-mode": "import" } });
+
+/** The SDK is an ES module; the extension is CommonJS (as VS Code loads it). */
+async function sdk(): Promise<Sdk> {
+  return await import("@agentclientprotocol/sdk");
+}
+
+export class DshConnection {
+  private exited: Promise<number | null>;
+
+  private constructor(
+    private listeners: Set<(note: acp.SessionNotification) => void>,
+    private child: ChildProcess,
+    private connection: acp.ClientConnection,
+    readonly agentInfo: acp.InitializeResponse,
+  ) {
+    this.exited = new Promise((resolve) => {
+      if (child.exitCode !== null) resolve(child.exitCode);
+      else child.once("exit", (code) => resolve(code));
+    });
+  }
+
+  static async start(options: StartOptions): Promise<DshConnection> {
+    const { client, ndJsonStream, methods, PROTOCOL_VERSION } = await sdk();
+    const child = spawn(options.command, ["acp"], {
+      cwd: options.cwd,
+      env: { ...process.env, ...options.env },
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+    await new Promise<void>((resolve, reject) => {
+      child.once("spawn", () => resolve());
+      child.once("error", reject);
+    });
+    let stderr = "";
+    child.stderr!.on("data", (data: Buffer) => {
+      stderr += data.toString();
+      let at: number;
+      while ((at = stderr.indexOf("\n")) >= 0) {
+        options.log?.(stderr.slice(0, at));
+        stderr = stderr.slice(at + 1);
+      }
+    });
+    const host = options.host;
+    // Updates can come before `start` returns (a replayed session).
+    const listeners = new Set<(note: acp.SessionNotification) => void>();
+    const app = client({ name: "dsh-vscode" })
+      .onNotification(methods.client.session.update, ({ params }) => {
+        for (const listener of listeners) listener(params);
+      })
+      .onRequest(methods.client.session.requestPermission, async ({ params }) => {
+        const chosen = await host.requestPermission(params);
+        return chosen === null
+          ? { outcome: { outcome: "cancelled" } }
+          : { outcome: { outcome: "selected", optionId: chosen } };
+      });
+    if (host.readTextFile) {
+      const read = host.readTextFile.bind(host);
+      app.onRequest(methods.client.fs.readTextFile, async ({ params }) => ({
+        content: await read(params.path, params.line, params.limit),
+      }));
+    }
+    if (host.writeTextFile) {
+      const write = host.writeTextFile.bind(host);
+      app.onRequest(methods.client.fs.writeTextFile, async ({ params }) => {
+        await write(params.path, params.content);
+        return {};
+      });
+    }
+    const stream = ndJsonStream(
+      Writable.toWeb(child.stdin!) as WritableStream<Uint8Array>,
+      Readable.toWeb(child.stdout!) as ReadableStream<Uint8Array>,
+    );
+    const connection = app.connect(stream);
+    const info = await connection.agent.request(methods.agent.initialize, {
+      protocolVersion: PROTOCOL_VERSION,
+      clientCapabilities: {
+        fs: { readTextFile: !!host.readTextFile, writeTextFile: !!host.writeTextFile },
+        terminal: false,
+      },
+      clientInfo: { name: "dsh-vscode", version: "0.1.0" },
+    });
+    return new DshConnection(listeners, child, connection, info);
+  }
+
+  /** Calls `listener` with every `session/update`. */
+  onUpdate(listener: (note: acp.SessionNotification) => void): () => boolean {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  newSession(cwd: string): Promise<acp.NewSessionResponse> {
+    return this.connection.agent.request("session/new", { cwd, mcpServers: [] });
+  }
+
+  loadSession(sessionId: string, cwd: string): Promise<acp.LoadSessionResponse> {
+    return this.connection.agent.request("session/load", { sessionId, cwd, mcpServers: [] });
+  }
+
+  listSessions(cwd?: string): Promise<acp.ListSessionsResponse> {
+    return this.connection.agent.request("session/list", cwd ? { cwd } : {});
+  }
+
+  async prompt(sessionId: string, text: string): Promise<acp.StopReason> {
+    const response = await this.connection.agent.request("session/prompt", {
+      sessionId,
+      prompt: [{ type: "text", text }],
+    });
+    return response.stopReason;
+  }
+
+  cancel(sessionId: string): Promise<void> {
+    return this.connection.agent.notify("session/cancel", { sessionId });
+  }
+
+  setOption(sessionId: string, configId: string, value: string): Promise<acp.SetSessionConfigOptionResponse> {
+    return this.connection.agent.request("session/set_config_option", { sessionId, configId, value });
+  }
+
+  /** Closes stdin (dsh exits on EOF, reaping its children); kills it if it
+   * has not exited within `graceMs`. Resolves with its exit code. */
+  async dispose(graceMs = 3000): Promise<number | null> {
+    this.connection.close();
+    this.child.stdin?.end();
+    const timer = setTimeout(() => this.child.kill("SIGKILL"), graceMs);
+    const code = await this.exited;
+    clearTimeout(timer);
+    return code;
+  }
+}

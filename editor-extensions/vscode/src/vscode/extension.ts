@@ -1,0 +1,270 @@
+// The VS Code side, kept thin: the chat view (a webview), commands, the
+// status bar, and the editor services dsh asks for — permission prompts
+// (QuickPick, with a proposed edit shown in VS Code's diff editor first),
+// files read from open documents and written through WorkspaceEdits. All
+// protocol work is in ../protocol.
+
+import * as vscode from "vscode";
+import { readFile } from "node:fs/promises";
+import type * as acp from "@agentclientprotocol/sdk" with { "resolution-mode": "import" };
+
+import { Chat, type ChatUi } from "../protocol/chat";
+import type { ChatState, DiffView } from "../protocol/viewModel";
+import { chatHtml, nonce } from "../protocol/webviewHtml";
+
+const DIFF_SCHEME = "dsh-diff";
+const SECRET = "dsh.apiKey";
+
+/** Before/after texts of proposed and made edits, as virtual documents. */
+class DiffDocuments implements vscode.TextDocumentContentProvider {
+  private texts = new Map<string, string>();
+  private next = 0;
+
+  /** Opens VS Code's diff editor on `diff`. */
+  async show(diff: DiffView, title: string) {
+    const id = ++this.next;
+    const name = diff.path.split("/").pop() ?? diff.path;
+    const before = vscode.Uri.from({ scheme: DIFF_SCHEME, path: `/${id}/before/${name}` });
+    const after = vscode.Uri.from({ scheme: DIFF_SCHEME, path: `/${id}/after/${name}` });
+    this.texts.set(before.toString(), diff.oldText ?? "");
+    this.texts.set(after.toString(), diff.newText);
+    await vscode.commands.executeCommand("vscode.diff", before, after, title, { preview: true });
+  }
+
+  provideTextDocumentContent(uri: vscode.Uri): string {
+    return this.texts.get(uri.toString()) ?? "";
+  }
+}
+
+/** The chat webview in the dsh view container. */
+class ChatView implements vscode.WebviewViewProvider {
+  private view?: vscode.WebviewView;
+  private last?: ChatState;
+
+  constructor(
+    private extensionUri: vscode.Uri,
+    private onMessage: (message: Record<string, unknown>) => void,
+  ) {}
+
+  resolveWebviewView(view: vscode.WebviewView) {
+    this.view = view;
+    const media = vscode.Uri.joinPath(this.extensionUri, "media");
+    view.webview.options = { enableScripts: true, localResourceRoots: [media] };
+    view.webview.html = chatHtml({
+      cspSource: view.webview.cspSource,
+      nonce: nonce(),
+      scriptUri: view.webview.asWebviewUri(vscode.Uri.joinPath(media, "chat.js")).toString(),
+      styleUri: view.webview.asWebviewUri(vscode.Uri.joinPath(media, "chat.css")).toString(),
+    });
+    view.webview.onDidReceiveMessage((message) => {
+      if (message?.type === "ready" && this.last) this.post(this.last);
+      else this.onMessage(message);
+    });
+  }
+
+  post(state: ChatState) {
+    this.last = state;
+    void this.view?.webview.postMessage({ type: "state", state });
+  }
+}
+
+function workspaceFolder(): string {
+  return vscode.workspace.workspaceFolders?.[0]?.uri.fsPath ?? process.cwd();
+}
+
+async function readText(path: string, line?: number | null, limit?: number | null): Promise<string> {
+  const open = vscode.workspace.textDocuments.find((doc) => doc.uri.fsPath === path);
+  const text = open ? open.getText() : await readFile(path, "utf8");
+  if (!line && !limit) return text;
+  const lines = text.split("\n");
+  const from = Math.max(0, (line ?? 1) - 1);
+  return lines.slice(from, limit ? from + limit : undefined).join("\n");
+}
+
+/** Writes through a WorkspaceEdit (undoable in VS Code), then saves. */
+async function writeText(path: string, content: string): Promise<void> {
+  const uri = vscode.Uri.file(path);
+  const edit = new vscode.WorkspaceEdit();
+  let exists = true;
+  try {
+    await vscode.workspace.fs.stat(uri);
+  } catch {
+    exists = false;
+  }
+  if (exists) {
+    const doc = await vscode.workspace.openTextDocument(uri);
+    edit.replace(uri, new vscode.Range(doc.positionAt(0), doc.positionAt(doc.getText().length)), content);
+  } else {
+    edit.createFile(uri, { ignoreIfExists: true });
+    edit.insert(uri, new vscode.Position(0, 0), content);
+  }
+  if (!(await vscode.workspace.applyEdit(edit))) throw new Error(`VS Code refused the edit of ${path}`);
+  const doc = await vscode.workspace.openTextDocument(uri);
+  await doc.save();
+}
+
+async function reveal(path: string, line?: number | null) {
+  const doc = await vscode.workspace.openTextDocument(vscode.Uri.file(path));
+  const at = new vscode.Position(Math.max(0, (line ?? 1) - 1), 0);
+  await vscode.window.showTextDocument(doc, { selection: new vscode.Range(at, at), preview: true, preserveFocus: true });
+}
+
+/** The proposed edit in the diff editor, then dsh's options in a QuickPick. */
+async function askPermission(
+  request: acp.RequestPermissionRequest,
+  signal: AbortSignal,
+  diffs: DiffDocuments,
+): Promise<string | null> {
+  for (const block of request.toolCall.content ?? []) {
+    if (block.type === "diff") {
+      await diffs.show(
+        { path: block.path, oldText: block.oldText ?? null, newText: block.newText },
+        `dsh proposes: ${block.path.split("/").pop()}`,
+      );
+    }
+  }
+  const pick = vscode.window.createQuickPick<vscode.QuickPickItem & { id: string }>();
+  pick.title = `dsh: allow ${request.toolCall.title ?? "this tool call"}?`;
+  pick.ignoreFocusOut = true;
+  pick.items = request.options.map((option) => ({ label: option.name, id: option.optionId }));
+  return await new Promise<string | null>((resolve) => {
+    const done = (id: string | null) => {
+      resolve(id);
+      pick.dispose();
+    };
+    signal.addEventListener("abort", () => done(null));
+    pick.onDidAccept(() => done(pick.selectedItems[0]?.id ?? null));
+    pick.onDidHide(() => done(null));
+    pick.show();
+  });
+}
+
+let chat: Chat | undefined;
+
+export function activate(context: vscode.ExtensionContext) {
+  const diffs = new DiffDocuments();
+  const status = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Right, 100);
+  status.command = "dsh.pickMode";
+  const output = vscode.window.createOutputChannel("dsh");
+
+  const ui: ChatUi = {
+    askPermission: (request, signal) => askPermission(request, signal, diffs),
+    readTextFile: readText,
+    writeTextFile: writeText,
+    render: (state) => {
+      view.post(state);
+      const mode = state.options.find((o) => o.id === "mode");
+      const model = state.options.find((o) => o.id === "model");
+      status.text = `$(comment-discussion) dsh: ${mode?.current ?? "—"} · ${model?.current ?? "—"}`;
+      status.show();
+    },
+    followed: (locations) => {
+      if (vscode.workspace.getConfiguration("dsh").get<boolean>("followAgent") && locations[0]) {
+        void reveal(locations[0].path, locations[0].line);
+      }
+    },
+    error: (message) => void vscode.window.showErrorMessage(`dsh: ${message}`),
+  };
+
+  const getChat = async (): Promise<Chat> => {
+    if (chat) return chat;
+    const config = vscode.workspace.getConfiguration("dsh");
+    const env: Record<string, string> = { ...(config.get<Record<string, string>>("env") ?? {}) };
+    const key = await context.secrets.get(SECRET);
+    if (key) env.DEEPSEEK_API_KEY = key;
+    chat = new Chat({
+      start: {
+        command: config.get<string>("path") || "dsh",
+        env,
+        cwd: workspaceFolder(),
+        log: (line) => output.appendLine(line),
+      },
+      cwd: workspaceFolder(),
+      ui,
+    });
+    return chat;
+  };
+
+  const view = new ChatView(context.extensionUri, (message) => {
+    void (async () => {
+      const current = await getChat();
+      switch (message.type) {
+        case "prompt":
+          await current.prompt(String(message.text));
+          break;
+        case "cancel":
+          await current.cancel();
+          break;
+        case "answer":
+          current.answer(String(message.optionId));
+          break;
+        case "pick":
+          await current.pick(String(message.id), String(message.value));
+          break;
+        case "open":
+          await reveal(String(message.path), Number(message.line));
+          break;
+        case "diff": {
+          const tool = current.state.tools[String(message.toolCallId)];
+          const diff = tool?.diffs[Number(message.index)];
+          if (diff) await diffs.show(diff, tool.title);
+          break;
+        }
+      }
+    })().catch((error) => ui.error(error instanceof Error ? error.message : String(error)));
+  });
+
+  const pickSetting = async (id: string) => {
+    const current = await getChat();
+    if (!current.sessionId) await current.newSession();
+    const picker = current.state.options.find((o) => o.id === id);
+    if (!picker) return;
+    const chosen = await vscode.window.showQuickPick(
+      picker.values.map((v) => ({ label: v.name, description: v.value === picker.current ? "current" : "", detail: v.description, value: v.value })),
+      { title: `dsh: ${picker.name}` },
+    );
+    if (chosen) await current.pick(id, chosen.value);
+  };
+
+  context.subscriptions.push(
+    output,
+    status,
+    vscode.workspace.registerTextDocumentContentProvider(DIFF_SCHEME, diffs),
+    vscode.window.registerWebviewViewProvider("dsh.chat", view, { webviewOptions: { retainContextWhenHidden: true } }),
+    vscode.commands.registerCommand("dsh.newSession", async () => (await getChat()).newSession()),
+    vscode.commands.registerCommand("dsh.openSession", async () => {
+      const current = await getChat();
+      const sessions = await current.sessions();
+      const chosen = await vscode.window.showQuickPick(
+        sessions.map((s) => ({ label: s.title ?? s.sessionId, description: s.updatedAt ?? "", id: s.sessionId })),
+        { title: "dsh: open a session" },
+      );
+      if (chosen) await current.load(chosen.id);
+    }),
+    vscode.commands.registerCommand("dsh.cancel", async () => (await getChat()).cancel()),
+    vscode.commands.registerCommand("dsh.pickMode", () => pickSetting("mode")),
+    vscode.commands.registerCommand("dsh.pickModel", () => pickSetting("model")),
+    vscode.commands.registerCommand("dsh.showLocations", async () => {
+      const current = await getChat();
+      const items = Object.values(current.state.tools).flatMap((tool) =>
+        tool.locations.map((l) => ({ label: `${l.path}:${l.line ?? 1}`, description: tool.title, path: l.path, line: l.line })),
+      );
+      const chosen = await vscode.window.showQuickPick(items, { title: "dsh: the agent's locations" });
+      if (chosen) await reveal(chosen.path, chosen.line);
+    }),
+    vscode.commands.registerCommand("dsh.setApiKey", async () => {
+      const key = await vscode.window.showInputBox({ title: "dsh: DeepSeek API key", password: true, ignoreFocusOut: true });
+      if (key === undefined) return;
+      await context.secrets.store(SECRET, key.trim());
+      // The next use starts dsh with the new key.
+      await chat?.dispose();
+      chat = undefined;
+    }),
+    { dispose: () => void chat?.dispose() },
+  );
+}
+
+export async function deactivate(): Promise<void> {
+  await chat?.dispose();
+  chat = undefined;
+}

@@ -1,0 +1,58 @@
+//! The VS Code extension's own tests (editor-extensions/vscode, node's test
+//! runner), run against this build's `dsh`: its protocol layer over real
+//! ACP with the scripted model, the chat panel in Debian's Chromium, and
+//! the manifest against the code. CI builds it first (`.ci/run` sets
+//! DSH_VSCODE=1); elsewhere: `npm ci && npm run build` in that directory.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::support::DSH;
+
+#[tokio::test]
+async fn the_vscode_extension_tests_pass_against_this_dsh() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../editor-extensions/vscode");
+    if !dir.join("dist/test/protocol.test.js").exists() {
+        assert!(
+            std::env::var_os("DSH_VSCODE").is_none(),
+            "the extension is not built in {}",
+            dir.display()
+        );
+        eprintln!("skipped: build editor-extensions/vscode first (npm ci && npm run build)");
+        return;
+    }
+    let child = tokio::process::Command::new("node")
+        .args(["--test", "--test-reporter=spec", "dist/test/"])
+        .current_dir(&dir)
+        .env("DSH_BIN", DSH)
+        .env_remove("DEEPSEEK_API_KEY")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("node starts");
+    let output = tokio::time::timeout(Duration::from_secs(180), child.wait_with_output())
+        .await
+        .expect("the extension's tests finish in 3 minutes")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "the extension's tests failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    // Every test ran: none skipped, none missing.
+    for name in [
+        "a session end to end, then replayed into the view model",
+        "the panel's chat: coalesced renders, an ask answered from the panel, settings",
+        "the chat panel renders a recorded session and posts what the user does",
+        "activation registers what package.json contributes",
+    ] {
+        assert!(stdout.contains(name), "{name:?} did not run:\n{stdout}");
+    }
+    assert!(
+        stdout.contains("ℹ fail 0") && stdout.contains("ℹ skipped 0"),
+        "{stdout}"
+    );
+    assert!(dir.join("dist/screenshots/chat-panel.png").exists());
+}
