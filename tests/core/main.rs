@@ -6,6 +6,7 @@
 mod acp_duplex;
 mod golden;
 mod old_logs;
+mod sandbox;
 mod turns;
 
 use std::collections::VecDeque;
@@ -38,6 +39,16 @@ impl World {
 
     /// Same, with extra `config.toml` text.
     pub fn with_config(config: &str, script: &[serde_json::Value]) -> World {
+        Self::build(config, script, true)
+    }
+
+    /// Commands run without the command guard, so without the kernel
+    /// sandbox: a machine whose kernel cannot sandbox them.
+    pub fn unguarded(config: &str, script: &[serde_json::Value]) -> World {
+        Self::build(config, script, false)
+    }
+
+    fn build(config: &str, script: &[serde_json::Value], guard: bool) -> World {
         let home = tempfile::tempdir().unwrap();
         let workspace = tempfile::tempdir().unwrap();
         std::fs::write(workspace.path().join("hello.txt"), "hello\n").unwrap();
@@ -45,9 +56,10 @@ impl World {
         // The scripted model needs no key.
         raw.provider.kind = Some(ProviderKind::Replay);
         // Commands run under the guard (and its sandbox) as in dsh itself.
-        let config = Config::from_raw(raw, home.path().to_path_buf(), &NoEnv)
-            .unwrap()
-            .with_command_guard(PathBuf::from(env!("CARGO_BIN_EXE_dsh")));
+        let mut config = Config::from_raw(raw, home.path().to_path_buf(), &NoEnv).unwrap();
+        if guard {
+            config = config.with_command_guard(PathBuf::from(env!("CARGO_BIN_EXE_dsh")));
+        }
         let entries = script
             .iter()
             .map(|entry| serde_json::from_value::<ScriptEntry>(entry.clone()).unwrap())

@@ -47,6 +47,7 @@ async fn the_vscode_extension_tests_pass_against_this_dsh() {
         "the panel's chat: coalesced renders, an ask answered from the panel, settings",
         "the chat panel renders a recorded session and posts what the user does",
         "activation registers what package.json contributes",
+        "client terminals: dsh runs a command in the editor's terminal when configured to",
     ] {
         assert!(stdout.contains(name), "{name:?} did not run:\n{stdout}");
     }

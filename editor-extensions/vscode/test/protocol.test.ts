@@ -13,6 +13,7 @@ import type * as acp from "@agentclientprotocol/sdk" with { "resolution-mode": "
 
 import { Chat, type ChatUi } from "../src/protocol/chat";
 import { DshConnection, type Host } from "../src/protocol/connection";
+import { Terminals, type Terminal } from "../src/protocol/terminals";
 import { emptyChat, reduce, userSays, type ChatState } from "../src/protocol/viewModel";
 
 const here = resolve(__dirname, "..", "..");
@@ -20,6 +21,7 @@ const dsh = process.env.DSH_BIN ?? resolve(here, "..", "..", "target", "debug", 
 const script = resolve(here, "test", "scripted-model.jsonl");
 
 class TestHost implements Host {
+  terminals?: Terminals;
   asked: acp.RequestPermissionRequest[] = [];
   answers: (string | null)[] = [];
   writes: [string, string][] = [];
@@ -183,4 +185,48 @@ test("the panel's chat: coalesced renders, an ask answered from the panel, setti
   assert.ok(sessions.some((s) => s.sessionId === chat?.sessionId));
   assert.deepEqual(errors, []);
   assert.equal(await chat.dispose(), 0, "dsh exits when the extension deactivates");
+});
+
+test("client terminals: dsh runs a command in the editor's terminal when configured to", { timeout: 60_000 }, async () => {
+  const { home, workspace, env } = environment();
+  // The sandbox cannot reach an editor terminal: dsh uses one only when told.
+  writeFileSync(join(home, "config.toml"), "[sandbox]\nprefer_local = false\n");
+  const host = new TestHost();
+  host.terminals = new Terminals();
+  const created: Terminal[] = [];
+  const streamed: string[] = [];
+  host.terminals.onCreate = (terminal) => {
+    created.push(terminal);
+    terminal.onOutput((text) => streamed.push(text));
+  };
+  host.answers.push("allow_once");
+  const conn = await DshConnection.start({
+    command: dsh,
+    env: { ...env, DSH_REPLAY_FILE: resolve(here, "test", "scripted-terminal.jsonl") },
+    cwd: workspace,
+    host,
+  });
+  assert.equal(conn.agentInfo.agentCapabilities?.loadSession, true);
+  const { sessionId } = await conn.newSession(workspace);
+  const live = emptyChat();
+  conn.onUpdate((note) => reduce(live, note));
+  assert.equal(await conn.prompt(sessionId, "run it"), "end_turn");
+  assert.equal(created.length, 1);
+  assert.equal(created[0].spec.command, "bash");
+  assert.equal(created[0].spec.cwd, workspace);
+  assert.deepEqual(created[0].status, { exitCode: 3, signal: null });
+  assert.match(streamed.join(""), /from-the-editor/);
+  assert.equal(host.terminals.size, 0, "dsh released its terminal");
+  assert.equal(live.tools["call_b1"].status, "completed");
+  assert.equal(await conn.dispose(), 0);
+  // The log kept the output: a reload shows it as text.
+  const again = await DshConnection.start({ command: dsh, env, cwd: workspace, host: new TestHost() });
+  const replayed = emptyChat();
+  again.onUpdate((note) => reduce(replayed, note));
+  await again.loadSession(sessionId, workspace);
+  const shown = replayed.tools["call_b1"].text.join("\n");
+  assert.match(shown, /from-the-editor/);
+  assert.match(shown, /to-stderr/);
+  assert.match(shown, /\[exit code: 3\]/);
+  assert.equal(await again.dispose(), 0);
 });

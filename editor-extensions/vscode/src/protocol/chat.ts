@@ -7,6 +7,7 @@
 import type * as acp from "@agentclientprotocol/sdk" with { "resolution-mode": "import" };
 
 import { DshConnection, type StartOptions } from "./connection";
+import { Terminals, type Terminal } from "./terminals";
 import { emptyChat, pickers, reduce, userSays, type ChatState } from "./viewModel";
 
 /** What the chat needs from the editor. */
@@ -17,6 +18,9 @@ export interface ChatUi {
   askPermission(request: acp.RequestPermissionRequest, signal: AbortSignal): Promise<string | null>;
   readTextFile?(path: string, line?: number | null, limit?: number | null): Promise<string>;
   writeTextFile?(path: string, content: string): Promise<void>;
+  /** Shows a command dsh runs in the editor (a VS Code terminal). When
+   * absent, client terminals are not offered. */
+  showTerminal?(terminal: Terminal): void;
   /** The state changed (called at most every `frameMs`). */
   render(state: ChatState): void;
   /** A tool call reported locations (for "follow agent"). */
@@ -45,12 +49,18 @@ export class Chat {
   private connect(): Promise<DshConnection> {
     if (!this.connection) {
       const ui = this.options.ui;
+      let terminals: Terminals | undefined;
+      if (ui.showTerminal) {
+        terminals = new Terminals();
+        terminals.onCreate = (terminal) => ui.showTerminal?.(terminal);
+      }
       this.connection = DshConnection.start({
         ...this.options.start,
         host: {
           requestPermission: (request) => this.ask(request),
           readTextFile: ui.readTextFile?.bind(ui),
           writeTextFile: ui.writeTextFile?.bind(ui),
+          terminals,
         },
       }).then((connection) => {
         connection.onUpdate((note) => this.onUpdate(note));

@@ -8,6 +8,8 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 import type * as acp from "@agentclientprotocol/sdk" with { "resolution-mode": "import" };
 
+import type { Terminals } from "./terminals";
+
 /** What dsh may ask of the editor. Only what is implemented is advertised. */
 export interface Host {
   /** A permission prompt; the answer is an option id, or null (cancelled). */
@@ -16,6 +18,8 @@ export interface Host {
   readTextFile?(path: string, line?: number | null, limit?: number | null): Promise<string>;
   /** Writes a file (undoable in the editor). */
   writeTextFile?(path: string, content: string): Promise<void>;
+  /** Runs dsh's commands when it asks the editor to (`terminal/*`). */
+  terminals?: Terminals;
 }
 
 export interface StartOptions {
@@ -45,6 +49,7 @@ export class DshConnection {
     private child: ChildProcess,
     private connection: acp.ClientConnection,
     readonly agentInfo: acp.InitializeResponse,
+    private terminals?: Terminals,
   ) {
     this.exited = new Promise((resolve) => {
       if (child.exitCode !== null) resolve(child.exitCode);
@@ -98,6 +103,32 @@ export class DshConnection {
         return {};
       });
     }
+    const terminals = host.terminals;
+    if (terminals) {
+      app
+        .onRequest(methods.client.terminal.create, ({ params }) => ({
+          terminalId: terminals.create(params).id,
+        }))
+        .onRequest(methods.client.terminal.output, ({ params }) => {
+          const terminal = terminals.get(params.terminalId);
+          return {
+            output: terminal.output(),
+            truncated: terminal.truncated,
+            exitStatus: terminal.status ?? null,
+          };
+        })
+        .onRequest(methods.client.terminal.waitForExit, async ({ params }) => {
+          return await terminals.get(params.terminalId).waitForExit();
+        })
+        .onRequest(methods.client.terminal.kill, ({ params }) => {
+          terminals.get(params.terminalId).kill();
+          return {};
+        })
+        .onRequest(methods.client.terminal.release, ({ params }) => {
+          terminals.release(params.terminalId);
+          return {};
+        });
+    }
     const stream = ndJsonStream(
       Writable.toWeb(child.stdin!) as WritableStream<Uint8Array>,
       Readable.toWeb(child.stdout!) as ReadableStream<Uint8Array>,
@@ -107,11 +138,11 @@ export class DshConnection {
       protocolVersion: PROTOCOL_VERSION,
       clientCapabilities: {
         fs: { readTextFile: !!host.readTextFile, writeTextFile: !!host.writeTextFile },
-        terminal: false,
+        terminal: !!terminals,
       },
       clientInfo: { name: "dsh-vscode", version: "0.1.0" },
     });
-    return new DshConnection(listeners, child, connection, info);
+    return new DshConnection(listeners, child, connection, info, terminals);
   }
 
   /** Calls `listener` with every `session/update`. */
@@ -151,6 +182,7 @@ export class DshConnection {
   /** Closes stdin (dsh exits on EOF, reaping its children); kills it if it
    * has not exited within `graceMs`. Resolves with its exit code. */
   async dispose(graceMs = 3000): Promise<number | null> {
+    this.terminals?.releaseAll();
     this.connection.close();
     this.child.stdin?.end();
     const timer = setTimeout(() => this.child.kill("SIGKILL"), graceMs);

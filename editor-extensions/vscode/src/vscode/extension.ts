@@ -9,6 +9,7 @@ import { readFile } from "node:fs/promises";
 import type * as acp from "@agentclientprotocol/sdk" with { "resolution-mode": "import" };
 
 import { Chat, type ChatUi } from "../protocol/chat";
+import type { Terminal } from "../protocol/terminals";
 import type { ChatState, DiffView } from "../protocol/viewModel";
 import { chatHtml, nonce } from "../protocol/webviewHtml";
 
@@ -139,6 +140,32 @@ async function askPermission(
   });
 }
 
+/** A command dsh runs in the editor, shown in a VS Code terminal as it
+ * runs; closing the terminal kills the command. */
+function showTerminal(terminal: Terminal) {
+  const write = new vscode.EventEmitter<string>();
+  const crlf = (text: string) => text.replace(/\r?\n/g, "\r\n");
+  const line = terminal.spec.command === "bash" && terminal.spec.args?.[0] === "-c"
+    ? terminal.spec.args[1]
+    : [terminal.spec.command, ...(terminal.spec.args ?? [])].join(" ");
+  let off: (() => boolean) | undefined;
+  const pty: vscode.Pseudoterminal = {
+    onDidWrite: write.event,
+    open: () => {
+      write.fire(crlf(`$ ${line}\n${terminal.output()}`));
+      off = terminal.onOutput((text) => write.fire(crlf(text)));
+      void terminal.waitForExit().then((status) =>
+        write.fire(crlf(`\n[${status.exitCode !== null ? `exit code: ${status.exitCode}` : `signal ${status.signal}`}]\n`)),
+      );
+    },
+    close: () => {
+      off?.();
+      terminal.kill();
+    },
+  };
+  vscode.window.createTerminal({ name: `dsh: ${line.split("\n")[0].slice(0, 50)}`, pty }).show(true);
+}
+
 let chat: Chat | undefined;
 
 export function activate(context: vscode.ExtensionContext) {
@@ -151,6 +178,7 @@ export function activate(context: vscode.ExtensionContext) {
     askPermission: (request, signal) => askPermission(request, signal, diffs),
     readTextFile: readText,
     writeTextFile: writeText,
+    showTerminal,
     render: (state) => {
       view.post(state);
       const mode = state.options.find((o) => o.id === "mode");
