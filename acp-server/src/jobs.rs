@@ -428,17 +428,7 @@ impl Jobs {
                     End::Killed(reason.unwrap_or_else(|| "by request".to_owned()))
                 }
             };
-            let drained = tokio::time::timeout(
-                Duration::from_millis(500),
-                futures::future::join_all(readers.iter_mut()),
-            )
-            .await;
-            dsh_process::kill_group(pgid);
-            if drained.is_err() {
-                for reader in &readers {
-                    reader.abort();
-                }
-            }
+            dsh_process::settle(pgid, &mut readers, Duration::from_millis(500)).await;
             if let Some(spill) = &spill {
                 let _ = spill.lock().await.0.flush().await;
             }

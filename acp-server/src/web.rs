@@ -422,6 +422,22 @@ fn text(value: &serde_json::Value, key: &str) -> String {
     value[key].as_str().unwrap_or("").trim().to_owned()
 }
 
+/// A provider's result list: `title`, `url` and the snippet under
+/// `snippet_key`; results without a URL are dropped.
+fn hits(results: &serde_json::Value, snippet_key: &str) -> Vec<Hit> {
+    results
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|result| Hit {
+            title: text(result, "title"),
+            url: text(result, "url"),
+            snippet: text(result, snippet_key),
+        })
+        .filter(|hit| !hit.url.is_empty())
+        .collect()
+}
+
 async fn searxng(
     client: &reqwest::Client,
     settings: &SearchSettings,
@@ -449,18 +465,7 @@ async fn searxng(
                 .or_else(|| answer["answer"].as_str().map(str::to_owned))
         })
         .collect();
-    let hits = json["results"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|result| Hit {
-            title: text(result, "title"),
-            url: text(result, "url"),
-            snippet: text(result, "content"),
-        })
-        .filter(|hit| !hit.url.is_empty())
-        .collect();
-    Ok((answers, hits))
+    Ok((answers, hits(&json["results"], "content")))
 }
 
 async fn brave(
@@ -484,18 +489,7 @@ async fn brave(
             .header("Accept", "application/json"),
     )
     .await?;
-    let hits = json["web"]["results"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|result| Hit {
-            title: text(result, "title"),
-            url: text(result, "url"),
-            snippet: text(result, "description"),
-        })
-        .filter(|hit| !hit.url.is_empty())
-        .collect();
-    Ok((Vec::new(), hits))
+    Ok((Vec::new(), hits(&json["web"]["results"], "description")))
 }
 
 #[cfg(test)]

@@ -242,6 +242,29 @@ pub async fn stop_guarded(
     }
 }
 
+/// After a guarded command ended (or was stopped): gives the tasks reading
+/// its output `drain` to see the pipes close, kills whatever is left in
+/// its process group (no guard, or one that died), and aborts readers
+/// still blocked — a grandchild that kept a pipe open cannot hold dsh.
+pub async fn settle(
+    pgid: u32,
+    readers: &mut [tokio::task::JoinHandle<()>],
+    drain: std::time::Duration,
+) {
+    let drained = tokio::time::timeout(drain, async {
+        for reader in readers.iter_mut() {
+            let _ = reader.await;
+        }
+    })
+    .await;
+    kill_group(pgid);
+    if drained.is_err() {
+        for reader in readers.iter() {
+            reader.abort();
+        }
+    }
+}
+
 /// Makes dsh itself non-dumpable: other processes of the same user (its
 /// own children included) can no longer read `/proc/<dsh>/environ` or its
 /// memory, which hold the API key. Call once at start.

@@ -17,13 +17,23 @@ fn exec(command: &str) -> Access {
 
 /// Runs `f` with the policy context of the test session.
 fn with_context<T>(f: impl FnOnce(&Context<'_>) -> T) -> T {
+    with_machine(crate::sandbox::Guard::PromptOnly, false, f)
+}
+
+/// Same, on a machine whose commands are guarded by `commands`, with the
+/// web allowed in read-only or not.
+fn with_machine<T>(
+    commands: crate::sandbox::Guard,
+    web_in_read_only: bool,
+    f: impl FnOnce(&Context<'_>) -> T,
+) -> T {
     let (roots, protected) = (roots(), protected());
     f(&Context {
         roots: &roots,
         protected: &protected,
         trust_workspace_servers: false,
-        commands: crate::sandbox::Guard::PromptOnly,
-        web_in_read_only: false,
+        commands,
+        web_in_read_only,
     })
 }
 
@@ -366,20 +376,14 @@ fn plan_mode_reads_like_ask_and_changes_nothing() {
 #[test]
 fn commands_follow_the_sandbox_the_machine_has() {
     use crate::sandbox::Guard;
-    let (roots, protected) = (roots(), protected());
     let decide_with = |guard: Guard, mode: Mode| {
-        let ctx = Context {
-            roots: &roots,
-            protected: &protected,
-            trust_workspace_servers: false,
-            commands: guard,
-            web_in_read_only: false,
-        };
-        match decide(mode, "bash", &exec("ls"), &ctx, &[]) {
-            Decision::Allow => "allow",
-            Decision::Deny(_) => "deny",
-            Decision::Ask(_) => "ask",
-        }
+        with_machine(guard, false, |ctx| {
+            match decide(mode, "bash", &exec("ls"), ctx, &[]) {
+                Decision::Allow => "allow",
+                Decision::Deny(_) => "deny",
+                Decision::Ask(_) => "ask",
+            }
+        })
     };
     let kernel = Guard::Kernel { network: false };
     // Mode by mode: read-only, plan, ask, accept-edits, full-access.
@@ -394,18 +398,13 @@ fn commands_follow_the_sandbox_the_machine_has() {
     // "With network" is offered only where the sandbox keeps a command off
     // the network, and only for commands.
     let offered = |guard: Guard, access: &Access| {
-        let ctx = Context {
-            roots: &roots,
-            protected: &protected,
-            trust_workspace_servers: false,
-            commands: guard,
-            web_in_read_only: false,
-        };
-        choices(access, &ctx)
-            .options()
-            .iter()
-            .map(|option| option.id())
-            .collect::<Vec<_>>()
+        with_machine(guard, false, |ctx| {
+            choices(access, ctx)
+                .options()
+                .iter()
+                .map(|option| option.id())
+                .collect::<Vec<_>>()
+        })
     };
     assert_eq!(
         offered(kernel, &exec("curl example.com")),
@@ -451,21 +450,15 @@ fn the_web_is_asked_about_per_host_and_kept_from_read_only_unless_configured() {
         check(Mode::Ask, "web_fetch", fetch("evil.example"), &always),
         "ask"
     );
-    let (roots, protected) = (roots(), protected());
-    let ctx = Context {
-        roots: &roots,
-        protected: &protected,
-        trust_workspace_servers: false,
-        commands: crate::sandbox::Guard::PromptOnly,
-        web_in_read_only: true,
-    };
-    assert!(matches!(
-        decide(Mode::ReadOnly, "web_fetch", &fetch("docs.rs"), &ctx, &[]),
-        Decision::Ask(_)
-    ));
-    assert_eq!(
-        choices(&fetch("docs.rs"), &ctx).remember,
-        Remember::Scope("docs.rs".to_owned())
-    );
-    assert_eq!(choices(&search, &ctx).remember, Remember::Tool);
+    with_machine(crate::sandbox::Guard::PromptOnly, true, |ctx| {
+        assert!(matches!(
+            decide(Mode::ReadOnly, "web_fetch", &fetch("docs.rs"), ctx, &[]),
+            Decision::Ask(_)
+        ));
+        assert_eq!(
+            choices(&fetch("docs.rs"), ctx).remember,
+            Remember::Scope("docs.rs".to_owned())
+        );
+        assert_eq!(choices(&search, ctx).remember, Remember::Tool);
+    });
 }

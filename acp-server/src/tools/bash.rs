@@ -485,18 +485,7 @@ async fn run_locally(
     if timed_out || cancelled {
         dsh_process::stop_guarded(&mut child, pgid, Duration::from_millis(1000)).await;
     }
-    let drained = tokio::time::timeout(
-        Duration::from_millis(500),
-        futures::future::join_all(readers.iter_mut()),
-    )
-    .await;
-    // Anything left in the group (no guard, or one that died) goes too.
-    dsh_process::kill_group(pgid);
-    if drained.is_err() {
-        for reader in &readers {
-            reader.abort();
-        }
-    }
+    dsh_process::settle(pgid, &mut readers, Duration::from_millis(500)).await;
     let capture = std::mem::replace(&mut *capture.lock().await, Capture::new());
     let mut output = capture.finish().await;
     if !output.is_empty() && !output.ends_with('\n') {
