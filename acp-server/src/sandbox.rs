@@ -156,12 +156,26 @@ pub fn for_command(
 /// It cannot be created.
 pub fn private_tmp(session: &str) -> std::io::Result<PathBuf> {
     use std::os::unix::fs::DirBuilderExt;
-    let dir = std::env::temp_dir().join(format!("dsh-{session}"));
+    let dir = private_tmp_path(session);
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(&dir)?;
     Ok(dir)
+}
+
+fn private_tmp_path(session: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("dsh-{session}"))
+}
+
+/// Removes a closed session's private temporary directory (blocking).
+pub fn remove_private_tmp(session: &str) {
+    let dir = private_tmp_path(session);
+    if let Err(err) = std::fs::remove_dir_all(&dir) {
+        if err.kind() != std::io::ErrorKind::NotFound {
+            tracing::debug!(dir = %dir.display(), %err, "cannot remove the private temp dir");
+        }
+    }
 }
 
 /// What the model and the user are told after a sandboxed command failed

@@ -21,6 +21,8 @@ struct World {
     outside: tempfile::TempDir,
     port: u16,
     accepted: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// The last run's session id.
+    session: std::sync::Mutex<String>,
 }
 
 impl World {
@@ -49,6 +51,7 @@ impl World {
             outside,
             port,
             accepted,
+            session: std::sync::Mutex::new(String::new()),
         }
     }
 
@@ -84,6 +87,7 @@ impl World {
         let conn = self.env.connect_with(sim.clone()).await;
         conn.initialize().await;
         let session = conn.start(&self.env.cwd()).await;
+        *self.session.lock().unwrap() = session.0.to_string();
         conn.set_mode(&session, mode).await;
         conn.prompt(&session, "probe").await.unwrap();
         let result = tool_result(&self.env, "b1");
@@ -150,6 +154,13 @@ async fn each_mode_gets_the_sandbox_its_table_row_says() {
             "{mode}: {result}"
         );
         assert!(result.contains("[exit code: 1]"), "{mode}: {result}");
+        // The private temp dir went with the session.
+        let tmp = std::env::temp_dir().join(format!("dsh-{}", world.session.lock().unwrap()));
+        assert!(
+            !tmp.exists(),
+            "{mode}: {} outlived its session",
+            tmp.display()
+        );
     }
 }
 

@@ -373,6 +373,8 @@ impl Session {
             tracing::warn!(session = %self.id, "the turn did not stop in time; its log is closed under it");
         }
         self.jobs.shutdown("the session closed").await;
+        let id = self.id.to_string();
+        let _ = tokio::task::spawn_blocking(move || crate::sandbox::remove_private_tmp(&id)).await;
         if let Some(bridge) = self.bridge.get() {
             bridge.shutdown().await;
         }
