@@ -221,6 +221,8 @@ pub struct CommandRun {
     /// Run locally even when the editor offers a terminal (the sandbox
     /// cannot reach the editor's terminal).
     pub local_only: bool,
+    /// The session, for `DSH_SESSION_ID`.
+    pub session: String,
 }
 
 impl CommandRun {
@@ -232,7 +234,24 @@ impl CommandRun {
             refused: None,
             tmp: None,
             local_only: false,
+            session: String::new(),
         }
+    }
+
+    /// The managed `$DSH_*` variables a command sees (the bash tool's
+    /// description names them): `DSH_SESSION_ID`, `DSH_MODE`, and
+    /// `DSH_SANDBOX` — `none`, `files` (network allowed) or `files,network`.
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        let sandbox = match &self.sandbox {
+            None => "none",
+            Some(sandbox) if sandbox.network => "files",
+            Some(_) => "files,network",
+        };
+        vec![
+            ("DSH_SESSION_ID", self.session.clone()),
+            ("DSH_MODE", self.mode.as_str().to_owned()),
+            ("DSH_SANDBOX", sandbox.to_owned()),
+        ]
     }
 }
 
@@ -246,6 +265,7 @@ pub fn command_run(
     let mode = session.mode();
     let guard = config.command_guard();
     let mut run = CommandRun::unsandboxed(mode);
+    run.session = session.id.to_string();
     if !matches!(guard, Guard::Kernel { .. }) || mode == Mode::FullAccess {
         return run;
     }

@@ -69,6 +69,7 @@ impl World {
              t R_SSH 'cat {home}/.ssh/id_rsa > /dev/null'\n\
              t NET 'echo hi > /dev/tcp/127.0.0.1/{port}'\n\
              t TMP 'echo t > \"${{TMPDIR:-/tmp}}/dsh-probe-$$\"'\n\
+             echo \"ENV=$DSH_MODE/$DSH_SANDBOX/${{#DSH_SESSION_ID}}\"\n\
              echo denied >&2; cat {home}/.ssh/id_rsa; exit 1"
         )
     }
@@ -154,6 +155,12 @@ async fn each_mode_gets_the_sandbox_its_table_row_says() {
             "{mode}: {result}"
         );
         assert!(result.contains("[exit code: 1]"), "{mode}: {result}");
+        // The managed variables say how it ran (a 36-character session id).
+        let sandbox = if sandboxed { "files,network" } else { "none" };
+        assert!(
+            result.contains(&format!("ENV={mode}/{sandbox}/36")),
+            "{mode}: {result}"
+        );
         // The private temp dir went with the session.
         let tmp = std::env::temp_dir().join(format!("dsh-{}", world.session.lock().unwrap()));
         assert!(

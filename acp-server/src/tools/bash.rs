@@ -20,11 +20,11 @@ use super::ToolEnv;
 use crate::frontend::TerminalCommand;
 use dsh_protocol::tool::ToolOutcome;
 
-pub const DESCRIPTION: &str = "Run a bash command (bash -c) and return its stdout/stderr. Each call runs in a fresh shell: no state (cwd, variables, functions) persists between calls, so pass workdir instead of using cd. A non-zero exit is reported as [exit code: N]. Default timeout 2 minutes, at most 10 (timeoutMs). Commands may run in a file sandbox; a blocked file operation is reported as [sandbox: file access denied under <mode> mode]: that is a policy denial, not a defect of the command, so do not retry it another way. Long output is truncated to its tail; when available, the full output is saved to a file whose path is reported. For long-running commands set run_in_background: true: the call returns a job id at once; read the output with job_output and stop the job with job_kill.";
+pub const DESCRIPTION: &str = "Run a bash command (bash -c) and return its stdout/stderr. Each call runs in a fresh shell: no state (cwd, variables, functions) persists between calls, so pass workdir instead of using cd. A non-zero exit is reported as [exit code: N]. Default timeout 2 minutes, at most 10 (timeoutMs). The harness environment is exposed through managed $DSH_* variables (DSH_SESSION_ID, DSH_MODE, DSH_SANDBOX); check them when needed. Commands may run in a file sandbox; a blocked file operation is reported as [sandbox: file access denied under <mode> mode]: that is a policy denial, not a defect of the command, so do not retry it another way. Long output is truncated to its tail; when available, the full output is saved to a file whose path is reported. For long-running commands set run_in_background: true: the call returns a job id at once; read the output with job_output and stop the job with job_kill.";
 
 /// Without background jobs (`[jobs] enabled = false`) the parameter is
 /// not offered, and the description does not mention it.
-pub const DESCRIPTION_NO_JOBS: &str = "Run a bash command (bash -c) and return its stdout/stderr. Each call runs in a fresh shell: no state (cwd, variables, functions) persists between calls, so pass workdir instead of using cd. A non-zero exit is reported as [exit code: N]. Default timeout 2 minutes, at most 10 (timeoutMs). Commands may run in a file sandbox; a blocked file operation is reported as [sandbox: file access denied under <mode> mode]: that is a policy denial, not a defect of the command, so do not retry it another way. Long output is truncated to its tail; when available, the full output is saved to a file whose path is reported.";
+pub const DESCRIPTION_NO_JOBS: &str = "Run a bash command (bash -c) and return its stdout/stderr. Each call runs in a fresh shell: no state (cwd, variables, functions) persists between calls, so pass workdir instead of using cd. A non-zero exit is reported as [exit code: N]. Default timeout 2 minutes, at most 10 (timeoutMs). The harness environment is exposed through managed $DSH_* variables (DSH_SESSION_ID, DSH_MODE, DSH_SANDBOX); check them when needed. Commands may run in a file sandbox; a blocked file operation is reported as [sandbox: file access denied under <mode> mode]: that is a policy denial, not a defect of the command, so do not retry it another way. Long output is truncated to its tail; when available, the full output is saved to a file whose path is reported.";
 
 const DEFAULT_TIMEOUT_MS: u64 = 120_000;
 const MAX_TIMEOUT_MS: u64 = 600_000;
@@ -382,6 +382,7 @@ fn local_command(
     if let Some(tmp) = &env.command.tmp {
         command.env("TMPDIR", tmp);
     }
+    command.envs(env.command.env());
     command.current_dir(workdir);
     Ok(command)
 }
