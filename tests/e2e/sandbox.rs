@@ -92,7 +92,8 @@ impl World {
         conn.set_mode(&session, mode).await;
         conn.prompt(&session, "probe").await.unwrap();
         let result = tool_result(&self.env, "b1");
-        conn.finish().await;
+        // Every frame (the prompt's extra option included) fits the schema.
+        validate_frames(&conn.finish().await);
         result
     }
 

@@ -427,29 +427,36 @@ fn the_web_is_asked_about_per_host_and_kept_from_read_only_unless_configured() {
         host: Some(host.to_owned()),
     };
     let search = Access::Web { host: None };
-    assert_eq!(
-        check(Mode::ReadOnly, "web_fetch", fetch("docs.rs"), &[]),
-        "deny"
-    );
-    assert_eq!(check(Mode::Plan, "web_search", search.clone(), &[]), "deny");
-    assert_eq!(check(Mode::Ask, "web_fetch", fetch("docs.rs"), &[]), "ask");
-    assert_eq!(
-        check(Mode::AcceptEdits, "web_search", search.clone(), &[]),
-        "ask"
-    );
-    assert_eq!(
-        check(Mode::FullAccess, "web_fetch", fetch("docs.rs"), &[]),
-        "allow"
-    );
     let always = [rule("web_fetch", Some("docs.rs"), true)];
-    assert_eq!(
-        check(Mode::Ask, "web_fetch", fetch("docs.rs"), &always),
-        "allow"
-    );
-    assert_eq!(
-        check(Mode::Ask, "web_fetch", fetch("evil.example"), &always),
-        "ask"
-    );
+    let table: [(Mode, &str, Access, &[PermissionRule], &str); 7] = [
+        (Mode::ReadOnly, "web_fetch", fetch("docs.rs"), &[], "deny"),
+        (Mode::Plan, "web_search", search.clone(), &[], "deny"),
+        (Mode::Ask, "web_fetch", fetch("docs.rs"), &[], "ask"),
+        (Mode::AcceptEdits, "web_search", search.clone(), &[], "ask"),
+        (
+            Mode::FullAccess,
+            "web_fetch",
+            fetch("docs.rs"),
+            &[],
+            "allow",
+        ),
+        // "Always" is per host.
+        (Mode::Ask, "web_fetch", fetch("docs.rs"), &always, "allow"),
+        (
+            Mode::Ask,
+            "web_fetch",
+            fetch("evil.example"),
+            &always,
+            "ask",
+        ),
+    ];
+    for (mode, tool, access, rules, expected) in table {
+        assert_eq!(
+            check(mode, tool, access.clone(), rules),
+            expected,
+            "{mode:?} {access:?}"
+        );
+    }
     with_machine(crate::sandbox::Guard::PromptOnly, true, |ctx| {
         assert!(matches!(
             decide(Mode::ReadOnly, "web_fetch", &fetch("docs.rs"), ctx, &[]),
