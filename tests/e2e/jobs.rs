@@ -8,7 +8,7 @@ use std::time::Duration;
 use agent_client_protocol::v1::schema::{PermissionOptionKind, SessionUpdate, ToolCallStatus};
 use serde_json::json;
 
-use crate::support::{call, reply, tool_result, Answer, ClientSim, Conn, TestEnv};
+use crate::support::{call, reply, tool_result, validate_frames, Answer, ClientSim, Conn, TestEnv};
 
 fn statuses(conn: &Conn, call_id: &str) -> Vec<ToolCallStatus> {
     conn.updates()
@@ -125,7 +125,7 @@ async fn a_background_job_streams_its_output_and_the_model_hears_when_it_ends() 
         "{}",
         requests[2]
     );
-    conn.finish().await;
+    validate_frames(&conn.finish().await);
 }
 
 #[tokio::test]
@@ -179,7 +179,7 @@ async fn job_kill_stops_a_job_and_closing_the_session_stops_the_rest() {
     assert!(pid_alive(two), "the other job still runs");
     // The connection closes: the session's jobs die with it, and their
     // end is logged.
-    conn.finish().await;
+    validate_frames(&conn.finish().await);
     for _ in 0..100 {
         if !pid_alive(two) {
             break;
@@ -240,5 +240,5 @@ async fn a_job_dsh_died_under_shows_as_outcome_unknown_on_reload() {
     conn.load(&session, &env.cwd()).await;
     assert_eq!(statuses(&conn, "b1").last(), Some(&ToolCallStatus::Failed));
     assert!(update_text(&conn, "b1").contains("outcome unknown"));
-    conn.finish().await;
+    validate_frames(&conn.finish().await);
 }

@@ -9,7 +9,7 @@ use agent_client_protocol::v1::schema::{PermissionOptionKind, ToolKind};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::support::{call, reply, tool_result, Answer, ClientSim, TestEnv};
+use crate::support::{call, reply, tool_result, validate_frames, Answer, ClientSim, TestEnv};
 
 /// A tiny HTTP/1.1 server: each request's path picks a canned answer.
 /// Returns its port and the paths (with query) it was asked for.
@@ -95,7 +95,7 @@ async fn run(env: &TestEnv, mode: &str, sim: std::sync::Arc<ClientSim>) {
     let session = conn.start(&env.cwd()).await;
     conn.set_mode(&session, mode).await;
     conn.prompt(&session, "fetch").await.unwrap();
-    conn.finish().await;
+    validate_frames(&conn.finish().await);
 }
 
 #[tokio::test]
