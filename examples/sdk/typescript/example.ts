@@ -138,13 +138,19 @@ function startDsh(dsh: string, env: NodeJS.ProcessEnv) {
     child.stderr.on("data", (chunk: Buffer) => {
       process.stderr.write(chunk); // dsh's log (DSH_LOG) stays visible
       seen += chunk.toString();
-      const match = /dsh sdk: listening on (ws:\/\/\S+)/.exec(seen);
+      // Only a whole line: stderr comes in chunks, and a chunk can end
+      // inside the address ("ws://127" is a different host).
+      const match = /dsh sdk: listening on (ws:\/\/\S+)\r?\n/.exec(seen);
       if (match) resolve(match[1]);
     });
     child.once("exit", (code) => reject(new Error(`dsh sdk exited with ${code} before listening: ${seen}`)));
   });
   const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
-  return { url, exited };
+  /** Stops dsh if it still runs (the example failed part-way). */
+  const stop = () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill();
+  };
+  return { url, exited, stop };
 }
 
 async function main(): Promise<number> {
@@ -159,8 +165,9 @@ async function main(): Promise<number> {
     env.DSH_PROVIDER = "replay";
     env.DSH_REPLAY_FILE = resolve(here, "..", "..", "scripted-model.jsonl");
   }
+  let server: ReturnType<typeof startDsh> | undefined;
   try {
-    const server = startDsh(dsh, env);
+    server = startDsh(dsh, env);
     const sdk = await Sdk.connect(await server.url);
     const info = await sdk.call("initialize", { clientInfo: { name: "typescript-example" } });
     console.log(`server: ${info.serverInfo.name} ${info.serverInfo.version}`);
@@ -185,6 +192,7 @@ async function main(): Promise<number> {
     console.log(`dsh sdk exited with ${code}`);
     return code ?? 1;
   } finally {
+    server?.stop();
     rmSync(scratch, { recursive: true, force: true });
   }
 }
