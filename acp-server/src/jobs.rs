@@ -97,6 +97,14 @@ impl End {
     }
 }
 
+/// How every job reply ends.
+fn status_line(end: &Option<End>) -> String {
+    match end {
+        None => "[status: running]".to_owned(),
+        Some(end) => format!("[status: {}]", end.status()),
+    }
+}
+
 /// What the session logs when a job ends (`job/end`).
 #[derive(Debug, Clone)]
 pub struct JobReport {
@@ -167,10 +175,7 @@ impl Job {
 
     /// `[status: running]`, `[status: exited N]`, `[status: killed]`, …
     pub fn status_line(&self) -> String {
-        match &lock(&self.state).end {
-            None => "[status: running]".to_owned(),
-            Some(end) => format!("[status: {}]", end.status()),
-        }
+        status_line(&lock(&self.state).end)
     }
 
     /// Whether it has ended.
@@ -208,11 +213,7 @@ impl Job {
         if !text.is_empty() && !text.ends_with('\n') {
             text.push('\n');
         }
-        let status = match &state.end {
-            None => "[status: running]".to_owned(),
-            Some(end) => format!("[status: {}]", end.status()),
-        };
-        text.push_str(&status);
+        text.push_str(&status_line(&state.end));
         text
     }
 

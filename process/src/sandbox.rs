@@ -157,8 +157,6 @@ impl Sandbox {
             } else if flag == OsStr::new("--no-network") {
                 sandbox.network = false;
                 at += 1;
-            } else if flag == OsStr::new("--sandbox") {
-                at += 1;
             } else {
                 break;
             }

@@ -8,7 +8,9 @@ use std::time::Duration;
 use agent_client_protocol::v1::schema::{PermissionOptionKind, SessionUpdate, ToolCallStatus};
 use serde_json::json;
 
-use crate::support::{call, reply, tool_result, validate_frames, Answer, ClientSim, Conn, TestEnv};
+use crate::support::{
+    call, pid_alive, reply, tool_result, validate_frames, Answer, ClientSim, Conn, TestEnv,
+};
 
 fn statuses(conn: &Conn, call_id: &str) -> Vec<ToolCallStatus> {
     conn.updates()
@@ -35,16 +37,12 @@ fn update_text(conn: &Conn, call_id: &str) -> String {
         .join("\n")
 }
 
-fn pid_alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .is_ok_and(|stat| !stat.split(") ").nth(1).unwrap_or("").starts_with('Z'))
-}
-
-async fn wait_for_file(path: &std::path::Path) -> String {
+/// The pid a job's command wrote to `path` (waits for the whole line).
+async fn pid_in(path: &std::path::Path) -> u32 {
     for _ in 0..200 {
         if let Ok(text) = std::fs::read_to_string(path) {
             if text.ends_with('\n') {
-                return text;
+                return text.trim().parse().unwrap();
             }
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
@@ -157,16 +155,8 @@ async fn job_kill_stops_a_job_and_closing_the_session_stops_the_rest() {
     let session = conn.start(&env.cwd()).await;
     conn.set_mode(&session, "full-access").await;
     conn.prompt(&session, "start two").await.unwrap();
-    let one: u32 = wait_for_file(&env.cwd().join("one.pid"))
-        .await
-        .trim()
-        .parse()
-        .unwrap();
-    let two: u32 = wait_for_file(&env.cwd().join("two.pid"))
-        .await
-        .trim()
-        .parse()
-        .unwrap();
+    let one = pid_in(&env.cwd().join("one.pid")).await;
+    let two = pid_in(&env.cwd().join("two.pid")).await;
     assert!(pid_alive(one) && pid_alive(two));
     conn.prompt(&session, "stop the first").await.unwrap();
     assert!(tool_result(&env, "k1").contains("Asked job j1 to stop"));
@@ -216,11 +206,7 @@ async fn a_job_dsh_died_under_shows_as_outcome_unknown_on_reload() {
     let session = conn.start(&env.cwd()).await;
     conn.set_mode(&session, "full-access").await;
     conn.prompt(&session, "start").await.unwrap();
-    let pid: u32 = wait_for_file(&env.cwd().join("job.pid"))
-        .await
-        .trim()
-        .parse()
-        .unwrap();
+    let pid = pid_in(&env.cwd().join("job.pid")).await;
     // dsh is killed outright: no job/end is written.
     conn.child.start_kill().unwrap();
     conn.child.wait().await.unwrap();

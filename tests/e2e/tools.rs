@@ -8,7 +8,9 @@ use agent_client_protocol::v1::schema::{
 };
 use serde_json::{json, Value};
 
-use crate::support::{call, calls, kinds, reply, tool_result, Answer, ClientSim, Conn, TestEnv};
+use crate::support::{
+    call, calls, kinds, pid_alive, reply, tool_result, Answer, ClientSim, Conn, TestEnv,
+};
 
 fn tool_calls(conn: &Conn) -> Vec<agent_client_protocol::v1::schema::ToolCall> {
     conn.updates()
@@ -37,13 +39,6 @@ fn final_update(conn: &Conn, call_id: &str) -> agent_client_protocol::v1::schema
         })
         .last()
         .unwrap_or_else(|| panic!("no final update for {call_id}"))
-}
-
-fn pid_alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        // A zombie is dead for our purposes.
-        !stat.split(") ").nth(1).unwrap_or("").starts_with('Z')
-    })
 }
 
 #[tokio::test]

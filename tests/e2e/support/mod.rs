@@ -45,6 +45,12 @@ pub struct Recorded {
 }
 
 /// The deterministic test language server, built on first use.
+/// Whether a process runs (a zombie is dead for our purposes).
+pub fn pid_alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|stat| !stat.split(") ").nth(1).unwrap_or("").starts_with('Z'))
+}
+
 pub fn test_lsp_binary() -> PathBuf {
     fixture_binary("dsh-test-lsp")
 }

@@ -43,40 +43,26 @@ pub async fn rows(bench: &Bench) {
         },
         runs,
     );
-    let guarded = time(
-        || {
-            let mut command = Command::new(&bench.dsh);
-            command.args(["__guard", "--", "bash", "-c", "true"]);
-            command
-        },
-        runs,
-    );
-    let sandboxed = time(
-        || {
-            let mut command = Command::new(&bench.dsh);
-            command
-                .arg("__guard")
-                .args(sandbox.to_args())
-                .args(["--", "bash", "-c", "true"]);
-            command
-        },
-        runs,
-    );
-    let files_only = time(
-        || {
-            let mut command = Command::new(&bench.dsh);
-            let open = Sandbox {
-                network: true,
-                ..sandbox.clone()
-            };
-            command
-                .arg("__guard")
-                .args(open.to_args())
-                .args(["--", "bash", "-c", "true"]);
-            command
-        },
-        runs,
-    );
+    // `bash -c true` under the guard, with these sandbox arguments.
+    let under_guard = |sandbox: Option<&Sandbox>| {
+        time(
+            || {
+                let mut command = Command::new(&bench.dsh);
+                command
+                    .arg("__guard")
+                    .args(sandbox.map(Sandbox::to_args).unwrap_or_default())
+                    .args(["--", "bash", "-c", "true"]);
+                command
+            },
+            runs,
+        )
+    };
+    let guarded = under_guard(None);
+    let sandboxed = under_guard(Some(&sandbox));
+    let files_only = under_guard(Some(&Sandbox {
+        network: true,
+        ..sandbox.clone()
+    }));
     let support = dsh_process::sandbox::probe();
     row(
         "sandbox: `bash -c true` started directly (median of 41)",
