@@ -176,12 +176,7 @@ impl reqwest::dns::Resolve for PublicOnly {
 /// Why a URL may not be fetched: not HTTP(S), or a private address
 /// written in it.
 pub fn check_url(url: &reqwest::Url, allowed: &[IpAddr]) -> Result<(), String> {
-    if !matches!(url.scheme(), "http" | "https") {
-        return Err(format!(
-            "only http and https URLs can be fetched, not {}:",
-            url.scheme()
-        ));
-    }
+    check_scheme(url)?;
     let host = url.host_str().unwrap_or("");
     let literal = host.trim_start_matches('[').trim_end_matches(']');
     if let Ok(ip) = literal.parse::<IpAddr>() {
@@ -191,7 +186,19 @@ pub fn check_url(url: &reqwest::Url, allowed: &[IpAddr]) -> Result<(), String> {
             ));
         }
     }
-    if host.is_empty() {
+    Ok(())
+}
+
+/// Why a URL is not one dsh fetches whatever its address: not HTTP(S),
+/// or no host.
+pub fn check_scheme(url: &reqwest::Url) -> Result<(), String> {
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!(
+            "only http and https URLs can be fetched, not {}:",
+            url.scheme()
+        ));
+    }
+    if url.host_str().unwrap_or("").is_empty() {
         return Err("the URL has no host".to_owned());
     }
     Ok(())
