@@ -50,29 +50,41 @@ pub enum Snapshot {
 impl Snapshot {
     /// Looks at `path` on disk (blocking): a regular file up to
     /// [`MAX_FILE`] is read (opened non-blocking: a FIFO in its place
-    /// never hangs the turn); anything else is not kept.
+    /// never hangs the turn); anything else is not kept. A symbolic link
+    /// anywhere on the way is never followed: the file is not kept, and an
+    /// undo refuses it ([`crate::beneath`]).
     pub fn on_disk(path: &Path) -> Snapshot {
-        match std::fs::metadata(path) {
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Snapshot::Missing,
+        match crate::beneath::metadata(path) {
+            Ok(None) => return Snapshot::Missing,
+            Err(crate::beneath::FsError::Symlink(_)) => {
+                return Snapshot::Unkept(
+                    "a symbolic link is now on its path (dsh does not follow it)".to_owned(),
+                )
+            }
             Err(err) => return Snapshot::Unkept(format!("it could not be read ({err})")),
-            Ok(meta) if !meta.is_file() => {
+            Ok(Some(meta)) if !meta.is_file() => {
                 return Snapshot::Unkept("it is not a regular file".to_owned())
             }
-            Ok(meta) if meta.len() > MAX_FILE => {
+            Ok(Some(meta)) if meta.len() > MAX_FILE => {
                 return Snapshot::Unkept(format!(
                     "it is {} bytes, over the {} MiB a checkpoint keeps of a file",
                     meta.len(),
                     MAX_FILE >> 20
                 ))
             }
-            Ok(_) => {}
+            Ok(Some(_)) => {}
         }
-        let read = crate::tools::open_regular(path).and_then(|file| {
-            let mut bytes = Vec::new();
-            std::io::Read::read_to_end(&mut std::io::Read::take(file, MAX_FILE + 1), &mut bytes)
+        let read = crate::beneath::open_read(path)
+            .map_err(|err| err.to_string())
+            .and_then(|file| {
+                let mut bytes = Vec::new();
+                std::io::Read::read_to_end(
+                    &mut std::io::Read::take(file, MAX_FILE + 1),
+                    &mut bytes,
+                )
                 .map_err(|err| err.to_string())?;
-            Ok(bytes)
-        });
+                Ok(bytes)
+            });
         match read {
             Ok(bytes) if bytes.len() as u64 > MAX_FILE => {
                 Snapshot::Unkept("it grew past what a checkpoint keeps".to_owned())

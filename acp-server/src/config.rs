@@ -434,7 +434,8 @@ impl Config {
             dsh_process::EnvPolicy::new(&raw.env.scrub, std::slice::from_ref(&api_key_env))
                 .map_err(|err| format!("[env] scrub: {err}"))?;
         let protected = crate::permission::Protected::new(&raw.permissions.protected_paths, &home)
-            .map_err(|err| format!("[permissions] protected_paths: {err}"))?;
+            .map_err(|err| format!("[permissions] protected_paths: {err}"))?
+            .hiding(raw.sandbox.hidden_paths(&home));
         raw.compaction.validate()?;
         Ok(Config {
             instructions: raw.instructions,

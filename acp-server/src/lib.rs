@@ -14,6 +14,7 @@
 
 pub mod acp;
 pub mod agent;
+pub mod beneath;
 pub mod checkpoint;
 pub mod config;
 pub mod context;

@@ -127,6 +127,9 @@ where
     Fut: std::future::Future<Output = ExitCode>,
 {
     init_tracing();
+    // Many connections, language servers and logs: use the hard limit on
+    // descriptors (children get the inherited one back).
+    dsh_process::raise_fd_limit();
     // One thread runs every task: a streamed chunk passes the HTTP
     // connection, the turn, the SDK's actors and the stdout writer, and on
     // one thread those hand-offs are queue pushes, not futex wake-ups
@@ -172,6 +175,9 @@ fn init_tracing() {
     let filter = std::env::var("DSH_LOG")
         .or_else(|_| std::env::var("RUST_LOG"))
         .unwrap_or_else(|_| "warn,dsh_acp_server=info".to_owned());
+    // jsonrpsee's trace level prints whole HTTP requests, bearer token
+    // included: never above debug, whatever the filter asks.
+    let filter = format!("{filter},jsonrpsee-server=debug");
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
         .with_writer(std::io::stderr)

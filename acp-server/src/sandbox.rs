@@ -37,6 +37,34 @@ pub const DEFAULT_HIDDEN: &[&str] = &[
     ".password-store",
     ".local/share/keyrings",
     ".dsh",
+    ".npmrc",
+    ".yarnrc",
+    ".pgpass",
+    ".my.cnf",
+    ".config/git/credentials",
+    ".vault-token",
+    ".bash_history",
+    ".zsh_history",
+    ".python_history",
+    ".psql_history",
+    ".mysql_history",
+    ".node_repl_history",
+    ".local/share/fish/fish_history",
+    ".terraform.d/credentials.tfrc.json",
+    ".terraformrc",
+    ".m2/settings.xml",
+    ".m2/settings-security.xml",
+    ".gradle/gradle.properties",
+    ".config/rclone",
+    ".config/hub",
+    ".kaggle",
+    ".s3cfg",
+    ".boto",
+    ".oci",
+    ".config/op",
+    ".config/doctl",
+    ".gem/credentials",
+    ".config/containers/auth.json",
 ];
 
 /// `[sandbox]`.
@@ -96,7 +124,36 @@ pub enum Guard {
     Refused,
 }
 
+/// `~/x` as a path under the user's home.
+fn expand_home(path: &str) -> PathBuf {
+    match (path.strip_prefix("~/"), std::env::var_os("HOME")) {
+        (Some(rest), Some(home)) => PathBuf::from(home).join(rest),
+        _ => PathBuf::from(path),
+    }
+}
+
 impl SandboxSettings {
+    /// The secret locations nothing below full-access reads — not a
+    /// sandboxed command, not a file tool, not an instruction file: the
+    /// defaults under `$HOME`, `[sandbox] hidden`, and `$DSH_HOME`. Each
+    /// is given as written and, where it resolves elsewhere, canonical.
+    pub fn hidden_paths(&self, dsh_home: &Path) -> Vec<PathBuf> {
+        let user_home = std::env::var_os("HOME").map(PathBuf::from);
+        let mut hidden: Vec<PathBuf> = user_home
+            .iter()
+            .flat_map(|home| DEFAULT_HIDDEN.iter().map(move |path| home.join(path)))
+            .chain(self.hidden.iter().map(|path| expand_home(path)))
+            .chain(std::iter::once(dsh_home.to_path_buf()))
+            .collect();
+        let canonical: Vec<PathBuf> = hidden
+            .iter()
+            .filter_map(|path| path.canonicalize().ok())
+            .filter(|path| !hidden.contains(path))
+            .collect();
+        hidden.extend(canonical);
+        hidden
+    }
+
     /// How commands are guarded on this machine.
     pub fn guard(&self, support: Option<Support>) -> Guard {
         match support {
@@ -126,21 +183,11 @@ pub fn for_command(
     if mode == Mode::FullAccess {
         return None;
     }
-    let user_home = std::env::var_os("HOME").map(PathBuf::from);
-    let expand = |path: &str| match (path.strip_prefix("~/"), &user_home) {
-        (Some(rest), Some(home)) => home.join(rest),
-        _ => PathBuf::from(path),
-    };
-    let mut hidden: Vec<PathBuf> = user_home
-        .iter()
-        .flat_map(|home| DEFAULT_HIDDEN.iter().map(move |path| home.join(path)))
-        .chain(settings.hidden.iter().map(|path| expand(path)))
-        .collect();
-    hidden.push(dsh_home.to_path_buf());
+    let hidden = settings.hidden_paths(dsh_home);
     let mut writable = vec![tmp.to_path_buf()];
     if matches!(mode, Mode::Ask | Mode::AcceptEdits) {
         writable.extend(roots.iter().cloned());
-        writable.extend(settings.writable.iter().map(|path| expand(path)));
+        writable.extend(settings.writable.iter().map(|path| expand_home(path)));
     }
     Some(Sandbox {
         writable,

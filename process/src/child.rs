@@ -15,13 +15,25 @@ const INSPECTION_CAPS: [u32; 3] = [19, 21, 38];
 #[cfg(target_os = "linux")]
 pub(crate) fn harden(command: &mut tokio::process::Command, death: nix::sys::signal::Signal) {
     // SAFETY: the closure runs in the forked child before exec and only
-    // makes async-signal-safe system calls (prctl, capget, capset); it
+    // makes async-signal-safe system calls (prctl, capget, capset,
+    // getrlimit, setrlimit); it
     // touches no memory shared with other threads of the parent.
+    let nofile = crate::inherited_fd_limit();
     #[allow(unsafe_code)]
     unsafe {
         command.pre_exec(move || {
             nix::sys::prctl::set_pdeathsig(death).map_err(std::io::Error::from)?;
             drop_inspection_capabilities();
+            if let Some(soft) = nofile {
+                let mut limit = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
+                if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur > soft {
+                    limit.rlim_cur = soft;
+                    libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+                }
+            }
             Ok(())
         });
     }

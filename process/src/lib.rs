@@ -275,6 +275,35 @@ pub fn forbid_inspection() {
     }
 }
 
+/// The soft limit on open files dsh started with; children get it back
+/// (programs that use `select` break on descriptors past 1024).
+static INHERITED_NOFILE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Raises the soft limit on open files to the hard limit, so many
+/// connections, language servers and logs do not run dsh out of
+/// descriptors. Children are started with the limit dsh inherited. Call
+/// once at start; returns the new soft limit.
+pub fn raise_fd_limit() -> Option<u64> {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).ok()?;
+    INHERITED_NOFILE.store(soft, std::sync::atomic::Ordering::Relaxed);
+    if soft >= hard {
+        return Some(soft);
+    }
+    match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+        Ok(()) => Some(hard),
+        Err(err) => {
+            tracing::debug!(%err, "cannot raise the open-file limit");
+            Some(soft)
+        }
+    }
+}
+
+/// The soft open-file limit to give children back, if dsh raised it.
+pub(crate) fn inherited_fd_limit() -> Option<u64> {
+    Some(INHERITED_NOFILE.load(std::sync::atomic::Ordering::Relaxed)).filter(|soft| *soft > 0)
+}
+
 /// Returns the allocator's free pages to the system. glibc keeps what a
 /// closed session's history freed inside its arenas, so RSS would stay at
 /// its peak for the life of the process; `malloc_trim` releases every

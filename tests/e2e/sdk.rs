@@ -1,6 +1,7 @@
 //! `dsh sdk`: the JSON-RPC API for programs, over stdio and WebSocket,
 //! driven by a plain JSON-RPC client against the scripted model.
 
+use std::os::unix::process::CommandExt;
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -511,19 +512,83 @@ async fn sessions_are_listed_closed_resumed_and_deleted() {
     assert!(sdk.exit().await.success());
 }
 
+/// Issue 23, item 4: a loopback port is no boundary — any local process
+/// (another user, a command allowed the network) could connect. Every
+/// start makes its own token, in a 0600 file stderr names.
 #[tokio::test]
-async fn a_public_address_needs_a_token_and_connections_without_it_are_refused() {
+async fn every_connection_authenticates_even_on_loopback() {
+    use std::os::unix::fs::PermissionsExt;
     let env = TestEnv::new().await;
-    // Without a token, loopback only, and never from a web page.
-    let open = SdkServer::start(&env, &[]).await;
-    let page = SdkClient::websocket_with(&open.url, None, Some("https://evil.example")).await;
+    let server = SdkServer::start(&env, &[]).await;
+    let file = server.token_file.clone().expect("dsh names its token file");
+    let token = server.token.clone().unwrap();
+    assert!(token.len() >= 32, "{token}");
+    assert!(file.starts_with(env.home.path()), "{}", file.display());
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&file), 0o600);
+    assert_eq!(mode(file.parent().unwrap()), 0o700);
+    assert!(
+        !server.stderr.lock().unwrap().contains(&token),
+        "the token itself is never printed"
+    );
+    let none = SdkClient::websocket(&server.url, None).await;
+    assert!(
+        none.as_ref().err().is_some_and(|e| e.contains("401")),
+        "{:?}",
+        none.err()
+    );
+    let wrong = SdkClient::websocket(&server.url, Some("guess")).await;
+    assert!(wrong.as_ref().err().is_some_and(|e| e.contains("401")));
+    let page =
+        SdkClient::websocket_with(&server.url, Some(&token), Some("https://evil.example")).await;
     assert!(
         page.as_ref().err().is_some_and(|e| e.contains("403")),
-        "{:?}",
+        "a web page is refused even with the token: {:?}",
         page.err()
     );
-    open.connect().await.ok("initialize", json!({})).await;
-    drop(open);
+    // Another user on the machine: cannot read the token, and is refused.
+    if nix::unistd::geteuid().is_root() {
+        let port = server.url.rsplit(':').next().unwrap().to_owned();
+        let probe = format!(
+            r#"
+import socket, sys
+try:
+    open({file:?}).read(); print("read-token")
+except OSError:
+    print("no-token")
+s = socket.create_connection(("127.0.0.1", {port}))
+s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+print(s.recv(100).split(b"\r\n")[0].decode())
+"#,
+            file = file.display().to_string()
+        );
+        let output = std::process::Command::new("python3")
+            .args(["-c", &probe])
+            .uid(65534)
+            .gid(65534)
+            .output()
+            .expect("python3 as uid 65534");
+        let said = String::from_utf8_lossy(&output.stdout);
+        assert!(said.contains("no-token"), "{said} {:?}", output.stderr);
+        assert!(said.contains("401"), "{said}");
+    } else {
+        eprintln!("skipped the second-uid part: the test does not run as root");
+    }
+    let client = server.connect().await;
+    client.ok("initialize", json!({})).await;
+    client.ok("shutdown", json!({})).await;
+    let mut child = server.child;
+    assert!(tokio::time::timeout(Duration::from_secs(10), child.wait())
+        .await
+        .unwrap()
+        .unwrap()
+        .success());
+    assert!(!file.exists(), "the token file goes with the server");
+}
+
+#[tokio::test]
+async fn an_explicit_token_is_used_kept_from_children_and_needed_off_loopback() {
+    let env = TestEnv::new().await;
     let refused = env
         .dsh(&["sdk", "--listen", "0.0.0.0:0"])
         .output()
@@ -536,30 +601,34 @@ async fn a_public_address_needs_a_token_and_connections_without_it_are_refused()
 
     let mut env = env;
     env.extra_env
-        .push(("DSH_SDK_TOKEN".into(), "s3cret-token".into()));
-    let server = SdkServer::start(&env, &["--token-env", "DSH_SDK_TOKEN"]).await;
+        .push(("DSH_SDK_AUTH".into(), "s3cret-token".into()));
+    env.mock.push_json(call(
+        "e1",
+        "bash",
+        json!({"command": "env > seen-env.txt", "description": "env"}),
+    ));
+    env.mock.push_json(reply("Done."));
+    let server = SdkServer::start(&env, &["--token-env", "DSH_SDK_AUTH"]).await;
+    assert!(server.token_file.is_none(), "no file for an explicit token");
     let none = SdkClient::websocket(&server.url, None).await;
-    assert!(
-        none.as_ref().err().is_some_and(|e| e.contains("401")),
-        "{:?}",
-        none.err()
-    );
-    let wrong = SdkClient::websocket(&server.url, Some("guess")).await;
-    assert!(wrong.as_ref().err().is_some_and(|e| e.contains("401")));
-    // With the token, a page's origin does not matter: it has the token.
-    SdkClient::websocket_with(
-        &server.url,
-        Some("s3cret-token"),
-        Some("https://app.example"),
-    )
-    .await
-    .expect("a token-bearing connection from a page connects");
+    assert!(none.as_ref().err().is_some_and(|e| e.contains("401")));
     let client = SdkClient::websocket(&server.url, Some("s3cret-token"))
         .await
         .expect("the right token connects");
     client.ok("initialize", json!({})).await;
-    // The token is not in what dsh writes.
+    let session = new_session(&client, &env, json!({"approvals": "all"})).await;
+    let sub = client.subscribe(&session, None).await;
+    client.prompt(&session, "show the environment").await;
+    client.wait_idle(&sub).await;
+    let seen = std::fs::read_to_string(env.cwd().join("seen-env.txt")).unwrap();
+    assert!(seen.contains("PATH="), "{seen}");
+    assert!(
+        !seen.contains("s3cret-token") && !seen.contains("DSH_SDK_AUTH"),
+        "the token's variable reaches no child: {seen}"
+    );
     assert!(!server.stderr.lock().unwrap().contains("s3cret-token"));
+    let log = std::fs::read_to_string(env.sessions_dir().join(format!("{session}.jsonl"))).unwrap();
+    assert!(!log.contains("s3cret-token"));
     client.ok("shutdown", json!({})).await;
     let mut child = server.child;
     assert!(tokio::time::timeout(Duration::from_secs(10), child.wait())
@@ -567,6 +636,48 @@ async fn a_public_address_needs_a_token_and_connections_without_it_are_refused()
         .unwrap()
         .unwrap()
         .success());
+}
+
+/// Issue 23, item 5: connections that never send their upgrade request
+/// must not take every descriptor: they are capped, timed out, and the
+/// token holder still gets in.
+#[tokio::test]
+async fn half_open_connections_do_not_lock_out_the_token_holder() {
+    // This test opens more sockets than a default soft limit allows.
+    dsh_process::raise_fd_limit();
+    let env = TestEnv::new().await;
+    env.mock.push_json(reply("Still here."));
+    let server = SdkServer::start(&env, &[]).await;
+    let addr = server.url.strip_prefix("ws://").unwrap().to_owned();
+    let mut idle = Vec::new();
+    for _ in 0..1_100 {
+        match tokio::net::TcpStream::connect(&addr).await {
+            Ok(socket) => idle.push(socket),
+            Err(err) => panic!("connect: {err}"),
+        }
+    }
+    let started = std::time::Instant::now();
+    let client = tokio::time::timeout(Duration::from_secs(8), server.connect())
+        .await
+        .expect("the token holder connects while 1,100 connections sit idle");
+    client.ok("initialize", json!({})).await;
+    let session = new_session(&client, &env, json!({})).await;
+    let sub = client.subscribe(&session, None).await;
+    client.prompt(&session, "hello").await;
+    assert_eq!(client.wait_idle(&sub).await["stopReason"], "end_turn");
+    eprintln!("token holder served in {:?}", started.elapsed());
+    // Every idle connection is closed: over the cap at once, the others
+    // after the header timeout.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    for socket in &mut idle {
+        use tokio::io::AsyncReadExt;
+        let mut byte = [0u8; 1];
+        let read = tokio::time::timeout_at(deadline, socket.read(&mut byte))
+            .await
+            .expect("an idle connection is closed within the header timeout");
+        assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    }
+    client.ok("shutdown", json!({})).await;
 }
 
 #[tokio::test]

@@ -90,25 +90,31 @@ pub fn baseline(
     home: &Path,
     cwd: &Path,
     known: &Known,
+    hidden: &[PathBuf],
 ) -> Option<Batch> {
     if settings.max_bytes == 0 {
         return None;
     }
     let root = project_root(settings, cwd);
+    let places = Places {
+        root: &root,
+        home,
+        hidden,
+    };
     let mut candidates = vec![home.join("AGENTS.md")];
     for dir in dirs_between(&root, cwd) {
         candidates.extend(files_in(settings, &dir));
     }
     let (mut sources, mut seen) = (Vec::new(), Vec::new());
     for path in &candidates {
-        collect(settings, path, &root, home, known, &mut seen, &mut sources);
+        collect(settings, path, &places, known, &mut seen, &mut sources);
     }
     // Files given earlier and not among the candidates (nested ones):
     // checked for changes too.
     for path in known.keys() {
         let path = PathBuf::from(path);
         if !candidates.contains(&path) {
-            collect(settings, &path, &root, home, known, &mut seen, &mut sources);
+            collect(settings, &path, &places, known, &mut seen, &mut sources);
         }
     }
     let removed: Vec<String> = known
@@ -127,6 +133,7 @@ pub fn nested(
     cwd: &Path,
     touched: &[PathBuf],
     known: &Known,
+    hidden: &[PathBuf],
 ) -> Option<Batch> {
     if settings.max_bytes == 0 {
         return None;
@@ -154,9 +161,14 @@ pub fn nested(
             }
         }
     }
+    let places = Places {
+        root: &root,
+        home,
+        hidden,
+    };
     let (mut sources, mut seen) = (Vec::new(), Vec::new());
     for path in &candidates {
-        collect(settings, path, &root, home, known, &mut seen, &mut sources);
+        collect(settings, path, &places, known, &mut seen, &mut sources);
     }
     render(settings.max_bytes, sources, Vec::new())
 }
@@ -202,19 +214,29 @@ fn valid_name(name: &str) -> bool {
     !name.is_empty() && !name.contains(['/', '\\']) && name != "." && name != ".."
 }
 
+/// Where instruction files may come from.
+#[derive(Clone, Copy)]
+struct Places<'a> {
+    /// The project root: workspace files are read below it.
+    root: &'a Path,
+    /// `$DSH_HOME`, for the global file.
+    home: &'a Path,
+    /// Secret locations never read.
+    hidden: &'a [PathBuf],
+}
+
 /// Reads one candidate into `sources` when it is new or changed; skips
 /// (with a log line) what must not be read.
 fn collect(
     settings: &InstructionSettings,
     path: &Path,
-    root: &Path,
-    home: &Path,
+    places: &Places<'_>,
     known: &Known,
     seen: &mut Vec<(PathBuf, String)>,
     sources: &mut Vec<Source>,
 ) {
     let key = path.to_string_lossy().into_owned();
-    let text = match read(settings, path, root, home) {
+    let text = match read(settings, path, places) {
         Ok(Some(text)) => text,
         Ok(None) => return,
         Err(why) => {
@@ -248,33 +270,41 @@ fn collect(
 }
 
 /// The file's text; `None` when there is no such file. Only regular files
-/// are read; a symlink must resolve inside the project root (or dsh's home
-/// for the global file).
+/// are read, each opened once and checked on that handle: a workspace file
+/// below the project root (a symlink may resolve only while it stays
+/// below it), the global one as `$DSH_HOME/AGENTS.md` itself (no symlink
+/// at all); never a file whose real location is hidden.
 fn read(
     settings: &InstructionSettings,
     path: &Path,
-    root: &Path,
-    home: &Path,
+    places: &Places<'_>,
 ) -> Result<Option<String>, String> {
-    let Ok(meta) = path.symlink_metadata() else {
-        return Ok(None);
+    let Places { root, home, hidden } = *places;
+    let opened = if path == home.join("AGENTS.md") {
+        let global = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+        crate::beneath::open_read(&global).map(|file| (file, global))
+    } else {
+        let Ok(relative) = path.strip_prefix(root) else {
+            return Err("outside the project root".to_owned());
+        };
+        let root = root.canonicalize().map_err(|err| err.to_string())?;
+        crate::beneath::open_beneath(&root, relative)
     };
-    if meta.file_type().is_symlink() {
-        let target = path
-            .canonicalize()
-            .map_err(|err| format!("a symlink that cannot be resolved ({err})"))?;
-        let inside = |dir: &Path| dir.canonicalize().is_ok_and(|dir| target.starts_with(dir));
-        if !inside(root) && !inside(home) {
-            return Err(format!(
-                "a symlink to {} (outside the project)",
-                target.display()
-            ));
+    let (file, real) = match opened {
+        Ok(opened) => opened,
+        Err(err) if err.is_not_found() => return Ok(None),
+        Err(crate::beneath::FsError::Escapes(_)) => {
+            return Err("a symlink that leads outside the project".to_owned())
         }
+        Err(err) => return Err(err.to_string()),
+    };
+    if path != home.join("AGENTS.md") && hidden.iter().any(|dir| real.starts_with(dir)) {
+        return Err(format!(
+            "it is {}, a hidden location (secrets are never read)",
+            real.display()
+        ));
     }
-    let meta = path.metadata().map_err(|err| err.to_string())?;
-    if !meta.is_file() {
-        return Err("not a regular file".to_owned());
-    }
+    let meta = file.metadata().map_err(|err| err.to_string())?;
     if meta.len() > settings.max_source_bytes {
         return Err(format!(
             "{} bytes, over max_source_bytes ({})",
@@ -283,11 +313,8 @@ fn read(
         ));
     }
     let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|file| {
-            file.take(settings.max_source_bytes + 1)
-                .read_to_end(&mut bytes)
-        })
+    file.take(settings.max_source_bytes + 1)
+        .read_to_end(&mut bytes)
         .map_err(|err| err.to_string())?;
     String::from_utf8(bytes)
         .map(Some)

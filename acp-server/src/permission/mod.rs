@@ -28,6 +28,7 @@
 //! `full-access`.
 
 mod answers;
+pub mod code;
 pub mod rules;
 pub mod shell;
 
@@ -158,6 +159,7 @@ pub struct Protected {
     patterns: Vec<String>,
     compiled: std::sync::OnceLock<globset::GlobSet>,
     home: PathBuf,
+    hidden: Vec<PathBuf>,
 }
 
 fn protected_glob(pattern: &str) -> Result<globset::Glob, String> {
@@ -213,7 +215,27 @@ impl Protected {
             patterns,
             compiled: std::sync::OnceLock::new(),
             home: home.canonicalize().unwrap_or_else(|_| home.to_path_buf()),
+            hidden: Vec::new(),
         })
+    }
+
+    /// The same, with the secret locations no file tool reads or writes
+    /// below full-access (and never without asking): the sandbox's hidden
+    /// paths (`SandboxSettings::hidden_paths`).
+    #[must_use]
+    pub fn hiding(mut self, hidden: Vec<PathBuf>) -> Protected {
+        self.hidden = hidden;
+        self
+    }
+
+    /// The secret locations (for walks that must skip them).
+    pub fn hidden(&self) -> &[PathBuf] {
+        &self.hidden
+    }
+
+    /// Whether `path` is in a secret location.
+    pub fn is_hidden(&self, path: &Path) -> bool {
+        self.hidden.iter().any(|dir| path.starts_with(dir))
     }
 
     /// Whether `path` is inside dsh's own home.
@@ -290,7 +312,11 @@ pub fn choices(access: &Access, ctx: &Context<'_>) -> Choices {
         Access::None => Remember::Never,
         Access::External => Remember::Tool,
         Access::Read(paths) | Access::Write(paths) => match paths.as_slice() {
-            [path] if !ctx.protected.guards(path) && !ctx.protected.in_home(path) => {
+            [path]
+                if !ctx.protected.guards(path)
+                    && !ctx.protected.in_home(path)
+                    && !ctx.protected.is_hidden(path) =>
+            {
                 Remember::Scope(path.display().to_string())
             }
             _ => Remember::Never,
@@ -375,6 +401,30 @@ pub fn decide(
             )
         })
     };
+    // Secret locations: refused below full-access, asked (never
+    // remembered) in it — for reads and writes alike.
+    let hidden = |paths: &[PathBuf]| {
+        let path = paths.iter().find(|path| ctx.protected.is_hidden(path))?;
+        Some(if mode == Mode::FullAccess {
+            Decision::Ask(format!(
+                "touches {}, a hidden location (secrets)",
+                path.display()
+            ))
+        } else {
+            denied(&format!(
+                "touching {}, a hidden location (credentials and other secrets),",
+                path.display()
+            ))
+        })
+    };
+    match access {
+        Access::Read(paths) | Access::Write(paths) | Access::Launch { reads: paths, .. } => {
+            if let Some(decision) = hidden(paths) {
+                return decision;
+            }
+        }
+        Access::None | Access::External | Access::Execute { .. } | Access::Web { .. } => {}
+    }
     let read_decision = |paths: &[PathBuf]| {
         let outside = paths.iter().any(|p| !inside(p, ctx.roots));
         match (mode, outside) {

@@ -75,6 +75,10 @@ impl SdkArgs {
                     parsed.token = Some(token.ok_or_else(|| {
                         format!("--token-env {name}: the variable {name} is not set")
                     })?);
+                    // Read once, before any thread starts: no child (a
+                    // command, a language server, an MCP server) inherits
+                    // it, whatever its name.
+                    std::env::remove_var(&name);
                 }
                 other => return Err(format!("unknown argument {other}")),
             }

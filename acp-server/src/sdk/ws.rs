@@ -1,13 +1,24 @@
 //! `dsh sdk --listen ADDR`: the same module over WebSocket. Each accepted
 //! TCP connection gets its own jsonrpsee service with a known connection
 //! id, so its end can be told to the hub (its prompts' open asks are
-//! denied; sessions nobody holds any more are closed). With a token,
-//! every connection must send `Authorization: Bearer <token>` with its
-//! upgrade request, or it is refused with 401 before any JSON-RPC.
-//! Without one, a request that carries an `Origin` header is refused with
-//! 403: browsers send it with every WebSocket upgrade, and any web page
-//! could otherwise drive an agent on the user's loopback port (programs
-//! such as the `ws` package or Python clients send none).
+//! denied; sessions nobody holds any more are closed).
+//!
+//! Every connection authenticates: it must send `Authorization: Bearer
+//! <token>` with its upgrade request, or it is refused with 401 before any
+//! JSON-RPC. The token is the one named by `--token-env`, else a random one
+//! made for this start and written, 0600, to
+//! `$DSH_HOME/sdk/ws-<port>.token` (dsh's home is hidden from sandboxed
+//! commands; stderr names the file, never the token). Any local process of
+//! another user — or a command allowed the network — would otherwise drive
+//! an agent that runs code as the user. A request that carries an `Origin`
+//! header is refused with 403 as well: browsers send it with every
+//! WebSocket upgrade.
+//!
+//! Before authentication a connection is cheap to refuse and must stay so:
+//! at most [`MAX_UNAUTHENTICATED`] connections may be waiting for their
+//! upgrade request at once (a new one closes the oldest waiting one, so a
+//! flood of idle connections cannot lock out a client that sends its
+//! request at once), and each has [`HEADER_TIMEOUT`] to send it.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -25,6 +36,49 @@ use tower::Service;
 
 use super::hub::Hub;
 
+/// Connections that have not authenticated yet, at most.
+pub const MAX_UNAUTHENTICATED: usize = 64;
+/// How long a connection has to send an authenticated upgrade request.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Connections still to authenticate, oldest first.
+type Waiting = Arc<std::sync::Mutex<std::collections::VecDeque<(u32, tokio::task::AbortHandle)>>>;
+
+/// A fresh random token: 256 bits from the operating system, hex.
+fn random_token() -> String {
+    let (a, b) = (uuid::Uuid::new_v4(), uuid::Uuid::new_v4());
+    format!("{}{}", a.simple(), b.simple())
+}
+
+/// Writes `token` to a new 0600 file in a 0700 directory under `home`;
+/// its path.
+fn write_token_file(
+    home: &std::path::Path,
+    port: u16,
+    token: &str,
+) -> Result<std::path::PathBuf, String> {
+    use std::io::Write;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let dir = home.join("sdk");
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
+    let path = dir.join(format!("ws-{port}.token"));
+    // A stale file of an earlier start (the port was free again).
+    let _ = std::fs::remove_file(&path);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path)
+        .and_then(|mut file| file.write_all(token.as_bytes()))
+        .map_err(|err| format!("cannot write {}: {err}", path.display()))?;
+    Ok(path)
+}
+
 /// Serves until a client calls `shutdown` (or `stop` is cancelled):
 /// binds `addr`, says where on stderr, accepts connections.
 ///
@@ -37,21 +91,43 @@ pub async fn serve(hub: Arc<Hub>, addr: SocketAddr, token: Option<String>) -> Re
     let local = listener
         .local_addr()
         .map_err(|err| format!("cannot listen on {addr}: {err}"))?;
-    // Tests and launchers read the port from this line (`--listen
-    // 127.0.0.1:0` picks a free one).
+    let (token, token_file) = match token {
+        Some(token) => (token, None),
+        None => {
+            let token = random_token();
+            let home = hub.agent.config().home.clone();
+            let path = write_token_file(&home, local.port(), &token)?;
+            (token, Some(path))
+        }
+    };
+    // Tests and launchers read the token file's path, then the port, from
+    // these lines (`--listen 127.0.0.1:0` picks a free port).
     {
         use std::io::Write;
-        let _ = writeln!(std::io::stderr(), "dsh sdk: listening on ws://{local}");
+        let mut stderr = std::io::stderr().lock();
+        if let Some(path) = &token_file {
+            let _ = writeln!(stderr, "dsh sdk: token in {}", path.display());
+        }
+        let _ = writeln!(stderr, "dsh sdk: listening on ws://{local}");
     }
-    tracing::info!(%local, authenticated = token.is_some(), "SDK WebSocket server started");
+    tracing::info!(%local, token_file = token_file.is_some(), "SDK WebSocket server started");
+    let served = accept_loop(&hub, listener, token).await;
+    if let Some(path) = token_file {
+        let _ = std::fs::remove_file(path);
+    }
+    served
+}
+
+async fn accept_loop(hub: &Arc<Hub>, listener: TcpListener, token: String) -> Result<(), String> {
     let methods: Methods = super::module(hub.clone()).into();
     let (stop_handle, server_handle) = stop_channel();
     let builder = Server::builder()
         .set_config(ServerConfig::builder().ws_only().build())
         .to_service_builder();
-    let token: Option<Arc<str>> = token.map(Arc::from);
+    let token: Arc<str> = Arc::from(token);
     let next_conn = AtomicU32::new(1);
     let connections = tokio_util::task::TaskTracker::new();
+    let waiting: Waiting = Arc::default();
     loop {
         let socket = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -72,39 +148,41 @@ pub async fn serve(hub: Arc<Hub>, addr: SocketAddr, token: Option<String>) -> Re
             },
             () = hub.stop.cancelled() => break,
         };
+        let authenticated = Arc::new(tokio::sync::Notify::new());
         let conn = next_conn.fetch_add(1, Ordering::Relaxed);
         let service = builder
             .clone()
             .connection_id(conn)
             .build(methods.clone(), stop_handle.clone());
         let (hub, token) = (hub.clone(), token.clone());
+        let (queue, signal) = (waiting.clone(), authenticated.clone());
         let service = tower::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-            let refusal = match &token {
-                Some(token) if !authorized(request.headers(), token) => {
-                    tracing::warn!(
-                        conn,
-                        "refused an SDK connection without the right bearer token"
-                    );
-                    Some(refused(
-                        401,
-                        "this server needs `Authorization: Bearer <token>`",
-                    ))
-                }
-                None if request.headers().contains_key(hyper::header::ORIGIN) => {
-                    tracing::warn!(
-                        conn,
-                        "refused an SDK connection from a web page (it sent Origin)"
-                    );
-                    Some(refused(
-                        403,
-                        "connections from web pages are refused; use --token-env to allow authenticated ones",
-                    ))
-                }
-                _ => None,
+            let refusal = if request.headers().contains_key(hyper::header::ORIGIN) {
+                tracing::warn!(
+                    conn,
+                    "refused an SDK connection from a web page (it sent Origin)"
+                );
+                Some(refused(403, "connections from web pages are refused"))
+            } else if !authorized(request.headers(), &token) {
+                tracing::warn!(
+                    conn,
+                    "refused an SDK connection without the right bearer token"
+                );
+                Some(refused(
+                    401,
+                    "this server needs `Authorization: Bearer <token>` (the token is in the file dsh sdk named on stderr, or the --token-env variable)",
+                ))
+            } else {
+                None
             };
             if let Some(response) = refusal {
                 return std::future::ready(Ok::<_, BoxError>(response)).boxed();
             }
+            queue
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .retain(|(id, _)| *id != conn);
+            signal.notify_one();
             let mut service = service.clone();
             let closed = service.on_session_closed();
             let hub = hub.clone();
@@ -115,11 +193,40 @@ pub async fn serve(hub: Arc<Hub>, addr: SocketAddr, token: Option<String>) -> Re
             });
             async move { service.call(request).await }.boxed()
         });
-        connections.spawn(serve_with_graceful_shutdown(
+        let serving = connections.spawn(serve_with_graceful_shutdown(
             socket,
             service,
             stop_handle.clone().shutdown(),
         ));
+        let abort = serving.abort_handle();
+        {
+            let mut queue = waiting.lock().unwrap_or_else(|e| e.into_inner());
+            if queue.len() >= MAX_UNAUTHENTICATED {
+                if let Some((oldest, handle)) = queue.pop_front() {
+                    tracing::debug!(
+                        oldest,
+                        "SDK connection closed: too many waiting to authenticate"
+                    );
+                    handle.abort();
+                }
+            }
+            queue.push_back((conn, abort.clone()));
+        }
+        let queue = waiting.clone();
+        // Not tracked: shutdown need not wait for it.
+        tokio::spawn(async move {
+            tokio::select! {
+                () = authenticated.notified() => {}
+                () = tokio::time::sleep(HEADER_TIMEOUT) => {
+                    tracing::debug!(conn, "SDK connection closed: no authenticated upgrade in time");
+                    queue
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .retain(|(id, _)| *id != conn);
+                    abort.abort();
+                }
+            }
+        });
     }
     tracing::info!("SDK server stopping");
     hub.shutdown().await;

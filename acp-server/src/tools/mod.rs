@@ -17,8 +17,6 @@ mod search;
 mod todo;
 mod web;
 
-pub(crate) use fs::open_regular;
-
 use std::path::{Path, PathBuf};
 
 use dsh_protocol::tool::{ToolContent, ToolKind, ToolOutcome, ToolView};
@@ -73,6 +71,8 @@ pub struct ToolEnv<'a> {
     pub on_job_end: &'a (dyn Fn() -> crate::jobs::OnEnd + Send + Sync),
     /// Web settings.
     pub web: &'a crate::web::WebSettings,
+    /// Secret locations walks skip (`Protected::hidden`).
+    pub hidden: &'a [PathBuf],
 }
 
 impl Planned {

@@ -120,14 +120,18 @@ impl PathGlob {
     }
 }
 
-fn walker(root: &Path) -> ignore::Walk {
+/// Walks `root` without following links, skipping VCS directories and the
+/// secret locations (`secrets`: never listed or searched, whatever the
+/// mode; a `read` of one is asked about in full-access).
+fn walker(root: &Path, secrets: Vec<PathBuf>) -> ignore::Walk {
     ignore::WalkBuilder::new(root)
         .hidden(false)
         .require_git(false)
         .follow_links(false)
-        .filter_entry(|entry| {
-            !(entry.file_type().is_some_and(|t| t.is_dir())
-                && VCS_DIRS.iter().any(|d| entry.file_name() == *d))
+        .filter_entry(move |entry| {
+            let vcs = entry.file_type().is_some_and(|t| t.is_dir())
+                && VCS_DIRS.iter().any(|d| entry.file_name() == *d);
+            !vcs && !secrets.iter().any(|dir| entry.path().starts_with(dir))
         })
         .build()
 }
@@ -145,9 +149,10 @@ pub async fn glob(args: &GlobArgs, root: &Path, env: &ToolEnv<'_>) -> ToolOutcom
     }
     let root = root.to_path_buf();
     let cancel = env.cancel.clone();
+    let secrets = env.hidden.to_vec();
     let found = tokio::task::spawn_blocking(move || {
         let mut found: Vec<(SystemTime, PathBuf)> = Vec::new();
-        for entry in walker(&root).filter_map(Result::ok) {
+        for entry in walker(&root, secrets).filter_map(Result::ok) {
             if cancel.is_cancelled() {
                 break;
             }
@@ -268,6 +273,7 @@ pub async fn grep(args: &GrepArgs, root: &Path, env: &ToolEnv<'_>) -> ToolOutcom
     }
     let root = root.to_path_buf();
     let cancel = env.cancel.clone();
+    let secrets = env.hidden.to_vec();
     let (hits, total) = tokio::task::spawn_blocking(move || {
         let mut searcher = SearcherBuilder::new()
             .line_number(true)
@@ -275,7 +281,7 @@ pub async fn grep(args: &GrepArgs, root: &Path, env: &ToolEnv<'_>) -> ToolOutcom
             .build();
         let mut hits = Vec::new();
         let mut total = 0usize;
-        for entry in walker(&root).filter_map(Result::ok) {
+        for entry in walker(&root, secrets).filter_map(Result::ok) {
             if cancel.is_cancelled() || total > 100_000 {
                 break;
             }

@@ -46,8 +46,8 @@ impl Turn<'_> {
         if touched.is_empty() {
             return Ok(());
         }
-        self.instructions(move |settings, home, cwd, known| {
-            instructions::nested(settings, home, cwd, &touched, known)
+        self.instructions(move |settings, home, cwd, known, hidden| {
+            instructions::nested(settings, home, cwd, &touched, known, hidden)
         })
         .await
     }
@@ -62,6 +62,7 @@ impl Turn<'_> {
                 &Path,
                 &Path,
                 &instructions::Known,
+                &[PathBuf],
             ) -> Option<instructions::Batch>
             + Send
             + 'static,
@@ -70,8 +71,11 @@ impl Turn<'_> {
         let home = self.config.home.clone();
         let cwd = PathBuf::from(&self.session.header.cwd);
         let known = self.session.locked().state.instructions.clone();
-        let batch = match tokio::task::spawn_blocking(move || find(&settings, &home, &cwd, &known))
-            .await
+        let hidden = self.config.sandbox.hidden_paths(&home);
+        let batch = match tokio::task::spawn_blocking(move || {
+            find(&settings, &home, &cwd, &known, &hidden)
+        })
+        .await
         {
             Ok(batch) => batch,
             Err(error) => {

@@ -229,6 +229,7 @@ impl Turn<'_> {
                 jobs: &session.jobs,
                 on_job_end: &|| session.on_job_end(),
                 web: &self.config.web,
+                hidden: self.config.protected.hidden(),
             };
             if let Some(plan) = planned.submitted_plan() {
                 return self.submit_plan(call, planned, plan).await;

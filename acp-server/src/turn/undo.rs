@@ -31,6 +31,16 @@ impl Turn<'_> {
                 .find(|(turn, _)| !state.undone.contains(turn))
                 .cloned()
         };
+        let mode = self.session.mode();
+        if matches!(
+            mode,
+            crate::permission::Mode::ReadOnly | crate::permission::Mode::Plan
+        ) {
+            return self.notice(&format!(
+                "/undo changes files, and this session is in {} mode: nothing was changed. Switch to ask, accept-edits or full-access (/mode) to undo.",
+                mode.as_str()
+            ));
+        }
         let Some((turn, files)) = target else {
             return self.notice(
                 "Nothing to undo: no turn of this session changed files, or every change was undone already.",
@@ -134,18 +144,12 @@ impl Turn<'_> {
     ) -> Result<(String, ToolContent), String> {
         let path = file.path.clone();
         let Some(before) = &file.before else {
-            // The turn created it.
-            let removed = path.clone();
-            tokio::task::spawn_blocking(move || std::fs::remove_file(removed))
+            // The turn created it. Removed through a handle of its
+            // directory: a link in its place (or on the way) is refused.
+            let removed = std::path::PathBuf::from(&path);
+            tokio::task::spawn_blocking(move || crate::beneath::remove(&removed))
                 .await
                 .map_err(|err| err.to_string())?
-                .or_else(|err| {
-                    if err.kind() == std::io::ErrorKind::NotFound {
-                        Ok(())
-                    } else {
-                        Err(err)
-                    }
-                })
                 .map_err(|err| err.to_string())?;
             return Ok((
                 format!("removed {path} (the turn created it)"),
@@ -167,8 +171,8 @@ impl Turn<'_> {
                 .write_text_file(Path::new(&path), text.clone().unwrap_or_default())
                 .await?;
         } else {
-            let target = path.clone();
-            tokio::task::spawn_blocking(move || std::fs::write(target, bytes))
+            let target = std::path::PathBuf::from(&path);
+            tokio::task::spawn_blocking(move || crate::beneath::write(&target, &bytes, true))
                 .await
                 .map_err(|err| err.to_string())?
                 .map_err(|err| err.to_string())?;

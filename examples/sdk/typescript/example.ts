@@ -44,9 +44,10 @@ class Sdk {
     });
   }
 
-  static connect(url: string): Promise<Sdk> {
+  static connect(url: string, token: string): Promise<Sdk> {
     return new Promise((resolve, reject) => {
-      const socket = new WebSocket(url);
+      // Every connection authenticates with the token dsh wrote for this start.
+      const socket = new WebSocket(url, { headers: { Authorization: `Bearer ${token}` } });
       socket.once("open", () => resolve(new Sdk(socket)));
       socket.once("error", reject);
     });
@@ -133,15 +134,17 @@ async function runPrompt(
 
 function startDsh(dsh: string, env: NodeJS.ProcessEnv) {
   const child = spawn(dsh, ["sdk", "--listen", "127.0.0.1:0"], { env, stdio: ["ignore", "inherit", "pipe"] });
-  const url = new Promise<string>((resolve, reject) => {
+  const url = new Promise<{ url: string; token: string }>((resolve, reject) => {
     let seen = "";
     child.stderr.on("data", (chunk: Buffer) => {
       process.stderr.write(chunk); // dsh's log (DSH_LOG) stays visible
       seen += chunk.toString();
-      // Only a whole line: stderr comes in chunks, and a chunk can end
-      // inside the address ("ws://127" is a different host).
+      // Only whole lines: stderr comes in chunks, and a chunk can end
+      // inside the address ("ws://127" is a different host). dsh names its
+      // token file (0600, never the token itself) before the address.
       const match = /dsh sdk: listening on (ws:\/\/\S+)\r?\n/.exec(seen);
-      if (match) resolve(match[1]);
+      const file = /dsh sdk: token in (.+?)\r?\n/.exec(seen);
+      if (match && file) resolve({ url: match[1], token: readFileSync(file[1], "utf8").trim() });
     });
     child.once("exit", (code) => reject(new Error(`dsh sdk exited with ${code} before listening: ${seen}`)));
   });
@@ -168,7 +171,8 @@ async function main(): Promise<number> {
   let server: ReturnType<typeof startDsh> | undefined;
   try {
     server = startDsh(dsh, env);
-    const sdk = await Sdk.connect(await server.url);
+    const { url, token } = await server.url;
+    const sdk = await Sdk.connect(url, token);
     const info = await sdk.call("initialize", { clientInfo: { name: "typescript-example" } });
     console.log(`server: ${info.serverInfo.name} ${info.serverInfo.version}`);
     const { sessionId } = await sdk.call<{ sessionId: string }>("session/new", { cwd, approvals: "client" });

@@ -373,6 +373,10 @@ pub struct SdkServer {
     pub child: tokio::process::Child,
     pub url: String,
     pub stderr: Arc<Mutex<String>>,
+    /// The token file dsh made (none with `--token-env`).
+    pub token_file: Option<std::path::PathBuf>,
+    /// The token connections send.
+    pub token: Option<String>,
 }
 
 impl SdkServer {
@@ -383,15 +387,21 @@ impl SdkServer {
         let mut child = env.dsh(&args).spawn().expect("spawn dsh sdk --listen");
         let (stderr, changed) = collect_stderr(&mut child);
         let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-        let url = loop {
+        let (url, token_file) = loop {
             let notified = changed.notified();
-            if let Some(url) = stderr
-                .lock()
-                .unwrap()
-                .lines()
-                .find_map(|line| line.strip_prefix("dsh sdk: listening on "))
             {
-                break url.to_owned();
+                let text = stderr.lock().unwrap();
+                let line = |prefix: &str| {
+                    text.lines()
+                        .find_map(|line| line.strip_prefix(prefix))
+                        .map(str::to_owned)
+                };
+                if let Some(url) = line("dsh sdk: listening on ") {
+                    break (
+                        url,
+                        line("dsh sdk: token in ").map(std::path::PathBuf::from),
+                    );
+                }
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
                 panic!(
@@ -400,12 +410,21 @@ impl SdkServer {
                 );
             }
         };
-        SdkServer { child, url, stderr }
+        let token = token_file
+            .as_ref()
+            .map(|path| std::fs::read_to_string(path).expect("the token file"));
+        SdkServer {
+            child,
+            url,
+            stderr,
+            token_file,
+            token,
+        }
     }
 
-    /// A connection without a token.
+    /// A connection with the token from dsh's token file.
     pub async fn connect(&self) -> SdkClient {
-        SdkClient::websocket(&self.url, None)
+        SdkClient::websocket(&self.url, self.token.as_deref())
             .await
             .expect("connect")
     }

@@ -52,12 +52,16 @@ impl Sdk {
         let stdout = child.stdout.take().unwrap();
         let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
         let wire = if websocket {
+            let mut token = String::new();
             let addr = loop {
                 let line = stderr
                     .next_line()
                     .await
                     .unwrap()
                     .expect("dsh sdk says where it listens");
+                if let Some(path) = line.strip_prefix("dsh sdk: token in ") {
+                    token = std::fs::read_to_string(path).expect("the SDK token file");
+                }
                 if let Some(url) = line.strip_prefix("dsh sdk: listening on ws://") {
                     break url.to_owned();
                 }
@@ -65,6 +69,12 @@ impl Sdk {
             let socket = tokio::net::TcpStream::connect(&addr).await.unwrap();
             socket.set_nodelay(true).unwrap();
             let mut client = soketto::handshake::Client::new(socket.compat(), &addr, "/");
+            let authorization = format!("Bearer {token}");
+            let headers = [soketto::handshake::client::Header {
+                name: "Authorization",
+                value: authorization.as_bytes(),
+            }];
+            client.set_headers(&headers);
             match client.handshake().await.unwrap() {
                 soketto::handshake::ServerResponse::Accepted { .. } => {}
                 other => panic!("handshake refused: {other:?}"),

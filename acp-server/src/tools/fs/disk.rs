@@ -44,21 +44,15 @@ pub(super) fn not_regular(path: &Path, kind: &str) -> String {
 }
 
 /// Opens a file for reading only if it is a regular file, without blocking
-/// on a FIFO that appeared in its place.
-pub(crate) fn open_regular(path: &Path) -> Result<std::fs::File, String> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|err| format!("Cannot read {}: {err}", path.display()))?;
-    let meta = file
-        .metadata()
-        .map_err(|err| format!("Cannot read {}: {err}", path.display()))?;
-    if !meta.is_file() {
-        return Err(not_regular(path, special_kind(meta.file_type())));
-    }
-    Ok(file)
+/// on a FIFO that appeared in its place, and without following a link that
+/// appeared on the way since the path was resolved ([`crate::beneath`]).
+pub(super) fn open_regular(path: &Path) -> Result<std::fs::File, String> {
+    crate::beneath::open_read(path).map_err(|err| match err {
+        crate::beneath::FsError::Io(path, err) => {
+            format!("Cannot read {}: {err}", path.display())
+        }
+        other => other.to_string(),
+    })
 }
 
 /// What is on disk at a path.
@@ -105,10 +99,13 @@ pub(super) fn looks_like_text(head: &[u8], full_window: bool) -> bool {
 
 /// Looks at a path (blocking).
 pub(super) fn probe(path: &Path) -> Result<Probe, String> {
-    let meta = match std::fs::metadata(path) {
-        Ok(meta) => meta,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Probe::Missing),
-        Err(err) => return Err(format!("Cannot access {}: {err}", path.display())),
+    let meta = match crate::beneath::metadata(path) {
+        Ok(Some(meta)) => meta,
+        Ok(None) => return Ok(Probe::Missing),
+        Err(crate::beneath::FsError::Io(_, err)) => {
+            return Err(format!("Cannot access {}: {err}", path.display()))
+        }
+        Err(err) => return Err(err.to_string()),
     };
     if meta.is_dir() {
         return Ok(Probe::Directory);
@@ -199,8 +196,9 @@ pub(in crate::tools) async fn read_text(
 }
 
 /// Writes a file: through the client when it can, else to disk — a
-/// regular file only, never through a link (the path is already resolved),
-/// never blocking on a FIFO.
+/// regular file only, replaced through a handle of its directory, never
+/// through a link (the path is already resolved; a link that appears on
+/// the way since is refused: [`crate::beneath::write`]).
 pub(super) async fn store(path: &Path, content: &str, env: &ToolEnv<'_>) -> Result<(), String> {
     if env.frontend.caps().write_text_file {
         return env.frontend.write_text_file(path, content.to_owned()).await;
@@ -208,25 +206,12 @@ pub(super) async fn store(path: &Path, content: &str, env: &ToolEnv<'_>) -> Resu
     let owned = path.to_path_buf();
     let content = content.to_owned();
     blocking(move || {
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
-        if let Some(parent) = owned.parent() {
-            std::fs::create_dir_all(parent)
-                .map_err(|err| format!("Cannot create {}: {err}", parent.display()))?;
-        }
-        let write_error = |err: std::io::Error| format!("Cannot write {}: {err}", owned.display());
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
-            .open(&owned)
-            .map_err(write_error)?;
-        let meta = file.metadata().map_err(write_error)?;
-        if !meta.is_file() {
-            return Err(not_regular(&owned, special_kind(meta.file_type())));
-        }
-        file.set_len(0).map_err(write_error)?;
-        file.write_all(content.as_bytes()).map_err(write_error)
+        crate::beneath::write(&owned, content.as_bytes(), true).map_err(|err| match err {
+            crate::beneath::FsError::Io(path, err) => {
+                format!("Cannot write {}: {err}", path.display())
+            }
+            other => other.to_string(),
+        })
     })
     .await
 }

@@ -19,7 +19,6 @@
 mod change;
 mod disk;
 
-pub(crate) use disk::open_regular;
 mod read;
 
 use std::path::Path;
