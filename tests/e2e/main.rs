@@ -7,6 +7,7 @@ mod backpressure;
 mod context;
 mod examples;
 mod faults;
+mod escapes;
 mod fuzz;
 mod hardening;
 mod jobs;
