@@ -1,8 +1,12 @@
 //! What a command rule is and what it matches: the scope an "always"
 //! answer stores for a plain command ([`scope`]: the program as written and
-//! its subcommand, never for programs that run arbitrary code), and whether
-//! a line could run a program a reject rule names ([`reject_matches`]:
-//! through spellings and wrappers).
+//! its subcommand, never for programs that run arbitrary code nor for an
+//! invocation with a code-running option, see [`super::code`]), and
+//! whether a line could run a program a reject rule names
+//! ([`reject_matches`]: through spellings and wrappers; "maybe" when the
+//! line is opaque). Reject rules are best-effort: a line can hide what it
+//! runs (a copy of `rm` under another name, a script that deletes); the
+//! kernel sandbox is the boundary.
 
 use super::shell::{Analysis, Invocation, SHELLS, WRAPPERS};
 
@@ -148,8 +152,7 @@ fn runs_arbitrary_code(program: &str) -> bool {
     NAMES.contains(&program)
         || SHELLS.contains(&program)
         || WRAPPERS.contains(&program)
-        || program.starts_with("python")
-        || program.starts_with("pypy")
+        || super::code::is_interpreter(program)
 }
 
 /// Programs whose first argument is a subcommand worth scoping a rule to.
@@ -273,12 +276,19 @@ fn is_plain_token(word: &str) -> bool {
 /// program as written, plus its subcommand where it has one (`git log`,
 /// `cargo test`) and the target of a run-style subcommand (`npm run
 /// build`). `None` when no rule could be stored safely: the program runs
-/// arbitrary code, or an option before the subcommand could change what
-/// runs (`git -c core.pager=… log`).
+/// arbitrary code, an option runs a command ([`super::code`]), or an
+/// option before the subcommand could change what runs (`git -c
+/// core.pager=… log`).
 pub fn scope(words: &[String]) -> Option<Vec<String>> {
     let (program, rest) = words.split_first()?;
     let base = base_name(program);
     if base.is_empty() || runs_arbitrary_code(base) {
+        return None;
+    }
+    // An option that runs a command (`git grep -O…`, `tar
+    // --checkpoint-action=exec=…`): the rule would cover any command.
+    let args: Vec<Option<String>> = rest.iter().cloned().map(Some).collect();
+    if super::code::runs_code(base, &args).is_some() {
         return None;
     }
     if !SUBCOMMAND_PROGRAMS.contains(&base) {

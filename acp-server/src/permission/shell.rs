@@ -8,9 +8,15 @@
 //!   redirections)? Only such a line can match an "always allow" rule
 //!   (see [`super::rules`]).
 //! - [`Analysis::programs`]: every program the line could run, anywhere in
-//!   it (lists, pipelines, subshells, substitutions, `bash -c`, `eval`), with
-//!   its literal arguments, or "unknown" when its name is computed at run
-//!   time. "Always reject" rules are checked against all of them.
+//!   it (lists, pipelines, subshells, substitutions, `bash -c`, `eval`,
+//!   `trap`/`alias` texts, the command of a wrapper: `env FOO=1 git …`,
+//!   `find -exec sh -c …`), with its literal arguments, or "unknown" when
+//!   the analysis cannot know what runs: a name computed at run time (`$X`,
+//!   `$(…)`, a glob `r[m]`, braces `{rm,x}`), a shell or interpreter
+//!   reading a program (`sh < f`, `… | sh`, `python3 <<EOF`, `source f`),
+//!   a code-running option (`git grep -O…`; see [`super::code`]). "Always
+//!   reject" rules are checked against all of them, and an unknown one
+//!   makes the line asked about rather than allowed.
 
 use brush_parser::ast;
 use brush_parser::word::WordPiece;
@@ -73,8 +79,12 @@ impl Invocation {
 }
 
 /// The literal value of a word, or `None` when it holds an expansion,
-/// a substitution or anything else decided at run time.
+/// a substitution, a glob or a brace expansion: anything decided at run
+/// time (`/usr/bin/r[m]`, `{rm,-f,x}`).
 fn literal(word: &str) -> Option<String> {
+    if globs(word) || braces(word) {
+        return None;
+    }
     let pieces = brush_parser::word::parse(word, &options()).ok()?;
     let mut out = String::new();
     for piece in pieces {
@@ -105,6 +115,84 @@ fn push_literal(piece: &WordPiece, out: &mut String) -> bool {
         | WordPiece::CommandSubstitution(_)
         | WordPiece::BackquotedCommandSubstitution(_)
         | WordPiece::ArithmeticExpression(_) => false,
+    }
+}
+
+/// Whether a word has an unquoted glob (`*`, `?`, `[…]`, `@(…)`): the
+/// file system decides what it becomes.
+fn globs(word: &str) -> bool {
+    let Ok(pieces) = brush_parser::word::parse(word, &options()) else {
+        return true;
+    };
+    let text: String = pieces
+        .iter()
+        .map(|piece| match &piece.piece {
+            WordPiece::Text(text) => text.as_str(),
+            // Quoted or expanded: a separator that cannot close `[`.
+            _ => "\0",
+        })
+        .collect();
+    text.contains(['*', '?'])
+        || ["@(", "!(", "+("].iter().any(|ext| text.contains(ext))
+        || text
+            .find('[')
+            .is_some_and(|open| text[open + 1..].contains(']'))
+}
+
+/// Whether a word has a brace expansion (`{a,b}`, `{1..3}`).
+fn braces(word: &str) -> bool {
+    use brush_parser::word::BraceExpressionOrText;
+    match brush_parser::word::parse_brace_expansions(word, &options()) {
+        Ok(Some(pieces)) => pieces
+            .iter()
+            .any(|piece| matches!(piece, BraceExpressionOrText::Expr(_))),
+        Ok(None) => false,
+        Err(_) => true,
+    }
+}
+
+/// Whether a word could expand to an option the analysis does not see: it
+/// starts with an expansion or a glob (`tar cf a.tar *` with a file named
+/// `--checkpoint-action=exec=…`), or it is an option with a glob in it.
+fn may_be_option(word: &str) -> bool {
+    if braces(word) {
+        return true;
+    }
+    let Ok(pieces) = brush_parser::word::parse(word, &options()) else {
+        return true;
+    };
+    fn starts(piece: &WordPiece) -> Option<char> {
+        match piece {
+            WordPiece::Text(text)
+            | WordPiece::SingleQuotedText(text)
+            | WordPiece::AnsiCQuotedText(text) => text.chars().next().or(Some('x')),
+            WordPiece::EscapeSequence(text) => text.chars().nth(1).or(Some('x')),
+            WordPiece::TildeExpansion(_) => Some('~'),
+            WordPiece::DoubleQuotedSequence(inner)
+            | WordPiece::GettextDoubleQuotedSequence(inner) => match inner.first() {
+                Some(first) => starts(&first.piece),
+                None => Some('x'),
+            },
+            _ => None,
+        }
+    }
+    let first = pieces
+        .first()
+        .map_or(Some('x'), |first| match &first.piece {
+            // An unquoted glob character at the start.
+            WordPiece::Text(text) if text.starts_with(['*', '?', '[']) => None,
+            other => starts(other),
+        });
+    match first {
+        None => true,
+        // `--exclude=*.o` keeps its name whatever files match; a glob in
+        // the name or in a short cluster (`-n*` against a file `-nOsh`)
+        // does not.
+        Some('-') => match word.split_once('=') {
+            Some((name, _)) if word.starts_with("--") => globs(name),
+            _ => globs(word),
+        },
+        Some(_) => false,
     }
 }
 
@@ -153,9 +241,17 @@ fn plain_words(program: &ast::Program) -> Option<Vec<String>> {
         }
     }
     words.push(literal(&simple.word_or_name.as_ref()?.value)?);
+    let guarded = super::code::has_code_options(super::rules::base_name(&words[0]));
     for item in simple.suffix.iter().flat_map(|suffix| &suffix.0) {
         match item {
-            ast::CommandPrefixOrSuffixItem::Word(word) => words.push(plain_argument(&word.value)?),
+            // `name=value` after the program is an argument like any other.
+            ast::CommandPrefixOrSuffixItem::Word(word)
+            | ast::CommandPrefixOrSuffixItem::AssignmentWord(_, word) => {
+                if braces(&word.value) || (guarded && may_be_option(&word.value)) {
+                    return None;
+                }
+                words.push(plain_argument(&word.value)?)
+            }
             other if harmless_redirect(other) => {}
             _ => return None,
         }
@@ -359,9 +455,46 @@ fn simple_parameter(expression: &brush_parser::word::ParameterExpr) -> bool {
 
 /// Programs that run the command given in their arguments.
 pub(super) const WRAPPERS: &[&str] = &[
-    "command", "builtin", "exec", "env", "nohup", "time", "timeout", "nice", "ionice", "stdbuf",
-    "setsid", "chrt", "taskset", "flock", "sudo", "doas", "xargs", "parallel", "find", "watch",
-    "strace", "ltrace", "unshare", "nsenter", "chroot", "script", "busybox",
+    "command",
+    "builtin",
+    "exec",
+    "env",
+    "nohup",
+    "time",
+    "timeout",
+    "nice",
+    "ionice",
+    "stdbuf",
+    "setsid",
+    "chrt",
+    "taskset",
+    "flock",
+    "sudo",
+    "doas",
+    "xargs",
+    "parallel",
+    "find",
+    "watch",
+    "strace",
+    "ltrace",
+    "unshare",
+    "nsenter",
+    "chroot",
+    "script",
+    "busybox",
+    "su",
+    "runuser",
+    "sg",
+    "systemd-run",
+    "dbus-run-session",
+    "ssh-agent",
+    "firejail",
+    "bwrap",
+    "fakeroot",
+    "valgrind",
+    "hyperfine",
+    "entr",
+    "perf",
 ];
 
 /// Shells, whose `-c` argument is a command line of its own.
@@ -369,20 +502,43 @@ pub(super) const SHELLS: &[&str] = &[
     "bash", "sh", "zsh", "dash", "ksh", "mksh", "ash", "fish", "csh", "tcsh",
 ];
 
+/// A word of a command: its text, its literal value (`None` when decided
+/// at run time), and whether it could expand to an unseen option.
+struct Arg<'a> {
+    raw: &'a str,
+    value: Option<String>,
+    may_be_option: bool,
+}
+
 fn walk_simple(simple: &ast::SimpleCommand, out: &mut Vec<Invocation>, depth: usize) {
     let mut words: Vec<&str> = Vec::new();
-    let items = simple
-        .prefix
-        .iter()
-        .flat_map(|prefix| &prefix.0)
-        .chain(simple.suffix.iter().flat_map(|suffix| &suffix.0));
-    for item in items {
+    // Text given on the standard input by here-documents and here-strings.
+    let mut input: Vec<String> = Vec::new();
+    let prefix = simple.prefix.iter().flat_map(|prefix| &prefix.0);
+    let suffix = simple.suffix.iter().flat_map(|suffix| &suffix.0);
+    for (item, in_suffix) in prefix.map(|i| (i, false)).chain(suffix.map(|i| (i, true))) {
         match item {
             ast::CommandPrefixOrSuffixItem::Word(word) => words.push(&word.value),
+            // After the program, `name=value` is an argument (`env FOO=1`,
+            // `alias ls=…`); before it, an assignment, and one to `PATH`,
+            // `LD_PRELOAD`, `BASH_ENV`… changes what runs.
+            ast::CommandPrefixOrSuffixItem::AssignmentWord(_, word) if in_suffix => {
+                words.push(&word.value)
+            }
             ast::CommandPrefixOrSuffixItem::AssignmentWord(_, word) => {
+                if super::code::assigned_name(&word.value).is_some_and(super::code::loads_code) {
+                    out.push(Invocation::unknown());
+                }
                 walk_word(&word.value, out, depth)
             }
             ast::CommandPrefixOrSuffixItem::IoRedirect(redirect) => {
+                match redirect {
+                    ast::IoRedirect::HereString(_, word) => {
+                        input.push(literal(&word.value).unwrap_or_else(|| word.value.clone()))
+                    }
+                    ast::IoRedirect::HereDocument(_, here) => input.push(here.doc.value.clone()),
+                    _ => {}
+                }
                 walk_redirect(redirect, out, depth)
             }
             ast::CommandPrefixOrSuffixItem::ProcessSubstitution(_, subshell) => {
@@ -398,27 +554,137 @@ fn walk_simple(simple: &ast::SimpleCommand, out: &mut Vec<Invocation>, depth: us
         walk_word(word, out, depth);
     }
     let program = literal(&name.value).map(|name| super::rules::base_name(&name).to_owned());
-    let args: Vec<Option<String>> = words.iter().map(|word| literal(word)).collect();
-    if let Some(program) = program.as_deref() {
-        if program == "eval" || program == "source" || program == "." {
-            let text: Vec<String> = args.iter().flatten().cloned().collect();
-            if args.iter().any(Option::is_none) {
-                out.push(Invocation::unknown());
-            }
-            if program == "eval" {
-                walk_text(&text.join(" "), out, depth);
-            }
+    let args: Vec<Arg<'_>> = words
+        .iter()
+        .map(|word| Arg {
+            raw: word,
+            value: literal(word),
+            may_be_option: may_be_option(word),
+        })
+        .collect();
+    walk_invocation(program, &args, &input, out, depth);
+}
+
+/// Records one command and follows what it runs in turn: the text of
+/// `eval`, `bash -c`, `trap`, `alias`; the command of a wrapper. A command
+/// whose words do not show what it runs (see [`super::code`]) is also
+/// recorded as an unknown program.
+fn walk_invocation(
+    program: Option<String>,
+    args: &[Arg<'_>],
+    input: &[String],
+    out: &mut Vec<Invocation>,
+    depth: usize,
+) {
+    use super::code::{self, ShellRuns, Wrapped};
+    let values: Vec<Option<String>> = args.iter().map(|arg| arg.value.clone()).collect();
+    out.push(Invocation {
+        program: program.clone(),
+        args: values.clone(),
+    });
+    let Some(program) = program.as_deref() else {
+        return;
+    };
+    let opaque = |out: &mut Vec<Invocation>| out.push(Invocation::unknown());
+    if program == "eval" {
+        if values.iter().any(Option::is_none) {
+            opaque(out);
         }
-        if SHELLS.contains(&program) {
-            if let Some(at) = args.iter().position(|arg| arg.as_deref() == Some("-c")) {
-                match args.get(at + 1) {
-                    Some(Some(text)) => walk_text(text, out, depth),
-                    _ => out.push(Invocation::unknown()),
+        let text: Vec<String> = values.iter().flatten().cloned().collect();
+        walk_text(&text.join(" "), out, depth);
+    } else if program == "source" || program == "." {
+        // Runs a file the line does not show.
+        opaque(out);
+    } else if SHELLS.contains(&program) {
+        match code::shell_runs(program, &values) {
+            ShellRuns::Text(text) => walk_text(&text, out, depth),
+            ShellRuns::Unknown => {
+                opaque(out);
+                for text in input {
+                    walk_text(text, out, depth);
                 }
             }
         }
+    } else if WRAPPERS.contains(&program) {
+        match code::wrapped(program, &values) {
+            Wrapped::Nothing => {}
+            Wrapped::At(commands) => {
+                for (start, end) in commands {
+                    let inner = values[start]
+                        .as_deref()
+                        .map(|name| super::rules::base_name(name).to_owned());
+                    walk_invocation(inner, &args[start + 1..end], input, out, depth);
+                }
+            }
+            Wrapped::Text(text) => {
+                // `env -S` splits its text its own way: the shell's reading
+                // of it is a guess.
+                if program == "env" {
+                    opaque(out);
+                }
+                walk_text(&text, out, depth);
+            }
+            Wrapped::Unknown => {
+                opaque(out);
+                // Still follow a shell's `-c` text, wherever it starts.
+                for (at, value) in values.iter().enumerate() {
+                    let Some(shell) = value.as_deref().map(super::rules::base_name) else {
+                        continue;
+                    };
+                    if SHELLS.contains(&shell) {
+                        if let ShellRuns::Text(text) = code::shell_runs(shell, &values[at + 1..]) {
+                            walk_text(&text, out, depth);
+                        }
+                    }
+                }
+            }
+        }
+    } else if code::is_interpreter(program) {
+        opaque(out);
+    } else {
+        if program == "trap" {
+            // `trap 'text' SIGNAL…`: the text runs later.
+            let operands: Vec<&Option<String>> = values
+                .iter()
+                .filter(|value| value.as_deref().map_or(true, |v| !v.starts_with('-')))
+                .collect();
+            if operands.len() >= 2 {
+                match operands[0] {
+                    Some(text) => walk_text(text, out, depth),
+                    None => opaque(out),
+                }
+            }
+        }
+        if program == "alias" {
+            for value in &values {
+                match value.as_deref().and_then(|v| v.split_once('=')) {
+                    Some((_, text)) => walk_text(text, out, depth),
+                    None if value.is_none() => opaque(out),
+                    None => {}
+                }
+            }
+        }
+        if program == "hash" {
+            // `hash -p /bin/rm ls`: `ls` now runs `/bin/rm`.
+            if let Some(at) = values.iter().position(|v| v.as_deref() == Some("-p")) {
+                out.push(Invocation {
+                    program: values
+                        .get(at + 1)
+                        .cloned()
+                        .flatten()
+                        .map(|path| super::rules::base_name(&path).to_owned()),
+                    args: Vec::new(),
+                });
+            }
+        }
+        let raw: Vec<&str> = args.iter().map(|arg| arg.raw).collect();
+        let may: Vec<bool> = args.iter().map(|arg| arg.may_be_option).collect();
+        if code::unknown_words_run_code(program, &values, &raw, &may)
+            || code::runs_code(program, &values).is_some()
+        {
+            opaque(out);
+        }
     }
-    out.push(Invocation { program, args });
 }
 
 #[cfg(test)]

@@ -1,0 +1,1359 @@
+//! Commands whose words do not show what they run: options that name a
+//! command or load code (`git grep -O…`, `tar --checkpoint-action=exec=…`),
+//! builtins that keep code for later (`trap`, `alias`), interpreters and
+//! shells reading a program, and wrappers around another command.
+//!
+//! Two things follow from a command being here (see [`super::rules`] and
+//! [`super::shell`]): no allow rule matches it and "always" is not offered
+//! for it (a rule for `git grep` must not cover `git grep -O'sh x'`), and
+//! the line is *opaque* to reject rules — they cannot see what it runs, so
+//! a line that a reject rule could concern is asked about, not allowed.
+//!
+//! The tables follow what other agents treat as unsafe and extend it:
+//! codex's `is_known_safe_command` (codex-rs/core/src/command_safety/
+//! is_safe_command.rs) refuses `git -c`/`-c…`/`--config-env`, `--ext-diff`,
+//! `--textconv`, `--exec`, `--output`, `find -exec/-execdir/-ok/-okdir/
+//! -delete/-fls/-fprint*` (`find` is never "always" here), `rg
+//! --pre/--hostname-bin/-z`; Claude Code's
+//! permission docs say a Bash deny rule "isn't a security boundary around
+//! the program" (code.claude.com/docs/en/permissions, "Bash rule limits").
+//! The rest comes from each program's manual: every option that takes a
+//! command, a program, a script or a configuration that can name one.
+//!
+//! Options are matched the way the programs parse them: `--opt=value` and
+//! `--opt value`, unambiguous abbreviations of long options (`--upload`,
+//! `--checkpoint-act`; GNU getopt and git's parse-options accept them),
+//! and short options inside clusters (`-nO`, `-cIf`, `-ave`).
+
+/// Why a command's words do not tell what it runs.
+pub type Reason = &'static str;
+
+/// General-purpose interpreters: whatever their arguments (a script, `-c`,
+/// `-e`, standard input), they run a program the line does not show.
+pub const INTERPRETERS: &[&str] = &[
+    "perl",
+    "ruby",
+    "irb",
+    "node",
+    "nodejs",
+    "deno",
+    "bun",
+    "bunx",
+    "npx",
+    "pnpx",
+    "php",
+    "lua",
+    "luajit",
+    "tclsh",
+    "wish",
+    "Rscript",
+    "julia",
+    "osascript",
+    "pwsh",
+    "powershell",
+    "expect",
+    "gdb",
+    "lldb",
+    "java",
+    "jshell",
+    "vim",
+    "vi",
+    "nvim",
+    "view",
+    "vimdiff",
+    "ex",
+    "emacs",
+    "emacsclient",
+    "tmux",
+    "screen",
+    "at",
+    "batch",
+    "crontab",
+    "systemd-run",
+    "parallel",
+];
+
+/// Whether the whole command is a program the line does not show.
+pub fn is_interpreter(program: &str) -> bool {
+    INTERPRETERS.contains(&program)
+        || program.starts_with("python")
+        || program.starts_with("pypy")
+        || program.starts_with("perl5")
+}
+
+/// Variables that choose what a command runs or loads (`PATH=. ls`,
+/// `LD_PRELOAD=x.so ls`, `BASH_ENV=f bash -c …`, `PAGER='sh x' git log`).
+pub fn loads_code(variable: &str) -> bool {
+    const NAMES: &[&str] = &[
+        "PATH",
+        "BASH_ENV",
+        "ENV",
+        "PS4",
+        "PROMPT_COMMAND",
+        "SHELLOPTS",
+        "BASHOPTS",
+        "PAGER",
+        "MANPAGER",
+        "EDITOR",
+        "VISUAL",
+        "LESSOPEN",
+        "LESSCLOSE",
+        "PYTHONPATH",
+        "PYTHONSTARTUP",
+        "PYTHONHOME",
+        "NODE_OPTIONS",
+        "NODE_PATH",
+        "PERL5OPT",
+        "PERL5LIB",
+        "PERLLIB",
+        "RUBYOPT",
+        "RUBYLIB",
+        "SSH_ASKPASS",
+        "SUDO_ASKPASS",
+        "TAR_OPTIONS",
+        "RSYNC_RSH",
+        "RUSTC_WRAPPER",
+        "RUSTC",
+    ];
+    const PREFIXES: &[&str] = &[
+        "LD_",
+        "GIT_",
+        "BASH_FUNC_",
+        "CARGO_",
+        "npm_config_",
+        "NPM_CONFIG_",
+    ];
+    NAMES.contains(&variable) || PREFIXES.iter().any(|prefix| variable.starts_with(prefix))
+}
+
+/// The name of a `NAME=value` word, when it is one.
+pub fn assigned_name(word: &str) -> Option<&str> {
+    let (name, _) = word.split_once('=')?;
+    let mut chars = name.chars();
+    let first = chars.next()?;
+    ((first.is_ascii_alphabetic() || first == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '%'))
+    .then_some(name)
+}
+
+/// Whether the program has options that can run code: a word it gets that
+/// is only known at run time (an expansion, a leading glob: `tar cf a *`
+/// with a file named `--checkpoint-action=exec=sh x`) could be one.
+pub fn has_code_options(program: &str) -> bool {
+    const PROGRAMS: &[&str] = &[
+        "git", "tar", "gtar", "bsdtar", "sort", "zip", "rsync", "ssh", "scp", "sftp", "rg", "fd",
+        "fdfind", "man", "less", "more", "cargo", "npm", "pnpm", "yarn", "go", "make", "gmake",
+        "sed", "gsed", "awk", "gawk", "mawk", "nawk", "pip", "pip3", "uv", "gem",
+    ];
+    PROGRAMS.contains(&program) || BUILTINS.contains(&program)
+}
+
+/// Shell builtins that keep code for later, load it, or evaluate array
+/// subscripts in the names they are given (`printf -v 'a[$(cmd)]'`).
+const BUILTINS: &[&str] = &[
+    "trap",
+    "alias",
+    "hash",
+    "enable",
+    "complete",
+    "compgen",
+    "bind",
+    "fc",
+    "mapfile",
+    "readarray",
+    "declare",
+    "typeset",
+    "local",
+    "export",
+    "readonly",
+    "unset",
+    "read",
+    "printf",
+    "test",
+    "[",
+    "let",
+    "wait",
+    "getopts",
+];
+
+/// Why `program` (a base name, not a wrapper, shell or interpreter) with
+/// these arguments runs code its words do not show; `None` when it does
+/// not. Arguments known only at run time are `None`.
+pub fn runs_code(program: &str, args: &[Option<String>]) -> Option<Reason> {
+    let words: Vec<&str> = args
+        .iter()
+        .map(|arg| arg.as_deref().unwrap_or(""))
+        .collect();
+    let opts = options(&words);
+    match program {
+        "git" => git(&words),
+        "tar" | "gtar" | "bsdtar" => tar(&words),
+        "sort" => opts
+            .iter()
+            .any(|o| long(o, "compress-program", &[]).is_some())
+            .then_some("sort --compress-program runs a program"),
+        "zip" => opts
+            .iter()
+            .any(|o| (is_short(o) && o.contains("TT")) || long(o, "unzip-command", &[]).is_some())
+            .then_some("zip -TT/--unzip-command runs a command"),
+        "rsync" => rsync(&opts),
+        "ssh" | "scp" | "sftp" => ssh(program, &words),
+        "rg" => opts
+            .iter()
+            .any(|o| {
+                short_has(o, "z", "ABCEefgjMmrTtd")
+                    || ["pre", "hostname-bin", "search-zip"]
+                        .iter()
+                        .any(|name| long(o, name, &["pre-glob"]).is_some())
+            })
+            .then_some("rg --pre/--hostname-bin/-z runs programs"),
+        "fd" | "fdfind" => opts
+            .iter()
+            .any(|o| {
+                short_has(o, "xX", "eEtdSjc")
+                    || long(o, "exec", &[]).is_some()
+                    || long(o, "exec-batch", &[]).is_some()
+            })
+            .then_some("fd -x/--exec runs a command"),
+        "man" => opts
+            .iter()
+            .any(|o| {
+                short_has(o, "PHC", "MmLSsRlep")
+                    || ["pager", "html", "config-file"]
+                        .iter()
+                        .any(|name| long(o, name, &[]).is_some())
+            })
+            .then_some("man -P/-H/-C names a program to run"),
+        // `+cmd` runs a pager command (`+!sh`); `+N` only moves.
+        "less" | "more" => words
+            .iter()
+            .any(|w| {
+                w.strip_prefix('+')
+                    .is_some_and(|cmd| !cmd.chars().all(|c| c.is_ascii_digit()))
+                    || *w == "-k"
+                    || long(w, "lesskey-file", &[]).is_some()
+                    || long(w, "lesskey-src", &[]).is_some()
+            })
+            .then_some("less +commands and lesskey files run commands"),
+        "cargo" => opts
+            .iter()
+            .any(|o| long(o, "config", &[]).is_some())
+            .then_some("cargo --config can name a runner or a wrapper"),
+        "npm" | "pnpm" | "yarn" => npm(&words, &opts),
+        "pip" | "pip3" => pip_installs(&words).then_some("installing a package runs its code"),
+        "uv" => (words.first() == Some(&"add")
+            || (words.first() == Some(&"pip") && pip_installs(&words[1..])))
+        .then_some("installing a package runs its code"),
+        "gem" => (words.first() == Some(&"install")).then_some("installing a gem runs its code"),
+        "go" => opts
+            .iter()
+            .any(|o| {
+                let flag = o.trim_start_matches('-');
+                o.starts_with('-')
+                    && ["exec", "toolexec", "vettool"]
+                        .iter()
+                        .any(|name| flag == *name || flag.starts_with(&format!("{name}=")))
+            })
+            .then_some("go -exec/-toolexec/-vettool runs a program"),
+        "make" | "gmake" => make(&words),
+        "sed" | "gsed" => sed(&words),
+        "awk" | "gawk" | "mawk" | "nawk" => awk(&words),
+        _ if BUILTINS.contains(&program) => builtin(program, args, &words),
+        _ => None,
+    }
+}
+
+/// Whether a word of `program` known only at run time (an expansion, a
+/// glob) could make it run code: become one of its code-running options,
+/// or a variable name whose array subscript bash evaluates
+/// (`unset "$x"` with `x='a[$(cmd)]'`). `may_be_option` tells which words
+/// could expand to an option; `raw` are the words as written.
+pub fn unknown_words_run_code(
+    program: &str,
+    args: &[Option<String>],
+    raw: &[&str],
+    may_be_option: &[bool],
+) -> bool {
+    let unknown_subscript = args
+        .iter()
+        .zip(raw)
+        .any(|(value, raw)| value.is_none() && raw.contains('['));
+    match program {
+        // A unary operator (`-v name`) from an expansion.
+        "test" | "[" => {
+            let operands = if program == "[" && raw.last() == Some(&"]") {
+                &may_be_option[..may_be_option.len() - 1]
+            } else {
+                may_be_option
+            };
+            let is_operator_position = |at: usize| {
+                at == 0
+                    || matches!(
+                        args[at - 1].as_deref(),
+                        Some("!" | "-a" | "-o" | "(" | "&&" | "||")
+                    )
+            };
+            let binary = |at: usize| {
+                matches!(
+                    args.get(at).and_then(Option::as_deref),
+                    Some(
+                        "=" | "=="
+                            | "!="
+                            | "=~"
+                            | "<"
+                            | ">"
+                            | "-eq"
+                            | "-ne"
+                            | "-lt"
+                            | "-le"
+                            | "-gt"
+                            | "-ge"
+                            | "-nt"
+                            | "-ot"
+                            | "-ef"
+                    )
+                )
+            };
+            let names_variable = |at: usize| {
+                matches!(args[at].as_deref(), Some("-v" | "-R"))
+                    && may_be_option.get(at + 1) == Some(&true)
+            };
+            unknown_subscript
+                || (0..operands.len()).any(|at| {
+                    names_variable(at)
+                        || (operands[at]
+                            && is_operator_position(at)
+                            && at + 1 < operands.len()
+                            && !binary(at + 1))
+                })
+        }
+        "printf" => {
+            may_be_option.first() == Some(&true)
+                || (args.first().is_some_and(|a| a.as_deref() == Some("-v"))
+                    && (may_be_option.get(1) == Some(&true) || unknown_subscript))
+        }
+        _ if BUILTINS.contains(&program) => {
+            unknown_subscript
+                || may_be_option.iter().any(|may| *may)
+                || raw
+                    .iter()
+                    .any(|word| assigned_name(word).is_some_and(loads_code))
+        }
+        _ if has_code_options(program) => may_be_option.iter().any(|may| *may),
+        _ => false,
+    }
+}
+
+/// The words before `--`.
+fn options<'a>(words: &[&'a str]) -> Vec<&'a str> {
+    words.iter().copied().take_while(|w| *w != "--").collect()
+}
+
+fn is_short(word: &str) -> bool {
+    word.len() > 1 && word.starts_with('-') && !word.starts_with("--")
+}
+
+/// Whether a short-option cluster (`-nO`, `-ave`) holds one of `wanted`
+/// before an option that takes the rest of the cluster as its value.
+fn short_has(word: &str, wanted: &str, takes_value: &str) -> bool {
+    if !is_short(word) {
+        return false;
+    }
+    for c in word[1..].chars() {
+        if wanted.contains(c) {
+            return true;
+        }
+        if takes_value.contains(c) {
+            return false;
+        }
+    }
+    false
+}
+
+/// `--name`, `--name=value` or an abbreviation of `--name` (not one of
+/// `exact`, other options of the program that `name` starts with): the
+/// value given with `=`, or `Some(None)`.
+fn long<'a>(word: &'a str, name: &str, exact: &[&str]) -> Option<Option<&'a str>> {
+    let rest = word.strip_prefix("--")?;
+    let (given, value) = match rest.split_once('=') {
+        Some((given, value)) => (given, Some(value)),
+        None => (rest, None),
+    };
+    (!given.is_empty() && name.starts_with(given) && !exact.contains(&given)).then_some(value)
+}
+
+fn git(words: &[&str]) -> Option<Reason> {
+    let mut at = 0;
+    while let Some(word) = words.get(at) {
+        if !word.starts_with('-') || *word == "--" {
+            break;
+        }
+        if word.starts_with("-c") || long(word, "config-env", &[]).is_some() {
+            return Some("git -c/--config-env sets configuration that names commands");
+        }
+        if word.starts_with("--exec-path=") {
+            return Some("git --exec-path runs git commands from another directory");
+        }
+        let takes_value = matches!(
+            *word,
+            "-C" | "--git-dir" | "--work-tree" | "--namespace" | "--super-prefix" | "--list-cmds"
+        );
+        at += if takes_value { 2 } else { 1 };
+    }
+    let sub = words.get(at).copied()?;
+    let rest = options(&words[at + 1..]);
+    if rest
+        .iter()
+        .any(|o| long(o, "ext-diff", &[]).is_some() || long(o, "textconv", &["text"]).is_some())
+    {
+        return Some("git --ext-diff/--textconv runs configured diff programs");
+    }
+    // Writes what it prints (text the line chooses with --format) to a
+    // file it names: `.envrc`, `.vscode/tasks.json` become code.
+    if rest.iter().any(|o| long(o, "output", &[]).is_some()) {
+        return Some("git --output writes a file the command names");
+    }
+    let any = |test: &dyn Fn(&str) -> bool| rest.iter().any(|o| test(o));
+    let found = match sub {
+        "grep" => {
+            any(&|o| short_has(o, "O", "efABCm") || long(o, "open-files-in-pager", &[]).is_some())
+        }
+        "fetch" | "pull" | "ls-remote" => {
+            any(&|o| short_has(o, "u", "") || long(o, "upload-pack", &[]).is_some())
+        }
+        "clone" => any(&|o| {
+            short_has(o, "uc", "obj")
+                || ["upload-pack", "template", "config"]
+                    .iter()
+                    .any(|name| long(o, name, &[]).is_some())
+        }),
+        "push" => {
+            any(&|o| long(o, "receive-pack", &[]).is_some() || long(o, "exec", &[]).is_some())
+        }
+        "archive" => any(&|o| long(o, "exec", &[]).is_some()),
+        "rebase" => any(&|o| short_has(o, "x", "sXSC") || long(o, "exec", &[]).is_some()),
+        "difftool" | "mergetool" => {
+            any(&|o| short_has(o, "x", "t") || long(o, "extcmd", &[]).is_some())
+        }
+        "send-email" => any(&|o| {
+            [
+                "sendmail-cmd",
+                "smtp-server",
+                "to-cmd",
+                "cc-cmd",
+                "header-cmd",
+            ]
+            .iter()
+            .any(|name| long(o, name, &[]).is_some())
+        }),
+        "bisect" => rest.first() == Some(&"run"),
+        "submodule" => rest.contains(&"foreach"),
+        "filter-branch" => true,
+        "config" => git_config_sets(&rest),
+        _ => false,
+    };
+    found.then_some("this git command runs a command given on its command line")
+}
+
+/// Whether `git config …` changes the configuration (which can name a
+/// pager, an alias, a hook path: commands later git commands run).
+fn git_config_sets(words: &[&str]) -> bool {
+    let mut positional = 0;
+    let mut words = words.iter();
+    while let Some(word) = words.next() {
+        match *word {
+            "--add" | "--replace-all" | "--rename-section" | "--remove-section" => return true,
+            "--get" | "--get-all" | "--get-regexp" | "--get-urlmatch" | "--get-color"
+            | "--get-colorbool" | "-l" | "--list" => return false,
+            "-f" | "--file" | "--blob" | "--type" | "--default" | "--comment" | "--value" => {
+                words.next();
+            }
+            "set" | "rename-section" | "remove-section" if positional == 0 => return true,
+            "get" | "list" if positional == 0 => return false,
+            word if word.starts_with('-') => {}
+            _ => positional += 1,
+        }
+    }
+    positional >= 2
+}
+
+fn tar(words: &[&str]) -> Option<Reason> {
+    const LONG: &[&str] = &[
+        "to-command",
+        "checkpoint-action",
+        "use-compress-program",
+        "rsh-command",
+        "info-script",
+        "new-volume-script",
+    ];
+    let opts = options(words);
+    // Traditional syntax: the first word is a cluster without a dash, its
+    // options' values follow as words (`tar cIf prog a.tar`).
+    let traditional = opts
+        .first()
+        .is_some_and(|w| !w.starts_with('-') && (w.contains('I') || w.contains('F')));
+    let found = traditional
+        || opts.iter().any(|o| {
+            short_has(o, "IF", "bCfgHKLNTVX")
+                || LONG
+                    .iter()
+                    .any(|name| long(o, name, &["checkpoint"]).is_some())
+        });
+    found.then_some("tar --to-command/--checkpoint-action/-I/-F/--rsh-command runs a command")
+}
+
+/// `rsync -e CMD`/`--rsh=CMD` (anything but plain `ssh`) and
+/// `--rsync-path=CMD` run a command.
+fn rsync(opts: &[&str]) -> Option<Reason> {
+    let mut words = opts.iter();
+    while let Some(word) = words.next() {
+        let rsh = if long(word, "rsync-path", &[]).is_some() {
+            return Some("rsync --rsync-path runs a command");
+        } else if let Some(value) = long(word, "rsh", &[]) {
+            value.or_else(|| words.next().copied())
+        } else if short_has(word, "e", "BfTM@") {
+            let attached = &word[word.find('e').map_or(word.len(), |at| at + 1)..];
+            if attached.is_empty() {
+                words.next().copied()
+            } else {
+                Some(attached)
+            }
+        } else {
+            continue;
+        };
+        if rsh != Some("ssh") {
+            return Some("rsync -e/--rsh runs a command");
+        }
+    }
+    None
+}
+
+fn ssh(program: &str, words: &[&str]) -> Option<Reason> {
+    const KEYS: &[&str] = &[
+        "proxycommand",
+        "localcommand",
+        "permitlocalcommand",
+        "match",
+        "knownhostscommand",
+        "include",
+        "pkcs11provider",
+        "securitykeyprovider",
+    ];
+    let (takes_value, code) = match program {
+        "scp" => ("cDFiJlmoPSX", "FSD"),
+        "sftp" => ("BbcDFiJlNoPRSsX", "FSD"),
+        _ => ("BbcDEeFIiJLlmOoPpQRSWw", "FI"),
+    };
+    let mut words = options(words).into_iter();
+    while let Some(word) = words.next() {
+        if !is_short(word) {
+            continue;
+        }
+        for (at, c) in word[1..].char_indices() {
+            if !takes_value.contains(c) {
+                continue;
+            }
+            if code.contains(c) {
+                return Some("ssh -F/-S/-D/-I names a program or configuration to run");
+            }
+            let attached = &word[1 + at + c.len_utf8()..];
+            let value = if attached.is_empty() {
+                words.next().unwrap_or("")
+            } else {
+                attached
+            };
+            if c == 'o' {
+                let key = value
+                    .split(|c: char| c == '=' || c.is_whitespace())
+                    .next()
+                    .unwrap_or("")
+                    .to_ascii_lowercase();
+                if KEYS.contains(&key.as_str()) {
+                    return Some("ssh -o ProxyCommand/LocalCommand/Match exec runs a command");
+                }
+            }
+            break;
+        }
+    }
+    None
+}
+
+fn npm(words: &[&str], opts: &[&str]) -> Option<Reason> {
+    if opts.iter().any(|o| {
+        ["script-shell", "userconfig", "globalconfig", "node-options"]
+            .iter()
+            .any(|name| long(o, name, &[]).is_some())
+    }) {
+        return Some("npm --script-shell/--userconfig chooses what scripts run with");
+    }
+    let mut rest = words.iter().filter(|w| !w.starts_with('-'));
+    let installs = matches!(
+        rest.next().copied(),
+        Some("install" | "i" | "add" | "isntall" | "in" | "ins" | "inst")
+    );
+    (installs && rest.next().is_some()).then_some("installing a package runs its install scripts")
+}
+
+/// `pip install <package>`: a named package (not the project itself, `.`,
+/// nor a requirements file) whose build runs its code.
+fn pip_installs(words: &[&str]) -> bool {
+    if words.first() != Some(&"install") {
+        return false;
+    }
+    let mut words = words[1..].iter();
+    while let Some(word) = words.next() {
+        match *word {
+            "-r" | "--requirement" | "-c" | "--constraint" | "-e" | "--editable" => {
+                words.next();
+            }
+            word if word.starts_with('-') => {}
+            "." | "./" => {}
+            _ => return true,
+        }
+    }
+    false
+}
+
+fn make(words: &[&str]) -> Option<Reason> {
+    let opts = options(words);
+    let mut words = opts.iter();
+    while let Some(word) = words.next() {
+        if *word == "-E" || long(word, "eval", &[]).is_some() || assigned_name(word).is_some() {
+            return Some("make --eval and variable overrides put code in the command line");
+        }
+        let file = match long(word, "file", &[]).or_else(|| long(word, "makefile", &[])) {
+            Some(Some(value)) => Some(value),
+            Some(None) => words.next().copied(),
+            None if *word == "-f" => words.next().copied(),
+            None => word.strip_prefix("-f").filter(|f| !f.is_empty()),
+        };
+        if file.is_some_and(|f| f == "-" || f.starts_with("/dev/") || f.starts_with("/proc/")) {
+            return Some("make reads a makefile from its input");
+        }
+    }
+    None
+}
+
+fn sed(words: &[&str]) -> Option<Reason> {
+    let mut scripts = Vec::new();
+    let mut sandbox = false;
+    let mut operands = Vec::new();
+    let mut words = words.iter();
+    while let Some(word) = words.next() {
+        match *word {
+            "--" => {
+                operands.extend(words.by_ref());
+                break;
+            }
+            "-e" | "--expression" => scripts.push(words.next().copied().unwrap_or("")),
+            "-f" | "--file" => return Some("sed -f runs a script from a file"),
+            "-l" | "--line-length" => {
+                words.next();
+            }
+            "--sandbox" => sandbox = true,
+            word if word.starts_with("--expression=") => scripts.push(&word[13..]),
+            word if word.starts_with("--file=") => return Some("sed -f runs a script from a file"),
+            word if is_short(word) => {
+                let flags = &word[1..];
+                if let Some(at) = flags.find(['e', 'f']) {
+                    if flags[at..].starts_with('f') {
+                        return Some("sed -f runs a script from a file");
+                    }
+                    let attached = &flags[at + 1..];
+                    scripts.push(if attached.is_empty() {
+                        words.next().copied().unwrap_or("")
+                    } else {
+                        attached
+                    });
+                }
+            }
+            word if word.starts_with('-') => {}
+            word => operands.push(word),
+        }
+    }
+    if scripts.is_empty() {
+        scripts.extend(operands.first());
+    }
+    (!sandbox && scripts.iter().any(|script| sed_script_runs(script)))
+        .then_some("sed's e command and s///e flag run commands")
+}
+
+/// Whether a sed script may run a command (the `e` command, the `e` flag
+/// of `s`). A script it cannot read counts as running one.
+fn sed_script_runs(script: &str) -> bool {
+    let b: Vec<char> = script.chars().collect();
+    let mut i = 0;
+    let to_eol = |i: &mut usize| {
+        while *i < b.len() && b[*i] != '\n' {
+            if b[*i] == '\\' {
+                *i += 1;
+            }
+            *i += 1;
+        }
+    };
+    // Skips a delimited part (`/re/`), escapes included; false at the end.
+    let delimited = |i: &mut usize, delim: char| {
+        while *i < b.len() {
+            match b[*i] {
+                '\\' => *i += 2,
+                c if c == delim => {
+                    *i += 1;
+                    return true;
+                }
+                _ => *i += 1,
+            }
+        }
+        false
+    };
+    loop {
+        while i < b.len() && (b[i].is_whitespace() || b[i] == ';') {
+            i += 1;
+        }
+        if i >= b.len() {
+            return false;
+        }
+        // Addresses: numbers, `$`, `/re/`, `\cREc`, `first~step`, `+N`,
+        // `~N`, a range with `,`, then `!`.
+        for _ in 0..2 {
+            match b[i] {
+                '/' => {
+                    i += 1;
+                    if !delimited(&mut i, '/') {
+                        return true;
+                    }
+                    while i < b.len() && matches!(b[i], 'I' | 'M') {
+                        i += 1;
+                    }
+                }
+                '\\' if i + 1 < b.len() => {
+                    let delim = b[i + 1];
+                    i += 2;
+                    if !delimited(&mut i, delim) {
+                        return true;
+                    }
+                }
+                _ => {
+                    while i < b.len() && (b[i].is_ascii_digit() || matches!(b[i], '$' | '~' | '+'))
+                    {
+                        i += 1;
+                    }
+                }
+            }
+            if i < b.len() && b[i] == ',' {
+                i += 1;
+            } else {
+                break;
+            }
+        }
+        while i < b.len() && (b[i].is_whitespace() || b[i] == '!') {
+            i += 1;
+        }
+        let Some(&command) = b.get(i) else {
+            return false;
+        };
+        i += 1;
+        match command {
+            '{' | '}' | '=' | 'd' | 'D' | 'g' | 'G' | 'h' | 'H' | 'n' | 'N' | 'p' | 'P' | 'x'
+            | 'z' | 'F' => {}
+            '#' | 'a' | 'i' | 'c' | 'r' | 'R' | 'w' | 'W' => to_eol(&mut i),
+            ':' | 'b' | 't' | 'T' | 'v' => {
+                while i < b.len() && !matches!(b[i], '\n' | ';' | '}') {
+                    i += 1;
+                }
+            }
+            'q' | 'Q' | 'l' | 'L' => {
+                while i < b.len() && (b[i].is_ascii_digit() || b[i] == ' ') {
+                    i += 1;
+                }
+            }
+            's' | 'y' => {
+                let Some(&delim) = b.get(i) else {
+                    return true;
+                };
+                i += 1;
+                if delim == '\n'
+                    || delim == '\\'
+                    || !delimited(&mut i, delim)
+                    || !delimited(&mut i, delim)
+                {
+                    return true;
+                }
+                if command == 's' {
+                    while i < b.len() && !matches!(b[i], '\n' | ';' | '}') {
+                        match b[i] {
+                            'e' => return true,
+                            'w' => {
+                                to_eol(&mut i);
+                                break;
+                            }
+                            _ => i += 1,
+                        }
+                    }
+                }
+            }
+            _ => return true,
+        }
+    }
+}
+
+fn awk(words: &[&str]) -> Option<Reason> {
+    let mut words = words.iter();
+    while let Some(word) = words.next() {
+        match *word {
+            "-f" | "--file" | "-E" | "--exec" | "-i" | "--include" | "-l" | "--load" => {
+                return Some("awk runs a program from a file or a library")
+            }
+            "-F" | "-v" | "--field-separator" | "--assign" => {
+                words.next();
+            }
+            "-e" | "--source" => {
+                if awk_program_runs(words.next().copied().unwrap_or("")) {
+                    return Some("awk's system() and pipes run commands");
+                }
+            }
+            "--" => {
+                return words
+                    .next()
+                    .is_some_and(|p| awk_program_runs(p))
+                    .then_some("awk's system() and pipes run commands")
+            }
+            word if word.starts_with("-f") || word.starts_with("--file=") => {
+                return Some("awk runs a program from a file")
+            }
+            word if word.starts_with('-') => {}
+            program => {
+                return awk_program_runs(program).then_some("awk's system() and pipes run commands")
+            }
+        }
+    }
+    None
+}
+
+/// Whether an awk program may run a command: `system(…)`, a pipe to or
+/// from a command, an extension (`@load`).
+fn awk_program_runs(program: &str) -> bool {
+    program.contains("system") || program.contains('|') || program.contains("@load")
+}
+
+fn builtin(program: &str, args: &[Option<String>], words: &[&str]) -> Option<Reason> {
+    let opts = options(words);
+    // `a[$(cmd)]`: bash evaluates the subscript of a name it is given.
+    if words
+        .iter()
+        .any(|w| w.contains('[') && (w.contains('$') || w.contains('`')))
+    {
+        return Some("an array subscript in a variable name runs its substitutions");
+    }
+    let found = match program {
+        "trap" => {
+            // `trap ACTION SIGNAL…`; `trap -`, `trap '' SIG` and `trap SIG`
+            // reset or ignore.
+            let operands: Vec<&Option<String>> = args
+                .iter()
+                .filter(|arg| arg.as_deref().map_or(true, |w| !w.starts_with('-')))
+                .collect();
+            operands.len() >= 2 && operands[0].as_deref() != Some("")
+        }
+        "alias" => words.iter().any(|w| w.contains('=')),
+        "hash" => opts.iter().any(|o| short_has(o, "p", "")),
+        "enable" => opts.iter().any(|o| short_has(o, "f", "")),
+        "complete" | "compgen" => opts.iter().any(|o| short_has(o, "CF", "AGWXPSo")),
+        "bind" => opts.iter().any(|o| short_has(o, "x", "mqufrf")),
+        "fc" => true,
+        "mapfile" | "readarray" => opts.iter().any(|o| short_has(o, "C", "dnOsuc")),
+        "declare" | "typeset" | "local" | "export" | "readonly" => words
+            .iter()
+            .any(|w| assigned_name(w).is_some_and(loads_code)),
+        _ => false,
+    };
+    found.then_some("this builtin keeps or loads code for later")
+}
+
+/// Where a wrapper's command is, in its arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Wrapped {
+    /// It runs no command (`command -v ls`, `exec` with redirections only).
+    Nothing,
+    /// The command is these arguments, `start..end` (`find` may have more
+    /// than one `-exec`); the first is the program.
+    At(Vec<(usize, usize)>),
+    /// It runs this shell text (`watch rm x`, `flock f -c 'rm x'`, `env -S`).
+    Text(String),
+    /// What it runs cannot be told from its words.
+    Unknown,
+}
+
+/// Where the command a wrapper runs is. `args` are its arguments; `None`
+/// where a word is known only at run time.
+pub fn wrapped(program: &str, args: &[Option<String>]) -> Wrapped {
+    let words: Vec<&str> = args
+        .iter()
+        .map(|arg| arg.as_deref().unwrap_or(""))
+        .collect();
+    let literal = |at: usize| args.get(at).is_some_and(Option::is_some);
+    // Skips options: `flags` take nothing, `valued` take a value (attached
+    // or the next word); returns the index of the first operand.
+    let skip =
+        |flags: &str, valued: &str, longs_valued: &[&str], longs: &[&str]| -> Option<usize> {
+            let mut at = 0;
+            while let Some(word) = words.get(at) {
+                if !literal(at) {
+                    return None;
+                }
+                if *word == "--" {
+                    return Some(at + 1);
+                }
+                if let Some(name) = word.strip_prefix("--") {
+                    let (name, has_value) = match name.split_once('=') {
+                        Some((name, _)) => (name, true),
+                        None => (name, false),
+                    };
+                    if longs.contains(&name) {
+                        at += 1;
+                    } else if longs_valued.contains(&name) {
+                        at += if has_value { 1 } else { 2 };
+                    } else {
+                        return None;
+                    }
+                    continue;
+                }
+                if !is_short(word) {
+                    return Some(at);
+                }
+                let mut next = at + 1;
+                for (index, c) in word[1..].char_indices() {
+                    if valued.contains(c) {
+                        if index + c.len_utf8() + 1 == word.len() {
+                            next += 1;
+                        }
+                        break;
+                    }
+                    if !flags.contains(c) {
+                        return None;
+                    }
+                }
+                at = next;
+            }
+            Some(at)
+        };
+    let at = |index: Option<usize>| match index {
+        Some(index) if index < args.len() => {
+            if literal(index) {
+                Wrapped::At(vec![(index, args.len())])
+            } else {
+                Wrapped::Unknown
+            }
+        }
+        Some(_) => Wrapped::Nothing,
+        None => Wrapped::Unknown,
+    };
+    match program {
+        "command" => {
+            let first = skip("pvV", "", &[], &[]);
+            let prints = words
+                .iter()
+                .take(first.unwrap_or(0))
+                .any(|w| is_short(w) && (w.contains('v') || w.contains('V')));
+            if prints {
+                Wrapped::Nothing
+            } else {
+                at(first)
+            }
+        }
+        "builtin" | "nohup" | "busybox" => at(skip("", "", &[], &[])),
+        "exec" => at(skip("cl", "a", &[], &[])),
+        "time" => at(skip(
+            "pvqa",
+            "fo",
+            &["format", "output"],
+            &["append", "verbose", "portability", "quiet"],
+        )),
+        "nice" => {
+            // `nice -10 cmd`: a number as an option.
+            let numeric = words.first().is_some_and(|w| {
+                w.len() > 1 && w.starts_with('-') && w[1..].chars().all(|c| c.is_ascii_digit())
+            });
+            if numeric {
+                at(Some(1))
+            } else {
+                at(skip("", "n", &["adjustment"], &[]))
+            }
+        }
+        "ionice" => at(skip("t", "cn", &["class", "classdata"], &["ignore"])),
+        "stdbuf" => at(skip("", "ioe", &["input", "output", "error"], &[])),
+        "setsid" => at(skip("cfw", "", &[], &["ctty", "fork", "wait"])),
+        "timeout" => match skip(
+            "v",
+            "sk",
+            &["signal", "kill-after"],
+            &["preserve-status", "foreground", "verbose"],
+        ) {
+            // The duration, then the command.
+            Some(duration) => at(Some(duration + 1)),
+            None => Wrapped::Unknown,
+        },
+        "taskset" => match skip("ac", "", &[], &["all-tasks", "cpu-list"]) {
+            Some(mask) => at(Some(mask + 1)),
+            None => Wrapped::Unknown,
+        },
+        "env" => env(args),
+        "xargs" => {
+            let first = skip(
+                "0rtpxel",
+                "adEILnPs",
+                &[
+                    "arg-file",
+                    "delimiter",
+                    "eof",
+                    "max-lines",
+                    "max-args",
+                    "max-procs",
+                    "max-chars",
+                    "process-slot-var",
+                ],
+                &[
+                    "null",
+                    "no-run-if-empty",
+                    "verbose",
+                    "interactive",
+                    "exit",
+                    "open-tty",
+                ],
+            );
+            // `-I{}`/`-i`: the command is a template filled from the input.
+            let replaces = words.iter().take(first.unwrap_or(args.len())).any(|w| {
+                (is_short(w) && (w.contains('I') || w.contains('i'))) || w.starts_with("--replace")
+            });
+            match first {
+                _ if replaces => Wrapped::Unknown,
+                Some(index) if index >= args.len() => Wrapped::Nothing,
+                other => at(other),
+            }
+        }
+        "find" => find(args),
+        "watch" => {
+            let first = skip(
+                "bcdegptwxCr",
+                "nq",
+                &["interval", "differences", "equexit"],
+                &[
+                    "beep", "color", "errexit", "chgexit", "precise", "no-title", "no-wrap",
+                    "exec", "no-rerun",
+                ],
+            );
+            let exec = words
+                .iter()
+                .take(first.unwrap_or(0))
+                .any(|w| *w == "--exec" || (is_short(w) && w.contains('x')));
+            match first {
+                Some(index) if exec => at(Some(index)),
+                Some(index) if args[index.min(args.len())..].iter().all(Option::is_some) => {
+                    Wrapped::Text(words[index.min(words.len())..].join(" "))
+                }
+                _ => Wrapped::Unknown,
+            }
+        }
+        "flock" => {
+            // `flock [opts] file -c 'text'` or `flock [opts] file cmd …`.
+            let text = words.iter().position(|w| *w == "-c" || *w == "--command");
+            match text {
+                Some(index) if literal(index + 1) => Wrapped::Text(words[index + 1].to_owned()),
+                Some(_) => Wrapped::Unknown,
+                None => match skip(
+                    "sxenuoF",
+                    "wE",
+                    &["timeout", "conflict-exit-code"],
+                    &[
+                        "shared",
+                        "exclusive",
+                        "nonblock",
+                        "unlock",
+                        "close",
+                        "no-fork",
+                        "verbose",
+                    ],
+                ) {
+                    Some(file) if file + 1 < args.len() => at(Some(file + 1)),
+                    Some(_) => Wrapped::Nothing,
+                    None => Wrapped::Unknown,
+                },
+            }
+        }
+        "script" => match words.iter().position(|w| *w == "-c" || *w == "--command") {
+            Some(index) if literal(index + 1) => Wrapped::Text(words[index + 1].to_owned()),
+            // Without -c it starts an interactive shell reading its input.
+            _ => Wrapped::Unknown,
+        },
+        "su" => match words.iter().position(|w| *w == "-c" || *w == "--command") {
+            Some(index) if literal(index + 1) => Wrapped::Text(words[index + 1].to_owned()),
+            _ => Wrapped::Unknown,
+        },
+        _ => Wrapped::Unknown,
+    }
+}
+
+fn env(args: &[Option<String>]) -> Wrapped {
+    let mut at = 0;
+    while let Some(arg) = args.get(at) {
+        let Some(word) = arg.as_deref() else {
+            return Wrapped::Unknown;
+        };
+        if let Some(name) = assigned_name(word) {
+            if loads_code(name) {
+                return Wrapped::Unknown;
+            }
+            at += 1;
+            continue;
+        }
+        if word == "--" || word == "-" {
+            at += 1;
+            continue;
+        }
+        if let Some(long_option) = word.strip_prefix("--") {
+            let (name, value) = match long_option.split_once('=') {
+                Some((name, value)) => (name, Some(value)),
+                None => (long_option, None),
+            };
+            match name {
+                "split-string" => {
+                    return match value.or_else(|| args.get(at + 1).and_then(|a| a.as_deref())) {
+                        Some(text) => Wrapped::Text(text.to_owned()),
+                        None => Wrapped::Unknown,
+                    }
+                }
+                "unset" | "chdir" | "argv0" if value.is_none() => at += 2,
+                "unset"
+                | "chdir"
+                | "argv0"
+                | "ignore-environment"
+                | "null"
+                | "debug"
+                | "block-signal"
+                | "default-signal"
+                | "ignore-signal"
+                | "list-signal-handling" => at += 1,
+                _ => return Wrapped::Unknown,
+            }
+            continue;
+        }
+        if !is_short(word) {
+            return if at < args.len() {
+                Wrapped::At(vec![(at, args.len())])
+            } else {
+                Wrapped::Nothing
+            };
+        }
+        let mut next = at + 1;
+        for (index, c) in word[1..].char_indices() {
+            let attached = &word[1 + index + c.len_utf8()..];
+            match c {
+                'i' | '0' | 'v' => continue,
+                'S' => {
+                    let text = if attached.is_empty() {
+                        args.get(at + 1).and_then(|a| a.as_deref())
+                    } else {
+                        Some(attached)
+                    };
+                    return text.map_or(Wrapped::Unknown, |t| Wrapped::Text(t.to_owned()));
+                }
+                'u' | 'C' | 'a' => {
+                    if attached.is_empty() {
+                        next += 1;
+                    }
+                    break;
+                }
+                _ => return Wrapped::Unknown,
+            }
+        }
+        at = next;
+    }
+    Wrapped::Nothing
+}
+
+/// `find … -exec cmd … ;`: each command after `-exec`, `-execdir`, `-ok`
+/// and `-okdir`. A command named by `{}` (the file found) is unknown.
+fn find(args: &[Option<String>]) -> Wrapped {
+    let mut starts = Vec::new();
+    let mut at = 0;
+    while at < args.len() {
+        if matches!(
+            args[at].as_deref(),
+            Some("-exec" | "-execdir" | "-ok" | "-okdir")
+        ) {
+            let start = at + 1;
+            at = start;
+            while at < args.len() && !matches!(args[at].as_deref(), Some(";" | "+")) {
+                at += 1;
+            }
+            match args.get(start) {
+                Some(Some(command)) if !command.contains("{}") => starts.push((start, at)),
+                Some(_) => return Wrapped::Unknown,
+                None => {}
+            }
+        }
+        at += 1;
+    }
+    if starts.is_empty() {
+        Wrapped::Nothing
+    } else {
+        Wrapped::At(starts)
+    }
+}
+
+/// What a shell invocation runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ShellRuns {
+    /// The command text given with `-c`.
+    Text(String),
+    /// Code the line does not show: a script file, its standard input,
+    /// an option that runs code, a `-c` text only known at run time.
+    Unknown,
+}
+
+/// What `sh`, `bash`, `zsh`, `fish`… run given these arguments: only
+/// `-c 'literal text'` with harmless options is known.
+pub fn shell_runs(program: &str, args: &[Option<String>]) -> ShellRuns {
+    const LONGS: &[&str] = &[
+        "--login",
+        "--norc",
+        "--noprofile",
+        "--posix",
+        "--noediting",
+        "--restricted",
+        "--verbose",
+        "--no-config",
+        "--private",
+        "--interactive",
+    ];
+    let mut command = false;
+    let mut at = 0;
+    while let Some(arg) = args.get(at) {
+        let Some(word) = arg.as_deref() else {
+            return ShellRuns::Unknown;
+        };
+        if word == "--" || word == "-" {
+            at += 1;
+            break;
+        }
+        if word.starts_with("--") {
+            if word == "--command" && program == "fish" {
+                command = true;
+            } else if !LONGS.contains(&word) {
+                return ShellRuns::Unknown;
+            }
+            at += 1;
+            continue;
+        }
+        if !(word.len() > 1 && (word.starts_with('-') || word.starts_with('+'))) {
+            break;
+        }
+        let mut next = at + 1;
+        for c in word[1..].chars() {
+            match c {
+                'c' => command = true,
+                'o' | 'O' => next += 1,
+                // Reads commands from its input; fish's -C runs init code.
+                's' => return ShellRuns::Unknown,
+                'C' if program == "fish" => return ShellRuns::Unknown,
+                _ => {}
+            }
+        }
+        at = next;
+    }
+    match args.get(at) {
+        Some(Some(text)) if command => ShellRuns::Text(text.clone()),
+        // `-c` without text is an error; runs nothing.
+        None if command => ShellRuns::Text(String::new()),
+        // A script file, or commands from its input.
+        _ => ShellRuns::Unknown,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(line: &str) -> Vec<Option<String>> {
+        line.split_whitespace()
+            .map(|w| Some(w.to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn sed_scripts_that_run_commands() {
+        for runs in ["s/a/b/e", "1e ls", "/x/ e", "s|a|b|ge", "y/a/b/;e", "s/a"] {
+            assert!(sed_script_runs(runs), "{runs}");
+        }
+        for safe in [
+            "s/a/b/",
+            "1,5p",
+            "$d",
+            "s/e/E/g",
+            "/e/d",
+            "s/a\\/e/b/",
+            "/x/,/y/{s/a/b/;p}",
+            "a hello e",
+            "2q",
+            "y/abc/xyz/",
+        ] {
+            assert!(!sed_script_runs(safe), "{safe}");
+        }
+    }
+
+    #[test]
+    fn wrappers_are_unwrapped_by_their_options() {
+        assert_eq!(
+            wrapped("timeout", &words("-s KILL 5 rm x")),
+            Wrapped::At(vec![(3, 5)])
+        );
+        assert_eq!(
+            wrapped("nice", &words("-n 5 rm x")),
+            Wrapped::At(vec![(2, 4)])
+        );
+        assert_eq!(
+            wrapped("nice", &words("-10 rm x")),
+            Wrapped::At(vec![(1, 3)])
+        );
+        assert_eq!(
+            wrapped("env", &words("-i FOO=1 -u BAR rm x")),
+            Wrapped::At(vec![(4, 6)])
+        );
+        assert_eq!(
+            wrapped("env", &words("-iS'rm")),
+            Wrapped::Text("'rm".into())
+        );
+        assert_eq!(wrapped("env", &words("PATH=/tmp rm")), Wrapped::Unknown);
+        assert_eq!(
+            wrapped("command", &words("-p rm x")),
+            Wrapped::At(vec![(1, 3)])
+        );
+        assert_eq!(wrapped("command", &words("-v rm")), Wrapped::Nothing);
+        assert_eq!(
+            wrapped("xargs", &words("-0 -n 1 rm")),
+            Wrapped::At(vec![(3, 4)])
+        );
+        assert_eq!(wrapped("xargs", &words("-I{} {} x")), Wrapped::Unknown);
+        assert_eq!(
+            wrapped("find", &words(". -exec rm {} ; -execdir ls +")),
+            Wrapped::At(vec![(2, 4), (6, 7)])
+        );
+        assert_eq!(
+            wrapped("watch", &words("-n 1 rm x")),
+            Wrapped::Text("rm x".into())
+        );
+        assert_eq!(
+            shell_runs("bash", &words("-ec x")),
+            ShellRuns::Text("x".into())
+        );
+        assert_eq!(
+            shell_runs("bash", &words("-o pipefail -c x")),
+            ShellRuns::Text("x".into())
+        );
+        assert_eq!(shell_runs("bash", &words("-s")), ShellRuns::Unknown);
+        assert_eq!(shell_runs("bash", &words("script.sh")), ShellRuns::Unknown);
+        assert_eq!(
+            shell_runs("bash", &words("--rcfile f -c x")),
+            ShellRuns::Unknown
+        );
+    }
+}
