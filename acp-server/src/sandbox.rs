@@ -196,28 +196,55 @@ pub fn for_command(
     })
 }
 
-/// A sandboxed command's private temporary directory (`TMPDIR`), 0700,
-/// created if needed.
+/// The private temporary directories made by this process, per session.
+static PRIVATE_TMP: std::sync::Mutex<Option<std::collections::HashMap<String, PathBuf>>> =
+    std::sync::Mutex::new(None);
+
+/// A sandboxed command's private temporary directory (`TMPDIR`): made
+/// once per session with `mkdtemp`'s semantics — a fresh unpredictable
+/// name, 0700, created by this call or not at all (`mkdir` never follows
+/// or reuses what is already there) — and kept for the session.
 ///
 /// # Errors
 /// It cannot be created.
 pub fn private_tmp(session: &str) -> std::io::Result<PathBuf> {
-    use std::os::unix::fs::DirBuilderExt;
-    let dir = private_tmp_path(session);
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&dir)?;
-    Ok(dir)
-}
-
-fn private_tmp_path(session: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("dsh-{session}"))
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let mut made = PRIVATE_TMP.lock().unwrap_or_else(|e| e.into_inner());
+    let made = made.get_or_insert_with(Default::default);
+    if let Some(dir) = made.get(session) {
+        // Still ours: a real directory (not a link put in its place).
+        let ours = std::fs::symlink_metadata(dir)
+            .is_ok_and(|meta| meta.is_dir() && meta.uid() == nix::unistd::geteuid().as_raw());
+        if ours {
+            return Ok(dir.clone());
+        }
+    }
+    let mut last = None;
+    for _ in 0..8 {
+        let dir =
+            std::env::temp_dir().join(format!("dsh-{session}-{}", uuid::Uuid::new_v4().simple()));
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => {
+                made.insert(session.to_owned(), dir.clone());
+                return Ok(dir);
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => last = Some(err),
+            Err(err) => return Err(err),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other("no free name")))
 }
 
 /// Removes a closed session's private temporary directory (blocking).
 pub fn remove_private_tmp(session: &str) {
-    let dir = private_tmp_path(session);
+    let dir = PRIVATE_TMP
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_mut()
+        .and_then(|made| made.remove(session));
+    let Some(dir) = dir else {
+        return;
+    };
     if let Err(err) = std::fs::remove_dir_all(&dir) {
         if err.kind() != std::io::ErrorKind::NotFound {
             tracing::debug!(dir = %dir.display(), %err, "cannot remove the private temp dir");

@@ -61,12 +61,17 @@ pub fn main(mut args: Vec<OsString>) -> i32 {
         }
     }
     // Fail closed: a command that asked for a sandbox never runs without.
-    if let Some(sandbox) = &sandbox {
-        if let Err(err) = sandbox.enter() {
+    // The guard enters the namespaces; only the command enters Landlock.
+    let mut prepared = match sandbox.as_ref().map(crate::sandbox::Sandbox::prepare) {
+        None => None,
+        Some(Ok(prepared)) => Some(prepared),
+        Some(Err(err)) => {
             eprintln!("dsh: the command was not run: its sandbox could not be applied ({err})");
             return 125;
         }
-    }
+    };
+    let sandboxed = prepared.is_some();
+    let confinement = sandboxed.then(crate::confine::Confinement::new);
     // After the sandbox: a new user namespace starts with every capability.
     #[cfg(target_os = "linux")]
     crate::child::drop_inspection_capabilities();
@@ -84,8 +89,37 @@ pub fn main(mut args: Vec<OsString>) -> i32 {
         return 125;
     }
     // std resets the signal mask in the child before exec.
-    let main_pid = match std::process::Command::new(&program).args(args).spawn() {
+    let mut command = std::process::Command::new(&program);
+    command.args(args);
+    {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: the guard is single-threaded, so the forked child may
+        // allocate; it only makes system calls (setsid, prctl, seccomp,
+        // landlock) before exec.
+        #[allow(unsafe_code)]
+        unsafe {
+            command.pre_exec(move || {
+                // It dies with the guard, whoever kills the guard.
+                nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)?;
+                match &confinement {
+                    Some(confinement) => confinement.enter()?,
+                    None => {
+                        nix::unistd::setsid().map_err(std::io::Error::from)?;
+                    }
+                }
+                if let Some(prepared) = prepared.as_mut() {
+                    prepared.restrict()?;
+                }
+                Ok(())
+            });
+        }
+    }
+    let main_pid = match command.spawn() {
         Ok(child) => Pid::from_raw(child.id() as i32),
+        Err(err) if sandboxed && err.kind() != std::io::ErrorKind::NotFound => {
+            eprintln!("dsh: the command was not run: its sandbox could not be applied ({err})");
+            return 125;
+        }
         Err(err) => {
             eprintln!("dsh: cannot run {}: {err}", program.to_string_lossy());
             return 127;
@@ -134,17 +168,37 @@ fn reap_exited() -> Vec<WaitStatus> {
     }
 }
 
-/// Kills every live descendant: this process's children (orphans land
-/// here, the guard being a subreaper) and the other members of the process
-/// group it leads, generation by generation until none is left.
+/// Kills every live descendant — the whole tree below the guard (found by
+/// parent links in one scan of `/proc`, so a chain of `setsid` processes
+/// goes in one round, not one generation per round) and the other members
+/// of the process group it leads — until none is left and every child is
+/// reaped. Orphans land here (the guard is a subreaper), so membership is
+/// the tree; only a time budget ends the sweep early.
 fn kill_descendants() {
     let me = std::process::id() as i32;
     // Only a group this guard leads is its own to empty.
     let group = Some(nix::unistd::getpgrp().as_raw()).filter(|group| *group == me);
-    for _ in 0..200 {
-        let targets = processes(|pid, ppid, pgrp, state| {
-            pid != me && state != 'Z' && (ppid == me || Some(pgrp) == group)
-        });
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while std::time::Instant::now() < deadline {
+        let table = processes();
+        let mut tree = vec![me];
+        let mut at = 0;
+        while at < tree.len() {
+            let parent = tree[at];
+            let children: Vec<i32> = table
+                .iter()
+                .filter(|p| p.ppid == parent && p.pid != me && !tree.contains(&p.pid))
+                .map(|p| p.pid)
+                .collect();
+            tree.extend(children);
+            at += 1;
+        }
+        let targets: Vec<i32> = table
+            .iter()
+            .filter(|p| p.pid != me && p.state != 'Z')
+            .filter(|p| tree.contains(&p.pid) || Some(p.pgrp) == group)
+            .map(|p| p.pid)
+            .collect();
         reap_exited();
         if targets.is_empty() {
             if matches!(
@@ -161,30 +215,39 @@ fn kill_descendants() {
         }
         std::thread::sleep(Duration::from_millis(1));
     }
+    eprintln!("dsh __guard: processes were still starting after 30 s of cleanup; gave up");
 }
 
-/// Pids of the processes for which `keep(pid, ppid, pgrp, state)` holds,
-/// from `/proc/<pid>/stat`.
-fn processes(keep: impl Fn(i32, i32, i32, char) -> bool) -> Vec<i32> {
+/// One line of `/proc/<pid>/stat`.
+struct Proc {
+    pid: i32,
+    ppid: i32,
+    pgrp: i32,
+    state: char,
+}
+
+/// Every process, from `/proc/<pid>/stat`.
+fn processes() -> Vec<Proc> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
     entries
         .filter_map(Result::ok)
         .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-                return false;
-            };
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
             // "pid (comm) state ppid pgrp …"; comm may hold spaces and ')'.
-            let Some(rest) = stat.rfind(')').map(|at| &stat[at + 1..]) else {
-                return false;
-            };
+            let rest = &stat[stat.rfind(')')? + 1..];
             let mut fields = rest.split_whitespace();
             let state = fields.next().and_then(|s| s.chars().next()).unwrap_or('?');
             let ppid = fields.next().and_then(|s| s.parse().ok()).unwrap_or(0);
             let pgrp = fields.next().and_then(|s| s.parse().ok()).unwrap_or(0);
-            keep(*pid, ppid, pgrp, state)
+            Some(Proc {
+                pid,
+                ppid,
+                pgrp,
+                state,
+            })
         })
         .collect()
 }

@@ -21,6 +21,7 @@
 #![warn(missing_docs)]
 
 mod child;
+pub mod confine;
 pub mod guard;
 pub mod sandbox;
 

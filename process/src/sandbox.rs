@@ -166,13 +166,17 @@ impl Sandbox {
         Ok(seen.then_some(sandbox))
     }
 
-    /// Applies the sandbox to this process (and so to what it starts
-    /// later). Run in the single-threaded guard, before the command starts.
+    /// Prepares the sandbox in the guard, before the command is forked:
+    /// enters the namespaces (the guard and the command share them) and
+    /// builds the Landlock ruleset. Only the command enters the Landlock
+    /// domain ([`Prepared::restrict`], after the fork), so its signal
+    /// scope keeps it from signalling — or killing — the guard that
+    /// cleans up after it.
     ///
     /// # Errors
     /// The sandbox could not be enforced as described; the command must
     /// not run.
-    pub fn enter(&self) -> Result<(), String> {
+    pub fn prepare(&self) -> Result<Prepared, String> {
         let in_own_network = !self.network && enter_network_namespace().is_ok();
         let mut ruleset = Ruleset::default()
             .handle_access(AccessFs::from_all(ABI_TARGET))
@@ -207,20 +211,44 @@ impl Sandbox {
                 grant(&path, &hidden, &mut writable);
             }
         }
-        let status = ruleset
+        let ruleset = ruleset
             .create()
             .map_err(|err| err.to_string())?
             .add_rules(path_beneath_rules(&readable, read))
             .map_err(|err| err.to_string())?
             .add_rules(path_beneath_rules(&writable, write))
-            .map_err(|err| err.to_string())?
-            .restrict_self()
             .map_err(|err| err.to_string())?;
-        if status.ruleset == RulesetStatus::NotEnforced {
-            return Err("this kernel does not enforce Landlock".to_owned());
-        }
         if !self.network && !in_own_network && !probe().network {
             return Err("this kernel cannot keep the command off the network".to_owned());
+        }
+        Ok(Prepared {
+            ruleset: Some(ruleset),
+        })
+    }
+}
+
+/// A sandbox ready to be entered by the command, after the fork.
+pub struct Prepared {
+    ruleset: Option<landlock::RulesetCreated>,
+}
+
+impl Prepared {
+    /// Enters the Landlock domain (and sets `no_new_privs`). Runs in the
+    /// forked command before exec; the guard is single-threaded, so this
+    /// may allocate.
+    ///
+    /// # Errors
+    /// The kernel did not enforce it.
+    pub fn restrict(&mut self) -> std::io::Result<()> {
+        let ruleset = self
+            .ruleset
+            .take()
+            .ok_or_else(|| std::io::Error::other("the sandbox was entered already"))?;
+        let status = ruleset.restrict_self().map_err(std::io::Error::other)?;
+        if status.ruleset == RulesetStatus::NotEnforced {
+            return Err(std::io::Error::other(
+                "this kernel does not enforce Landlock",
+            ));
         }
         Ok(())
     }

@@ -4,10 +4,11 @@
 mod support;
 
 mod backpressure;
+mod confine;
 mod context;
+mod escapes;
 mod examples;
 mod faults;
-mod escapes;
 mod fuzz;
 mod hardening;
 mod jobs;

@@ -163,12 +163,14 @@ async fn each_mode_gets_the_sandbox_its_table_row_says() {
             "{mode}: {result}"
         );
         // The private temp dir went with the session.
-        let tmp = std::env::temp_dir().join(format!("dsh-{}", world.session.lock().unwrap()));
-        assert!(
-            !tmp.exists(),
-            "{mode}: {} outlived its session",
-            tmp.display()
-        );
+        let prefix = format!("dsh-{}", world.session.lock().unwrap());
+        let left: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+            .unwrap()
+            .flatten()
+            .filter(|entry| entry.file_name().to_string_lossy().starts_with(&prefix))
+            .map(|entry| entry.path())
+            .collect();
+        assert!(left.is_empty(), "{mode}: {left:?} outlived its session");
     }
 }
 
