@@ -146,3 +146,54 @@ async fn dsh_nvim_sets_the_mode_and_cancels_a_slow_turn() {
 "#;
     world.run("cancel_spec.lua", script, &[]).await;
 }
+
+// Issue 23, item 11: dsh's fs requests are served from the buffer of
+// exactly the file asked for. `bufnr()` matched partial names, so a write
+// of `.pre-commit-config` overwrote the open `.pre-commit-config.yaml`,
+// and a read of `config` returned `config.local.txt`'s buffer.
+
+#[tokio::test]
+async fn dsh_nvim_writes_the_named_file_not_a_buffer_whose_name_contains_it() {
+    let Some(nvim) = nvim() else { return };
+    let world = World::new(nvim);
+    let yaml = "repos:\n  - repo: local\n";
+    std::fs::write(world.cwd().join(".pre-commit-config.yaml"), yaml).unwrap();
+    let script = r#"{"chunks":[{"tool_call":{"index":0,"id":"w1","name":"write","arguments":"{\"file_path\":\".pre-commit-config\",\"content\":\"written: by dsh\\n\"}"}}],"finish":"tool_calls"}
+{"chunks":[{"text":"Wrote it."}],"finish":"stop"}
+"#;
+    world.run("write_exact_spec.lua", script, &[]).await;
+    assert_eq!(
+        std::fs::read_to_string(world.cwd().join(".pre-commit-config.yaml")).unwrap(),
+        yaml
+    );
+    assert_eq!(
+        std::fs::read_to_string(world.cwd().join(".pre-commit-config")).unwrap(),
+        "written: by dsh\n"
+    );
+}
+
+#[tokio::test]
+async fn dsh_nvim_reads_the_named_file_not_a_buffer_whose_name_contains_it() {
+    let Some(nvim) = nvim() else { return };
+    let world = World::new(nvim);
+    std::fs::write(world.cwd().join("config"), "disk config\n").unwrap();
+    std::fs::write(world.cwd().join("config.local.txt"), "local secret\n").unwrap();
+    let script = r#"{"chunks":[{"tool_call":{"index":0,"id":"r1","name":"read","arguments":"{\"file_path\":\"config\"}"}}],"finish":"tool_calls"}
+{"chunks":[{"text":"Read it."}],"finish":"stop"}
+"#;
+    world.run("read_exact_spec.lua", script, &[]).await;
+}
+
+#[tokio::test]
+async fn dsh_nvim_finds_buffers_by_exact_resolved_path() {
+    let Some(nvim) = nvim() else { return };
+    let world = World::new(nvim);
+    std::fs::write(world.cwd().join("real.txt"), "real\n").unwrap();
+    std::os::unix::fs::symlink("real.txt", world.cwd().join("link.txt")).unwrap();
+    world.run("buffers_spec.lua", "", &[]).await;
+    assert_eq!(
+        std::fs::read_to_string(world.cwd().join("real.txt")).unwrap(),
+        "real\n"
+    );
+    assert!(!world.cwd().join("star*[1].txt").exists());
+}

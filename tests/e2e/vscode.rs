@@ -1,8 +1,9 @@
 //! The VS Code extension's own tests (editor-extensions/vscode, node's test
 //! runner), run against this build's `dsh`: its protocol layer over real
-//! ACP with the scripted model, the chat panel in Debian's Chromium, and
-//! the manifest against the code. CI builds it first (`.ci/run` sets
-//! DSH_VSCODE=1); elsewhere: `npm ci && npm run build` in that directory.
+//! ACP with the scripted model, the chat panel in Debian's Chromium, the
+//! manifest against the code, and the settings a workspace cannot set. CI
+//! builds it first (`.ci/run` sets DSH_VSCODE=1); elsewhere: `npm ci &&
+//! npm run build` in that directory.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -48,6 +49,9 @@ async fn the_vscode_extension_tests_pass_against_this_dsh() {
         "the chat panel renders a recorded session and posts what the user does",
         "activation registers what package.json contributes",
         "client terminals: dsh runs a command in the editor's terminal when configured to",
+        "settings that choose what runs or where data goes are machine-scoped in package.json",
+        "userSetting and launchSettings take the user value or the default, never a workspace's",
+        "activation starts the user's dsh with the user's environment, whatever the workspace sets",
     ] {
         assert!(stdout.contains(name), "{name:?} did not run:\n{stdout}");
     }

@@ -31,7 +31,7 @@ test("activation registers what package.json contributes", async () => {
         registered.schemes.push(scheme);
         return disposable;
       },
-      getConfiguration: () => ({ get: () => undefined }),
+      getConfiguration: () => ({ get: () => undefined, inspect: () => undefined }),
       workspaceFolders: undefined,
     },
     commands: {

@@ -16,11 +16,22 @@ Chat.__index = Chat
 
 local STATUS = { pending = "…", in_progress = "▶", completed = "✓", failed = "✗" }
 
+--- The buffer named exactly `dsh://chat` (never `bufnr()`, which also
+--- matches a buffer whose name merely contains it).
+---@return integer|nil
+local function existing_chat()
+  for _, b in ipairs(vim.api.nvim_list_bufs()) do
+    if vim.api.nvim_buf_get_name(b) == "dsh://chat" then
+      return b
+    end
+  end
+end
+
 ---@return dsh.Chat
 function M.new()
-  local existing = vim.fn.bufnr("dsh://chat")
-  local buf = existing ~= -1 and existing or vim.api.nvim_create_buf(true, true)
-  if existing == -1 then
+  local buf = existing_chat()
+  if not buf then
+    buf = vim.api.nvim_create_buf(true, true)
     vim.api.nvim_buf_set_name(buf, "dsh://chat")
   end
   vim.bo[buf].buftype = "nofile"

@@ -4,16 +4,49 @@
 
 local M = {}
 
+--- `path` as one name per file: absolute, symlinks resolved. A file that
+--- does not exist yet: its nearest existing directory resolved, the rest
+--- normalized (`.`/`..` removed, `$VAR` and `~` kept literally).
 ---@param path string
----@return integer|nil buf a loaded buffer showing `path`
-local function loaded(path)
-  local buf = vim.fn.bufnr(vim.fn.fnameescape(path))
-  if buf ~= -1 and vim.api.nvim_buf_is_loaded(buf) then
-    return buf
+---@return string
+function M.canonical(path)
+  local abs = vim.fn.fnamemodify(path, ":p")
+  if abs:sub(1, 1) ~= "/" then
+    return abs -- not a file path (a URL-like name)
   end
+  local real = vim.uv.fs_realpath(abs)
+  if real then
+    return real
+  end
+  abs = vim.fs.normalize(abs, { expand_env = false })
+  local rest, dir = {}, abs
+  while true do
+    local parent = vim.fs.dirname(dir)
+    table.insert(rest, 1, vim.fs.basename(dir))
+    if not parent or parent == dir then
+      return abs
+    end
+    local found = vim.uv.fs_realpath(parent)
+    if found then
+      return vim.fs.joinpath(found, unpack(rest))
+    end
+    dir = parent
+  end
+end
+
+--- The loaded buffer of exactly the file `path`: file buffers (`buftype`
+--- empty) whose names resolve to the same path. Never `bufnr(name)`,
+--- which also matches a buffer whose name merely contains `name`.
+---@param path string
+---@return integer|nil buf
+function M.buffer_of(path)
+  local want = M.canonical(path)
   for _, b in ipairs(vim.api.nvim_list_bufs()) do
-    if vim.api.nvim_buf_is_loaded(b) and vim.api.nvim_buf_get_name(b) == path then
-      return b
+    if vim.api.nvim_buf_is_loaded(b) and vim.bo[b].buftype == "" then
+      local name = vim.api.nvim_buf_get_name(b)
+      if name ~= "" and not name:find("^%a[%w+.-]*://") and M.canonical(name) == want then
+        return b
+      end
     end
   end
 end
@@ -34,7 +67,7 @@ end
 ---@param path string
 ---@return string|nil, string|nil
 function M.current_text(path)
-  local buf = loaded(path)
+  local buf = M.buffer_of(path)
   if buf then
     local lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
     local text = table.concat(lines, "\n")
@@ -68,7 +101,7 @@ end
 ---@param notify fun(msg: string, level: integer)
 function M.write_text_file(params, respond, notify)
   local path, content = params.path, params.content or ""
-  local buf = loaded(path)
+  local buf = M.buffer_of(path)
   if buf then
     local modified = vim.bo[buf].modified
     local lines = vim.split(content, "\n", { plain = true })

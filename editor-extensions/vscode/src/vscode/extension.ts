@@ -9,6 +9,7 @@ import { readFile } from "node:fs/promises";
 import type * as acp from "@agentclientprotocol/sdk" with { "resolution-mode": "import" };
 
 import { Chat, type ChatUi } from "../protocol/chat";
+import { launchSettings } from "../protocol/settings";
 import type { Terminal } from "../protocol/terminals";
 import type { ChatState, DiffView } from "../protocol/viewModel";
 import { chatHtml, nonce } from "../protocol/webviewHtml";
@@ -196,13 +197,14 @@ export function activate(context: vscode.ExtensionContext) {
 
   const getChat = async (): Promise<Chat> => {
     if (chat) return chat;
-    const config = vscode.workspace.getConfiguration("dsh");
-    const env: Record<string, string> = { ...(config.get<Record<string, string>>("env") ?? {}) };
+    // User settings only: a repository's settings cannot pick the binary
+    // or its environment (../protocol/settings.ts).
+    const { command, env } = launchSettings(vscode.workspace.getConfiguration("dsh"));
     const key = await context.secrets.get(SECRET);
     if (key) env.DEEPSEEK_API_KEY = key;
     chat = new Chat({
       start: {
-        command: config.get<string>("path") || "dsh",
+        command,
         env,
         cwd: workspaceFolder(),
         log: (line) => output.appendLine(line),
