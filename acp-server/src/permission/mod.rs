@@ -404,7 +404,10 @@ pub fn decide(
     // Secret locations: refused below full-access, asked (never
     // remembered) in it — for reads and writes alike.
     let hidden = |paths: &[PathBuf]| {
-        let path = paths.iter().find(|path| ctx.protected.is_hidden(path))?;
+        // dsh's own home has its own rule (below).
+        let path = paths
+            .iter()
+            .find(|path| ctx.protected.is_hidden(path) && !ctx.protected.in_home(path))?;
         Some(if mode == Mode::FullAccess {
             Decision::Ask(format!(
                 "touches {}, a hidden location (secrets)",
