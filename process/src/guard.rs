@@ -91,6 +91,12 @@ pub fn main(mut args: Vec<OsString>) -> i32 {
     // std resets the signal mask in the child before exec.
     let mut command = std::process::Command::new(&program);
     command.args(args);
+    if prepared.as_ref().is_some_and(|prepared| prepared.mounts) {
+        // dsh said how the command is sandboxed; the guard knows one more
+        // thing: the mount namespace is in place.
+        let said = std::env::var("DSH_SANDBOX").unwrap_or_else(|_| "files".to_owned());
+        command.env("DSH_SANDBOX", format!("{said},mounts"));
+    }
     {
         use std::os::unix::process::CommandExt;
         // SAFETY: the guard is single-threaded, so the forked child may

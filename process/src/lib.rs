@@ -23,6 +23,7 @@
 mod child;
 pub mod confine;
 pub mod guard;
+mod mounts;
 pub mod sandbox;
 
 use std::ffi::OsStr;

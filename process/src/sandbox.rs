@@ -177,7 +177,21 @@ impl Sandbox {
     /// The sandbox could not be enforced as described; the command must
     /// not run.
     pub fn prepare(&self) -> Result<Prepared, String> {
-        let in_own_network = !self.network && enter_network_namespace().is_ok();
+        // A user namespace with a mount namespace (and, without network, a
+        // network namespace); where the kernel refuses one, what it allows.
+        let mut mounts = false;
+        let in_own_network = match enter_namespaces(true, !self.network) {
+            Ok(()) => {
+                match crate::mounts::confine(&self.writable, &self.hidden) {
+                    Ok(()) => mounts = true,
+                    Err(err) => eprintln!(
+                        "dsh: {err}; metadata outside the writable paths is not protected"
+                    ),
+                }
+                !self.network
+            }
+            Err(_) => !self.network && enter_namespaces(false, true).is_ok(),
+        };
         let mut ruleset = Ruleset::default()
             .handle_access(AccessFs::from_all(ABI_TARGET))
             .map_err(|err| err.to_string())?;
@@ -198,8 +212,19 @@ impl Sandbox {
             .iter()
             .filter_map(|path| path.canonicalize().ok())
             .collect();
+        // Everything but the hidden paths is readable — and of /dev only
+        // the devices every command may use (not disks, not the user's
+        // terminals).
         let mut readable = Vec::new();
-        grant(Path::new("/"), &hidden, &mut readable);
+        let mut unreadable = hidden.clone();
+        unreadable.push(PathBuf::from("/dev"));
+        grant(Path::new("/"), &unreadable, &mut readable);
+        readable.extend(
+            DEVICES
+                .iter()
+                .map(Path::new)
+                .filter_map(|path| path.canonicalize().ok()),
+        );
         let mut writable = Vec::new();
         for path in self
             .writable
@@ -223,6 +248,7 @@ impl Sandbox {
         }
         Ok(Prepared {
             ruleset: Some(ruleset),
+            mounts,
         })
     }
 }
@@ -230,6 +256,8 @@ impl Sandbox {
 /// A sandbox ready to be entered by the command, after the fork.
 pub struct Prepared {
     ruleset: Option<landlock::RulesetCreated>,
+    /// The mount namespace is in place (metadata, `/dev/shm`, `/dev/pts`).
+    pub mounts: bool,
 }
 
 impl Prepared {
@@ -278,12 +306,20 @@ fn grant(path: &Path, hidden: &[PathBuf], rules: &mut Vec<PathBuf>) {
 }
 
 /// Moves this process into a new user namespace (mapping its own uid and
-/// gid) and a new, empty network namespace.
-fn enter_network_namespace() -> Result<(), String> {
+/// gid) and, as asked, a new mount namespace and a new, empty network
+/// namespace.
+fn enter_namespaces(mounts: bool, network: bool) -> Result<(), String> {
     use nix::sched::{unshare, CloneFlags};
     let uid = nix::unistd::getuid();
     let gid = nix::unistd::getgid();
-    unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNET).map_err(|e| e.to_string())?;
+    let mut flags = CloneFlags::CLONE_NEWUSER;
+    if mounts {
+        flags |= CloneFlags::CLONE_NEWNS;
+    }
+    if network {
+        flags |= CloneFlags::CLONE_NEWNET;
+    }
+    unshare(flags).map_err(|e| e.to_string())?;
     std::fs::write("/proc/self/setgroups", "deny").map_err(|e| e.to_string())?;
     std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1")).map_err(|e| e.to_string())?;
     std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1")).map_err(|e| e.to_string())?;

@@ -198,3 +198,80 @@ async fn a_link_planted_at_the_old_temp_dir_name_is_not_followed() {
         "removed with the session"
     );
 }
+
+/// Item 7: metadata changes outside the writable paths and on hidden
+/// paths fail; `/dev/shm` is private and the user's terminals are not
+/// there. Run in read-only (nothing writable but the temp dir) and in ask
+/// mode with the home directory as the workspace (a hidden file inside a
+/// writable root).
+#[tokio::test]
+async fn metadata_shared_memory_and_terminals_are_out_of_a_sandboxed_commands_reach() {
+    let mut env = TestEnv::new().await;
+    let user = tempfile::tempdir().unwrap();
+    let home = user.path().canonicalize().unwrap();
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(home.join(".ssh/id_rsa"), "KEY").unwrap();
+    env.extra_env
+        .push(("HOME".into(), home.display().to_string()));
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("f.txt");
+    std::fs::write(&target, "x").unwrap();
+    let mode_of = |path: &std::path::Path| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
+    };
+    let (mode, mtime) = (
+        mode_of(&target),
+        std::fs::metadata(&target).unwrap().modified().unwrap(),
+    );
+    let pty = nix::pty::openpty(None, None).expect("a pty");
+    let host_pts = nix::unistd::ttyname(&pty.slave).unwrap();
+    let probe = format!("dsh-shm-probe-{}", std::process::id());
+    let script = format!(
+        "f={target:?}\n\
+         chmod 777 \"$f\"; echo chmod=$?\n\
+         touch -d 2030-01-01 \"$f\"; echo utime=$?\n\
+         python3 -c \"import os,sys; os.setxattr(sys.argv[1], 'user.dsh', b'1')\" \"$f\" 2>/dev/null; echo xattr=$?\n\
+         chmod u+s \"$f\"; echo suid=$?\n\
+         echo x > /dev/shm/{probe}; echo shm=$?\n\
+         echo hi > {host_pts:?}; echo pts=$?\n\
+         chmod 000 {key:?}; echo hidden=$?\n\
+         echo sandbox=$DSH_SANDBOX",
+        key = home.join(".ssh/id_rsa"),
+    );
+    for (mode_name, cwd) in [("read-only", env.cwd()), ("ask", home.clone())] {
+        env.mock.push_json(call(
+            "b1",
+            "bash",
+            json!({"command": script, "description": "metadata"}),
+        ));
+        env.mock.push_json(reply("done"));
+        let sim = ClientSim::new(false, false);
+        sim.answer(Answer::Select(PermissionOptionKind::AllowOnce));
+        let conn = env.connect_with(sim).await;
+        conn.initialize().await;
+        let session = conn.start(&cwd).await;
+        conn.set_mode(&session, mode_name).await;
+        conn.prompt(&session, "probe").await.unwrap();
+        conn.finish().await;
+        let result = tool_result(&env, "b1");
+        for name in ["chmod", "utime", "xattr", "suid", "pts", "hidden"] {
+            assert!(
+                !result.contains(&format!("{name}=0")),
+                "{mode_name}: {name} succeeded: {result}"
+            );
+        }
+        assert!(result.contains("sandbox=files,network,mounts"), "{result}");
+        assert!(
+            result.contains("shm=0"),
+            "a private /dev/shm is usable: {result}"
+        );
+        assert_eq!(mode_of(&target), mode, "{mode_name}");
+        assert_eq!(
+            std::fs::metadata(&target).unwrap().modified().unwrap(),
+            mtime
+        );
+        assert!(!std::path::Path::new("/dev/shm").join(&probe).exists());
+        assert_eq!(mode_of(&home.join(".ssh/id_rsa")) & 0o777, 0o644);
+    }
+}

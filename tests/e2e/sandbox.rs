@@ -157,7 +157,11 @@ async fn each_mode_gets_the_sandbox_its_table_row_says() {
         );
         assert!(result.contains("[exit code: 1]"), "{mode}: {result}");
         // The managed variables say how it ran (a 36-character session id).
-        let sandbox = if sandboxed { "files,network" } else { "none" };
+        let sandbox = if sandboxed {
+            "files,network,mounts"
+        } else {
+            "none"
+        };
         assert!(
             result.contains(&format!("ENV={mode}/{sandbox}/36")),
             "{mode}: {result}"

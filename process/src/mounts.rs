@@ -1,0 +1,171 @@
+//! The mount namespace of a sandboxed command: what Landlock does not
+//! cover — metadata (`chmod`, `utime`, `setxattr`, the setuid bit) and the
+//! user's other terminals and shared memory.
+//!
+//! In the guard's own user and mount namespace, before the command starts:
+//!
+//! 1. mount propagation is made private (nothing reaches the user's mounts);
+//! 2. each writable path is bind-mounted onto itself;
+//! 3. every other mount is remounted read-only (keeping the flags the
+//!    kernel locks: `nosuid`, `nodev`, `noexec`, atime), so a metadata
+//!    change outside the writable paths fails with `EROFS`;
+//! 4. `/dev/shm` gets a fresh tmpfs and `/dev/pts` a new devpts instance:
+//!    the command sees no other program's shared memory and none of the
+//!    user's terminals (it can still open new ptys through `/dev/ptmx`);
+//! 5. hidden paths are bound read-only onto themselves, also inside
+//!    writable roots (Landlock keeps them unreadable).
+//!
+//! The command then holds no `CAP_SYS_ADMIN` (`confine` drops it from the
+//! bounding set), so it cannot undo any of this.
+
+use std::path::{Path, PathBuf};
+
+use nix::mount::{mount, MsFlags};
+use nix::sys::statvfs::{statvfs, FsFlags};
+
+const NONE: Option<&str> = None;
+
+/// Sets the namespace up; the guard has entered a new user and mount
+/// namespace. `writable` are the paths the command may change.
+///
+/// # Errors
+/// A step that the sandbox depends on failed (then nothing runs).
+pub fn confine(writable: &[PathBuf], hidden: &[PathBuf]) -> Result<(), String> {
+    let fail = |what: &str, path: &Path, err: nix::Error| {
+        format!("mount namespace: {what} {}: {err}", path.display())
+    };
+    let here = std::env::current_dir().map_err(|err| err.to_string())?;
+    mount(NONE, "/", NONE, MsFlags::MS_REC | MsFlags::MS_PRIVATE, NONE)
+        .map_err(|err| fail("private propagation of", Path::new("/"), err))?;
+    let writable: Vec<PathBuf> = writable
+        .iter()
+        .filter_map(|path| path.canonicalize().ok())
+        .filter(|path| path.is_dir())
+        .collect();
+    for path in &writable {
+        mount(
+            Some(path.as_path()),
+            path.as_path(),
+            NONE,
+            MsFlags::MS_BIND | MsFlags::MS_REC,
+            NONE,
+        )
+        .map_err(|err| fail("bind", path, err))?;
+    }
+    for point in mount_points() {
+        if writable.iter().any(|path| point.starts_with(path)) {
+            continue;
+        }
+        if let Err(err) = read_only(&point) {
+            // The root must be read-only; a special mount that refuses
+            // (a locked /proc entry, say) stays as it was.
+            if point == Path::new("/") {
+                return Err(fail("read-only remount of", &point, err));
+            }
+        }
+    }
+    let dev_shm = Path::new("/dev/shm");
+    if dev_shm.is_dir() {
+        mount(
+            Some("tmpfs"),
+            dev_shm,
+            Some("tmpfs"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+            Some("mode=1777"),
+        )
+        .map_err(|err| fail("a private tmpfs on", dev_shm, err))?;
+    }
+    let dev_pts = Path::new("/dev/pts");
+    if dev_pts.is_dir() {
+        mount(
+            Some("devpts"),
+            dev_pts,
+            Some("devpts"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+            Some("newinstance,ptmxmode=0666,mode=0620"),
+        )
+        .map_err(|err| fail("a new devpts instance on", dev_pts, err))?;
+    }
+    for path in hidden {
+        let Ok(path) = path.canonicalize() else {
+            continue;
+        };
+        // Read-only in place (Landlock keeps them unreadable, with
+        // EACCES): no chmod, no new files, even inside a writable root.
+        mount(
+            Some(path.as_path()),
+            path.as_path(),
+            NONE,
+            MsFlags::MS_BIND | MsFlags::MS_REC,
+            NONE,
+        )
+        .map_err(|err| fail("cover", &path, err))?;
+        read_only(&path).map_err(|err| fail("cover", &path, err))?;
+    }
+    // The working directory was resolved before the binds: enter it again,
+    // on the writable mount now in its place.
+    std::env::set_current_dir(&here).map_err(|err| err.to_string())?;
+    Ok(())
+}
+
+/// Remounts the mount at `point` read-only, keeping its locked flags.
+fn read_only(point: &Path) -> nix::Result<()> {
+    let now = statvfs(point)?.flags();
+    let mut flags = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY;
+    for (has, keep) in [
+        (FsFlags::ST_NOSUID, MsFlags::MS_NOSUID),
+        (FsFlags::ST_NODEV, MsFlags::MS_NODEV),
+        (FsFlags::ST_NOEXEC, MsFlags::MS_NOEXEC),
+        (FsFlags::ST_NOATIME, MsFlags::MS_NOATIME),
+        (FsFlags::ST_NODIRATIME, MsFlags::MS_NODIRATIME),
+        (FsFlags::ST_RELATIME, MsFlags::MS_RELATIME),
+    ] {
+        if now.contains(has) {
+            flags |= keep;
+        }
+    }
+    mount(NONE, point, NONE, flags, NONE)
+}
+
+/// The mount points of this namespace, from `/proc/self/mountinfo`.
+fn mount_points() -> Vec<PathBuf> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mut points: Vec<PathBuf> = text
+        .lines()
+        .filter_map(|line| line.split(' ').nth(4))
+        .map(|field| PathBuf::from(unescape(field)))
+        .collect();
+    points.sort();
+    points.dedup();
+    points
+}
+
+/// Undoes mountinfo's octal escapes (`\040` for a space, …).
+fn unescape(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        let octal = bytes
+            .get(at + 1..at + 4)
+            .filter(|digits| digits.iter().all(|d| (b'0'..=b'7').contains(d)));
+        if let (b'\\', Some(digits)) = (bytes[at], octal) {
+            let code = digits.iter().fold(0u32, |n, d| n * 8 + u32::from(d - b'0'));
+            out.push(code as u8);
+            at += 4;
+            continue;
+        }
+        out.push(bytes[at]);
+        at += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn mountinfo_escapes_are_undone() {
+        assert_eq!(super::unescape(r"/a\040b\011c\134d"), "/a b\tc\\d");
+        assert_eq!(super::unescape("/plain"), "/plain");
+    }
+}
