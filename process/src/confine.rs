@@ -71,6 +71,8 @@ impl Default for Confinement {
     }
 }
 
+// The ioctl request constants are not u64 on every target.
+#[allow(clippy::unnecessary_cast)]
 fn terminal_filter() -> Result<BpfProgram, seccompiler::BackendError> {
     let arch = if cfg!(target_arch = "x86_64") {
         TargetArch::x86_64
