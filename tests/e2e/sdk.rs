@@ -770,3 +770,67 @@ fn nix_kill(pid: u32) {
         .args(["-TERM", &pid.to_string()])
         .status();
 }
+
+/// Over WebSocket as over stdio (docs/sdk.md, Errors): a batch is refused
+/// with one -32600 error (id null: a batch has no single id) and nothing
+/// in it runs; a request up to the frame limit (64 MiB) is taken and
+/// answered with its id.
+#[tokio::test]
+async fn websocket_refuses_batches_and_takes_requests_up_to_the_frame_limit() {
+    let env = TestEnv::new().await;
+    let server = SdkServer::start(&env, &[]).await;
+    let client = server.connect().await;
+    let batch = json!([
+        {"jsonrpc": "2.0", "id": 78, "method": "session/new", "params": {"cwd": env.cwd()}},
+        {"jsonrpc": "2.0", "id": 79, "method": "initialize", "params": {}},
+    ]);
+    client.send_raw(&batch.to_string());
+    let stray = client.wait_stray(1).await;
+    assert_eq!(stray[0]["error"]["code"], -32600, "{stray:?}");
+    assert_eq!(stray[0]["id"], Value::Null, "{stray:?}");
+    assert!(
+        stray[0]["error"]["data"]["detail"]
+            .as_str()
+            .is_some_and(|detail| detail.contains("batch")),
+        "{stray:?}"
+    );
+    // Nothing in the batch ran.
+    let list = client.ok("session/list", json!({})).await;
+    assert_eq!(list["sessions"], json!([]), "a batched session/new ran");
+    // 12 MB: over jsonrpsee's own 10 MB default, under dsh's limit.
+    let name = "x".repeat(12 * 1024 * 1024);
+    let answer = client
+        .call("initialize", json!({"clientInfo": {"name": name}}))
+        .await;
+    assert!(
+        answer.get("result").is_some(),
+        "{}",
+        &answer.to_string()[..answer.to_string().len().min(300)]
+    );
+    assert_eq!(client.stray().len(), 1);
+    client.ok("initialize", json!({})).await;
+}
+
+/// Over the limit (`DSH_MAX_FRAME_BYTES`, here 1 MiB) a WebSocket message
+/// is discarded unread, so its id cannot be known: the answer is jsonrpsee's
+/// -32007 "Request is too big" with id null, and the connection lives on.
+#[tokio::test]
+async fn websocket_answers_a_message_over_the_frame_limit_with_a_null_id_and_lives_on() {
+    let mut env = TestEnv::new().await;
+    env.extra_env
+        .push(("DSH_MAX_FRAME_BYTES".to_owned(), "1048576".to_owned()));
+    let server = SdkServer::start(&env, &[]).await;
+    let client = server.connect().await;
+    let under = "x".repeat(900 * 1024);
+    let answer = client
+        .call("initialize", json!({"clientInfo": {"name": under}}))
+        .await;
+    assert!(answer.get("result").is_some(), "under the limit: taken");
+    let over = "x".repeat(2 * 1024 * 1024);
+    let _never = client.send("initialize", json!({"clientInfo": {"name": over}}));
+    let stray = client.wait_stray(1).await;
+    assert_eq!(stray[0]["error"]["code"], -32007, "{stray:?}");
+    assert_eq!(stray[0]["id"], Value::Null, "{stray:?}");
+    client.ok("initialize", json!({})).await;
+    assert!(!client.closed());
+}

@@ -19,6 +19,11 @@
 //! upgrade request at once (a new one closes the oldest waiting one, so a
 //! flood of idle connections cannot lock out a client that sends its
 //! request at once), and each has [`HEADER_TIMEOUT`] to send it.
+//!
+//! Framing errors answer as over stdio where jsonrpsee lets them: a batch
+//! is refused with -32600 ([`NoBatches`]); a message over the frame limit
+//! (`DSH_MAX_FRAME_BYTES`, 64 MiB) is discarded unread by jsonrpsee and
+//! answered with -32007 and a null id.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -27,9 +32,13 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use jsonrpsee::core::BoxError;
+use jsonrpsee::server::middleware::rpc::{
+    Batch, MethodResponse, Notification, RpcServiceBuilder, RpcServiceT,
+};
 use jsonrpsee::server::{
     serve_with_graceful_shutdown, stop_channel, HttpBody, HttpResponse, Server, ServerConfig,
 };
+use jsonrpsee::types::{ErrorObject, Id, Request};
 use jsonrpsee::Methods;
 use tokio::net::TcpListener;
 use tower::Service;
@@ -40,6 +49,69 @@ use super::hub::Hub;
 pub const MAX_UNAUTHENTICATED: usize = 64;
 /// How long a connection has to send an authenticated upgrade request.
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The largest message a connection may send, as over stdio:
+/// `DSH_MAX_FRAME_BYTES`, else 64 MiB. jsonrpsee discards a longer one
+/// unread and answers it with -32007 and a null id (its id is never seen).
+fn max_message() -> u32 {
+    std::env::var("DSH_MAX_FRAME_BYTES")
+        .ok()
+        .and_then(|value| value.parse::<u64>().ok())
+        .unwrap_or(64 * 1024 * 1024)
+        .clamp(1, u64::from(u32::MAX)) as u32
+}
+
+/// Refuses JSON-RPC batches as stdio does (`sdk/stdio.rs`): one -32600
+/// error with a null id, and nothing in the batch runs. (jsonrpsee's own
+/// `BatchRequestConfig::Disabled` answers -32005, which the API does not
+/// use.)
+#[derive(Clone)]
+struct NoBatches<S>(S);
+
+impl<S> RpcServiceT for NoBatches<S>
+where
+    S: RpcServiceT<
+            MethodResponse = MethodResponse,
+            BatchResponse = MethodResponse,
+            NotificationResponse = MethodResponse,
+        > + Send
+        + Sync,
+{
+    type MethodResponse = MethodResponse;
+    type NotificationResponse = MethodResponse;
+    type BatchResponse = MethodResponse;
+
+    fn call<'a>(
+        &self,
+        request: Request<'a>,
+    ) -> impl std::future::Future<Output = MethodResponse> + Send + 'a {
+        self.0.call(request)
+    }
+
+    fn batch<'a>(
+        &self,
+        _requests: Batch<'a>,
+    ) -> impl std::future::Future<Output = MethodResponse> + Send + 'a {
+        tracing::warn!("answering a batch: not supported");
+        std::future::ready(MethodResponse::error(
+            Id::Null,
+            ErrorObject::owned(
+                -32600,
+                "Invalid request",
+                Some(serde_json::json!({
+                    "detail": "batch requests are not supported; send one request per message"
+                })),
+            ),
+        ))
+    }
+
+    fn notification<'a>(
+        &self,
+        n: Notification<'a>,
+    ) -> impl std::future::Future<Output = MethodResponse> + Send + 'a {
+        self.0.notification(n)
+    }
+}
 
 /// Connections still to authenticate, oldest first.
 type Waiting = Arc<std::sync::Mutex<std::collections::VecDeque<(u32, tokio::task::AbortHandle)>>>;
@@ -122,7 +194,13 @@ async fn accept_loop(hub: &Arc<Hub>, listener: TcpListener, token: String) -> Re
     let methods: Methods = super::module(hub.clone()).into();
     let (stop_handle, server_handle) = stop_channel();
     let builder = Server::builder()
-        .set_config(ServerConfig::builder().ws_only().build())
+        .set_config(
+            ServerConfig::builder()
+                .ws_only()
+                .max_request_body_size(max_message())
+                .build(),
+        )
+        .set_rpc_middleware(RpcServiceBuilder::new().layer_fn(NoBatches))
         .to_service_builder();
     let token: Arc<str> = Arc::from(token);
     let next_conn = AtomicU32::new(1);
