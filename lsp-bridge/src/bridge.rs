@@ -75,6 +75,11 @@ type Key = (String, PathBuf);
 /// its permission rules.
 pub type Trust = Arc<dyn Fn(&Path) -> bool + Send + Sync>;
 
+/// The sandbox a server found inside the workspace runs in, asked for
+/// each start (the session's mode may have changed); `None`: none (full
+/// access, or no kernel sandbox here).
+pub type Confine = Arc<dyn Fn() -> Option<dsh_process::sandbox::Sandbox> + Send + Sync>;
+
 /// One session's language servers.
 pub struct Bridge {
     settings: BridgeSettings,
@@ -82,6 +87,7 @@ pub struct Bridge {
     roots: Vec<PathBuf>,
     spawner: dsh_process::Spawner,
     trust: Trust,
+    confine: Option<Confine>,
     resolved: tokio::sync::Mutex<HashMap<(String, PathBuf), Option<Resolved>>>,
     slots: Mutex<HashMap<Key, Arc<tokio::sync::Mutex<Slot>>>>,
 }
@@ -123,6 +129,18 @@ impl Bridge {
         spawner: dsh_process::Spawner,
         trust: Trust,
     ) -> Arc<Bridge> {
+        Self::confined(settings, roots, spawner, trust, None)
+    }
+
+    /// [`Bridge::new`], with servers from inside the workspace started
+    /// under the command guard in the sandbox `confine` gives.
+    pub fn confined(
+        settings: BridgeSettings,
+        roots: Vec<PathBuf>,
+        spawner: dsh_process::Spawner,
+        trust: Trust,
+        confine: Option<Confine>,
+    ) -> Arc<Bridge> {
         let specs = specs(&settings);
         let bridge = Arc::new(Bridge {
             settings,
@@ -130,6 +148,7 @@ impl Bridge {
             roots,
             spawner,
             trust,
+            confine,
             resolved: tokio::sync::Mutex::new(HashMap::new()),
             slots: Mutex::new(HashMap::new()),
         });
@@ -161,6 +180,14 @@ impl Bridge {
         })?
     }
 
+    /// The sandbox for a server found inside the workspace (or not).
+    fn sandbox_for(&self, in_workspace: bool) -> Option<dsh_process::sandbox::Sandbox> {
+        self.confine
+            .as_ref()
+            .filter(|_| in_workspace)
+            .and_then(|confine| confine())
+    }
+
     /// The first usable server for a file (located and verified once; a
     /// server from inside the workspace only when trusted).
     async fn resolve(&self, file: &Path) -> Result<(Resolved, PathBuf)> {
@@ -186,10 +213,14 @@ impl Bridge {
                 untrusted.get_or_insert(located.program);
                 continue;
             }
-            let found = if registry::verify(spec, &located.program, &self.spawner).await {
+            let sandbox = self.sandbox_for(located.in_workspace);
+            let verified =
+                registry::verify(spec, &located.program, &self.spawner, sandbox.as_ref()).await;
+            let found = if verified {
                 Some(Resolved {
                     spec: (*spec).clone(),
                     program: located.program,
+                    in_workspace: located.in_workspace,
                 })
             } else {
                 tracing::info!(server = %spec.name, program = %located.program.display(), "found but `--version` failed; skipping");
@@ -260,11 +291,13 @@ impl Bridge {
                         if let Some(old) = slot.server.take() {
                             old.stop().await;
                         }
+                        let sandbox = self.sandbox_for(resolved.in_workspace);
                         let server = Server::start(
                             &resolved,
                             &root,
                             ms(self.settings.initialize_timeout_ms),
                             &self.spawner,
+                            sandbox.as_ref(),
                         )
                         .await;
                         match server {

@@ -17,7 +17,7 @@ pub mod registry;
 pub mod roots;
 mod server;
 
-pub use bridge::{Bridge, BridgeSettings, Trust};
+pub use bridge::{Bridge, BridgeSettings, Confine, Trust};
 pub use registry::ServerSpec;
 
 use std::path::PathBuf;

@@ -195,6 +195,9 @@ pub struct Resolved {
     pub spec: ServerSpec,
     /// The program that passed the version check.
     pub program: PathBuf,
+    /// It was found inside the workspace (a program the repository's
+    /// authors control): it runs in the session's sandbox.
+    pub in_workspace: bool,
 }
 
 /// The extension (or file name) a file is matched by.
@@ -257,10 +260,36 @@ pub fn locate(
     })
 }
 
+/// A command for `program args…`: under the command guard in `sandbox`
+/// when given (a server from the workspace), else as every child of dsh.
+///
+/// # Errors
+/// A sandbox was asked for and cannot be applied (no command guard).
+pub fn launch(
+    spawner: &dsh_process::Spawner,
+    program: &Path,
+    args: &[String],
+    sandbox: Option<&dsh_process::sandbox::Sandbox>,
+) -> Result<tokio::process::Command, String> {
+    match sandbox {
+        Some(sandbox) => spawner.guarded(&program.to_string_lossy(), args, Some(sandbox)),
+        None => {
+            let mut command = spawner.command(program);
+            command.args(args);
+            Ok(command)
+        }
+    }
+}
+
 /// Runs `program --version` (or the spec's version args) with a timeout,
 /// started like every child of dsh (scrubbed environment, own process
 /// group); true when it exits successfully.
-pub async fn verify(spec: &ServerSpec, program: &Path, spawner: &dsh_process::Spawner) -> bool {
+pub async fn verify(
+    spec: &ServerSpec,
+    program: &Path,
+    spawner: &dsh_process::Spawner,
+    sandbox: Option<&dsh_process::sandbox::Sandbox>,
+) -> bool {
     let args = spec
         .version_args
         .clone()
@@ -268,9 +297,14 @@ pub async fn verify(spec: &ServerSpec, program: &Path, spawner: &dsh_process::Sp
     if args.is_empty() {
         return program.is_file();
     }
-    let mut command = spawner.command(program);
+    let mut command = match launch(spawner, program, &args, sandbox) {
+        Ok(command) => command,
+        Err(err) => {
+            tracing::debug!(server = %spec.name, %err, "cannot run language server");
+            return false;
+        }
+    };
     command
-        .args(&args)
         .envs(&spec.env)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());

@@ -101,6 +101,7 @@ impl Server {
         root: &Path,
         init_timeout: Duration,
         spawner: &dsh_process::Spawner,
+        sandbox: Option<&dsh_process::sandbox::Sandbox>,
     ) -> Result<Arc<Server>, LspError> {
         let spec = &resolved.spec;
         let name = spec.name.clone();
@@ -108,9 +109,9 @@ impl Server {
             server: name.clone(),
             detail,
         };
-        let mut command = spawner.command(&resolved.program);
+        let mut command = crate::registry::launch(spawner, &resolved.program, &spec.args, sandbox)
+            .map_err(&crashed)?;
         command
-            .args(&spec.args)
             .current_dir(root)
             .envs(&spec.env)
             .stdin(std::process::Stdio::piped())

@@ -309,7 +309,8 @@ async fn a_rustup_proxy_without_the_component_does_not_count() {
         .into_iter()
         .find(|s| s.name == "rust-analyzer")
         .unwrap();
-    if dsh_lsp_bridge::registry::verify(&spec, &stub, &dsh_process::Spawner::default()).await {
+    if dsh_lsp_bridge::registry::verify(&spec, &stub, &dsh_process::Spawner::default(), None).await
+    {
         eprintln!("skipping: rust-analyzer is really installed here");
         return;
     }

@@ -275,3 +275,54 @@ async fn metadata_shared_memory_and_terminals_are_out_of_a_sandboxed_commands_re
         assert_eq!(mode_of(&home.join(".ssh/id_rsa")) & 0o777, 0o644);
     }
 }
+
+/// Item 9: a language server from the workspace that the user allowed in
+/// plan mode runs in plan mode's sandbox (read-only), not outside it.
+#[tokio::test]
+async fn a_workspace_language_server_runs_in_the_sessions_sandbox() {
+    use std::os::unix::fs::PermissionsExt;
+    let mut env = TestEnv::new().await;
+    let root = env.cwd();
+    std::fs::write(root.join("Cargo.toml"), "[package]\nname = \"x\"\n").unwrap();
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::write(root.join("src/main.rs"), "fn main() {}\n").unwrap();
+    let bin = root.join("node_modules/.bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let pwned = outside.path().join("pwned.txt");
+    let server = bin.join("rust-analyzer");
+    std::fs::write(
+        &server,
+        format!(
+            "#!/bin/sh\necho pwned >> '{}'\necho in-root >> '{}/in-root.txt'\nexit 1\n",
+            pwned.display(),
+            root.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&server, std::fs::Permissions::from_mode(0o755)).unwrap();
+    env.extra_env.push(("PATH".into(), "/usr/bin:/bin".into()));
+    env.mock.push_json(call(
+        "l1",
+        "lsp",
+        json!({"operation":"documentSymbol","file_path":"src/main.rs","line":1}),
+    ));
+    env.mock.push_json(reply("ok"));
+    let sim = ClientSim::new(false, false);
+    sim.answer(Answer::Select(PermissionOptionKind::AllowAlways));
+    let conn = env.connect_with(sim.clone()).await;
+    conn.initialize().await;
+    let session = conn.start(&root).await;
+    conn.set_mode(&session, "plan").await;
+    conn.prompt(&session, "symbols").await.unwrap();
+    conn.finish().await;
+    assert_eq!(sim.asked(), ["l1"], "plan mode asks before it starts");
+    assert!(
+        !pwned.exists(),
+        "the workspace server wrote outside the workspace"
+    );
+    assert!(
+        !root.join("in-root.txt").exists(),
+        "plan mode's sandbox is read-only, for a server too"
+    );
+}

@@ -58,7 +58,9 @@ async fn issue10_item1_workspace_language_servers_need_permission_and_get_no_sec
     std::fs::write(root.join("src/main.rs"), "fn main() {}\n").unwrap();
     let bin = root.join("node_modules/.bin");
     std::fs::create_dir_all(&bin).unwrap();
-    let ran = env.home.path().join("ran.txt");
+    // In the workspace: the server runs in the session's sandbox, which
+    // can write only there (and never in dsh's home).
+    let ran = root.join("ran.txt");
     let server = bin.join("rust-analyzer");
     std::fs::write(
         &server,

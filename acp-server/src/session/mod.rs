@@ -131,21 +131,60 @@ impl Session {
     /// # Errors
     /// The write failed (nothing was recorded), or the session is closed.
     pub fn record(&self, data: EventData, out: &dyn Frontend) -> Result<Event, AgentError> {
-        let (event, updates) = {
+        let (event, updates, from, to) = {
             let mut locked = self.locked();
+            let from = locked.state.settings.mode;
             let log = locked
                 .log
                 .as_mut()
                 .ok_or_else(|| AgentError::SessionClosed(self.id.to_string()))?;
             let event = log.append(data)?;
             let updates = locked.state.fold(&event, &self.config, Delivery::Live);
-            (event, updates)
+            (event, updates, from, locked.state.settings.mode)
         };
         out.recorded(&event);
         for update in updates {
             out.send(update);
         }
+        if from != to {
+            self.mode_changed(from, to, out);
+        }
         Ok(event)
+    }
+
+    /// Every change of mode (`session/config`, `/mode`, `/plan`, an
+    /// approved plan, an SDK `mode`) comes through [`Self::record`]: the
+    /// background jobs started in a looser mode than the new one are
+    /// killed (their sandbox is the old mode's), and the user is told.
+    fn mode_changed(&self, from: Mode, to: Mode, out: &dyn Frontend) {
+        let killed = self.jobs.mode_changed(from, to);
+        if killed.is_empty() {
+            return;
+        }
+        let jobs: Vec<String> = killed
+            .iter()
+            .map(|job| {
+                format!(
+                    "{} (`{}`, started in {})",
+                    job.id,
+                    dsh_protocol::content::visible_title(
+                        job.command.lines().next().unwrap_or(""),
+                        60
+                    ),
+                    job.mode.as_str()
+                )
+            })
+            .collect();
+        let text = format!(
+            "The session's mode changed from {} to {}: stopped the background {} that ran with a looser mode's sandbox: {}.",
+            from.as_str(),
+            to.as_str(),
+            if jobs.len() == 1 { "job" } else { "jobs" },
+            jobs.join(", ")
+        );
+        if let Err(err) = self.record(EventData::Notice { text }, out) {
+            tracing::debug!(session = %self.id, %err, "the notice of stopped jobs was not recorded");
+        }
     }
 
     /// Replays the session to `out` from its log as far as it is written
@@ -331,11 +370,19 @@ impl Session {
                         .upgrade()
                         .is_some_and(|session| session.decide("lsp", &launch) == Decision::Allow)
                 });
-                dsh_lsp_bridge::Bridge::new(
+                // A server from the workspace runs in the sandbox of the
+                // session's mode when it starts, as a command would.
+                let session = Arc::downgrade(self);
+                let confine: dsh_lsp_bridge::Confine = Arc::new(move || {
+                    let session = session.upgrade()?;
+                    crate::sandbox::command_run(&session.config, &session, false).sandbox
+                });
+                dsh_lsp_bridge::Bridge::confined(
                     self.config.lsp.clone(),
                     self.roots.clone(),
                     self.config.spawner.clone(),
                     trust,
+                    Some(confine),
                 )
             })
             .clone()
