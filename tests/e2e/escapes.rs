@@ -43,7 +43,9 @@ async fn undo_refuses_a_file_swapped_for_a_link_and_writes_nothing_outside() {
     conn.prompt(&session, "/undo").await.unwrap();
     let said = chunk_text(&conn.updates(), false);
     assert!(
-        said.contains("Cannot undo") && said.contains("hello.txt") && said.contains("symbolic link"),
+        said.contains("Cannot undo")
+            && said.contains("hello.txt")
+            && said.contains("symbolic link"),
         "{said}"
     );
     assert_eq!(
@@ -232,9 +234,18 @@ async fn instruction_files_linked_to_secrets_are_never_read() {
     conn.set_mode(&session, "full-access").await;
     conn.prompt(&session, "again").await.unwrap();
     let sent = serde_json::to_string(&env.mock.requests()).unwrap();
-    assert!(!sent.contains("sk-CRED-7c1d"), "credentials reached the model");
-    assert!(!sent.contains("PRIVATE-KEY-93ab"), "a key reached the model");
-    assert!(sent.contains("Use tabs."), "a link inside the project is read");
+    assert!(
+        !sent.contains("sk-CRED-7c1d"),
+        "credentials reached the model"
+    );
+    assert!(
+        !sent.contains("PRIVATE-KEY-93ab"),
+        "a key reached the model"
+    );
+    assert!(
+        sent.contains("Use tabs."),
+        "a link inside the project is read"
+    );
     let log = std::fs::read_to_string(env.log_path(&session)).unwrap();
     assert!(!log.contains("sk-CRED-7c1d") && !log.contains("PRIVATE-KEY-93ab"));
     conn.finish().await;
@@ -260,7 +271,11 @@ async fn file_tools_keep_out_of_hidden_paths_when_the_workspace_is_home() {
         ("r2", "read", json!({"file_path": ".aws/credentials"})),
         ("g1", "grep", json!({"pattern": "PRIVATE-KEY|AKIA"})),
         ("l1", "glob", json!({"pattern": "**/*"})),
-        ("w1", "write", json!({"file_path": ".ssh/authorized_keys", "content": "ssh-ed25519 AAAA"})),
+        (
+            "w1",
+            "write",
+            json!({"file_path": ".ssh/authorized_keys", "content": "ssh-ed25519 AAAA"}),
+        ),
     ]));
     env.mock.push_json(reply("Done."));
     let conn = env.connect().await;
@@ -272,7 +287,10 @@ async fn file_tools_keep_out_of_hidden_paths_when_the_workspace_is_home() {
     assert!(!sent.contains("PRIVATE-KEY-5f2e"), "{sent}");
     assert!(!sent.contains("AKIA-77"), "{sent}");
     assert!(!sent.contains("id_rsa\\n"), "glob listed the key: {sent}");
-    assert!(sent.contains("notes.txt"), "other files are searched: {sent}");
+    assert!(
+        sent.contains("notes.txt"),
+        "other files are searched: {sent}"
+    );
     assert!(sent.contains("hidden location"), "{sent}");
     assert!(!home.join(".ssh/authorized_keys").exists());
     conn.finish().await;
