@@ -1,7 +1,9 @@
 //! The web, for `web_fetch` and `web_search` (seeds: `dsh-tool-web`).
 //!
 //! Fetching: HTTP(S) only, through reqwest with no proxy; HTML becomes
-//! markdown (`htmd`), other text types stay text, anything else is refused.
+//! markdown (`htmd`, bounded against hostile nesting and run on a worker
+//! with a deadline: [`html`]), other text types stay text, anything else is
+//! refused.
 //! A download stops at `max_download_bytes`, what the model sees at
 //! `max_output_bytes` (with a marker); at most `max_redirects` redirects;
 //! one timeout for the whole request. Addresses a page could use to reach
@@ -21,6 +23,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
+
+pub mod html;
 
 /// `[web]`.
 #[derive(Debug, Clone, Deserialize)]
@@ -215,6 +219,10 @@ pub struct Page {
     pub text: String,
     /// The download stopped at the cap.
     pub cut_download: bool,
+    /// The HTML nested past [`html::MAX_DEPTH`] (or its quotes, lists and
+    /// tables past [`html::MAX_BLOCK_NESTING`]): what lies deeper was
+    /// flattened to its text.
+    pub flattened: bool,
 }
 
 /// The fetching client for these settings.
@@ -308,12 +316,12 @@ pub async fn fetch(
     let html = mime == "text/html"
         || mime == "application/xhtml+xml"
         || (mime.is_empty() && raw.trim_start().starts_with('<'));
-    let text = if html {
-        tokio::task::spawn_blocking(move || to_markdown(&raw))
-            .await
-            .map_err(|err| err.to_string())??
+    // Dropping this future (a cancelled call) stops the conversion.
+    let (text, flattened) = if html {
+        let markdown = html::to_markdown(raw, html::DEADLINE).await?;
+        (markdown.text, markdown.flattened)
     } else {
-        raw
+        (raw, false)
     };
     if !status.is_success() {
         return Err(format!(
@@ -326,17 +334,8 @@ pub async fn fetch(
         content_type: mime,
         text,
         cut_download,
+        flattened,
     })
-}
-
-fn to_markdown(html: &str) -> Result<String, String> {
-    htmd::HtmlToMarkdown::builder()
-        .skip_tags(vec![
-            "script", "style", "noscript", "template", "svg", "head", "iframe", "nav", "footer",
-        ])
-        .build()
-        .convert(html)
-        .map_err(|err| format!("the HTML could not be converted: {err}"))
 }
 
 /// A reqwest error as the model should read it (with its causes).

@@ -9,7 +9,9 @@ use agent_client_protocol::v1::schema::{PermissionOptionKind, ToolKind};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::support::{call, reply, tool_result, validate_frames, Answer, ClientSim, TestEnv};
+use crate::support::{
+    call, chunk_text, reply, tool_result, validate_frames, Answer, ClientSim, TestEnv,
+};
 
 /// A tiny HTTP/1.1 server: each request's path picks a canned answer.
 /// Returns its port and the paths (with query) it was asked for.
@@ -42,6 +44,10 @@ async fn serve() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
                             String::new(),
                         ),
                         "/plain" => ("200 OK", "text/plain", b"just text\n".to_vec(), String::new()),
+                        "/div-20000" => ("200 OK", "text/html", deep("div", 20_000, "deep text"), String::new()),
+                        "/deep-div" => ("200 OK", "text/html", deep("div", 100_000, "deep text"), String::new()),
+                        "/deep-quote" => ("200 OK", "text/html", deep("blockquote", 100_000, "quoted text"), String::new()),
+                        "/deep-quote-long" => ("200 OK", "text/html", deep("blockquote", 100_000, &"line<br>".repeat(500_000)), String::new()),
                         "/big" => ("200 OK", "text/plain", vec![b'a'; 6 * 1024 * 1024], String::new()),
                         "/bin" => ("200 OK", "application/octet-stream", vec![0u8; 64], String::new()),
                         "/to-metadata" => (
@@ -86,6 +92,17 @@ async fn serve() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
         }
     });
     (port, seen)
+}
+
+/// A hostile page: a heading, then `depth` `tag` elements nested in one
+/// another around `inner`, then a paragraph.
+fn deep(tag: &str, depth: usize, inner: &str) -> Vec<u8> {
+    format!(
+        "<html><body><h1>Deep</h1>{}{inner}{}<p>after the nesting</p></body></html>",
+        format!("<{tag}>").repeat(depth),
+        format!("</{tag}>").repeat(depth)
+    )
+    .into_bytes()
 }
 
 async fn run(env: &TestEnv, mode: &str, sim: std::sync::Arc<ClientSim>) {
@@ -258,4 +275,135 @@ async fn web_search_asks_its_provider_and_is_offered_only_with_one() {
     let tools = env.mock.requests()[0]["tools"].to_string();
     assert!(!tools.contains("\"web_search\"") && !tools.contains("\"web_fetch\""));
     assert!(tool_result(&env, "s1").contains("Unknown tool"));
+}
+
+/// Pages nested 20,000 deep (100 KB) used to overflow the stack of the
+/// HTML → markdown walk and abort dsh, every session with it; 10^5 deep
+/// (divs: 1 MB; blockquotes: 2.5 MB) took minutes of parsing first. Now the
+/// nesting is capped before conversion: the text survives, flattened, the
+/// model is told, and dsh goes on serving this session and new ones.
+#[tokio::test]
+async fn web_fetch_of_pages_nested_100_000_deep_answers_and_dsh_survives() {
+    let (port, _) = serve().await;
+    let env = TestEnv::with_config("[web]\nallow_private = [\"127.0.0.1\"]").await;
+    let url = |path: &str| format!("http://127.0.0.1:{port}{path}");
+    env.mock
+        .push_json(call("f0", "web_fetch", json!({"url": url("/div-20000")})));
+    env.mock
+        .push_json(call("f1", "web_fetch", json!({"url": url("/deep-div")})));
+    env.mock
+        .push_json(call("f2", "web_fetch", json!({"url": url("/deep-quote")})));
+    env.mock.push_json(reply("done"));
+    let conn = env.connect_with(ClientSim::new(false, false)).await;
+    conn.initialize().await;
+    let session = conn.start(&env.cwd()).await;
+    conn.set_mode(&session, "full-access").await;
+    let answered = tokio::time::timeout(Duration::from_secs(60), conn.prompt(&session, "fetch"))
+        .await
+        .expect("dsh answers within a minute")
+        .unwrap_or_else(|err| {
+            panic!(
+                "the prompt failed: {err:?}; stderr:\n{}",
+                conn.stderr.lock().unwrap()
+            )
+        });
+    assert_eq!(
+        answered.stop_reason,
+        agent_client_protocol::v1::schema::StopReason::EndTurn
+    );
+    for (id, inner) in [
+        ("f0", "deep text"),
+        ("f1", "deep text"),
+        ("f2", "quoted text"),
+    ] {
+        let page = tool_result(&env, id);
+        assert!(
+            page.contains("Content-Type: text/html"),
+            "{id}: {page:.300}"
+        );
+        assert!(page.contains("# Deep"), "{id}: {page:.300}");
+        assert!(page.contains(inner), "{id}: the text survives: {page:.300}");
+        assert!(page.contains("after the nesting"), "{id}: {page:.300}");
+        assert!(
+            page.contains("nested deeper than"),
+            "{id}: the model is told: {page:.300}"
+        );
+        assert!(page.len() < 70_000, "{id}: {} bytes", page.len());
+    }
+    // The same session and a new one still work.
+    env.mock.push_json(reply("still here"));
+    conn.prompt(&session, "again").await.unwrap();
+    let other = conn.start(&env.cwd()).await;
+    env.mock.push_json(reply("a new session"));
+    conn.prompt(&other, "hello").await.unwrap();
+    assert!(chunk_text(&conn.updates(), false).contains("a new session"));
+    validate_frames(&conn.finish().await);
+}
+
+/// CPU time (user + system) a process has used, in clock ticks.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The command name is in parentheses and may hold spaces.
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+/// Cancelling a turn whose `web_fetch` is converting a hostile page (10^5
+/// nested blockquotes around 500,000 lines, cut at the 5 MiB download cap)
+/// answers at once and leaves no worker burning a core: it used to go on
+/// parsing for minutes. The session takes the next prompt.
+#[tokio::test]
+async fn cancel_during_a_hostile_conversion_answers_at_once_and_frees_the_cpu() {
+    let (port, seen) = serve().await;
+    let env = TestEnv::relaxed().await;
+    let config = env.home.path().join("config.toml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("\n[web]\nallow_private = [\"127.0.0.1\"]\n");
+    std::fs::write(&config, text).unwrap();
+    env.mock.push_json(call(
+        "f1",
+        "web_fetch",
+        json!({"url": format!("http://127.0.0.1:{port}/deep-quote-long")}),
+    ));
+    let conn = env.connect_with(ClientSim::new(false, false)).await;
+    conn.initialize().await;
+    let session = conn.start(&env.cwd()).await;
+    conn.set_mode(&session, "full-access").await;
+    let prompt = conn.send_prompt(&session, "fetch");
+    let started = std::time::Instant::now();
+    while seen.lock().unwrap().is_empty() {
+        assert!(started.elapsed() < Duration::from_secs(20), "no fetch");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The page is in (5 MiB over loopback); its conversion has begun and
+    // takes seconds even in a release build.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    conn.cancel(&session);
+    let cancelled_at = std::time::Instant::now();
+    let answered = tokio::time::timeout(Duration::from_secs(5), prompt.block_task())
+        .await
+        .expect("the cancelled prompt answers within 5 s")
+        .unwrap();
+    assert_eq!(
+        answered.stop_reason,
+        agent_client_protocol::v1::schema::StopReason::Cancelled
+    );
+    assert!(cancelled_at.elapsed() < Duration::from_secs(2));
+    // No worker goes on converting: dsh is idle.
+    let pid = conn.child.id().unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = cpu_ticks(pid);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let used = cpu_ticks(pid) - before;
+    assert!(
+        used < 50,
+        "dsh used {used} ticks of CPU in the 2 s after the cancel"
+    );
+    env.mock.push_json(reply("ready"));
+    let next = conn.prompt(&session, "next").await.unwrap();
+    assert_eq!(
+        next.stop_reason,
+        agent_client_protocol::v1::schema::StopReason::EndTurn
+    );
+    validate_frames(&conn.finish().await);
 }

@@ -118,6 +118,13 @@ pub async fn fetch(args: &FetchArgs, env: &ToolEnv<'_>) -> ToolOutcome {
                     "truncated: showing the first {cut} of {total} bytes"
                 ));
             }
+            if page.flattened {
+                notes.push(format!(
+                    "the page is nested deeper than dsh converts ({} elements, or {} quotes, lists and tables); what lies deeper is kept as flat text",
+                    crate::web::html::MAX_DEPTH,
+                    crate::web::html::MAX_BLOCK_NESTING
+                ));
+            }
             if page.cut_download {
                 notes.push(format!(
                     "the download stopped at {} bytes",
