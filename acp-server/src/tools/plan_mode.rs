@@ -4,6 +4,7 @@
 //! refused outside plan mode. The turn runs it ([`crate::turn`]): it needs
 //! the editor (the approval) and the log (the mode change).
 
+use dsh_protocol::tool::{ToolContent, ToolKind, ToolView};
 use serde::Deserialize;
 
 pub const DESCRIPTION: &str = "Use only in plan mode. Submit the plan for the user to review, and leave plan mode once they approve it. Send the complete plan as markdown, starting with a # heading that names it. The user either approves it (you carry it out from your next step) or asks you to keep planning; their feedback comes back in the tool result or their next message: revise the plan and submit it again.";
@@ -26,7 +27,8 @@ pub struct ExitPlanArgs {
     pub plan: String,
 }
 
-/// The plan's name: its first `#` heading.
+/// The plan's name: its first `#` heading (escaped with every title, in
+/// [`super::plan`]).
 pub fn title(plan: &str) -> String {
     let heading = plan
         .lines()
@@ -40,6 +42,22 @@ pub fn title(plan: &str) -> String {
     }
 }
 
+/// How the plan is shown for review (the tool call and the permission
+/// prompt): its title, and the plan with bidi overrides and isolates,
+/// terminal escapes and other control characters written out as `\u{…}`,
+/// as a command is ([`dsh_protocol::content::visible`]), so the plan the
+/// user approves reads as what it is. Newlines and tabs stay.
+pub fn present(args: &ExitPlanArgs) -> ToolView {
+    ToolView {
+        title: title(&args.plan),
+        kind: Some(ToolKind::Think),
+        content: vec![ToolContent::Text {
+            text: dsh_protocol::content::visible(&args.plan, true),
+        }],
+        ..ToolView::default()
+    }
+}
+
 /// The model is told what is wrong with a plan that is not one.
 pub fn validate(args: &ExitPlanArgs) -> Result<(), super::Refusal> {
     if args.plan.trim().is_empty() {
@@ -49,4 +67,26 @@ pub fn validate(args: &ExitPlanArgs) -> Result<(), super::Refusal> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_plan_is_shown_with_its_controls_written_out() {
+        let view = present(&ExitPlanArgs {
+            plan:
+                "# Fix \u{202E}it\n\n1. \u{1b}]52;c;eA==\u{7}copy\u{9b}0m\n\t- \u{2066}x\u{2069}\r"
+                    .to_owned(),
+        });
+        let [ToolContent::Text { text }] = view.content.as_slice() else {
+            panic!("{:?}", view.content)
+        };
+        assert_eq!(
+            text,
+            "# Fix \\u{202e}it\n\n1. \\u{1b}]52;c;eA==\\u{7}copy\\u{9b}0m\n\t- \\u{2066}x\\u{2069}\\u{d}"
+        );
+        assert_eq!(view.kind, Some(ToolKind::Think));
+    }
 }
