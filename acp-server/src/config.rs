@@ -161,6 +161,9 @@ pub struct RawConfig {
     /// `web_fetch` and `web_search`.
     #[serde(default)]
     pub web: crate::web::WebSettings,
+    /// Where the API key may come from.
+    #[serde(default)]
+    pub credentials: crate::credentials::CredentialSettings,
 }
 
 /// `[env]`.
@@ -287,6 +290,8 @@ pub struct Config {
     pub jobs: crate::jobs::JobSettings,
     /// `web_fetch` and `web_search`.
     pub web: crate::web::WebSettings,
+    /// Where the API key may come from.
+    pub credentials: crate::credentials::CredentialSettings,
 }
 
 /// Retries before the first byte of a response.
@@ -443,6 +448,7 @@ impl Config {
             sandbox: raw.sandbox,
             jobs: raw.jobs,
             web: raw.web,
+            credentials: raw.credentials,
             provider,
             base_url,
             api_key_env,
@@ -520,7 +526,8 @@ impl Config {
 
     /// Resolves the API key now (keys rotate; never cache it).
     pub fn api_key(&self) -> Option<String> {
-        crate::credentials::resolve(&self.home, &self.api_key_env, &ProcessEnv).map(|(key, _)| key)
+        crate::credentials::resolve(crate::credentials::Lookup::of(self), &ProcessEnv)
+            .map(|(key, _)| key)
     }
 
     /// A model from the catalog.

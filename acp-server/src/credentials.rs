@@ -1,12 +1,19 @@
 //! Where the model's API key comes from, resolved on every request (a
-//! rotated key applies to the next one), in the seeds' order:
+//! rotated key applies to the next one), the user's own sources first:
 //!
 //! 1. the environment variable (`DEEPSEEK_API_KEY`, or the one
 //!    `provider.api_key_env` names);
 //! 2. `$DSH_HOME/.credentials.yaml`, which `dsh login` writes: a flat
 //!    mapping `NAME: value`, refused unless it is private (0600);
-//! 3. `./.env` (the directory dsh was started in);
-//! 4. `$DSH_HOME/.env`.
+//! 3. `$DSH_HOME/.env`;
+//! 4. `./.env` (the directory dsh was started in), only with
+//!    `[credentials] dotenv = true`: that directory is often a repository,
+//!    and a key its owner put there would bill the user's prompts to the
+//!    owner's account — and let the owner read them.
+//!
+//! Which source was used is logged (its name, never the key: at info when
+//! it changes, at debug on every request), and a missing key is reported
+//! with the sources that were checked ([`missing`]).
 //!
 //! The `.env` files are parsed with `dotenvy`. The credentials file is a
 //! flat YAML mapping written only by dsh; it is parsed here (a line per
@@ -16,6 +23,19 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use serde::Deserialize;
+
+/// `[credentials]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CredentialSettings {
+    /// Read the key from `./.env` too, after every source of the user's
+    /// own (default: no, `./.env` is never read).
+    #[serde(default)]
+    pub dotenv: bool,
+}
 
 /// The credentials file under `home`.
 pub fn credentials_file(home: &Path) -> PathBuf {
@@ -29,25 +49,75 @@ const MAX_FILE: u64 = 64 * 1024;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {
     /// The environment variable.
-    Environment,
+    Environment = 1,
     /// `$DSH_HOME/.credentials.yaml`.
     Stored,
-    /// `./.env`.
-    WorkingDirEnvFile,
     /// `$DSH_HOME/.env`.
     HomeEnvFile,
+    /// `./.env` (with `[credentials] dotenv = true`).
+    WorkingDirEnvFile,
 }
 
-/// The key named `name` and where it came from; `env` is the process
-/// environment (a seam for tests).
-pub fn resolve(home: &Path, name: &str, env: &dyn crate::config::Env) -> Option<(String, Source)> {
+impl Source {
+    /// The source as people read it (`name`: the key's variable).
+    pub fn describe(self, name: &str) -> String {
+        match self {
+            Source::Environment => format!("the environment variable {name}"),
+            Source::Stored => "$DSH_HOME/.credentials.yaml (`dsh login`)".to_owned(),
+            Source::HomeEnvFile => "$DSH_HOME/.env".to_owned(),
+            Source::WorkingDirEnvFile => "./.env".to_owned(),
+        }
+    }
+}
+
+/// Where to look for the key: `$DSH_HOME`, the key's variable, and
+/// whether `./.env` may be read.
+#[derive(Debug, Clone, Copy)]
+pub struct Lookup<'a> {
+    pub home: &'a Path,
+    pub name: &'a str,
+    pub dotenv: bool,
+}
+
+impl<'a> Lookup<'a> {
+    /// The lookup `config` asks for.
+    pub fn of(config: &'a crate::config::Config) -> Lookup<'a> {
+        Lookup {
+            home: &config.home,
+            name: &config.api_key_env,
+            dotenv: config.credentials.dotenv,
+        }
+    }
+}
+
+/// The source last used, for the info line when it changes (0: none yet).
+static LAST_SOURCE: AtomicU8 = AtomicU8::new(0);
+
+/// The key and where it came from; `env` is the process environment (a
+/// seam for tests).
+pub fn resolve(lookup: Lookup<'_>, env: &dyn crate::config::Env) -> Option<(String, Source)> {
+    let found = find(lookup, env);
+    if let Some((_, source)) = &found {
+        let source = *source;
+        let said = source.describe(lookup.name);
+        if LAST_SOURCE.swap(source as u8, Ordering::Relaxed) != source as u8 {
+            tracing::info!(source = %said, "API key from {said}");
+        } else {
+            tracing::debug!(source = %said, "API key from {said}");
+        }
+    }
+    found
+}
+
+fn find(lookup: Lookup<'_>, env: &dyn crate::config::Env) -> Option<(String, Source)> {
+    let Lookup { home, name, dotenv } = lookup;
     if let Some(value) = env.var(name).filter(|value| !value.trim().is_empty()) {
         return Some((value, Source::Environment));
     }
     if let Some(value) = read_stored(&credentials_file(home)).and_then(|map| take(map, name)) {
         return Some((value, Source::Stored));
     }
-    let dotenv = |path: PathBuf| {
+    let from_file = |path: PathBuf| {
         small_file(&path)?;
         dotenvy::from_path_iter(&path)
             .ok()?
@@ -55,25 +125,54 @@ pub fn resolve(home: &Path, name: &str, env: &dyn crate::config::Env) -> Option<
             .find(|(key, value)| key == name && !value.trim().is_empty())
             .map(|(_, value)| value)
     };
-    if let Some(value) = dotenv(PathBuf::from(".env")) {
-        return Some((value, Source::WorkingDirEnvFile));
+    if let Some(value) = from_file(home.join(".env")) {
+        return Some((value, Source::HomeEnvFile));
     }
-    dotenv(home.join(".env")).map(|value| (value, Source::HomeEnvFile))
+    if !dotenv {
+        return None;
+    }
+    from_file(PathBuf::from(".env")).map(|value| (value, Source::WorkingDirEnvFile))
+}
+
+/// Why there is no key, for an error: the sources checked, in order, and
+/// whether `./.env` was left out.
+pub fn missing(lookup: Lookup<'_>) -> String {
+    let mut checked: Vec<String> = [Source::Environment, Source::Stored, Source::HomeEnvFile]
+        .iter()
+        .map(|source| source.describe(lookup.name))
+        .collect();
+    let dotenv = if lookup.dotenv {
+        checked.push(Source::WorkingDirEnvFile.describe(lookup.name));
+        ""
+    } else {
+        "; ./.env is not read unless config.toml sets [credentials] dotenv = true"
+    };
+    format!("sources checked: {}{dotenv}", checked.join(", "))
 }
 
 /// [`resolve`] for async code: the environment is read inline, the files
 /// (when it has no key) on a blocking thread.
-pub async fn resolve_now(home: &Path, name: &str) -> Option<String> {
+pub async fn resolve_now(config: &crate::config::Config) -> Option<String> {
     use crate::config::Env as _;
-    if let Some(value) = crate::config::ProcessEnv
-        .var(name)
-        .filter(|value| !value.trim().is_empty())
+    let lookup = Lookup::of(config);
+    if crate::config::ProcessEnv
+        .var(lookup.name)
+        .is_some_and(|value| !value.trim().is_empty())
     {
-        return Some(value);
+        return resolve(lookup, &crate::config::ProcessEnv).map(|(value, _)| value);
     }
-    let (home, name) = (home.to_path_buf(), name.to_owned());
+    let (home, name, dotenv) = (
+        lookup.home.to_path_buf(),
+        lookup.name.to_owned(),
+        lookup.dotenv,
+    );
     tokio::task::spawn_blocking(move || {
-        resolve(&home, &name, &crate::config::ProcessEnv).map(|(value, _)| value)
+        let lookup = Lookup {
+            home: &home,
+            name: &name,
+            dotenv,
+        };
+        resolve(lookup, &crate::config::ProcessEnv).map(|(value, _)| value)
     })
     .await
     .ok()
@@ -255,21 +354,26 @@ mod tests {
     #[test]
     fn the_environment_wins_then_the_stored_key_then_the_home_env_file() {
         let home = tempfile::tempdir().unwrap();
+        let lookup = Lookup {
+            home: home.path(),
+            name: "K_TEST",
+            dotenv: false,
+        };
         let none = Env(HashMap::new());
-        assert_eq!(resolve(home.path(), "K_TEST", &none), None);
+        assert_eq!(resolve(lookup, &none), None);
         std::fs::write(home.path().join(".env"), "OTHER=1\nK_TEST=from-home-env\n").unwrap();
         assert_eq!(
-            resolve(home.path(), "K_TEST", &none),
+            resolve(lookup, &none),
             Some(("from-home-env".to_owned(), Source::HomeEnvFile))
         );
         store(home.path(), "K_TEST", "stored-key").unwrap();
         assert_eq!(
-            resolve(home.path(), "K_TEST", &none),
+            resolve(lookup, &none),
             Some(("stored-key".to_owned(), Source::Stored))
         );
         let env = Env(HashMap::from([("K_TEST", "from-env")]));
         assert_eq!(
-            resolve(home.path(), "K_TEST", &env),
+            resolve(lookup, &env),
             Some(("from-env".to_owned(), Source::Environment))
         );
         assert!(remove(home.path(), "K_TEST").unwrap());
@@ -307,5 +411,25 @@ mod tests {
         );
         assert_eq!(parse("not a mapping"), Err(1));
         assert_eq!(parse("A: 1\n9BAD: 2"), Err(2));
+    }
+
+    #[test]
+    fn a_missing_key_names_the_sources_checked() {
+        let home = Path::new("/nonexistent");
+        let off = missing(Lookup {
+            home,
+            name: "K_TEST",
+            dotenv: false,
+        });
+        assert_eq!(
+            off,
+            "sources checked: the environment variable K_TEST, $DSH_HOME/.credentials.yaml (`dsh login`), $DSH_HOME/.env; ./.env is not read unless config.toml sets [credentials] dotenv = true"
+        );
+        let on = missing(Lookup {
+            home,
+            name: "K_TEST",
+            dotenv: true,
+        });
+        assert!(on.ends_with("$DSH_HOME/.env, ./.env"), "{on}");
     }
 }

@@ -203,3 +203,67 @@ async fn sigint_cancels_cleanly_with_130() {
     assert_eq!(events.last().unwrap()["type"], "turn/end");
     assert_eq!(events.last().unwrap()["data"]["stop"], "cancelled");
 }
+
+/// A repository's `./.env` must not choose the key: the user's
+/// `$DSH_HOME/.env` wins, and without it `./.env` is read only when
+/// `[credentials] dotenv = true`. Which source was used is said (never
+/// the key), and a missing key names the sources checked.
+#[tokio::test]
+async fn a_workspace_env_file_never_outranks_the_users_key_and_is_opt_in() {
+    let mut env = TestEnv::new().await;
+    env.api_key = None;
+    let home_env = env.home.path().join(".env");
+    std::fs::write(env.cwd().join(".env"), "DEEPSEEK_API_KEY=sk-repo-owner\n").unwrap();
+    std::fs::write(&home_env, "DEEPSEEK_API_KEY=sk-users-own\n").unwrap();
+    let bearer = |env: &TestEnv| {
+        let head = env.mock.heads().last().unwrap().to_ascii_lowercase();
+        head.lines()
+            .find_map(|line| line.strip_prefix("authorization: "))
+            .unwrap_or_default()
+            .trim()
+            .to_owned()
+    };
+    env.mock.push_json(reply("Hi."));
+    let output = dsh_run(&env, &["hi"], "").await;
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert_eq!(bearer(&env), "bearer sk-users-own");
+    assert!(stderr.contains("$DSH_HOME/.env"), "{stderr}");
+    assert!(!stderr.contains("sk-users-own") && !stderr.contains("sk-repo-owner"));
+
+    // No key of the user's, dotenv off: ./.env is not read.
+    std::fs::remove_file(&home_env).unwrap();
+    let sent = env.mock.requests().len();
+    let output = dsh_run(&env, &["hi"], "").await;
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert_eq!(env.mock.requests().len(), sent, "nothing was sent");
+    assert!(stderr.contains("auth.missing_credential"), "{stderr}");
+    for source in [
+        "DEEPSEEK_API_KEY",
+        ".credentials.yaml",
+        "$DSH_HOME/.env",
+        "[credentials] dotenv",
+    ] {
+        assert!(stderr.contains(source), "{source} in {stderr}");
+    }
+    assert!(!stderr.contains("sk-repo-owner"));
+
+    // Opted in: ./.env is the last resort…
+    let config = env.home.path().join("config.toml");
+    let mut text_config = std::fs::read_to_string(&config).unwrap();
+    text_config.push_str("\n[credentials]\ndotenv = true\n");
+    std::fs::write(&config, text_config).unwrap();
+    env.mock.push_json(reply("Hi."));
+    let output = dsh_run(&env, &["hi"], "").await;
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert_eq!(bearer(&env), "bearer sk-repo-owner");
+    assert!(stderr.contains("./.env"), "{stderr}");
+    // …after the user's own.
+    std::fs::write(&home_env, "DEEPSEEK_API_KEY=sk-users-own\n").unwrap();
+    env.mock.push_json(reply("Hi."));
+    let output = dsh_run(&env, &["hi"], "").await;
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert_eq!(bearer(&env), "bearer sk-users-own");
+}

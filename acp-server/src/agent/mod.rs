@@ -141,7 +141,7 @@ impl Agent {
     /// Whether a model credential is available now (or none is needed).
     pub async fn has_credential(&self) -> bool {
         !self.config.needs_key()
-            || crate::credentials::resolve_now(&self.config.home, &self.config.api_key_env)
+            || crate::credentials::resolve_now(&self.config)
                 .await
                 .is_some()
     }
@@ -155,9 +155,10 @@ impl Agent {
             Ok(())
         } else {
             Err(AgentError::AuthRequired(format!(
-                "dsh needs the {key}: run `dsh login` in a terminal (or use your editor's Authenticate button), or set {env} in the environment your editor starts dsh with — in Zed, under agent_servers.<name>.env in settings.json",
+                "dsh needs the {key}: run `dsh login` in a terminal (or use your editor's Authenticate button), or set {env} in the environment your editor starts dsh with — in Zed, under agent_servers.<name>.env in settings.json ({checked})",
                 env = self.config.api_key_env,
                 key = self.config.key_name(),
+                checked = crate::credentials::missing(crate::credentials::Lookup::of(&self.config)),
             )))
         }
     }

@@ -59,15 +59,16 @@ impl HttpProvider {
     }
 
     pub(super) async fn start(&self, request: &ModelRequest) -> Result<EventStream, ModelError> {
-        let key = crate::credentials::resolve_now(&self.config.home, &self.config.api_key_env)
+        let key = crate::credentials::resolve_now(&self.config)
             .await
             .ok_or_else(|| {
                 ModelError::new(
                     ErrorCode::MissingCredential,
                     format!(
-                        "no {}: run `dsh login`, or set {} in the environment your editor starts dsh with (for Zed: agent_servers.dsh.env in settings.json)",
+                        "no {}: run `dsh login`, or set {} in the environment your editor starts dsh with (for Zed: agent_servers.dsh.env in settings.json) ({})",
                         self.config.key_name(),
-                        self.config.api_key_env
+                        self.config.api_key_env,
+                        crate::credentials::missing(crate::credentials::Lookup::of(&self.config))
                     ),
                 )
             })?;
