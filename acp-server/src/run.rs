@@ -5,7 +5,14 @@
 //! prints them as they are recorded, and the final text is the last
 //! reply's) and the projected updates (one stderr line per tool call).
 //! Permission asks are decided by `--approve`, never by a person.
+//!
+//! What the model controls (the answer, tool titles and errors) is written
+//! as it is to a file or a pipe, and with its control sequences written out
+//! (`\u{1b}`, [`dsh_protocol::content::visible`]) to a terminal, where
+//! they could write the clipboard (OSC 52), hide text or move the cursor:
+//! [`for_stream`]. `--json` is JSON either way.
 
+use std::borrow::Cow;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -158,6 +165,24 @@ impl Seen {
     }
 }
 
+/// `text` as written to a stream: as it is, unless the stream is a
+/// terminal, where control characters (escape sequences among them), bidi
+/// overrides and zero-width characters are written out as `\u{…}`
+/// (newlines and tabs stay).
+pub fn for_stream(text: &str, is_tty: bool) -> Cow<'_, str> {
+    if is_tty {
+        Cow::Owned(dsh_protocol::content::visible(text, true))
+    } else {
+        Cow::Borrowed(text)
+    }
+}
+
+/// Writes one line to stderr, escaped if it is a terminal.
+fn stderr_line(text: &str) {
+    let text = for_stream(text, std::io::stderr().is_terminal());
+    let _ = writeln!(std::io::stderr(), "{text}");
+}
+
 /// The front end: stderr for people, stdout for the result.
 struct RunFrontend {
     approve: Approvals,
@@ -169,10 +194,9 @@ struct RunFrontend {
 impl RunFrontend {
     fn line(&self, text: &str) {
         match &self.spinner {
-            Some(spinner) => spinner.println(text),
-            None => {
-                let _ = writeln!(std::io::stderr(), "{text}");
-            }
+            // The spinner is only shown on a terminal.
+            Some(spinner) => spinner.println(for_stream(text, true)),
+            None => stderr_line(text),
         }
     }
 
@@ -299,9 +323,9 @@ pub async fn run(agent: Arc<Agent>, args: RunArgs) -> u8 {
         Ok(done) => done,
         Err((session, error)) => {
             agent.shutdown().await;
-            let _ = writeln!(std::io::stderr(), "dsh run: {}: {error}", error.code());
+            stderr_line(&format!("dsh run: {}: {error}", error.code()));
             if let Some(session) = session {
-                let _ = writeln!(std::io::stderr(), "session: {session}");
+                stderr_line(&format!("session: {session}"));
             }
             return match error {
                 AgentError::InvalidParams(_) => 2,
@@ -330,30 +354,28 @@ pub async fn run(agent: Arc<Agent>, args: RunArgs) -> u8 {
         });
         let _ = writeln!(stdout, "{result}");
     } else if stop == Some(StopReason::EndTurn) && !seen.text.is_empty() {
-        let _ = writeln!(stdout, "{}", seen.text.trim_end());
+        let text = for_stream(seen.text.trim_end(), std::io::stdout().is_terminal());
+        let _ = writeln!(stdout, "{text}");
     }
     let _ = stdout.flush();
-    let mut stderr = std::io::stderr();
-    let _ = writeln!(stderr, "session: {session}");
+    stderr_line(&format!("session: {session}"));
     if interrupted {
-        let _ = writeln!(
-            stderr,
+        stderr_line(&format!(
             "dsh run: interrupted; continue with --session {session}"
-        );
+        ));
         return 130;
     }
     match (stop, error) {
         (Some(StopReason::EndTurn), _) => 0,
         (_, Some((code, message))) => {
-            let _ = writeln!(stderr, "dsh run: {code}: {message}");
+            stderr_line(&format!("dsh run: {code}: {message}"));
             1
         }
         (Some(stop), None) => {
-            let _ = writeln!(
-                stderr,
+            stderr_line(&format!(
                 "dsh run: the turn stopped: {}",
                 serde_json::to_value(stop).unwrap_or_default()
-            );
+            ));
             1
         }
         (None, None) => 1,
@@ -376,7 +398,7 @@ async fn turn(
     }
     .map_err(|error| (None, error))?;
     let id = opened.session.id.to_string();
-    let _ = writeln!(std::io::stderr(), "session: {id}");
+    stderr_line(&format!("session: {id}"));
     let fail = |error| (Some(id.clone()), error);
     let mode = args.approve.mode();
     let settings = [
@@ -454,5 +476,26 @@ pub async fn shutdown_signal() -> &'static str {
     tokio::select! {
         _ = term.recv() => "SIGTERM",
         _ = int.recv() => "SIGINT",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_sequences_are_written_out_on_a_terminal_only() {
+        let hostile =
+            "ok \u{1b}]52;c;ZXZpbA==\u{7} \u{1b}[8mhidden\u{1b}[0m \u{9b}2J \u{202e}abc\r\n\tnext";
+        assert_eq!(
+            for_stream(hostile, true),
+            "ok \\u{1b}]52;c;ZXZpbA==\\u{7} \\u{1b}[8mhidden\\u{1b}[0m \\u{9b}2J \\u{202e}abc\\u{d}\n\tnext"
+        );
+        // Piped or to a file: byte for byte.
+        assert!(matches!(for_stream(hostile, false), Cow::Borrowed(text) if text == hostile));
+        assert_eq!(
+            for_stream("plain text, ünïcode", true),
+            "plain text, ünïcode"
+        );
     }
 }

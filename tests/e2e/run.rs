@@ -204,6 +204,106 @@ async fn sigint_cancels_cleanly_with_130() {
     assert_eq!(events.last().unwrap()["data"]["stop"], "cancelled");
 }
 
+/// Runs `dsh run ARGS` with stdout and stderr on a new pseudo-terminal (no
+/// spinner: `CI` is set; no log lines); its exit code and everything the
+/// terminal received.
+async fn dsh_run_on_a_terminal(env: &TestEnv, args: &[&str]) -> (Option<i32>, String) {
+    use std::io::Read;
+    use std::process::Stdio;
+    let pty = nix::pty::openpty(None, None).expect("openpty");
+    let mut full = vec!["run"];
+    full.extend_from_slice(args);
+    let mut command = env.dsh(&full);
+    command
+        .env("CI", "1")
+        .env("DSH_LOG", "off")
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(pty.slave.try_clone().unwrap()))
+        .stderr(Stdio::from(pty.slave));
+    let mut child = command.spawn().expect("spawn dsh run");
+    // The terminal ends (EIO) once no process holds its other side.
+    drop(command);
+    let mut master = std::fs::File::from(pty.master);
+    let reader = tokio::task::spawn_blocking(move || {
+        let mut out = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n @ 1..) = master.read(&mut buf) {
+            out.extend_from_slice(&buf[..n]);
+        }
+        out
+    });
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("dsh run ends")
+        .unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(10), reader)
+        .await
+        .expect("the terminal closes")
+        .unwrap();
+    (status.code(), String::from_utf8_lossy(&out).into_owned())
+}
+
+/// A reply that writes the clipboard (OSC 52) and hides text (SGR 8), and a
+/// tool title that sets the window title (OSC 0).
+const HOSTILE_REPLY: &str =
+    "Done \u{1b}]52;c;ZWNobyBwd25lZA==\u{7} and \u{1b}[8mhidden\u{1b}[0m.\u{9b}2J";
+const HOSTILE_URL: &str = "http://example.invalid/\u{1b}]0;pwned\u{7}";
+
+/// A file name that sets the window title; the error naming it is a
+/// stderr line.
+const HOSTILE_PATH: &str = "missing-\u{1b}]0;pwned\u{7}.txt";
+
+fn script_hostile_output(env: &TestEnv) {
+    env.mock.push_json(calls(&[
+        ("f1", "web_fetch", json!({ "url": HOSTILE_URL })),
+        ("r1", "read", json!({ "file_path": HOSTILE_PATH })),
+    ]));
+    env.mock.push_json(reply(HOSTILE_REPLY));
+}
+
+/// On a terminal, what the model controls — the answer, and tool titles
+/// on stderr — is shown with its control sequences written out, so it can
+/// neither write the clipboard nor hide text.
+#[tokio::test]
+async fn on_a_terminal_model_control_sequences_are_written_out() {
+    let env = TestEnv::new().await;
+    script_hostile_output(&env);
+    let (code, shown) = dsh_run_on_a_terminal(&env, &["do it"]).await;
+    assert_eq!(code, Some(0), "{shown}");
+    assert!(
+        !shown.contains(['\u{1b}', '\u{7}', '\u{9b}']),
+        "raw control sequences reached the terminal: {shown:?}"
+    );
+    for escaped in [
+        "Done \\u{1b}]52;c;ZWNobyBwd25lZA==\\u{7} and \\u{1b}[8mhidden\\u{1b}[0m.\\u{9b}2J",
+        "permission rejected (--approve never): Fetch http://example.invalid/\\u{1b}]0;pwned\\u{7}",
+        "✗ Fetch http://example.invalid/\\u{1b}]0;pwned\\u{7}",
+        "missing-\\u{1b}]0;pwned\\u{7}.txt",
+    ] {
+        assert!(shown.contains(escaped), "{escaped} in {shown:?}");
+    }
+}
+
+/// Piped (a file, another program), the answer and the stderr lines stay
+/// byte for byte what dsh wrote (tool titles are escaped wherever they are
+/// shown; a tool's error names the model's path as it is).
+#[tokio::test]
+async fn piped_output_stays_byte_exact() {
+    let env = TestEnv::new().await;
+    script_hostile_output(&env);
+    let output = dsh_run(&env, &["do it"], "").await;
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert_eq!(output.stdout, format!("{HOSTILE_REPLY}\n").into_bytes());
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains(
+            "permission rejected (--approve never): Fetch http://example.invalid/\\u{1b}]0;pwned\\u{7}\n"
+        ),
+        "{stderr:?}"
+    );
+    assert!(stderr.contains(HOSTILE_PATH), "{stderr:?}");
+}
+
 /// A repository's `./.env` must not choose the key: the user's
 /// `$DSH_HOME/.env` wins, and without it `./.env` is read only when
 /// `[credentials] dotenv = true`. Which source was used is said (never
