@@ -10,7 +10,8 @@
 //! as it is to a file or a pipe, and with its control sequences written out
 //! (`\u{1b}`, [`dsh_protocol::content::visible`]) to a terminal, where
 //! they could write the clipboard (OSC 52), hide text or move the cursor:
-//! [`for_stream`]. `--json` is JSON either way.
+//! [`for_stream`]. `--json` is JSON either way, and always ends with the
+//! result object, also when the run fails before its turn.
 
 use std::borrow::Cow;
 use std::io::{IsTerminal, Write};
@@ -183,6 +184,25 @@ fn stderr_line(text: &str) {
     let _ = writeln!(std::io::stderr(), "{text}");
 }
 
+/// The result object `--json` ends with.
+fn result_object(
+    session: Option<&str>,
+    stop: serde_json::Value,
+    seen: Option<&Seen>,
+    duration_ms: u64,
+    error: Option<(&str, &str)>,
+) -> serde_json::Value {
+    serde_json::json!({
+        "type": "result",
+        "sessionId": session,
+        "stopReason": stop,
+        "text": seen.map_or("", |seen| seen.text.as_str()),
+        "usage": seen.map_or_else(Usage::default, |seen| seen.usage),
+        "durationMs": duration_ms,
+        "error": error.map(|(code, message)| serde_json::json!({"code": code, "message": message})),
+    })
+}
+
 /// The front end: stderr for people, stdout for the result.
 struct RunFrontend {
     approve: Approvals,
@@ -323,6 +343,18 @@ pub async fn run(agent: Arc<Agent>, args: RunArgs) -> u8 {
         Ok(done) => done,
         Err((session, error)) => {
             agent.shutdown().await;
+            if args.json {
+                let result = result_object(
+                    session.as_deref(),
+                    "error".into(),
+                    None,
+                    started.elapsed().as_millis() as u64,
+                    Some((error.code().as_str(), &error.to_string())),
+                );
+                let mut stdout = std::io::stdout().lock();
+                let _ = writeln!(stdout, "{result}");
+                let _ = stdout.flush();
+            }
             stderr_line(&format!("dsh run: {}: {error}", error.code()));
             if let Some(session) = session {
                 stderr_line(&format!("session: {session}"));
@@ -343,15 +375,15 @@ pub async fn run(agent: Arc<Agent>, args: RunArgs) -> u8 {
             (Some(stop), _) => serde_json::to_value(stop).unwrap_or_default(),
             (None, _) => "error".into(),
         };
-        let result = serde_json::json!({
-            "type": "result",
-            "sessionId": session,
-            "stopReason": stop_name,
-            "text": seen.text,
-            "usage": seen.usage,
-            "durationMs": duration,
-            "error": error.as_ref().map(|(code, message)| serde_json::json!({"code": code, "message": message})),
-        });
+        let result = result_object(
+            Some(&session),
+            stop_name,
+            Some(&seen),
+            duration,
+            error
+                .as_ref()
+                .map(|(code, message)| (code.as_str(), message.as_str())),
+        );
         let _ = writeln!(stdout, "{result}");
     } else if stop == Some(StopReason::EndTurn) && !seen.text.is_empty() {
         let text = for_stream(seen.text.trim_end(), std::io::stdout().is_terminal());
@@ -496,6 +528,29 @@ mod tests {
         assert_eq!(
             for_stream("plain text, ünïcode", true),
             "plain text, ünïcode"
+        );
+    }
+
+    #[test]
+    fn the_result_object_has_one_shape() {
+        let early = result_object(
+            None,
+            "error".into(),
+            None,
+            7,
+            Some(("session.not_found", "session x not found")),
+        );
+        assert_eq!(
+            early,
+            serde_json::json!({
+                "type": "result",
+                "sessionId": null,
+                "stopReason": "error",
+                "text": "",
+                "usage": Usage::default(),
+                "durationMs": 7,
+                "error": {"code": "session.not_found", "message": "session x not found"},
+            })
         );
     }
 }

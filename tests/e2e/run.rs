@@ -367,3 +367,50 @@ async fn a_workspace_env_file_never_outranks_the_users_key_and_is_opt_in() {
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     assert_eq!(bearer(&env), "bearer sk-users-own");
 }
+
+/// The last stdout line, as JSON.
+fn last_json(output: &Output) -> Value {
+    let stdout = text(&output.stdout);
+    let last = stdout
+        .lines()
+        .last()
+        .unwrap_or_else(|| panic!("nothing on stdout; stderr: {}", text(&output.stderr)));
+    serde_json::from_str(last).expect("the last line is JSON")
+}
+
+/// `--json` always ends with the result object, also when the run fails
+/// before its turn (an unknown `--session`, a bad `--model`); the exit
+/// status is the same as without `--json`.
+#[tokio::test]
+async fn json_ends_with_a_result_when_the_run_fails_before_the_turn() {
+    let env = TestEnv::new().await;
+    let output = dsh_run(&env, &["--json", "--session", "no-such-session", "x"], "").await;
+    let plain = dsh_run(&env, &["--session", "no-such-session", "x"], "").await;
+    assert_eq!(output.status.code(), plain.status.code());
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
+    let result = last_json(&output);
+    assert_eq!(result["type"], "result", "{result}");
+    assert_eq!(result["stopReason"], "error");
+    assert_eq!(result["sessionId"], Value::Null);
+    assert_eq!(result["text"], "");
+    assert_eq!(result["usage"]["output_tokens"], 0);
+    assert!(result["durationMs"].is_u64());
+    let code = result["error"]["code"].as_str().unwrap();
+    assert!(text(&output.stderr).contains(code), "{result}");
+    assert!(result["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("no-such-session"));
+
+    let output = dsh_run(&env, &["--json", "--model", "no-such-model", "x"], "").await;
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output.stderr));
+    let result = last_json(&output);
+    assert_eq!(result["type"], "result", "{result}");
+    assert_eq!(result["stopReason"], "error");
+    assert_eq!(result["sessionId"], session_of(&output).as_str());
+    assert!(result["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("no-such-model"));
+    assert!(env.mock.requests().is_empty());
+}
