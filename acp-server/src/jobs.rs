@@ -7,6 +7,12 @@
 //! with it). When a job ends, the session is told ([`JobReport`]): it logs
 //! `job/end`, the editor's tool call finishes, and the model hears of it at
 //! its next step.
+//!
+//! A job keeps the sandbox of the mode it started in. When the session's
+//! mode becomes stricter than that ([`rank`]: read-only and plan < ask <
+//! accept-edits < full-access), the job is killed ([`Jobs::mode_changed`]),
+//! and one started after the change under the earlier mode's sandbox is
+//! not started at all.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -16,6 +22,8 @@ use std::time::{Duration, Instant};
 
 use dsh_protocol::tool::{ToolContent, ToolView};
 use dsh_protocol::ToolCallId;
+
+use crate::permission::Mode;
 use serde::Deserialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
@@ -97,6 +105,18 @@ impl End {
     }
 }
 
+/// How permissive a mode's sandbox is: read-only and plan 0, ask 1,
+/// accept-edits 2, full-access 3. A job whose mode ranks above the
+/// session's is killed.
+pub fn rank(mode: Mode) -> u8 {
+    match mode {
+        Mode::ReadOnly | Mode::Plan => 0,
+        Mode::Ask => 1,
+        Mode::AcceptEdits => 2,
+        Mode::FullAccess => 3,
+    }
+}
+
 /// How every job reply ends.
 fn status_line(end: &Option<End>) -> String {
     match end {
@@ -146,6 +166,8 @@ pub struct Job {
     pub command: String,
     /// What it does (the model's description).
     pub description: String,
+    /// The mode whose sandbox it runs in.
+    pub mode: Mode,
     started: Instant,
     state: Mutex<State>,
     ended: tokio::sync::watch::Sender<bool>,
@@ -218,8 +240,13 @@ impl Job {
     }
 
     /// Asks it to stop; it ends as killed once its processes are gone.
+    /// The first reason given is the one reported.
     pub fn kill(&self, reason: Option<String>) {
-        lock(&self.state).kill_reason = reason;
+        let mut state = lock(&self.state);
+        if !self.kill.is_cancelled() || state.kill_reason.is_none() {
+            state.kill_reason = reason;
+        }
+        drop(state);
         self.kill.cancel();
     }
 
@@ -253,7 +280,7 @@ impl Job {
         let how = match end {
             End::Exited(code) => format!("exited with code {code}"),
             End::Signal(signal) => format!("was killed by signal {signal}"),
-            End::Killed(reason) => format!("was killed ({reason})"),
+            End::Killed(reason) => format!("was stopped (killed: {reason})"),
         };
         let unread = state.unread.len() as u64 + state.dropped;
         let summary = format!(
@@ -265,10 +292,14 @@ impl Job {
         );
         let text = String::from_utf8_lossy(&state.tail);
         let tail = dsh_protocol::content::tail_bytes(&text, TAIL_BYTES);
+        let why = match end {
+            End::Killed(reason) => format!("\nKilled: {reason}."),
+            End::Exited(_) | End::Signal(_) => String::new(),
+        };
         let view = ToolView {
             content: vec![ToolContent::Text {
                 text: format!(
-                    "```\n{}{tail}\n[status: {}]\n```",
+                    "```\n{}{tail}\n[status: {}]\n```{why}",
                     if state.total as usize > tail.len() {
                         "…"
                     } else {
@@ -294,9 +325,27 @@ impl Job {
 pub struct Jobs {
     settings: JobSettings,
     next: AtomicU64,
-    jobs: Mutex<BTreeMap<u64, Arc<Job>>>,
+    jobs: Mutex<Registry>,
     tracker: TaskTracker,
     spill_dir: PathBuf,
+}
+
+/// The jobs and the session's mode, under one lock: a job starts, or is
+/// killed by a change of mode, never both at once.
+#[derive(Default)]
+struct Registry {
+    jobs: BTreeMap<u64, Arc<Job>>,
+    /// The session's mode since its last change (`None` before one).
+    mode: Option<Mode>,
+}
+
+/// Why a job whose mode is looser than `to` is killed.
+fn mode_reason(from: Mode, to: Mode) -> String {
+    format!(
+        "the session's mode changed from {} to {}",
+        from.as_str(),
+        to.as_str()
+    )
 }
 
 /// What starts a job.
@@ -307,6 +356,8 @@ pub struct JobSpec {
     pub command: String,
     /// The model's description.
     pub description: String,
+    /// The mode whose sandbox it runs in (the session's when the call ran).
+    pub mode: Mode,
 }
 
 impl Jobs {
@@ -315,7 +366,7 @@ impl Jobs {
         Jobs {
             settings,
             next: AtomicU64::new(1),
-            jobs: Mutex::new(BTreeMap::new()),
+            jobs: Mutex::new(Registry::default()),
             tracker: TaskTracker::new(),
             spill_dir,
         }
@@ -336,10 +387,22 @@ impl Jobs {
         mut command: tokio::process::Command,
         on_end: OnEnd,
     ) -> Result<Arc<Job>, String> {
-        let running = lock(&self.jobs)
-            .values()
-            .filter(|job| !job.has_ended())
-            .count();
+        let (running, now) = {
+            let registry = lock(&self.jobs);
+            let running = registry
+                .jobs
+                .values()
+                .filter(|job| !job.has_ended())
+                .count();
+            (running, registry.mode)
+        };
+        if let Some(now) = now.filter(|now| rank(*now) < rank(spec.mode)) {
+            return Err(format!(
+                "The session's mode changed to {} after this command was allowed, and it would run with {}'s sandbox: it was not started.",
+                now.as_str(),
+                spec.mode.as_str()
+            ));
+        }
         if running >= self.settings.max_jobs {
             return Err(format!(
                 "{running} background jobs are running, the most a session may have; stop one with job_kill or wait for one to end."
@@ -359,6 +422,7 @@ impl Jobs {
             call_id: spec.call_id,
             command: spec.command,
             description: spec.description,
+            mode: spec.mode,
             started: Instant::now(),
             state: Mutex::new(State {
                 unread: Vec::new(),
@@ -372,7 +436,16 @@ impl Jobs {
             ended: tokio::sync::watch::channel(false).0,
             kill: CancellationToken::new(),
         });
-        lock(&self.jobs).insert(number, job.clone());
+        // The mode may have changed since the check: then the job goes at
+        // once, as it would have gone had it started before the change.
+        let stricter = {
+            let mut registry = lock(&self.jobs);
+            registry.jobs.insert(number, job.clone());
+            registry.mode.filter(|now| rank(*now) < rank(job.mode))
+        };
+        if let Some(now) = stricter {
+            job.kill(Some(mode_reason(job.mode, now)));
+        }
         let pgid = child.id().unwrap_or(0);
         let streams: Vec<Box<dyn tokio::io::AsyncRead + Unpin + Send>> = [
             child.stdout.take().map(|s| Box::new(s) as _),
@@ -443,19 +516,40 @@ impl Jobs {
     /// The job with this id.
     pub fn get(&self, id: &str) -> Option<Arc<Job>> {
         let number: u64 = id.strip_prefix('j')?.parse().ok()?;
-        lock(&self.jobs).get(&number).cloned()
+        lock(&self.jobs).jobs.get(&number).cloned()
     }
 
     /// Every job, oldest first.
     pub fn list(&self) -> Vec<Arc<Job>> {
-        lock(&self.jobs).values().cloned().collect()
+        lock(&self.jobs).jobs.values().cloned().collect()
     }
 
     /// Whether the job started by `call` still runs.
     pub fn runs_for(&self, call: &ToolCallId) -> bool {
         lock(&self.jobs)
+            .jobs
             .values()
             .any(|job| &job.call_id == call && !job.has_ended())
+    }
+
+    /// The session's mode changed from `from` to `to`: the running jobs
+    /// whose mode is looser than `to` are killed (they end as killed, the
+    /// change named as the reason); them, for the user's notice.
+    pub fn mode_changed(&self, from: Mode, to: Mode) -> Vec<Arc<Job>> {
+        let doomed: Vec<Arc<Job>> = {
+            let mut registry = lock(&self.jobs);
+            registry.mode = Some(to);
+            registry
+                .jobs
+                .values()
+                .filter(|job| rank(job.mode) > rank(to) && !job.has_ended())
+                .cloned()
+                .collect()
+        };
+        for job in &doomed {
+            job.kill(Some(mode_reason(from, to)));
+        }
+        doomed
     }
 
     /// Kills every job and waits until each has ended and been reported.
@@ -483,3 +577,6 @@ async fn open_spill(path: &std::path::Path) -> std::io::Result<tokio::fs::File> 
         .open(path)
         .await
 }
+
+#[cfg(test)]
+mod tests;

@@ -228,3 +228,117 @@ async fn a_job_dsh_died_under_shows_as_outcome_unknown_on_reload() {
     assert!(update_text(&conn, "b1").contains("outcome unknown"));
     validate_frames(&conn.finish().await);
 }
+
+/// The size of `path` now (0 when it does not exist yet).
+fn size_of(path: &std::path::Path) -> u64 {
+    std::fs::metadata(path).map_or(0, |meta| meta.len())
+}
+
+/// Waits until the session log holds `count` `job/end` events; them.
+async fn job_ends(
+    env: &crate::support::TestEnv,
+    session: &agent_client_protocol::v1::schema::SessionId,
+    count: usize,
+) -> Vec<serde_json::Value> {
+    for _ in 0..400 {
+        let ends: Vec<serde_json::Value> = env
+            .log_events(session)
+            .into_iter()
+            .filter(|e| e["type"] == "job/end")
+            .collect();
+        if ends.len() >= count {
+            return ends;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("fewer than {count} job/end events after 10 s");
+}
+
+/// Issue 23, item 17: a job keeps the sandbox of the mode it started in,
+/// so when the mode becomes stricter than that, the job is killed and the
+/// user and the model are told why. A job started in ask survives a
+/// switch to accept-edits (not stricter than ask).
+#[tokio::test]
+async fn a_stricter_mode_kills_the_jobs_started_in_a_looser_one() {
+    let env = TestEnv::new().await;
+    let outside = tempfile::tempdir().unwrap();
+    let grow = outside.path().join("grow.txt");
+    env.mock.push_json(call(
+        "b1",
+        "bash",
+        json!({"command": "echo $$ > ask.pid; exec sleep 30", "description": "asked", "run_in_background": true}),
+    ));
+    env.mock.push_json(reply("started in ask"));
+    env.mock.push_json(call(
+        "b2",
+        "bash",
+        json!({"command": format!("while true; do echo x >> {}; sleep 0.05; done", grow.display()), "description": "writes outside", "run_in_background": true}),
+    ));
+    env.mock.push_json(reply("started in full-access"));
+    let sim = ClientSim::new(false, false);
+    sim.answer(Answer::Select(PermissionOptionKind::AllowOnce));
+    let conn = env.connect_with(sim.clone()).await;
+    let session = conn.start(&env.cwd()).await;
+    conn.prompt(&session, "start one in ask").await.unwrap();
+    let asked = pid_in(&env.cwd().join("ask.pid")).await;
+    // Ask → accept-edits is not stricter: the job runs on.
+    conn.set_mode(&session, "accept-edits").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        pid_alive(asked),
+        "a job started in ask was killed by accept-edits"
+    );
+    assert!(!env
+        .log_events(&session)
+        .iter()
+        .any(|e| e["type"] == "job/end"));
+    conn.set_mode(&session, "full-access").await;
+    conn.prompt(&session, "start one in full-access")
+        .await
+        .unwrap();
+    for _ in 0..200 {
+        if size_of(&grow) > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(
+        size_of(&grow) > 0,
+        "the full-access job never wrote outside"
+    );
+    conn.clear_updates();
+    conn.set_mode(&session, "read-only").await;
+    let ends = job_ends(&env, &session, 2).await;
+    for end in &ends {
+        assert_eq!(end["data"]["status"], "killed", "{end}");
+        assert!(
+            end["data"]["summary"]
+                .as_str()
+                .unwrap()
+                .contains("killed: the session's mode changed from full-access to read-only"),
+            "{end}"
+        );
+    }
+    assert!(!pid_alive(asked), "the ask job outlived read-only");
+    // The file stops growing.
+    let stopped = size_of(&grow);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(size_of(&grow), stopped, "the job still writes outside");
+    // The user was told, naming both jobs.
+    let said = crate::support::chunk_text(&conn.updates(), false);
+    assert!(
+        said.contains("j1")
+            && said.contains("j2")
+            && said.contains("from full-access to read-only"),
+        "{said}"
+    );
+    // And the model hears of it at its next step.
+    env.mock.push_json(reply("noted"));
+    conn.prompt(&session, "what happened?").await.unwrap();
+    let last = env.mock.requests().pop().unwrap()["messages"].to_string();
+    assert!(
+        last.contains("the session's mode changed from full-access to read-only"),
+        "{last}"
+    );
+    validate_frames(&conn.finish().await);
+}

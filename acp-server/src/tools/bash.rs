@@ -405,6 +405,7 @@ fn start_job(args: &BashArgs, workdir: &Path, env: &ToolEnv<'_>) -> ToolOutcome 
         call_id: env.call_id.clone(),
         command: args.command.clone(),
         description: args.description.clone(),
+        mode: env.command.mode,
     };
     match env.jobs.start(spec, command, (env.on_job_end)()) {
         Err(err) => ToolOutcome::failed(ErrorCode::Internal, err),
