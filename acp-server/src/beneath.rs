@@ -414,7 +414,7 @@ mod tests {
         let (_w, root, _o, _far) = tree();
         rustix::fs::mknodat(
             CWD,
-            &root.join("fifo"),
+            root.join("fifo"),
             FileType::Fifo,
             Mode::from_raw_mode(0o600),
             0,

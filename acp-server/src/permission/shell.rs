@@ -646,7 +646,7 @@ fn walk_invocation(
             // `trap 'text' SIGNAL…`: the text runs later.
             let operands: Vec<&Option<String>> = values
                 .iter()
-                .filter(|value| value.as_deref().map_or(true, |v| !v.starts_with('-')))
+                .filter(|value| value.as_deref().is_none_or(|v| !v.starts_with('-')))
                 .collect();
             if operands.len() >= 2 {
                 match operands[0] {

@@ -1,7 +1,7 @@
 //! The tables' own tests.
 
+use super::scripts::*;
 use super::wrappers::*;
-use super::*;
 
 fn words(line: &str) -> Vec<Option<String>> {
     line.split_whitespace()

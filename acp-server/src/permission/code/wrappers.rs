@@ -403,4 +403,3 @@ pub fn shell_runs(program: &str, args: &[Option<String>]) -> ShellRuns {
         _ => ShellRuns::Unknown,
     }
 }
-
