@@ -171,11 +171,11 @@ async fn writes_never_land_outside_while_a_job_swaps_a_directory_for_a_link() {
     let swapper = std::process::Command::new("bash")
         .arg("-c")
         .arg(format!(
-            "cd {cwd:?} && for i in $(seq 1 20000); do mv d d.real 2>/dev/null && ln -s {far:?} d; rm -f d 2>/dev/null; mv d.real d 2>/dev/null; done"
+            "cd {cwd:?} && for i in $(seq 1 5000); do mv d d.real && ln -s {far:?} d; sleep 0.002; rm -f d && mv d.real d; sleep 0.002; done 2>/dev/null"
         ))
         .spawn()
         .unwrap();
-    let writes: Vec<(String, &str, serde_json::Value)> = (0..40)
+    let writes: Vec<(String, &str, serde_json::Value)> = (0..100)
         .map(|i| {
             (
                 format!("w{i}"),
@@ -194,7 +194,7 @@ async fn writes_never_land_outside_while_a_job_swaps_a_directory_for_a_link() {
     conn.initialize().await;
     let session = conn.start(&cwd).await;
     conn.set_mode(&session, "accept-edits").await;
-    conn.prompt(&session, "write forty files").await.unwrap();
+    conn.prompt(&session, "write a hundred files").await.unwrap();
     let mut swapper = swapper;
     let _ = swapper.kill();
     let _ = swapper.wait();

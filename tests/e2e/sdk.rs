@@ -601,14 +601,16 @@ async fn an_explicit_token_is_used_kept_from_children_and_needed_off_loopback() 
 
     let mut env = env;
     env.extra_env
-        .push(("DSH_SDK_AUTH".into(), "s3cret-token".into()));
+        .push(("DSH_SDK_BEARER".into(), "s3cret-token".into()));
     env.mock.push_json(call(
         "e1",
         "bash",
         json!({"command": "env > seen-env.txt", "description": "env"}),
     ));
     env.mock.push_json(reply("Done."));
-    let server = SdkServer::start(&env, &["--token-env", "DSH_SDK_AUTH"]).await;
+    // A name no secret pattern matches: only its removal keeps it from
+    // children.
+    let server = SdkServer::start(&env, &["--token-env", "DSH_SDK_BEARER"]).await;
     assert!(server.token_file.is_none(), "no file for an explicit token");
     let none = SdkClient::websocket(&server.url, None).await;
     assert!(none.as_ref().err().is_some_and(|e| e.contains("401")));
@@ -623,7 +625,7 @@ async fn an_explicit_token_is_used_kept_from_children_and_needed_off_loopback() 
     let seen = std::fs::read_to_string(env.cwd().join("seen-env.txt")).unwrap();
     assert!(seen.contains("PATH="), "{seen}");
     assert!(
-        !seen.contains("s3cret-token") && !seen.contains("DSH_SDK_AUTH"),
+        !seen.contains("s3cret-token") && !seen.contains("DSH_SDK_BEARER"),
         "the token's variable reaches no child: {seen}"
     );
     assert!(!server.stderr.lock().unwrap().contains("s3cret-token"));
