@@ -14,15 +14,21 @@
 //!
 //! Caps: files over [`MAX_FILE`], or past [`MAX_TURN`] kept in one turn,
 //! are recorded but not kept; `/undo` then says so and changes nothing.
+//! A session's store has a budget (`[checkpoints] max_bytes_per_session`,
+//! [`store`]): the oldest turns' contents are evicted to keep within it,
+//! and `/undo` of an evicted turn says so and changes nothing.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use dsh_protocol::checkpoint::CheckpointFile;
 use dsh_protocol::log::EventData;
 use sha2::Digest;
+
+mod store;
+
+pub use store::{Index, Store, DEFAULT_MAX_BYTES};
 
 /// The largest file whose earlier content is kept.
 pub const MAX_FILE: u64 = 8 * 1024 * 1024;
@@ -35,6 +41,28 @@ pub const MAX_SCAN_FILES: usize = 50_000;
 pub const PRECOPY_FILE: u64 = 1024 * 1024;
 /// ... up to this much in all. Only what a command then changes is stored.
 pub const PRECOPY_TOTAL: u64 = 32 * 1024 * 1024;
+
+/// `[checkpoints]`.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointSettings {
+    /// What a session's checkpoint store may hold, in bytes; past it, the
+    /// oldest turns' kept contents are evicted first.
+    #[serde(default = "max_bytes_per_session")]
+    pub max_bytes_per_session: u64,
+}
+
+fn max_bytes_per_session() -> u64 {
+    DEFAULT_MAX_BYTES
+}
+
+impl Default for CheckpointSettings {
+    fn default() -> Self {
+        CheckpointSettings {
+            max_bytes_per_session: max_bytes_per_session(),
+        }
+    }
+}
 
 /// A file as a checkpoint sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,66 +137,6 @@ pub fn hash(bytes: &[u8]) -> String {
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Where a session's kept contents live.
-#[derive(Debug, Clone)]
-pub struct Store {
-    dir: PathBuf,
-}
-
-impl Store {
-    /// The store of `session` under `home`.
-    pub fn new(home: &Path, session: &str) -> Store {
-        Store {
-            dir: home.join("checkpoints").join(session),
-        }
-    }
-
-    /// Keeps `bytes`; their hash.
-    ///
-    /// # Errors
-    /// The directory or file cannot be written.
-    pub fn put(&self, bytes: &[u8]) -> std::io::Result<String> {
-        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-        let hash = hash(bytes);
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&self.dir)?;
-        let path = self.dir.join(&hash);
-        if path.exists() {
-            return Ok(hash);
-        }
-        let temp = self.dir.join(format!(".{hash}.{}", std::process::id()));
-        let written = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&temp)
-            .and_then(|mut file| file.write_all(bytes))
-            .and_then(|()| std::fs::rename(&temp, &path));
-        if written.is_err() {
-            let _ = std::fs::remove_file(&temp);
-        }
-        written.map(|()| hash)
-    }
-
-    /// A kept content.
-    ///
-    /// # Errors
-    /// It is gone or unreadable.
-    pub fn get(&self, hash: &str) -> std::io::Result<Vec<u8>> {
-        if !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(std::io::Error::other("not a checkpoint hash"));
-        }
-        std::fs::read(self.dir.join(hash))
-    }
-
-    /// Deletes the session's kept contents (with its log).
-    pub fn remove(&self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
 /// What a scan saw of a file.
 type Seen = (u64, Option<SystemTime>);
 
@@ -227,6 +195,8 @@ pub struct TurnCapture {
     /// changes them: path → content.
     candidates: HashMap<PathBuf, Vec<u8>>,
     precopied: bool,
+    /// What the store holds, loaded at the turn's first keep.
+    index: Option<Index>,
 }
 
 #[derive(Debug, Clone)]
@@ -236,6 +206,13 @@ struct Captured {
 }
 
 impl TurnCapture {
+    /// Keeps `bytes` in `store`, within its budget (older turns' contents
+    /// are evicted first).
+    fn put(&mut self, store: &Store, bytes: &[u8]) -> std::io::Result<String> {
+        let index = self.index.get_or_insert_with(|| store.load());
+        store.put_in(index, bytes)
+    }
+
     /// Whether `path`'s earlier content is still to be kept this turn.
     pub fn wants(&self, path: &Path) -> bool {
         !self.files.contains_key(path)
@@ -268,7 +245,7 @@ impl TurnCapture {
                         )),
                     }
                 } else {
-                    match store.put(bytes) {
+                    match self.put(store, bytes) {
                         Ok(hash) => {
                             self.kept += size;
                             Captured {
@@ -346,7 +323,8 @@ impl TurnCapture {
         if self.files.contains_key(path) {
             return;
         }
-        let captured = match self.candidates.get(path).map(|bytes| store.put(bytes)) {
+        let candidate = self.candidates.remove(path);
+        let captured = match candidate.map(|bytes| self.put(store, &bytes)) {
             Some(Ok(hash)) => Captured {
                 before: Some(hash),
                 lost: None,

@@ -158,6 +158,9 @@ pub struct RawConfig {
     /// Background jobs.
     #[serde(default)]
     pub jobs: crate::jobs::JobSettings,
+    /// What `/undo` keeps.
+    #[serde(default)]
+    pub checkpoints: crate::checkpoint::CheckpointSettings,
     /// `web_fetch` and `web_search`.
     #[serde(default)]
     pub web: crate::web::WebSettings,
@@ -288,6 +291,8 @@ pub struct Config {
     pub sandbox: crate::sandbox::SandboxSettings,
     /// Background jobs.
     pub jobs: crate::jobs::JobSettings,
+    /// What `/undo` keeps.
+    pub checkpoints: crate::checkpoint::CheckpointSettings,
     /// `web_fetch` and `web_search`.
     pub web: crate::web::WebSettings,
     /// Where the API key may come from.
@@ -447,6 +452,7 @@ impl Config {
             compaction: raw.compaction,
             sandbox: raw.sandbox,
             jobs: raw.jobs,
+            checkpoints: raw.checkpoints,
             web: raw.web,
             credentials: raw.credentials,
             provider,

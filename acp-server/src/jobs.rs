@@ -2,7 +2,8 @@
 //! `run_in_background` (seeds: `dsh-tool-jobs`). Each runs under the
 //! command guard, in its sandbox and its own process group; its output is
 //! kept in memory up to a cap (what the model has not read yet, and a tail
-//! for the editor) and in full, up to 64 MiB, in a private spill file. A
+//! for the editor) and in full, up to 64 MiB, in a private spill file —
+//! both within per-session budgets ([`budget`]). A
 //! session's jobs are killed when it closes (and with dsh: the guard dies
 //! with it). When a job ends, the session is told ([`JobReport`]): it logs
 //! `job/end`, the editor's tool call finishes, and the model hears of it at
@@ -22,12 +23,14 @@ use std::time::{Duration, Instant};
 
 use dsh_protocol::tool::{ToolContent, ToolView};
 use dsh_protocol::ToolCallId;
-
-use crate::permission::Mode;
 use serde::Deserialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+
+use crate::permission::Mode;
+
+mod budget;
 
 /// What the model has not read yet is kept up to this much (the oldest is
 /// dropped first, and the reader is told how much).
@@ -53,6 +56,15 @@ pub struct JobSettings {
     /// Jobs running at once per session.
     #[serde(default = "max_jobs")]
     pub max_jobs: usize,
+    /// Output not yet read by the model, kept in memory across all of a
+    /// session's jobs; past it, the oldest finished jobs' unread output is
+    /// dropped first (their spill files keep it).
+    #[serde(default = "max_unread")]
+    pub max_unread_bytes_per_session: u64,
+    /// Spill files of all of a session's jobs, in bytes; past it, the
+    /// oldest finished jobs' spill files are deleted first.
+    #[serde(default = "max_spill")]
+    pub max_spill_bytes_per_session: u64,
 }
 
 fn yes() -> bool {
@@ -67,6 +79,12 @@ fn wait_max() -> u64 {
 fn max_jobs() -> usize {
     10
 }
+fn max_unread() -> u64 {
+    8 * 1024 * 1024
+}
+fn max_spill() -> u64 {
+    256 * 1024 * 1024
+}
 
 impl Default for JobSettings {
     fn default() -> Self {
@@ -75,6 +93,8 @@ impl Default for JobSettings {
             wait_timeout_ms: wait_default(),
             max_wait_timeout_ms: wait_max(),
             max_jobs: max_jobs(),
+            max_unread_bytes_per_session: max_unread(),
+            max_spill_bytes_per_session: max_spill(),
         }
     }
 }
@@ -146,14 +166,23 @@ pub struct JobReport {
 pub type OnEnd = Box<dyn FnOnce(JobReport) + Send>;
 
 /// A job's output and state.
+#[derive(Default)]
 struct State {
     unread: Vec<u8>,
+    /// Unread bytes not kept: over the job's cap, or the oldest ones of a
+    /// running job over the session's budget.
     dropped: u64,
+    /// Unread bytes of the finished job dropped for the session's budget.
+    evicted: u64,
     tail: Vec<u8>,
     total: u64,
     end: Option<End>,
     kill_reason: Option<String>,
     spill: Option<PathBuf>,
+    /// Bytes in (or reserved for) the spill file.
+    spilled: u64,
+    /// The spill file was deleted for the session's budget.
+    spill_deleted: bool,
 }
 
 /// One background job.
@@ -172,6 +201,7 @@ pub struct Job {
     state: Mutex<State>,
     ended: tokio::sync::watch::Sender<bool>,
     kill: CancellationToken,
+    budget: Arc<budget::Budget>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -179,12 +209,16 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Job {
-    fn take(&self, chunk: &[u8]) {
+    /// Keeps a chunk of output; whether the session is now over its
+    /// budget for unread output.
+    fn take(&self, chunk: &[u8]) -> bool {
         let mut state = lock(&self.state);
         state.total += chunk.len() as u64;
         state.unread.extend_from_slice(chunk);
-        if state.unread.len() > UNREAD_CAP {
-            let cut = state.unread.len() - UNREAD_CAP;
+        let cap = self.budget.unread_cap();
+        let mut cut = 0;
+        if state.unread.len() > cap {
+            cut = state.unread.len() - cap;
             state.unread.drain(..cut);
             state.dropped += cut as u64;
         }
@@ -193,6 +227,18 @@ impl Job {
             let cut = state.tail.len() - TAIL_BYTES;
             state.tail.drain(..cut);
         }
+        self.budget.count(chunk.len(), cut)
+    }
+
+    /// It ended: its buffers shrink to what they hold.
+    fn settle_buffers(&self) {
+        let mut state = lock(&self.state);
+        state.unread.shrink_to_fit();
+        if state.tail.len() > TAIL_BYTES {
+            let cut = state.tail.len() - TAIL_BYTES;
+            state.tail.drain(..cut);
+        }
+        state.tail.shrink_to_fit();
     }
 
     /// `[status: running]`, `[status: exited N]`, `[status: killed]`, …
@@ -219,17 +265,37 @@ impl Job {
     pub fn read(&self) -> String {
         let mut state = lock(&self.state);
         let unread = std::mem::take(&mut state.unread);
+        self.budget.count(0, unread.len());
         let dropped = std::mem::take(&mut state.dropped);
+        let evicted = std::mem::take(&mut state.evicted);
         let mut text = String::new();
-        if dropped > 0 {
-            text.push_str(&format!(
-                "[{dropped} earlier bytes were not kept in memory{}]\n",
-                state
-                    .spill
-                    .as_ref()
-                    .map(|path| format!("; the full output is in {}", path.display()))
-                    .unwrap_or_default()
+        let mut notes = Vec::new();
+        if evicted > 0 {
+            notes.push(format!(
+                "{evicted} bytes of its output were dropped unread to keep this session's background jobs within their memory budget ({} bytes in all, [jobs] max_unread_bytes_per_session)",
+                self.budget.max_unread
             ));
+        }
+        if dropped > 0 {
+            notes.push(format!("{dropped} earlier bytes were not kept in memory"));
+        }
+        if !notes.is_empty() {
+            match (&state.spill, state.spill_deleted) {
+                (Some(path), _) if state.spilled < state.total => notes.push(format!(
+                    "the first {} bytes of its output are in {}",
+                    state.spilled,
+                    path.display()
+                )),
+                (Some(path), _) => {
+                    notes.push(format!("the full output is in {}", path.display()));
+                }
+                (None, true) => notes.push(format!(
+                    "its spill file was deleted to keep this session's background jobs within their disk budget ({} bytes, [jobs] max_spill_bytes_per_session)",
+                    self.budget.max_spill
+                )),
+                (None, false) => {}
+            }
+            text.push_str(&format!("[{}]\n", notes.join("; ")));
         }
         text.push_str(&String::from_utf8_lossy(&unread));
         if !text.is_empty() && !text.ends_with('\n') {
@@ -282,7 +348,7 @@ impl Job {
             End::Signal(signal) => format!("was killed by signal {signal}"),
             End::Killed(reason) => format!("was stopped (killed: {reason})"),
         };
-        let unread = state.unread.len() as u64 + state.dropped;
+        let unread = state.unread.len() as u64 + state.dropped + state.evicted;
         let summary = format!(
             "[dsh: background job {} (`{}`) {how} after {elapsed:.1} s; {} unread bytes of output — read them with job_output {{\"job_id\": \"{}\"}}.]",
             self.id,
@@ -325,7 +391,7 @@ impl Job {
 pub struct Jobs {
     settings: JobSettings,
     next: AtomicU64,
-    jobs: Mutex<Registry>,
+    shared: Arc<budget::Shared>,
     tracker: TaskTracker,
     spill_dir: PathBuf,
 }
@@ -337,6 +403,8 @@ struct Registry {
     jobs: BTreeMap<u64, Arc<Job>>,
     /// The session's mode since its last change (`None` before one).
     mode: Option<Mode>,
+    /// The bytes in all of the jobs' spill files.
+    spilled: u64,
 }
 
 /// Why a job whose mode is looser than `to` is killed.
@@ -364,9 +432,9 @@ impl Jobs {
     /// No jobs yet; spill files go to `spill_dir`.
     pub fn new(settings: JobSettings, spill_dir: PathBuf) -> Jobs {
         Jobs {
+            shared: Arc::new(budget::Shared::new(&settings)),
             settings,
             next: AtomicU64::new(1),
-            jobs: Mutex::new(Registry::default()),
             tracker: TaskTracker::new(),
             spill_dir,
         }
@@ -388,7 +456,7 @@ impl Jobs {
         on_end: OnEnd,
     ) -> Result<Arc<Job>, String> {
         let (running, now) = {
-            let registry = lock(&self.jobs);
+            let registry = lock(&self.shared.registry);
             let running = registry
                 .jobs
                 .values()
@@ -424,22 +492,15 @@ impl Jobs {
             description: spec.description,
             mode: spec.mode,
             started: Instant::now(),
-            state: Mutex::new(State {
-                unread: Vec::new(),
-                dropped: 0,
-                tail: Vec::new(),
-                total: 0,
-                end: None,
-                kill_reason: None,
-                spill: None,
-            }),
+            state: Mutex::new(State::default()),
             ended: tokio::sync::watch::channel(false).0,
             kill: CancellationToken::new(),
+            budget: self.shared.budget.clone(),
         });
         // The mode may have changed since the check: then the job goes at
         // once, as it would have gone had it started before the change.
         let stricter = {
-            let mut registry = lock(&self.jobs);
+            let mut registry = lock(&self.shared.registry);
             registry.jobs.insert(number, job.clone());
             registry.mode.filter(|now| rank(*now) < rank(job.mode))
         };
@@ -454,30 +515,28 @@ impl Jobs {
         .into_iter()
         .flatten()
         .collect();
-        let watched = job.clone();
+        let (watched, shared) = (job.clone(), self.shared.clone());
         self.tracker.spawn(async move {
             let job = watched;
             let spill = open_spill(&spill).await.ok().map(|file| {
                 lock(&job.state).spill = Some(spill.clone());
-                Arc::new(tokio::sync::Mutex::new((file, 0u64)))
+                Arc::new(tokio::sync::Mutex::new(file))
             });
             let mut readers = Vec::new();
             for mut stream in streams {
-                let (job, spill) = (job.clone(), spill.clone());
+                let (job, spill, shared) = (job.clone(), spill.clone(), shared.clone());
                 readers.push(tokio::spawn(async move {
                     let mut chunk = vec![0u8; 16 * 1024];
                     loop {
                         match stream.read(&mut chunk).await {
                             Ok(0) | Err(_) => break,
                             Ok(n) => {
-                                job.take(&chunk[..n]);
+                                if job.take(&chunk[..n]) {
+                                    shared.shed_unread();
+                                }
                                 if let Some(spill) = &spill {
-                                    let mut spill = spill.lock().await;
-                                    let room = SPILL_BYTES.saturating_sub(spill.1) as usize;
-                                    let part = &chunk[..n.min(room)];
-                                    if !part.is_empty() && spill.0.write_all(part).await.is_ok() {
-                                        spill.1 += part.len() as u64;
-                                    }
+                                    let mut file = spill.lock().await;
+                                    spill_chunk(&shared, &job, &mut file, &chunk[..n]).await;
                                 }
                             }
                         }
@@ -504,8 +563,9 @@ impl Jobs {
             };
             dsh_process::settle(pgid, &mut readers, Duration::from_millis(500)).await;
             if let Some(spill) = &spill {
-                let _ = spill.lock().await.0.flush().await;
+                let _ = spill.lock().await.flush().await;
             }
+            job.settle_buffers();
             lock(&job.state).end = Some(end.clone());
             job.ended.send_replace(true);
             on_end(job.report(&end));
@@ -516,17 +576,17 @@ impl Jobs {
     /// The job with this id.
     pub fn get(&self, id: &str) -> Option<Arc<Job>> {
         let number: u64 = id.strip_prefix('j')?.parse().ok()?;
-        lock(&self.jobs).jobs.get(&number).cloned()
+        lock(&self.shared.registry).jobs.get(&number).cloned()
     }
 
     /// Every job, oldest first.
     pub fn list(&self) -> Vec<Arc<Job>> {
-        lock(&self.jobs).jobs.values().cloned().collect()
+        lock(&self.shared.registry).jobs.values().cloned().collect()
     }
 
     /// Whether the job started by `call` still runs.
     pub fn runs_for(&self, call: &ToolCallId) -> bool {
-        lock(&self.jobs)
+        lock(&self.shared.registry)
             .jobs
             .values()
             .any(|job| &job.call_id == call && !job.has_ended())
@@ -537,7 +597,7 @@ impl Jobs {
     /// change named as the reason); them, for the user's notice.
     pub fn mode_changed(&self, from: Mode, to: Mode) -> Vec<Arc<Job>> {
         let doomed: Vec<Arc<Job>> = {
-            let mut registry = lock(&self.jobs);
+            let mut registry = lock(&self.shared.registry);
             registry.mode = Some(to);
             registry
                 .jobs
@@ -561,6 +621,21 @@ impl Jobs {
         }
         self.tracker.close();
         self.tracker.wait().await;
+    }
+}
+
+/// Writes what the session's disk budget leaves room for of `chunk` to
+/// the job's spill file, deleting older finished jobs' files first.
+async fn spill_chunk(shared: &budget::Shared, job: &Job, file: &mut tokio::fs::File, chunk: &[u8]) {
+    let (granted, doomed) = shared.reserve_spill(job, chunk.len() as u64);
+    for path in doomed {
+        if let Err(err) = tokio::fs::remove_file(&path).await {
+            tracing::debug!(path = %path.display(), %err, "cannot delete a job's spill file");
+        }
+    }
+    let part = &chunk[..usize::try_from(granted).unwrap_or(0)];
+    if !part.is_empty() && file.write_all(part).await.is_err() {
+        shared.unspill(job, granted);
     }
 }
 

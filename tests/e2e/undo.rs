@@ -212,3 +212,65 @@ async fn undo_writes_through_the_editor_when_it_offers_its_file_system() {
     assert!(sim.violations.lock().unwrap().is_empty());
     conn.finish().await;
 }
+
+/// Issue 23, item 16: a session's checkpoint store has a budget
+/// (`[checkpoints] max_bytes_per_session`); past it the oldest turn's kept
+/// contents are evicted, and `/undo` of that turn says so and changes
+/// nothing.
+#[tokio::test]
+async fn undo_of_a_turn_evicted_by_the_checkpoint_budget_says_so_and_changes_nothing() {
+    let env = TestEnv::with_config("\n[checkpoints]\nmax_bytes_per_session = 2621440\n").await;
+    let cwd = env.cwd();
+    // Three files of 1 MiB, each different.
+    for name in ["a", "b", "c"] {
+        let body = format!("marker-{name}\n{}", name.repeat(1024 * 1024));
+        std::fs::write(cwd.join(format!("{name}.txt")), body).unwrap();
+    }
+    for name in ["a", "b", "c"] {
+        env.mock.push_json(call(
+            &format!("e{name}"),
+            "edit",
+            json!({"file_path": format!("{name}.txt"), "old_string": format!("marker-{name}"), "new_string": format!("changed-{name}")}),
+        ));
+        env.mock.push_json(reply("Edited."));
+    }
+    let conn = env.connect().await;
+    conn.initialize().await;
+    let session = conn.start(&cwd).await;
+    conn.set_mode(&session, "accept-edits").await;
+    for name in ["a", "b", "c"] {
+        conn.prompt(&session, &format!("edit {name}"))
+            .await
+            .unwrap();
+    }
+    // 3 MiB kept would be over the 2.5 MiB budget: turn 1's content went.
+    let store = env.home.path().join("checkpoints").join(session.0.as_ref());
+    let kept: u64 = std::fs::read_dir(&store)
+        .unwrap()
+        .map(|entry| entry.unwrap().metadata().unwrap().len())
+        .sum();
+    assert!(kept <= 2_621_440, "{kept} bytes kept");
+    // Turns 3 and 2 undo as before.
+    conn.prompt(&session, "/undo").await.unwrap();
+    conn.prompt(&session, "/undo").await.unwrap();
+    for name in ["b", "c"] {
+        let text = std::fs::read_to_string(cwd.join(format!("{name}.txt"))).unwrap();
+        assert!(
+            text.starts_with(&format!("marker-{name}\n")),
+            "{name}.txt not undone"
+        );
+    }
+    // Turn 1's cannot: said, and nothing changed.
+    conn.clear_updates();
+    conn.prompt(&session, "/undo").await.unwrap();
+    let said = chunk_text(&conn.updates(), false);
+    assert!(
+        said.contains(
+            "the earlier content of turn 1 was evicted to stay within the checkpoint budget"
+        ),
+        "{said}"
+    );
+    let a = std::fs::read_to_string(cwd.join("a.txt")).unwrap();
+    assert!(a.starts_with("changed-a\n"), "a.txt was changed");
+    validate_frames(&conn.finish().await);
+}

@@ -303,6 +303,7 @@ impl Turn<'_> {
     /// The session's checkpoint store.
     fn checkpoint_store(&self) -> crate::checkpoint::Store {
         crate::checkpoint::Store::new(&self.config.home, self.session.id.as_str())
+            .for_turn(self.number, self.config.checkpoints.max_bytes_per_session)
     }
 
     async fn steps(&self) -> Result<StopReason, AgentError> {

@@ -55,6 +55,9 @@ impl Turn<'_> {
                     .unwrap_or("its earlier content was not kept")
             ));
         }
+        if let Some(refusal) = self.evicted(turn, &files).await {
+            return self.notice(&refusal);
+        }
         let mut now = Vec::with_capacity(files.len());
         for file in &files {
             let snapshot = self.current(&file.path).await;
@@ -111,6 +114,35 @@ impl Turn<'_> {
             summary,
         })
         .map(drop)
+    }
+
+    /// Why turn `turn` cannot be undone for want of its kept contents:
+    /// they were evicted for the checkpoint budget, or are gone. Checked
+    /// before anything is changed.
+    async fn evicted(&self, turn: u64, files: &[CheckpointFile]) -> Option<String> {
+        let store = self.checkpoint_store();
+        let hashes: Vec<(String, String)> = files
+            .iter()
+            .filter_map(|file| Some((file.path.clone(), file.before.clone()?)))
+            .collect();
+        let (evicted, missing) = tokio::task::spawn_blocking(move || {
+            let missing = hashes
+                .into_iter()
+                .find(|(_, hash)| !store.has(hash))
+                .map(|(path, _)| path);
+            (store.evicted(turn), missing)
+        })
+        .await
+        .ok()?;
+        if evicted {
+            return Some(format!(
+                "Cannot undo turn {turn}: the earlier content of turn {turn} was evicted to stay within the checkpoint budget ({} bytes per session, [checkpoints] max_bytes_per_session). Nothing was changed.",
+                self.config.checkpoints.max_bytes_per_session
+            ));
+        }
+        missing.map(|path| {
+            format!("Cannot undo turn {turn}: the kept earlier content of `{path}` is gone. Nothing was changed.")
+        })
     }
 
     /// A file as the tools see it: through the editor when it reads files
