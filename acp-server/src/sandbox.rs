@@ -365,3 +365,44 @@ pub fn command_run(
     run.local_only = config.sandbox.prefer_local;
     run
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 23, item 15: the secret locations commonly found under `$HOME`
+    /// are hidden by default, with `$DSH_HOME` and `[sandbox] hidden`.
+    #[test]
+    fn the_usual_secrets_are_hidden_by_default() {
+        let Some(home) = std::env::var_os("HOME").map(PathBuf::from) else {
+            eprintln!("skipped: no HOME");
+            return;
+        };
+        let settings = SandboxSettings {
+            hidden: vec!["~/.config/extra-secret".to_owned()],
+            ..SandboxSettings::default()
+        };
+        let hidden = settings.hidden_paths(Path::new("/var/lib/dsh-home"));
+        for name in [
+            ".ssh",
+            ".npmrc",
+            ".pgpass",
+            ".config/git/credentials",
+            ".vault-token",
+            ".bash_history",
+            ".zsh_history",
+            ".terraform.d/credentials.tfrc.json",
+            ".terraformrc",
+            ".m2/settings.xml",
+            ".gradle/gradle.properties",
+            ".config/rclone",
+            ".my.cnf",
+            ".config/hub",
+            ".kaggle",
+            ".config/extra-secret",
+        ] {
+            assert!(hidden.contains(&home.join(name)), "{name} is not hidden");
+        }
+        assert!(hidden.contains(&PathBuf::from("/var/lib/dsh-home")));
+    }
+}
