@@ -373,6 +373,7 @@ mod tests {
     /// Issue 23, item 15: the secret locations commonly found under `$HOME`
     /// are hidden by default, with `$DSH_HOME` and `[sandbox] hidden`.
     #[test]
+    #[allow(clippy::print_stderr)]
     fn the_usual_secrets_are_hidden_by_default() {
         let Some(home) = std::env::var_os("HOME").map(PathBuf::from) else {
             eprintln!("skipped: no HOME");
