@@ -205,7 +205,7 @@ pub async fn run(args: &LspArgs, path: &Path, env: &ToolEnv<'_>) -> ToolOutcome 
         operation,
     };
     match bridge.query(&query).await {
-        Ok(answer) => render(answer, path, &text, env.cwd),
+        Ok(answer) => render(answer, path, &text, env),
         Err(error) => {
             let code = match &error {
                 LspError::Unavailable { .. } => ErrorCode::LspUnavailable,
@@ -230,6 +230,10 @@ struct Sources<'a> {
     queried: &'a Path,
     text: &'a str,
     cache: BTreeMap<PathBuf, Vec<String>>,
+    /// Other files are quoted only inside these roots…
+    roots: &'a [PathBuf],
+    /// …and never from a secret location.
+    hidden: &'a [PathBuf],
 }
 
 impl Sources<'_> {
@@ -243,9 +247,23 @@ impl Sources<'_> {
                 .trim()
                 .to_owned();
         }
+        // A location is the language server's word (a server from the
+        // workspace is the repository's): its line is quoted only from a
+        // regular file inside the roots, outside the hidden paths, opened
+        // without following a link, and at most 1 MiB of it is read.
+        let (roots, hidden) = (self.roots, self.hidden);
         let lines = self.cache.entry(path.to_path_buf()).or_insert_with(|| {
-            std::fs::read_to_string(path)
-                .map(|t| t.lines().map(str::to_owned).collect())
+            let allowed = roots.iter().any(|root| path.starts_with(root))
+                && !hidden.iter().any(|dir| path.starts_with(dir));
+            if !allowed {
+                return Vec::new();
+            }
+            let mut text = String::new();
+            let read = crate::beneath::open_read(path).ok().and_then(|file| {
+                std::io::Read::read_to_string(&mut std::io::Read::take(file, 1 << 20), &mut text)
+                    .ok()
+            });
+            read.map(|_| text.lines().map(str::to_owned).collect())
                 .unwrap_or_default()
         });
         lines
@@ -255,11 +273,14 @@ impl Sources<'_> {
     }
 }
 
-fn render(answer: Answer, path: &Path, text: &str, cwd: &Path) -> ToolOutcome {
+fn render(answer: Answer, path: &Path, text: &str, env: &ToolEnv<'_>) -> ToolOutcome {
+    let cwd = env.cwd;
     let mut sources = Sources {
         queried: path,
         text,
         cache: BTreeMap::new(),
+        roots: env.roots,
+        hidden: env.hidden,
     };
     let mut out = String::new();
     let mut locations = Vec::new();
@@ -395,5 +416,33 @@ mod tests {
         );
         assert_eq!(symbol_column("// héllo 😀 helper()", "helper"), Some(12));
         assert_eq!(symbol_column("nothing here", "helper"), None);
+    }
+
+    /// A location the language server names is quoted only from inside
+    /// the roots, never from a hidden path or through a link.
+    #[test]
+    fn lines_are_quoted_only_from_files_inside_the_roots() {
+        let work = tempfile::tempdir().unwrap();
+        let far = tempfile::tempdir().unwrap();
+        let root = work.path().canonicalize().unwrap();
+        let outside = far.path().canonicalize().unwrap();
+        std::fs::create_dir(root.join(".ssh")).unwrap();
+        std::fs::write(root.join("a.rs"), "fn a() {}\n").unwrap();
+        std::fs::write(root.join(".ssh/id_rsa"), "PRIVATE KEY\n").unwrap();
+        std::fs::write(outside.join("b.rs"), "SECRET OUTSIDE\n").unwrap();
+        std::os::unix::fs::symlink(outside.join("b.rs"), root.join("link.rs")).unwrap();
+        let roots = [root.clone()];
+        let hidden = [root.join(".ssh")];
+        let mut sources = Sources {
+            queried: Path::new("/nowhere"),
+            text: "",
+            cache: BTreeMap::new(),
+            roots: &roots,
+            hidden: &hidden,
+        };
+        assert_eq!(sources.line(&root.join("a.rs"), 0), "fn a() {}");
+        assert_eq!(sources.line(&root.join(".ssh/id_rsa"), 0), "");
+        assert_eq!(sources.line(&outside.join("b.rs"), 0), "");
+        assert_eq!(sources.line(&root.join("link.rs"), 0), "");
     }
 }
