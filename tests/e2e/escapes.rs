@@ -194,7 +194,9 @@ async fn writes_never_land_outside_while_a_job_swaps_a_directory_for_a_link() {
     conn.initialize().await;
     let session = conn.start(&cwd).await;
     conn.set_mode(&session, "accept-edits").await;
-    conn.prompt(&session, "write a hundred files").await.unwrap();
+    conn.prompt(&session, "write a hundred files")
+        .await
+        .unwrap();
     let mut swapper = swapper;
     let _ = swapper.kill();
     let _ = swapper.wait();
