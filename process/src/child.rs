@@ -68,13 +68,7 @@ pub(crate) fn drop_inspection_capabilities() {
     #[allow(unsafe_code)]
     unsafe {
         for cap in INSPECTION_CAPS {
-            libc::prctl(
-                libc::PR_CAPBSET_DROP,
-                cap as libc::c_ulong,
-                0 as libc::c_ulong,
-                0 as libc::c_ulong,
-                0 as libc::c_ulong,
-            );
+            drop_bounding(cap);
             libc::prctl(
                 libc::PR_CAP_AMBIENT,
                 libc::PR_CAP_AMBIENT_LOWER as libc::c_ulong,
@@ -115,3 +109,21 @@ pub(crate) fn drop_inspection_capabilities() {
 
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn drop_inspection_capabilities() {}
+
+/// Removes `cap` from this process's bounding set, so nothing it executes
+/// can hold it. Without `CAP_SETPCAP` it fails harmlessly: such a process
+/// cannot gain the capability anyway.
+#[cfg(target_os = "linux")]
+pub(crate) fn drop_bounding(cap: u32) {
+    // SAFETY: prctl with integer arguments only.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::prctl(
+            libc::PR_CAPBSET_DROP,
+            cap as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        );
+    }
+}

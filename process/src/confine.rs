@@ -109,20 +109,12 @@ fn terminal_filter() -> Result<BpfProgram, seccompiler::BackendError> {
 /// clears the ambient set. Without `CAP_SETPCAP` the drops fail, which is
 /// fine: such a process has nothing to drop.
 fn drop_capabilities(last_cap: u32) {
+    for cap in (0..=last_cap).filter(|cap| !KEPT_CAPS.contains(cap)) {
+        crate::child::drop_bounding(cap);
+    }
     #[allow(unsafe_code)]
     // SAFETY: prctl with integer arguments only.
     unsafe {
-        for cap in 0..=last_cap {
-            if !KEPT_CAPS.contains(&cap) {
-                libc::prctl(
-                    libc::PR_CAPBSET_DROP,
-                    cap as libc::c_ulong,
-                    0 as libc::c_ulong,
-                    0 as libc::c_ulong,
-                    0 as libc::c_ulong,
-                );
-            }
-        }
         libc::prctl(
             libc::PR_CAP_AMBIENT,
             libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,

@@ -43,14 +43,7 @@ pub fn confine(writable: &[PathBuf], hidden: &[PathBuf]) -> Result<(), String> {
         .filter(|path| path.is_dir())
         .collect();
     for path in &writable {
-        mount(
-            Some(path.as_path()),
-            path.as_path(),
-            NONE,
-            MsFlags::MS_BIND | MsFlags::MS_REC,
-            NONE,
-        )
-        .map_err(|err| fail("bind", path, err))?;
+        bind_in_place(path).map_err(|err| fail("bind", path, err))?;
     }
     for point in mount_points() {
         if writable.iter().any(|path| point.starts_with(path)) {
@@ -64,27 +57,28 @@ pub fn confine(writable: &[PathBuf], hidden: &[PathBuf]) -> Result<(), String> {
             }
         }
     }
-    let dev_shm = Path::new("/dev/shm");
-    if dev_shm.is_dir() {
-        mount(
-            Some("tmpfs"),
-            dev_shm,
-            Some("tmpfs"),
+    // Fresh instances of what programs share through /dev.
+    for (kind, point, flags, options, what) in [
+        (
+            "tmpfs",
+            "/dev/shm",
             MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-            Some("mode=1777"),
-        )
-        .map_err(|err| fail("a private tmpfs on", dev_shm, err))?;
-    }
-    let dev_pts = Path::new("/dev/pts");
-    if dev_pts.is_dir() {
-        mount(
-            Some("devpts"),
-            dev_pts,
-            Some("devpts"),
+            "mode=1777",
+            "a private tmpfs on",
+        ),
+        (
+            "devpts",
+            "/dev/pts",
             MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
-            Some("newinstance,ptmxmode=0666,mode=0620"),
-        )
-        .map_err(|err| fail("a new devpts instance on", dev_pts, err))?;
+            "newinstance,ptmxmode=0666,mode=0620",
+            "a new devpts instance on",
+        ),
+    ] {
+        let point = Path::new(point);
+        if point.is_dir() {
+            mount(Some(kind), point, Some(kind), flags, Some(options))
+                .map_err(|err| fail(what, point, err))?;
+        }
     }
     for path in hidden {
         let Ok(path) = path.canonicalize() else {
@@ -92,20 +86,25 @@ pub fn confine(writable: &[PathBuf], hidden: &[PathBuf]) -> Result<(), String> {
         };
         // Read-only in place (Landlock keeps them unreadable, with
         // EACCES): no chmod, no new files, even inside a writable root.
-        mount(
-            Some(path.as_path()),
-            path.as_path(),
-            NONE,
-            MsFlags::MS_BIND | MsFlags::MS_REC,
-            NONE,
-        )
-        .map_err(|err| fail("cover", &path, err))?;
+        bind_in_place(&path).map_err(|err| fail("cover", &path, err))?;
         read_only(&path).map_err(|err| fail("cover", &path, err))?;
     }
     // The working directory was resolved before the binds: enter it again,
     // on the writable mount now in its place.
     std::env::set_current_dir(&here).map_err(|err| err.to_string())?;
     Ok(())
+}
+
+/// Binds `path` onto itself (with what is mounted below it): a mount of
+/// its own, whose flags can differ from its parent's.
+fn bind_in_place(path: &Path) -> nix::Result<()> {
+    mount(
+        Some(path),
+        path,
+        NONE,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        NONE,
+    )
 }
 
 /// Remounts the mount at `point` read-only, keeping its locked flags.
