@@ -1,7 +1,8 @@
 //! What the kernel sandbox costs a command: `bash -c true` started the way
 //! dsh starts commands — under the guard alone, and under the guard with
-//! the sandbox of `ask` mode (Landlock rules around the hidden paths, a
-//! user + network namespace) — against bash started directly.
+//! the sandbox of `ask` mode (Landlock rules around the hidden paths, the
+//! seccomp filter and bounding set, a user + mount namespace, and without
+//! network a network namespace) — against bash started directly.
 
 use std::process::Command;
 use std::time::Instant;
@@ -75,7 +76,7 @@ pub async fn rows(bench: &Bench) {
         format!("{guarded:.2} ms"),
     );
     row(
-        "sandbox: guard + Landlock files only (`[sandbox] network = true`)",
+        "sandbox: guard + sandbox with network (Landlock, seccomp, user + mount namespaces)",
         "—",
         format!(
             "{files_only:.2} ms (+{:.2} ms over the guard)",
@@ -83,7 +84,7 @@ pub async fn rows(bench: &Bench) {
         ),
     );
     row(
-        "sandbox: guard + Landlock + network namespace (ask mode's default)",
+        "sandbox: guard + sandbox + network namespace (ask mode's default)",
         "—",
         format!(
             "{sandboxed:.2} ms (+{:.2} ms over the guard); kernel support: {}",
