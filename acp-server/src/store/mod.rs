@@ -205,9 +205,22 @@ fn private_file() -> OpenOptions {
     options
 }
 
-/// Takes the exclusive lock on a log, or says who holds it.
+/// Takes the exclusive lock on a log, or says who holds it. A lock that
+/// is busy is tried again for up to 100 ms: a child forked at the moment
+/// this process closed the log holds a copy of its descriptor (and so the
+/// `flock`) until its `exec` closes it.
 fn lock(file: &File, id: &str, path: &Path) -> Result<(), AgentError> {
-    match file.try_lock() {
+    let mut tries = 0;
+    let busy = loop {
+        match file.try_lock() {
+            Err(std::fs::TryLockError::WouldBlock) if tries < 10 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            other => break other,
+        }
+    };
+    match busy {
         Ok(()) => Ok(()),
         Err(std::fs::TryLockError::WouldBlock) => Err(AgentError::SessionLocked {
             id: id.to_owned(),
