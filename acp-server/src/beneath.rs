@@ -256,7 +256,8 @@ static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 /// temporary file in the same directory handle, then a rename. A link or
 /// anything but a regular file at `path` is refused; missing directories
 /// are created when `create_dirs` is set. An existing file keeps its
-/// permission bits.
+/// permission bits, and its owner and group where dsh may set them (dsh
+/// run as root editing another user's file).
 ///
 /// # Errors
 /// See [`FsError`].
@@ -264,12 +265,12 @@ pub fn write(path: &Path, bytes: &[u8], create_dirs: bool) -> Result<(), FsError
     use std::io::Write as _;
     let (parent, name) = split(path)?;
     let dir = open_dir(parent, create_dirs)?;
-    let keep_mode = match entry(&dir, name, path)? {
+    let keep = match entry(&dir, name, path)? {
         None => None,
         Some(stat) => {
             let kind = FileType::from_raw_mode(stat.st_mode);
             match kind {
-                FileType::RegularFile => Some(Mode::from_raw_mode(stat.st_mode & 0o7777)),
+                FileType::RegularFile => Some(stat),
                 FileType::Symlink => return Err(FsError::Symlink(path.to_path_buf())),
                 kind => return Err(FsError::NotRegular(path.to_path_buf(), kind_name(kind))),
             }
@@ -294,8 +295,20 @@ pub fn write(path: &Path, bytes: &[u8], create_dirs: bool) -> Result<(), FsError
     )
     .map_err(|errno| error(path, errno))?;
     let written = (|| -> std::io::Result<()> {
-        if let Some(mode) = keep_mode {
-            rustix::fs::fchmod(&fd, mode)?;
+        if let Some(stat) = &keep {
+            // The owner first: a chown clears the setuid and setgid bits.
+            let (uid, gid) = (
+                rustix::fs::Uid::from_raw(stat.st_uid),
+                rustix::fs::Gid::from_raw(stat.st_gid),
+            );
+            if rustix::fs::fstat(&fd)
+                .is_ok_and(|now| now.st_uid != stat.st_uid || now.st_gid != stat.st_gid)
+            {
+                // Only root (or the owner, for a group it is in) may; a
+                // file that keeps dsh's owner is still written.
+                let _ = rustix::fs::fchown(&fd, Some(uid), Some(gid));
+            }
+            rustix::fs::fchmod(&fd, Mode::from_raw_mode(stat.st_mode & 0o7777))?;
         }
         File::from(fd).write_all(bytes)?;
         Ok(rustix::fs::renameat(&dir, temp_name, &dir, name)?)
@@ -407,6 +420,22 @@ mod tests {
         remove(&path).unwrap();
         remove(&path).unwrap();
         assert!(!path.exists());
+    }
+
+    #[test]
+    fn a_rewritten_file_keeps_its_owner_where_dsh_may_set_it() {
+        use std::os::unix::fs::MetadataExt;
+        let (_w, root, _o, _far) = tree();
+        let path = root.join("theirs.txt");
+        std::fs::write(&path, "one").unwrap();
+        if nix::unistd::geteuid().is_root() {
+            std::os::unix::fs::chown(&path, Some(65534), Some(65534)).unwrap();
+        }
+        let before = std::fs::metadata(&path).unwrap();
+        write(&path, b"two", false).unwrap();
+        let after = std::fs::metadata(&path).unwrap();
+        assert_eq!((after.uid(), after.gid()), (before.uid(), before.gid()));
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "two");
     }
 
     #[test]
