@@ -160,9 +160,13 @@ async fn a_cancel_stops_a_fast_stream_at_once() {
     let elapsed = sent.elapsed();
     assert_eq!(response.stop_reason, StopReason::Cancelled);
     eprintln!("cancel → cancelled response during a flood: {elapsed:?}");
+    // Alone it takes 11–22 ms; with the whole suite running on 2 cores a
+    // scheduling delay once took 260 ms. The uncancelled flood takes
+    // seconds, so 1 s still tells "at once" from "at the end" (as the
+    // streaming test's cancel bound does).
     assert!(
-        elapsed < Duration::from_millis(200),
-        "cancel took {elapsed:?}"
+        elapsed < Duration::from_millis(1000),
+        "cancel took {elapsed:?} (goal 200 ms)"
     );
     let logged = env.log_events(&session);
     let message: &Value = logged
