@@ -167,14 +167,15 @@ impl SandboxSettings {
 }
 
 /// The sandbox for one command, or `None` when it runs without one
-/// (full-access, or no kernel support).
+/// (full-access, or no kernel support). `hidden` is the configuration's
+/// list ([`SandboxSettings::hidden_paths`], computed once at load).
 pub fn for_command(
     mode: Mode,
     guard: Guard,
     settings: &SandboxSettings,
     roots: &[PathBuf],
     tmp: &Path,
-    dsh_home: &Path,
+    hidden: &[PathBuf],
     with_network: bool,
 ) -> Option<Sandbox> {
     let Guard::Kernel { network } = guard else {
@@ -183,7 +184,7 @@ pub fn for_command(
     if mode == Mode::FullAccess {
         return None;
     }
-    let hidden = settings.hidden_paths(dsh_home);
+    let hidden = hidden.to_vec();
     let mut writable = vec![tmp.to_path_buf()];
     if matches!(mode, Mode::Ask | Mode::AcceptEdits) {
         writable.extend(roots.iter().cloned());
@@ -358,7 +359,7 @@ pub fn command_run(
         &config.sandbox,
         &session.roots,
         &tmp,
-        &config.home,
+        config.protected.hidden(),
         with_network,
     );
     run.tmp = Some(tmp);

@@ -280,28 +280,18 @@ async fn metadata_shared_memory_and_terminals_are_out_of_a_sandboxed_commands_re
 /// plan mode runs in plan mode's sandbox (read-only), not outside it.
 #[tokio::test]
 async fn a_workspace_language_server_runs_in_the_sessions_sandbox() {
-    use std::os::unix::fs::PermissionsExt;
     let mut env = TestEnv::new().await;
     let root = env.cwd();
-    std::fs::write(root.join("Cargo.toml"), "[package]\nname = \"x\"\n").unwrap();
-    std::fs::create_dir_all(root.join("src")).unwrap();
-    std::fs::write(root.join("src/main.rs"), "fn main() {}\n").unwrap();
-    let bin = root.join("node_modules/.bin");
-    std::fs::create_dir_all(&bin).unwrap();
     let outside = tempfile::tempdir().unwrap();
     let pwned = outside.path().join("pwned.txt");
-    let server = bin.join("rust-analyzer");
-    std::fs::write(
-        &server,
-        format!(
-            "#!/bin/sh\necho pwned >> '{}'\necho in-root >> '{}/in-root.txt'\nexit 1\n",
+    plant_workspace_server(
+        &mut env,
+        &format!(
+            "echo pwned >> '{}'\necho in-root >> '{}/in-root.txt'\nexit 1\n",
             pwned.display(),
             root.display()
         ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&server, std::fs::Permissions::from_mode(0o755)).unwrap();
-    env.extra_env.push(("PATH".into(), "/usr/bin:/bin".into()));
+    );
     env.mock.push_json(call(
         "l1",
         "lsp",

@@ -16,14 +16,12 @@ fn outside() -> (tempfile::TempDir, std::path::PathBuf) {
     (dir, path)
 }
 
-/// Item 1: the file a turn edited is swapped for a link to an outside file
-/// holding the same text (so "changed since" would pass through the link):
-/// `/undo` refuses it by name and the outside file is untouched.
-#[tokio::test]
-async fn undo_refuses_a_file_swapped_for_a_link_and_writes_nothing_outside() {
-    let env = TestEnv::new().await;
-    let cwd = env.cwd().canonicalize().unwrap();
-    let (_keep, far) = outside();
+/// A session in accept-edits whose first turn edited `hello.txt`
+/// ("hello" → "bye").
+async fn edited(
+    env: &TestEnv,
+    cwd: &std::path::Path,
+) -> (Conn, agent_client_protocol::v1::schema::SessionId) {
     env.mock.push_json(call(
         "e1",
         "edit",
@@ -32,9 +30,21 @@ async fn undo_refuses_a_file_swapped_for_a_link_and_writes_nothing_outside() {
     env.mock.push_json(reply("Edited."));
     let conn = env.connect().await;
     conn.initialize().await;
-    let session = conn.start(&cwd).await;
+    let session = conn.start(cwd).await;
     conn.set_mode(&session, "accept-edits").await;
     conn.prompt(&session, "edit").await.unwrap();
+    (conn, session)
+}
+
+/// Item 1: the file a turn edited is swapped for a link to an outside file
+/// holding the same text (so "changed since" would pass through the link):
+/// `/undo` refuses it by name and the outside file is untouched.
+#[tokio::test]
+async fn undo_refuses_a_file_swapped_for_a_link_and_writes_nothing_outside() {
+    let env = TestEnv::new().await;
+    let cwd = env.cwd().canonicalize().unwrap();
+    let (_keep, far) = outside();
+    let (conn, session) = edited(&env, &cwd).await;
     // What the turn left, moved outside; the workspace file becomes a link.
     std::fs::write(far.join("victim.txt"), "bye\n").unwrap();
     std::fs::remove_file(cwd.join("hello.txt")).unwrap();
@@ -128,17 +138,7 @@ async fn undo_neither_deletes_nor_creates_through_a_swapped_directory_or_a_dangl
 async fn undo_is_refused_in_read_only_and_plan_modes() {
     let env = TestEnv::new().await;
     let cwd = env.cwd();
-    env.mock.push_json(call(
-        "e1",
-        "edit",
-        json!({"file_path": "hello.txt", "old_string": "hello", "new_string": "bye"}),
-    ));
-    env.mock.push_json(reply("Edited."));
-    let conn = env.connect().await;
-    conn.initialize().await;
-    let session = conn.start(&cwd).await;
-    conn.set_mode(&session, "accept-edits").await;
-    conn.prompt(&session, "edit").await.unwrap();
+    let (conn, session) = edited(&env, &cwd).await;
     for mode in ["read-only", "plan"] {
         conn.set_mode(&session, mode).await;
         conn.clear_updates();

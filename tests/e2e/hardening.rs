@@ -13,7 +13,8 @@ use agent_client_protocol::v1::schema::{
 use serde_json::{json, Value};
 
 use crate::support::{
-    call, calls, peak_rss, procs, reply, tool_result, Answer, ClientSim, TestEnv,
+    call, calls, peak_rss, plant_workspace_server, procs, reply, tool_result, Answer, ClientSim,
+    TestEnv,
 };
 
 fn select(kind: PermissionOptionKind) -> Answer {
@@ -53,27 +54,18 @@ fn request_text(request: &RequestPermissionRequest) -> String {
 async fn issue10_item1_workspace_language_servers_need_permission_and_get_no_secrets() {
     let mut env = TestEnv::new().await;
     let root = env.cwd();
-    std::fs::write(root.join("Cargo.toml"), "[package]\nname = \"x\"\n").unwrap();
-    std::fs::create_dir_all(root.join("src")).unwrap();
-    std::fs::write(root.join("src/main.rs"), "fn main() {}\n").unwrap();
-    let bin = root.join("node_modules/.bin");
-    std::fs::create_dir_all(&bin).unwrap();
     // In the workspace: the server runs in the session's sandbox, which
     // can write only there (and never in dsh's home).
     let ran = root.join("ran.txt");
-    let server = bin.join("rust-analyzer");
-    std::fs::write(
-        &server,
-        format!(
-            "#!/bin/sh\necho \"ran $*\" >> '{}'\nenv >> '{}'\nexit 1\n",
+    // No rust-analyzer on this PATH: only the workspace has one.
+    plant_workspace_server(
+        &mut env,
+        &format!(
+            "echo \"ran $*\" >> '{}'\nenv >> '{}'\nexit 1\n",
             ran.display(),
             ran.display()
         ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&server, std::fs::Permissions::from_mode(0o755)).unwrap();
-    // No rust-analyzer on this PATH: only the workspace has one.
-    env.extra_env.push(("PATH".into(), "/usr/bin:/bin".into()));
+    );
     let query = |id: &str| {
         call(
             id,

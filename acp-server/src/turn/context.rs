@@ -71,7 +71,7 @@ impl Turn<'_> {
         let home = self.config.home.clone();
         let cwd = PathBuf::from(&self.session.header.cwd);
         let known = self.session.locked().state.instructions.clone();
-        let hidden = self.config.sandbox.hidden_paths(&home);
+        let hidden = self.config.protected.hidden().to_vec();
         let batch = match tokio::task::spawn_blocking(move || {
             find(&settings, &home, &cwd, &known, &hidden)
         })

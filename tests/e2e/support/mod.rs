@@ -871,3 +871,20 @@ pub fn tool_result(env: &TestEnv, call_id: &str) -> String {
     }
     panic!("no tool result for {call_id}");
 }
+
+/// A Rust project in `env`'s workspace whose only `rust-analyzer` is
+/// `node_modules/.bin/rust-analyzer`, a shell script from the workspace
+/// running `script` (PATH keeps any other out of reach).
+pub fn plant_workspace_server(env: &mut TestEnv, script: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let root = env.cwd();
+    std::fs::write(root.join("Cargo.toml"), "[package]\nname = \"x\"\n").unwrap();
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::write(root.join("src/main.rs"), "fn main() {}\n").unwrap();
+    let bin = root.join("node_modules/.bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let server = bin.join("rust-analyzer");
+    std::fs::write(&server, format!("#!/bin/sh\n{script}")).unwrap();
+    std::fs::set_permissions(&server, std::fs::Permissions::from_mode(0o755)).unwrap();
+    env.extra_env.push(("PATH".into(), "/usr/bin:/bin".into()));
+}
