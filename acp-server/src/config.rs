@@ -2,118 +2,25 @@
 //! variables. Two stages, like ripgrep's: [`RawConfig`] is what serde reads,
 //! [`Config`] is validated and complete.
 //!
+//! Each subsystem owns its settings type and receives only that (the model
+//! client [`ModelSettings`], the sandbox [`crate::sandbox::SandboxSettings`],
+//! a session's choices [`Choices`], ...): this module composes them and
+//! nothing below it imports it back.
+//!
 //! The API key is never stored here: only the *name* of the variable that
-//! holds it, resolved per request by [`Config::api_key`].
+//! holds it, resolved per request ([`crate::credentials::KeySource`]).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
+use dsh_protocol::model::{ModelInfo, ThoughtLevel};
 use serde::Deserialize;
 
-/// Which wire dialect the provider speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ProviderKind {
-    /// DeepSeek's API: OpenAI-compatible plus `thinking`, `reasoning_effort`
-    /// and `reasoning_content`.
-    Deepseek,
-    /// A plain OpenAI-compatible endpoint (llama.cpp, vLLM, Ollama, ...).
-    Openai,
-    /// Scripted responses from a JSONL file; no network, no key.
-    Replay,
-}
-
-/// Reasoning effort, exposed as the `thought_level` session option.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ThoughtLevel {
-    /// Thinking disabled.
-    Off,
-    /// Low effort.
-    Low,
-    /// High effort (the DeepSeek default).
-    High,
-    /// Maximum effort.
-    Max,
-}
-
-impl ThoughtLevel {
-    /// All levels, in menu order.
-    pub const ALL: [ThoughtLevel; 4] = [
-        ThoughtLevel::Off,
-        ThoughtLevel::Low,
-        ThoughtLevel::High,
-        ThoughtLevel::Max,
-    ];
-
-    /// The option value id.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ThoughtLevel::Off => "off",
-            ThoughtLevel::Low => "low",
-            ThoughtLevel::High => "high",
-            ThoughtLevel::Max => "max",
-        }
-    }
-
-    /// Parses an option value id.
-    pub fn parse(value: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|level| level.as_str() == value)
-    }
-
-    /// Display name.
-    pub fn name(self) -> &'static str {
-        match self {
-            ThoughtLevel::Off => "Off",
-            ThoughtLevel::Low => "Low",
-            ThoughtLevel::High => "High",
-            ThoughtLevel::Max => "Max",
-        }
-    }
-
-    /// One-line description.
-    pub fn description(self) -> &'static str {
-        match self {
-            ThoughtLevel::Off => "No reasoning; fastest",
-            ThoughtLevel::Low => "Brief reasoning",
-            ThoughtLevel::High => "Thorough reasoning (default)",
-            ThoughtLevel::Max => "Maximum reasoning effort",
-        }
-    }
-}
-
-/// One model in the catalog.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct ModelInfo {
-    /// Provider model id.
-    pub id: String,
-    /// Display name.
-    #[serde(default)]
-    pub name: Option<String>,
-    /// Description for the picker.
-    #[serde(default)]
-    pub description: Option<String>,
-    /// Context window in tokens.
-    #[serde(default = "default_context_window")]
-    pub context_window: u64,
-    /// Output cap per request.
-    #[serde(default)]
-    pub max_tokens: Option<u64>,
-    /// Whether the model accepts images.
-    #[serde(default)]
-    pub images: bool,
-}
-
-impl ModelInfo {
-    /// Name for menus.
-    pub fn display_name(&self) -> &str {
-        self.name.as_deref().unwrap_or(&self.id)
-    }
-}
-
-fn default_context_window() -> u64 {
-    1_000_000
-}
+use crate::credentials::{Env, KeySource};
+use crate::model::settings::{builtin_models, DEFAULT_API_KEY_ENV, DEFAULT_BASE_URL};
+use crate::model::{ModelSettings, ProviderKind, RetryPolicy};
+use crate::settings::Choices;
 
 /// `config.toml` as written by the user. Every field is optional.
 #[derive(Debug, Default, Deserialize)]
@@ -243,28 +150,11 @@ pub struct RawTitles {
 pub struct Config {
     /// `$DSH_HOME`.
     pub home: PathBuf,
-    /// Provider dialect.
-    pub provider: ProviderKind,
-    /// Base URL without a trailing slash.
-    pub base_url: String,
-    /// Environment variable holding the key.
-    pub api_key_env: String,
-    /// Replay script, for the replay provider.
-    pub replay_file: Option<PathBuf>,
-    /// Idle timeout between stream reads.
-    pub stream_idle_timeout: Duration,
-    /// Timeout up to response headers.
-    pub request_timeout: Duration,
-    /// Retry policy.
-    pub retry: RetryPolicy,
-    /// Model catalog (never empty).
-    pub models: Vec<ModelInfo>,
-    /// Default model id (in the catalog).
-    pub default_model: String,
-    /// Default reasoning effort.
-    pub default_thought_level: ThoughtLevel,
-    /// Default permission mode.
-    pub default_mode: crate::permission::Mode,
+    /// The model client's settings.
+    pub model: Arc<ModelSettings>,
+    /// The models, reasoning levels and modes a session can pick, and its
+    /// defaults.
+    pub choices: Arc<Choices>,
     /// `session/list` page size.
     pub list_page_size: usize,
     /// Ask the model for a title during the first turn.
@@ -277,8 +167,6 @@ pub struct Config {
     pub max_image_bytes: usize,
     /// Language servers.
     pub lsp: dsh_lsp_bridge::BridgeSettings,
-    /// Send the session id header to the provider.
-    pub session_header: bool,
     /// How children are started (environment scrubbing, command guard).
     pub spawner: dsh_process::Spawner,
     /// Paths whose change is always asked about, and `$DSH_HOME`.
@@ -295,72 +183,6 @@ pub struct Config {
     pub checkpoints: crate::checkpoint::CheckpointSettings,
     /// `web_fetch` and `web_search`.
     pub web: crate::web::WebSettings,
-    /// Where the API key may come from.
-    pub credentials: crate::credentials::CredentialSettings,
-}
-
-/// Retries before the first byte of a response.
-#[derive(Debug, Clone, Copy)]
-pub struct RetryPolicy {
-    /// Retries after the first attempt.
-    pub max_retries: u32,
-    /// First delay.
-    pub initial_delay: Duration,
-    /// Cap.
-    pub max_delay: Duration,
-}
-
-/// DeepSeek's public API.
-pub const DEFAULT_BASE_URL: &str = "https://api.deepseek.com";
-/// The default key variable.
-pub const DEFAULT_API_KEY_ENV: &str = "DEEPSEEK_API_KEY";
-
-/// The built-in DeepSeek catalog (the seeds' V4 Flash, V4 Pro and the
-/// vision preview), 1M context, 256k output cap.
-pub fn builtin_models() -> Vec<ModelInfo> {
-    let model = |id: &str, name: &str, description: &str, images: bool| ModelInfo {
-        id: id.to_owned(),
-        name: Some(name.to_owned()),
-        description: Some(description.to_owned()),
-        context_window: 1_000_000,
-        max_tokens: Some(256_000),
-        images,
-    };
-    vec![
-        model(
-            "deepseek-v4-flash",
-            "DeepSeek V4 Flash",
-            "Fast and inexpensive; the default",
-            false,
-        ),
-        model(
-            "deepseek-v4-pro",
-            "DeepSeek V4 Pro",
-            "Strongest reasoning",
-            false,
-        ),
-        model(
-            "deepseek-v4-flash-vision-exp",
-            "DeepSeek V4 Flash Vision (exp)",
-            "Accepts images",
-            true,
-        ),
-    ]
-}
-
-/// Environment lookups, injectable for tests.
-pub trait Env {
-    /// The variable's value, if set and non-empty.
-    fn var(&self, name: &str) -> Option<String>;
-}
-
-/// The process environment.
-pub struct ProcessEnv;
-
-impl Env for ProcessEnv {
-    fn var(&self, name: &str) -> Option<String> {
-        std::env::var(name).ok().filter(|value| !value.is_empty())
-    }
 }
 
 impl Config {
@@ -428,8 +250,8 @@ impl Config {
             ));
         }
         let default_mode = match raw.default_mode.as_deref() {
-            None => crate::permission::Mode::Ask,
-            Some(mode) => crate::permission::Mode::parse(mode).ok_or_else(|| {
+            None => dsh_protocol::Mode::Ask,
+            Some(mode) => dsh_protocol::Mode::parse(mode).ok_or_else(|| {
                 format!(
                     "default_mode {mode:?} is not one of read-only, ask, accept-edits, full-access"
                 )
@@ -454,22 +276,30 @@ impl Config {
             jobs: raw.jobs,
             checkpoints: raw.checkpoints,
             web: raw.web,
-            credentials: raw.credentials,
-            provider,
-            base_url,
-            api_key_env,
-            replay_file,
-            stream_idle_timeout: ms(raw.provider.stream_idle_timeout_ms.unwrap_or(300_000)),
-            request_timeout: ms(raw.provider.request_timeout_ms.unwrap_or(120_000)),
-            retry: RetryPolicy {
-                max_retries: raw.provider.max_retries.unwrap_or(5),
-                initial_delay: ms(raw.provider.retry_initial_delay_ms.unwrap_or(500)),
-                max_delay: ms(raw.provider.retry_max_delay_ms.unwrap_or(10_000)),
-            },
-            models,
-            default_model,
-            default_thought_level: raw.default_thought_level.unwrap_or(ThoughtLevel::High),
-            default_mode,
+            model: Arc::new(ModelSettings {
+                provider,
+                base_url,
+                key: KeySource {
+                    home: home.clone(),
+                    name: api_key_env,
+                    dotenv: raw.credentials.dotenv,
+                },
+                replay_file,
+                stream_idle_timeout: ms(raw.provider.stream_idle_timeout_ms.unwrap_or(300_000)),
+                request_timeout: ms(raw.provider.request_timeout_ms.unwrap_or(120_000)),
+                retry: RetryPolicy {
+                    max_retries: raw.provider.max_retries.unwrap_or(5),
+                    initial_delay: ms(raw.provider.retry_initial_delay_ms.unwrap_or(500)),
+                    max_delay: ms(raw.provider.retry_max_delay_ms.unwrap_or(10_000)),
+                },
+                session_header: raw.provider.session_header.unwrap_or(true),
+            }),
+            choices: Arc::new(Choices {
+                models,
+                default_model,
+                default_thought_level: raw.default_thought_level.unwrap_or(ThoughtLevel::High),
+                default_mode,
+            }),
             list_page_size: raw.session.list_page_size.unwrap_or(50).max(1),
             model_titles: raw
                 .titles
@@ -479,7 +309,6 @@ impl Config {
             max_steps: raw.session.max_steps.unwrap_or(100).max(1),
             max_image_bytes: raw.session.max_image_bytes.unwrap_or(20 * 1024 * 1024),
             lsp: raw.lsp,
-            session_header: raw.provider.session_header.unwrap_or(true),
             spawner: dsh_process::Spawner::new(env_policy),
             protected,
             home,
@@ -505,40 +334,6 @@ impl Config {
     /// How commands are guarded besides the permission prompt.
     pub fn command_guard(&self) -> crate::sandbox::Guard {
         self.sandbox.guard(self.spawner.sandbox_support())
-    }
-
-    /// Whether this provider needs an API key at all.
-    pub fn needs_key(&self) -> bool {
-        self.provider != ProviderKind::Replay
-    }
-
-    /// What the key is, for people: "DeepSeek API key", or "API key for
-    /// 127.0.0.1:8080" with another OpenAI-compatible endpoint.
-    pub fn key_name(&self) -> String {
-        match self.provider {
-            ProviderKind::Deepseek if self.base_url == DEFAULT_BASE_URL => {
-                "DeepSeek API key".to_owned()
-            }
-            _ => {
-                let host = self
-                    .base_url
-                    .split_once("://")
-                    .map_or(self.base_url.as_str(), |(_, rest)| rest);
-                let host = host.split('/').next().unwrap_or(host);
-                format!("API key for {host}")
-            }
-        }
-    }
-
-    /// Resolves the API key now (keys rotate; never cache it).
-    pub fn api_key(&self) -> Option<String> {
-        crate::credentials::resolve(crate::credentials::Lookup::of(self), &ProcessEnv)
-            .map(|(key, _)| key)
-    }
-
-    /// A model from the catalog.
-    pub fn model(&self, id: &str) -> Option<&ModelInfo> {
-        self.models.iter().find(|model| model.id == id)
     }
 
     /// Where session logs live.
@@ -567,12 +362,12 @@ mod tests {
         .unwrap();
         let env = MapEnv(HashMap::from([("DEEPSEEK_BASE_URL", "http://env/v1/")]));
         let config = Config::from_raw(raw, "/h".into(), &env).unwrap();
-        assert_eq!(config.base_url, "http://env/v1");
-        assert_eq!(config.provider, ProviderKind::Openai);
-        assert_eq!(config.api_key_env, "MY_KEY");
-        assert_eq!(config.default_model, "deepseek-v4-flash");
-        assert_eq!(config.retry.max_retries, 5);
-        assert_eq!(config.default_thought_level, ThoughtLevel::High);
+        assert_eq!(config.model.base_url, "http://env/v1");
+        assert_eq!(config.model.provider, ProviderKind::Openai);
+        assert_eq!(config.model.key.name, "MY_KEY");
+        assert_eq!(config.choices.default_model, "deepseek-v4-flash");
+        assert_eq!(config.model.retry.max_retries, 5);
+        assert_eq!(config.choices.default_thought_level, ThoughtLevel::High);
     }
 
     #[test]

@@ -27,6 +27,21 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 use serde::Deserialize;
 
+/// Environment lookups, injectable for tests.
+pub trait Env {
+    /// The variable's value, if set and non-empty.
+    fn var(&self, name: &str) -> Option<String>;
+}
+
+/// The process environment.
+pub struct ProcessEnv;
+
+impl Env for ProcessEnv {
+    fn var(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok().filter(|value| !value.is_empty())
+    }
+}
+
 /// `[credentials]`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -79,14 +94,32 @@ pub struct Lookup<'a> {
     pub dotenv: bool,
 }
 
+/// Where a key is looked up, owned: what the model's settings carry.
+#[derive(Debug, Clone)]
+pub struct KeySource {
+    /// `$DSH_HOME`.
+    pub home: PathBuf,
+    /// The key's variable (`DEEPSEEK_API_KEY`, or `provider.api_key_env`).
+    pub name: String,
+    /// Whether `./.env` may be read.
+    pub dotenv: bool,
+}
+
 impl<'a> Lookup<'a> {
-    /// The lookup `config` asks for.
-    pub fn of(config: &'a crate::config::Config) -> Lookup<'a> {
+    /// The lookup `source` describes.
+    pub fn of(source: &'a KeySource) -> Lookup<'a> {
         Lookup {
-            home: &config.home,
-            name: &config.api_key_env,
-            dotenv: config.credentials.dotenv,
+            home: &source.home,
+            name: &source.name,
+            dotenv: source.dotenv,
         }
+    }
+}
+
+impl KeySource {
+    /// Resolves the key now (keys rotate; never cache it).
+    pub fn resolve(&self) -> Option<String> {
+        resolve(Lookup::of(self), &ProcessEnv).map(|(key, _)| key)
     }
 }
 
@@ -95,7 +128,7 @@ static LAST_SOURCE: AtomicU8 = AtomicU8::new(0);
 
 /// The key and where it came from; `env` is the process environment (a
 /// seam for tests).
-pub fn resolve(lookup: Lookup<'_>, env: &dyn crate::config::Env) -> Option<(String, Source)> {
+pub fn resolve(lookup: Lookup<'_>, env: &dyn Env) -> Option<(String, Source)> {
     let found = find(lookup, env);
     if let Some((_, source)) = &found {
         let source = *source;
@@ -109,7 +142,7 @@ pub fn resolve(lookup: Lookup<'_>, env: &dyn crate::config::Env) -> Option<(Stri
     found
 }
 
-fn find(lookup: Lookup<'_>, env: &dyn crate::config::Env) -> Option<(String, Source)> {
+fn find(lookup: Lookup<'_>, env: &dyn Env) -> Option<(String, Source)> {
     let Lookup { home, name, dotenv } = lookup;
     if let Some(value) = env.var(name).filter(|value| !value.trim().is_empty()) {
         return Some((value, Source::Environment));
@@ -152,14 +185,13 @@ pub fn missing(lookup: Lookup<'_>) -> String {
 
 /// [`resolve`] for async code: the environment is read inline, the files
 /// (when it has no key) on a blocking thread.
-pub async fn resolve_now(config: &crate::config::Config) -> Option<String> {
-    use crate::config::Env as _;
-    let lookup = Lookup::of(config);
-    if crate::config::ProcessEnv
+pub async fn resolve_now(source: &KeySource) -> Option<String> {
+    let lookup = Lookup::of(source);
+    if ProcessEnv
         .var(lookup.name)
         .is_some_and(|value| !value.trim().is_empty())
     {
-        return resolve(lookup, &crate::config::ProcessEnv).map(|(value, _)| value);
+        return resolve(lookup, &ProcessEnv).map(|(value, _)| value);
     }
     let (home, name, dotenv) = (
         lookup.home.to_path_buf(),
@@ -172,7 +204,7 @@ pub async fn resolve_now(config: &crate::config::Config) -> Option<String> {
             name: &name,
             dotenv,
         };
-        resolve(lookup, &crate::config::ProcessEnv).map(|(value, _)| value)
+        resolve(lookup, &ProcessEnv).map(|(value, _)| value)
     })
     .await
     .ok()
@@ -344,8 +376,8 @@ mod tests {
     use super::*;
     use std::collections::HashMap;
 
-    struct Env(HashMap<&'static str, &'static str>);
-    impl crate::config::Env for Env {
+    struct MapEnv(HashMap<&'static str, &'static str>);
+    impl super::Env for MapEnv {
         fn var(&self, name: &str) -> Option<String> {
             self.0.get(name).map(|v| (*v).to_owned())
         }
@@ -359,7 +391,7 @@ mod tests {
             name: "K_TEST",
             dotenv: false,
         };
-        let none = Env(HashMap::new());
+        let none = MapEnv(HashMap::new());
         assert_eq!(resolve(lookup, &none), None);
         std::fs::write(home.path().join(".env"), "OTHER=1\nK_TEST=from-home-env\n").unwrap();
         assert_eq!(
@@ -371,7 +403,7 @@ mod tests {
             resolve(lookup, &none),
             Some(("stored-key".to_owned(), Source::Stored))
         );
-        let env = Env(HashMap::from([("K_TEST", "from-env")]));
+        let env = MapEnv(HashMap::from([("K_TEST", "from-env")]));
         assert_eq!(
             resolve(lookup, &env),
             Some(("from-env".to_owned(), Source::Environment))

@@ -10,16 +10,16 @@ use crate::config::Config;
 
 /// `dsh login`: the process's exit status.
 pub fn login(config: &Config) -> u8 {
-    let name = &config.api_key_env;
+    let name = &config.model.key.name;
     let mut stderr = std::io::stderr();
     let key = if std::io::stdin().is_terminal() {
         let _ = writeln!(
             stderr,
             "dsh stores the {} in {} (readable only by you).",
-            config.key_name(),
+            config.model.key_name(),
             crate::credentials::credentials_file(&config.home).display()
         );
-        rpassword::prompt_password(format!("{}: ", config.key_name()))
+        rpassword::prompt_password(format!("{}: ", config.model.key_name()))
     } else {
         let mut line = String::new();
         std::io::stdin().lock().read_line(&mut line).map(|_| line)
@@ -40,7 +40,7 @@ pub fn login(config: &Config) -> u8 {
             let _ = writeln!(
                 stderr,
                 "Logged in: the {} is stored in {}. {name} in the environment still takes precedence.",
-                config.key_name(),
+                config.model.key_name(),
                 path.display()
             );
             0
@@ -55,12 +55,12 @@ pub fn login(config: &Config) -> u8 {
 /// `dsh logout`: the process's exit status.
 pub fn logout(config: &Config) -> u8 {
     let mut stderr = std::io::stderr();
-    match crate::credentials::remove(&config.home, &config.api_key_env) {
+    match crate::credentials::remove(&config.home, &config.model.key.name) {
         Ok(true) => {
             let _ = writeln!(
                 stderr,
                 "Logged out: the stored {} is removed.",
-                config.key_name()
+                config.model.key_name()
             );
             0
         }
@@ -68,7 +68,7 @@ pub fn logout(config: &Config) -> u8 {
             let _ = writeln!(
                 stderr,
                 "No stored {}; nothing to remove.",
-                config.key_name()
+                config.model.key_name()
             );
             0
         }

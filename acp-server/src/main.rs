@@ -7,7 +7,8 @@ use std::process::ExitCode;
 
 use dsh_acp_server::acp::transport;
 use dsh_acp_server::agent::Agent;
-use dsh_acp_server::config::{Config, ProcessEnv};
+use dsh_acp_server::config::Config;
+use dsh_acp_server::credentials::ProcessEnv;
 
 const HELP: &str = "\
 dsh — a coding agent for editors, served over the Agent Client Protocol (ACP)

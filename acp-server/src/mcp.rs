@@ -26,7 +26,7 @@ use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use tokio_util::sync::CancellationToken;
 
-use crate::model::ToolSchema;
+use dsh_protocol::model::ToolSchema;
 
 /// How to reach one server.
 #[derive(Debug, Clone, PartialEq, Eq)]

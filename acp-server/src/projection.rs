@@ -27,8 +27,7 @@ use dsh_protocol::log::{ConfigKey, Event, EventData, InstructionFile, Instructio
 use dsh_protocol::tool::{ToolContent, ToolStatus, ToolView};
 use dsh_protocol::ToolCallId;
 
-use crate::config::Config;
-use crate::settings::Settings;
+use crate::settings::{Choices, Settings};
 use crate::update::AgentUpdate;
 
 /// Whether events are projected as they happen or read back from the log.
@@ -77,7 +76,7 @@ impl Projection {
         &mut self,
         event: &Event,
         settings: &Settings,
-        config: &Config,
+        choices: &Choices,
         delivery: Delivery,
     ) -> Vec<AgentUpdate> {
         let replay = delivery == Delivery::Replay;
@@ -107,10 +106,10 @@ impl Projection {
                     .map(|usage| usage.context_tokens())
                     .or(*estimated_context)
                 {
-                    let size = config
+                    let size = choices
                         .model(model)
                         .map(|model| model.context_window)
-                        .unwrap_or_else(|| settings.context_window(config));
+                        .unwrap_or_else(|| settings.context_window(choices));
                     updates.push(AgentUpdate::Usage { used, size });
                 }
                 updates
@@ -213,7 +212,7 @@ impl Projection {
                     ConfigKey::Mode => updates.push(AgentUpdate::Mode(settings.mode)),
                     ConfigKey::Model | ConfigKey::ThoughtLevel => {}
                 }
-                updates.push(AgentUpdate::ConfigOptions(settings.options(config)));
+                updates.push(AgentUpdate::ConfigOptions(settings.options(choices)));
                 updates
             }
             EventData::Instructions { files, .. } => {
@@ -227,7 +226,7 @@ impl Projection {
                 summary,
                 ..
             } => {
-                let size = settings.context_window(config);
+                let size = settings.context_window(choices);
                 let Some(call_id) = call_id else {
                     // Summaries from before dsh showed them as a tool call.
                     return vec![AgentUpdate::MessageChunk(format!(

@@ -5,7 +5,7 @@
 
 use dsh_protocol::log::SessionHeader;
 
-use crate::permission::Mode;
+use dsh_protocol::Mode;
 
 /// The system prompt of the side request that names a session.
 pub const TITLE_PROMPT: &str = "You name coding sessions. Reply with a title for the session the user's first message below starts: at most six words, in the message's language, no quotes, no final punctuation, nothing else.";

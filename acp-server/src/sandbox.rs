@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use dsh_process::sandbox::{Sandbox, Support};
 use serde::Deserialize;
 
-use crate::permission::Mode;
+use dsh_protocol::Mode;
 
 /// Secret locations under `$HOME` no sandboxed command may read.
 pub const DEFAULT_HIDDEN: &[&str] = &[
@@ -330,21 +330,41 @@ impl CommandRun {
     }
 }
 
-/// How a command of `session` runs now (`with_network`: the user allowed
-/// this one the network).
-pub fn command_run(
-    config: &crate::config::Config,
-    session: &crate::session::Session,
-    with_network: bool,
-) -> CommandRun {
-    let mode = session.mode();
-    let guard = config.command_guard();
+/// What a session's commands are sandboxed by now: the settings, the
+/// machine's guard, the hidden paths, and the session's id, roots and mode.
+#[derive(Debug, Clone, Copy)]
+pub struct Scope<'a> {
+    /// `[sandbox]`.
+    pub settings: &'a SandboxSettings,
+    /// What the machine allows.
+    pub guard: Guard,
+    /// Paths no command may see.
+    pub hidden: &'a [PathBuf],
+    /// The session's id (its private temporary directory is named for it).
+    pub session: &'a str,
+    /// The session's canonical roots.
+    pub roots: &'a [PathBuf],
+    /// The session's mode now.
+    pub mode: Mode,
+}
+
+/// How a command runs in `scope` (`with_network`: the user allowed this
+/// one the network).
+pub fn command_run(scope: Scope<'_>, with_network: bool) -> CommandRun {
+    let Scope {
+        settings,
+        guard,
+        hidden,
+        session,
+        roots,
+        mode,
+    } = scope;
     let mut run = CommandRun::unsandboxed(mode);
-    run.session = session.id.to_string();
+    run.session = session.to_owned();
     if !matches!(guard, Guard::Kernel { .. }) || mode == Mode::FullAccess {
         return run;
     }
-    let tmp = match private_tmp(session.id.as_str()) {
+    let tmp = match private_tmp(session) {
         Ok(tmp) => tmp,
         Err(err) => {
             run.refused = Some(format!(
@@ -353,17 +373,9 @@ pub fn command_run(
             return run;
         }
     };
-    run.sandbox = for_command(
-        mode,
-        guard,
-        &config.sandbox,
-        &session.roots,
-        &tmp,
-        config.protected.hidden(),
-        with_network,
-    );
+    run.sandbox = for_command(mode, guard, settings, roots, &tmp, hidden, with_network);
     run.tmp = Some(tmp);
-    run.local_only = config.sandbox.prefer_local;
+    run.local_only = settings.prefer_local;
     run
 }
 

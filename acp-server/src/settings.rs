@@ -4,10 +4,31 @@
 
 use dsh_protocol::log::ConfigKey;
 
-use crate::config::{Config, ThoughtLevel};
+use dsh_protocol::model::{ModelInfo, ThoughtLevel};
+use dsh_protocol::Mode;
+
 use crate::error::AgentError;
-use crate::permission::Mode;
 use crate::update::{ConfigOption, ConfigValue};
+
+/// What a session's settings can be, and what a new session starts with.
+#[derive(Debug, Clone)]
+pub struct Choices {
+    /// Model catalog (never empty).
+    pub models: Vec<ModelInfo>,
+    /// Default model id (in the catalog).
+    pub default_model: String,
+    /// Default reasoning effort.
+    pub default_thought_level: ThoughtLevel,
+    /// Default permission mode.
+    pub default_mode: Mode,
+}
+
+impl Choices {
+    /// A model from the catalog.
+    pub fn model(&self, id: &str) -> Option<&ModelInfo> {
+        self.models.iter().find(|model| model.id == id)
+    }
+}
 
 /// The current settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,24 +43,24 @@ pub struct Settings {
 
 impl Settings {
     /// A new session's settings.
-    pub fn defaults(config: &Config) -> Settings {
+    pub fn defaults(choices: &Choices) -> Settings {
         Settings {
-            mode: config.default_mode,
-            model: config.default_model.clone(),
-            thought_level: config.default_thought_level,
+            mode: choices.default_mode,
+            model: choices.default_model.clone(),
+            thought_level: choices.default_thought_level,
         }
     }
 
     /// Folds a logged change in. A model that left the catalog since it was
     /// chosen falls back to the default; unknown values and keys are
     /// ignored (a newer dsh wrote them).
-    pub fn apply(&mut self, key: ConfigKey, value: &str, config: &Config) {
+    pub fn apply(&mut self, key: ConfigKey, value: &str, choices: &Choices) {
         match key {
             ConfigKey::Model => {
-                self.model = if config.model(value).is_some() {
+                self.model = if choices.model(value).is_some() {
                     value.to_owned()
                 } else {
-                    config.default_model.clone()
+                    choices.default_model.clone()
                 };
             }
             ConfigKey::ThoughtLevel => {
@@ -60,14 +81,14 @@ impl Settings {
     ///
     /// # Errors
     /// An unknown option or value, with the choices in the message.
-    pub fn validate(config: &Config, key: &str, value: &str) -> Result<ConfigKey, AgentError> {
+    pub fn validate(choices: &Choices, key: &str, value: &str) -> Result<ConfigKey, AgentError> {
         let key = ConfigKey::parse(key).ok_or_else(|| {
             AgentError::InvalidParams(format!(
                 "unknown config option {key:?}; this session has mode, model and thought_level"
             ))
         })?;
         let known = match key {
-            ConfigKey::Model => config.model(value).is_some(),
+            ConfigKey::Model => choices.model(value).is_some(),
             ConfigKey::ThoughtLevel => ThoughtLevel::parse(value).is_some(),
             ConfigKey::Mode => Mode::parse(value).is_some(),
             ConfigKey::Unknown => false,
@@ -75,8 +96,8 @@ impl Settings {
         if known {
             return Ok(key);
         }
-        let choices: Vec<String> = Self::defaults(config)
-            .options(config)
+        let choices: Vec<String> = Self::defaults(choices)
+            .options(choices)
             .into_iter()
             .find(|option| option.key == key)
             .map(|option| option.values.into_iter().map(|value| value.id).collect())
@@ -89,7 +110,7 @@ impl Settings {
     }
 
     /// Every option with its current value, in menu order.
-    pub fn options(&self, config: &Config) -> Vec<ConfigOption> {
+    pub fn options(&self, choices: &Choices) -> Vec<ConfigOption> {
         vec![
             ConfigOption {
                 key: ConfigKey::Mode,
@@ -110,7 +131,7 @@ impl Settings {
                 name: "Model",
                 description: "The model that answers in this session",
                 current: self.model.clone(),
-                values: config
+                values: choices
                     .models
                     .iter()
                     .map(|model| ConfigValue {
@@ -138,8 +159,8 @@ impl Settings {
     }
 
     /// The selected model's context window.
-    pub fn context_window(&self, config: &Config) -> u64 {
-        config
+    pub fn context_window(&self, choices: &Choices) -> u64 {
+        choices
             .model(&self.model)
             .map(|model| model.context_window)
             .unwrap_or(0)

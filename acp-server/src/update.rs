@@ -7,7 +7,7 @@ use dsh_protocol::log::{ConfigKey, PlanEntry};
 use dsh_protocol::tool::{ToolStatus, ToolView};
 use dsh_protocol::{ToolCallId, UserContent};
 
-use crate::permission::Mode;
+use dsh_protocol::Mode;
 
 /// Something the editor should show.
 #[derive(Debug, Clone, PartialEq)]

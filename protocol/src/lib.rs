@@ -14,9 +14,12 @@ pub mod error;
 pub mod history;
 pub mod ids;
 pub mod log;
+pub mod mode;
 pub mod model;
+pub mod plan;
 pub mod tool;
 
 pub use content::UserContent;
 pub use error::ErrorCode;
 pub use ids::{SessionId, ToolCallId};
+pub use mode::Mode;

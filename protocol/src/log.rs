@@ -17,6 +17,7 @@ use crate::content::UserContent;
 use crate::error::{ErrorCode, ErrorInfo};
 use crate::ids::{SessionId, ToolCallId};
 use crate::model::{FinishReason, ToolCallRequest, Usage};
+pub use crate::plan::{PlanEntry, PlanPriority, PlanStatus};
 use crate::tool::{ToolStatus, ToolView};
 
 pub use crate::context::{InstructionFile, InstructionStatus};
@@ -161,43 +162,6 @@ impl PermissionOutcome {
                 | PermissionOutcome::AllowAlways
         )
     }
-}
-
-/// Where a plan entry stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PlanStatus {
-    /// Not started.
-    Pending,
-    /// Being worked on.
-    InProgress,
-    /// Done.
-    Completed,
-}
-
-/// How much a plan entry matters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PlanPriority {
-    /// First.
-    High,
-    /// The default.
-    #[default]
-    Medium,
-    /// Last.
-    Low,
-}
-
-/// One entry of the agent's plan.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PlanEntry {
-    /// What to do.
-    pub content: String,
-    /// Where it stands.
-    pub status: PlanStatus,
-    /// How much it matters.
-    #[serde(default)]
-    pub priority: PlanPriority,
 }
 
 /// A session setting.

@@ -153,3 +153,106 @@ pub enum StreamEvent {
     /// The end of the call; nothing follows.
     Finish(FinishReason),
 }
+
+/// Reasoning effort, exposed as the `thought_level` session option.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThoughtLevel {
+    /// Thinking disabled.
+    Off,
+    /// Low effort.
+    Low,
+    /// High effort (the DeepSeek default).
+    High,
+    /// Maximum effort.
+    Max,
+}
+
+impl ThoughtLevel {
+    /// All levels, in menu order.
+    pub const ALL: [ThoughtLevel; 4] = [
+        ThoughtLevel::Off,
+        ThoughtLevel::Low,
+        ThoughtLevel::High,
+        ThoughtLevel::Max,
+    ];
+
+    /// The option value id.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ThoughtLevel::Off => "off",
+            ThoughtLevel::Low => "low",
+            ThoughtLevel::High => "high",
+            ThoughtLevel::Max => "max",
+        }
+    }
+
+    /// Parses an option value id.
+    pub fn parse(value: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|level| level.as_str() == value)
+    }
+
+    /// Display name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ThoughtLevel::Off => "Off",
+            ThoughtLevel::Low => "Low",
+            ThoughtLevel::High => "High",
+            ThoughtLevel::Max => "Max",
+        }
+    }
+
+    /// One-line description.
+    pub fn description(self) -> &'static str {
+        match self {
+            ThoughtLevel::Off => "No reasoning; fastest",
+            ThoughtLevel::Low => "Brief reasoning",
+            ThoughtLevel::High => "Thorough reasoning (default)",
+            ThoughtLevel::Max => "Maximum reasoning effort",
+        }
+    }
+}
+
+/// One model in the catalog.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct ModelInfo {
+    /// Provider model id.
+    pub id: String,
+    /// Display name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Description for the picker.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Context window in tokens.
+    #[serde(default = "default_context_window")]
+    pub context_window: u64,
+    /// Output cap per request.
+    #[serde(default)]
+    pub max_tokens: Option<u64>,
+    /// Whether the model accepts images.
+    #[serde(default)]
+    pub images: bool,
+}
+
+impl ModelInfo {
+    /// Name for menus.
+    pub fn display_name(&self) -> &str {
+        self.name.as_deref().unwrap_or(&self.id)
+    }
+}
+
+fn default_context_window() -> u64 {
+    1_000_000
+}
+
+/// A tool the model may call, as a JSON schema.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolSchema {
+    /// Tool name.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// JSON schema of the arguments.
+    pub parameters: serde_json::Value,
+}

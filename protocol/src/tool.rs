@@ -126,7 +126,7 @@ pub struct ToolOutcome {
     /// The final presentation.
     pub view: ToolView,
     /// A new plan (`todo_write`).
-    pub plan: Option<Vec<crate::log::PlanEntry>>,
+    pub plan: Option<Vec<crate::plan::PlanEntry>>,
     /// Content the model sees after the tool results (images `read`
     /// loaded).
     pub attachments: Vec<crate::content::UserContent>,

@@ -14,11 +14,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use dsh_acp_server::agent::{Agent, Opened};
-use dsh_acp_server::config::{Config, ProviderKind, RawConfig};
+use dsh_acp_server::config::{Config, RawConfig};
 use dsh_acp_server::frontend::{Frontend, PermissionAsk};
 use dsh_acp_server::model::replay::ReplayProvider;
 use dsh_acp_server::model::script::ScriptEntry;
 use dsh_acp_server::model::Provider;
+use dsh_acp_server::model::ProviderKind;
 use dsh_acp_server::update::AgentUpdate;
 use dsh_protocol::log::PermissionOutcome;
 use dsh_protocol::tool::{ToolContent, ToolStatus};
@@ -138,7 +139,7 @@ impl World {
 }
 
 struct NoEnv;
-impl dsh_acp_server::config::Env for NoEnv {
+impl dsh_acp_server::credentials::Env for NoEnv {
     fn var(&self, _name: &str) -> Option<String> {
         None
     }

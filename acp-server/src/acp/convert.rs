@@ -8,8 +8,8 @@ use dsh_protocol::UserContent;
 
 use crate::error::AgentError;
 use crate::mcp::{McpServerConfig, McpTransport};
-use crate::permission::Mode;
 use crate::update::{AgentUpdate, ConfigOption};
+use dsh_protocol::Mode;
 
 /// Prompt blocks → user content.
 ///

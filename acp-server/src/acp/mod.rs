@@ -41,10 +41,10 @@ pub fn initialize_response(request: &InitializeRequest, agent: &Agent) -> Initia
     if request.protocol_version != ProtocolVersion::V1 {
         tracing::info!(client = ?request.protocol_version, "client asked for another protocol version; answering 1");
     }
-    let env = &agent.config().api_key_env;
-    let key = agent.config().key_name();
+    let env = &agent.config().model.key.name;
+    let key = agent.config().model.key_name();
     let mut methods = Vec::new();
-    if agent.config().needs_key() {
+    if agent.config().model.needs_key() {
         // The terminal login, in both shapes clients read: `type:
         // "terminal"` with `args` (the auth-methods RFD; the registry's
         // verifier), and `_meta["terminal-auth"]` with the command (Zed's

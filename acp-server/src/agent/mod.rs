@@ -24,18 +24,17 @@ use dsh_protocol::{SessionId, UserContent};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::config::{Config, ProviderKind};
+use crate::config::Config;
 use crate::error::AgentError;
 use crate::frontend::Frontend;
 use crate::mcp::{McpHub, McpServerConfig};
-use crate::model::replay::ReplayProvider;
 use crate::model::Provider;
-use crate::permission::Mode;
 use crate::session::state::SessionState;
 use crate::session::{Session, TurnTicket};
 use crate::settings::Settings;
 use crate::store::{now_ms, SessionStore};
 use crate::update::ConfigOption;
+use dsh_protocol::Mode;
 
 /// How long closing one session waits for its turn to stop.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
@@ -90,7 +89,7 @@ impl Agent {
         let provider = if config_error.is_some() {
             None
         } else {
-            match build_provider(&config) {
+            match Provider::from_settings(&config.model) {
                 Ok(provider) => Some(Arc::new(provider)),
                 Err(error) => {
                     config_error = Some(error);
@@ -140,8 +139,8 @@ impl Agent {
 
     /// Whether a model credential is available now (or none is needed).
     pub async fn has_credential(&self) -> bool {
-        !self.config.needs_key()
-            || crate::credentials::resolve_now(&self.config)
+        !self.config.model.needs_key()
+            || crate::credentials::resolve_now(&self.config.model.key)
                 .await
                 .is_some()
     }
@@ -156,9 +155,9 @@ impl Agent {
         } else {
             Err(AgentError::AuthRequired(format!(
                 "dsh needs the {key}: run `dsh login` in a terminal (or use your editor's Authenticate button), or set {env} in the environment your editor starts dsh with — in Zed, under agent_servers.<name>.env in settings.json ({checked})",
-                env = self.config.api_key_env,
-                key = self.config.key_name(),
-                checked = crate::credentials::missing(crate::credentials::Lookup::of(&self.config)),
+                env = self.config.model.key.name,
+                key = self.config.model.key_name(),
+                checked = crate::credentials::missing(crate::credentials::Lookup::of(&self.config.model.key)),
             )))
         }
     }
@@ -188,7 +187,7 @@ impl Agent {
     /// # Errors
     /// The credentials file cannot be rewritten.
     pub async fn logout(&self) -> Result<(), AgentError> {
-        let (home, name) = (self.config.home.clone(), self.config.api_key_env.clone());
+        let (home, name) = (self.config.home.clone(), self.config.model.key.name.clone());
         blocking(move || {
             crate::credentials::remove(&home, &name)
                 .map(drop)
@@ -241,7 +240,7 @@ impl Agent {
         let session = Session::new(
             self.config.clone(),
             header,
-            SessionState::new(&self.config),
+            SessionState::new(&self.config.choices),
             log,
             &self.shutdown,
         );
@@ -268,7 +267,9 @@ impl Agent {
         let opened = blocking(move || {
             let mut log = store.open(&key)?;
             let state =
-                SessionState::restore(&config, &mut log.reader, out.as_deref(), &|_| false)?;
+                SessionState::restore(&config.choices, &mut log.reader, out.as_deref(), &|_| {
+                    false
+                })?;
             let header = log.reader.header.clone();
             Ok((header, state, log.finish()?))
         })
@@ -470,7 +471,7 @@ impl Agent {
         out: &dyn Frontend,
     ) -> Result<Vec<ConfigOption>, AgentError> {
         let session = self.session(id)?;
-        let key = Settings::validate(&self.config, key, value)?;
+        let key = Settings::validate(&self.config.choices, key, value)?;
         tracing::info!(session = %id, key = key.as_str(), value, "setting changed");
         session.record(
             EventData::Config {
@@ -608,23 +609,9 @@ async fn blocking<T: Send + 'static>(
 }
 
 struct NoEnv;
-impl crate::config::Env for NoEnv {
+impl crate::credentials::Env for NoEnv {
     fn var(&self, _name: &str) -> Option<String> {
         None
-    }
-}
-
-fn build_provider(config: &Arc<Config>) -> Result<Provider, String> {
-    match config.provider {
-        ProviderKind::Replay => {
-            let path = config.replay_file.as_ref().ok_or(
-                "the replay provider needs a script: set DSH_REPLAY_FILE or provider.replay_file",
-            )?;
-            Ok(Provider::Replay(ReplayProvider::from_file(path)?))
-        }
-        ProviderKind::Deepseek | ProviderKind::Openai => Ok(Provider::Http(
-            crate::model::http::HttpProvider::new(config.clone())?,
-        )),
     }
 }
 

@@ -11,8 +11,9 @@ use dsh_protocol::UserContent;
 use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Serialize, Serializer};
 
+use super::ProviderKind;
 use super::{ModelRequest, ToolSchema};
-use crate::config::{ProviderKind, ThoughtLevel};
+use dsh_protocol::model::ThoughtLevel;
 
 /// Serializes the body of one request.
 ///
@@ -330,7 +331,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::config::builtin_models;
+    use crate::model::settings::builtin_models;
 
     fn json(request: &ModelRequest, kind: ProviderKind) -> serde_json::Value {
         serde_json::from_slice(&request_body(request, kind).unwrap()).unwrap()

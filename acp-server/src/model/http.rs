@@ -10,16 +10,16 @@ use dsh_protocol::model::StreamEvent;
 use dsh_protocol::ErrorCode;
 use futures::StreamExt;
 
+use super::settings::ModelSettings;
 use super::sse::{ChunkParser, SseDecoder};
 use super::{EventStream, ModelError, ModelRequest};
-use crate::config::Config;
 
 /// The HTTP provider.
 pub struct HttpProvider {
     /// Built on the first request: loading the system's root certificates
     /// takes ~8 ms and ~2 MB, which an editor should not pay at every spawn.
     client: std::sync::OnceLock<reqwest::Client>,
-    config: Arc<Config>,
+    settings: Arc<ModelSettings>,
 }
 
 const USER_AGENT: &str = concat!(
@@ -33,10 +33,10 @@ impl HttpProvider {
     ///
     /// # Errors
     /// None today; kept so a provider that cannot work is refused early.
-    pub fn new(config: Arc<Config>) -> Result<Self, String> {
+    pub fn new(settings: Arc<ModelSettings>) -> Result<Self, String> {
         Ok(HttpProvider {
             client: std::sync::OnceLock::new(),
-            config,
+            settings,
         })
     }
 
@@ -59,28 +59,28 @@ impl HttpProvider {
     }
 
     pub(super) async fn start(&self, request: &ModelRequest) -> Result<EventStream, ModelError> {
-        let key = crate::credentials::resolve_now(&self.config)
+        let key = crate::credentials::resolve_now(&self.settings.key)
             .await
             .ok_or_else(|| {
                 ModelError::new(
                     ErrorCode::MissingCredential,
                     format!(
                         "no {}: run `dsh login`, or set {} in the environment your editor starts dsh with (for Zed: agent_servers.dsh.env in settings.json) ({})",
-                        self.config.key_name(),
-                        self.config.api_key_env,
-                        crate::credentials::missing(crate::credentials::Lookup::of(&self.config))
+                        self.settings.key_name(),
+                        self.settings.key.name,
+                        crate::credentials::missing(crate::credentials::Lookup::of(&self.settings.key))
                     ),
                 )
             })?;
-        let url = format!("{}/chat/completions", self.config.base_url);
-        let body = super::body::request_body(request, self.config.provider).map_err(|err| {
+        let url = format!("{}/chat/completions", self.settings.base_url);
+        let body = super::body::request_body(request, self.settings.provider).map_err(|err| {
             ModelError::new(
                 ErrorCode::Internal,
                 format!("cannot serialize the model request: {err}"),
             )
         })?;
         let mut post = self.client()?.post(&url).bearer_auth(&key);
-        if self.config.session_header {
+        if self.settings.session_header {
             post = post.header("x-deepseek-harness-session-id", &request.session_id);
         }
         tracing::debug!(%url, model = %request.model.id, messages = request.messages.len(), tools = request.tools.len(), "model request");
@@ -88,21 +88,21 @@ impl HttpProvider {
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(body)
             .send();
-        let response = match tokio::time::timeout(self.config.request_timeout, send).await {
+        let response = match tokio::time::timeout(self.settings.request_timeout, send).await {
             Err(_) => {
                 return Err(ModelError::new(
                     ErrorCode::ModelTimeout,
                     format!(
                         "the model provider at {} did not answer within {} s; check the network or the base URL",
-                        self.config.base_url,
-                        self.config.request_timeout.as_secs()
+                        self.settings.base_url,
+                        self.settings.request_timeout.as_secs()
                     ),
                 ))
             }
             Ok(Err(err)) => {
                 let error = ModelError::new(
                     ErrorCode::ModelTransport,
-                    format!("cannot reach the model provider at {}: {}; check the network or DEEPSEEK_BASE_URL", self.config.base_url, error_chain(&err)),
+                    format!("cannot reach the model provider at {}: {}; check the network or DEEPSEEK_BASE_URL", self.settings.base_url, error_chain(&err)),
                 )
                 .redact(&key);
                 tracing::debug!(code = %error.code, "model request failed");
@@ -123,13 +123,21 @@ impl HttpProvider {
                 .ok()
                 .and_then(Result::ok)
                 .unwrap_or_default();
-            let error =
-                ModelError::from_status(status.as_u16(), &body, retry_after, &self.config.base_url)
-                    .redact(&key);
+            let error = ModelError::from_status(
+                status.as_u16(),
+                &body,
+                retry_after,
+                &self.settings.base_url,
+            )
+            .redact(&key);
             tracing::debug!(code = %error.code, status = status.as_u16(), "model request failed");
             return Err(error);
         }
-        Ok(event_stream(response, self.config.stream_idle_timeout, key))
+        Ok(event_stream(
+            response,
+            self.settings.stream_idle_timeout,
+            key,
+        ))
     }
 }
 

@@ -11,6 +11,7 @@ pub mod http;
 pub mod replay;
 pub mod retry;
 pub mod script;
+pub mod settings;
 pub mod sse;
 
 use std::pin::Pin;
@@ -20,21 +21,13 @@ use dsh_protocol::model::{ChatMessage, StreamEvent};
 use dsh_protocol::ErrorCode;
 use futures::Stream;
 
-use crate::config::{ModelInfo, ThoughtLevel};
+pub use dsh_protocol::model::ToolSchema;
+use dsh_protocol::model::{ModelInfo, ThoughtLevel};
+pub use retry::RetryPolicy;
+pub use settings::{ModelSettings, ProviderKind};
 
 /// A stream of model events; it ends after `Finish` or an error.
 pub type EventStream = Pin<Box<dyn Stream<Item = Result<StreamEvent, ModelError>> + Send>>;
-
-/// A tool the model may call, as a JSON schema.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ToolSchema {
-    /// Tool name.
-    pub name: String,
-    /// What it does.
-    pub description: String,
-    /// JSON schema of the arguments.
-    pub parameters: serde_json::Value,
-}
 
 /// One model call.
 #[derive(Debug, Clone)]
@@ -278,6 +271,24 @@ pub enum Provider {
 }
 
 impl Provider {
+    /// The provider `settings` name.
+    ///
+    /// # Errors
+    /// The replay provider without a readable script.
+    pub fn from_settings(settings: &std::sync::Arc<ModelSettings>) -> Result<Provider, String> {
+        match settings.provider {
+            ProviderKind::Replay => {
+                let path = settings.replay_file.as_ref().ok_or(
+                    "the replay provider needs a script: set DSH_REPLAY_FILE or provider.replay_file",
+                )?;
+                Ok(Provider::Replay(replay::ReplayProvider::from_file(path)?))
+            }
+            ProviderKind::Deepseek | ProviderKind::Openai => {
+                Ok(Provider::Http(http::HttpProvider::new(settings.clone())?))
+            }
+        }
+    }
+
     /// Starts one attempt; errors before the first byte come back here so the
     /// caller can retry them.
     ///

@@ -7,7 +7,17 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::{EventStream, ModelError, ModelRequest, Provider};
-use crate::config::RetryPolicy;
+
+/// Retries before the first byte of a response.
+#[derive(Debug, Clone, Copy)]
+pub struct RetryPolicy {
+    /// Retries after the first attempt.
+    pub max_retries: u32,
+    /// First delay.
+    pub initial_delay: Duration,
+    /// Cap.
+    pub max_delay: Duration,
+}
 
 /// The result of a retried start.
 pub enum Started {

@@ -8,12 +8,7 @@
 //! runs (a copy of `rm` under another name, a script that deletes); the
 //! kernel sandbox is the boundary.
 
-use super::shell::{Analysis, Invocation, SHELLS, WRAPPERS};
-
-/// The last path component: `/usr/bin/rm` → `rm`.
-pub fn base_name(program: &str) -> &str {
-    program.rsplit('/').next().unwrap_or(program)
-}
+use super::shell::{base_name, Analysis, Invocation, SHELLS, WRAPPERS};
 
 /// Whether `program` could run the program called `wanted`: it is that
 /// program, or a wrapper that names it among its arguments.

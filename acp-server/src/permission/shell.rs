@@ -21,6 +21,11 @@
 use brush_parser::ast;
 use brush_parser::word::WordPiece;
 
+/// The last path component: `/usr/bin/rm` → `rm`.
+pub fn base_name(program: &str) -> &str {
+    program.rsplit('/').next().unwrap_or(program)
+}
+
 /// What a command line runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Analysis {
@@ -241,7 +246,7 @@ fn plain_words(program: &ast::Program) -> Option<Vec<String>> {
         }
     }
     words.push(literal(&simple.word_or_name.as_ref()?.value)?);
-    let guarded = super::code::has_code_options(super::rules::base_name(&words[0]));
+    let guarded = super::code::has_code_options(base_name(&words[0]));
     for item in simple.suffix.iter().flat_map(|suffix| &suffix.0) {
         match item {
             // `name=value` after the program is an argument like any other.
@@ -553,7 +558,7 @@ fn walk_simple(simple: &ast::SimpleCommand, out: &mut Vec<Invocation>, depth: us
     for word in &words {
         walk_word(word, out, depth);
     }
-    let program = literal(&name.value).map(|name| super::rules::base_name(&name).to_owned());
+    let program = literal(&name.value).map(|name| base_name(&name).to_owned());
     let args: Vec<Arg<'_>> = words
         .iter()
         .map(|word| Arg {
@@ -612,7 +617,7 @@ fn walk_invocation(
                 for (start, end) in commands {
                     let inner = values[start]
                         .as_deref()
-                        .map(|name| super::rules::base_name(name).to_owned());
+                        .map(|name| base_name(name).to_owned());
                     walk_invocation(inner, &args[start + 1..end], input, out, depth);
                 }
             }
@@ -628,7 +633,7 @@ fn walk_invocation(
                 opaque(out);
                 // Still follow a shell's `-c` text, wherever it starts.
                 for (at, value) in values.iter().enumerate() {
-                    let Some(shell) = value.as_deref().map(super::rules::base_name) else {
+                    let Some(shell) = value.as_deref().map(base_name) else {
                         continue;
                     };
                     if SHELLS.contains(&shell) {
@@ -672,7 +677,7 @@ fn walk_invocation(
                         .get(at + 1)
                         .cloned()
                         .flatten()
-                        .map(|path| super::rules::base_name(&path).to_owned()),
+                        .map(|path| base_name(&path).to_owned()),
                     args: Vec::new(),
                 });
             }

@@ -489,7 +489,7 @@ impl Hub {
         .filter_map(|(key, value)| Some((key, value?.to_owned())))
         .collect();
         for (key, value) in &settings {
-            crate::settings::Settings::validate(self.agent.config(), key, value)?;
+            crate::settings::Settings::validate(&self.agent.config().choices, key, value)?;
         }
         Ok(settings)
     }

@@ -139,7 +139,9 @@ impl Session {
                 .as_mut()
                 .ok_or_else(|| AgentError::SessionClosed(self.id.to_string()))?;
             let event = log.append(data)?;
-            let updates = locked.state.fold(&event, &self.config, Delivery::Live);
+            let updates = locked
+                .state
+                .fold(&event, &self.config.choices, Delivery::Live);
             (event, updates, from, locked.state.settings.mode)
         };
         out.recorded(&event);
@@ -198,7 +200,7 @@ impl Session {
         out: &dyn Frontend,
     ) -> Result<(), AgentError> {
         let events = self.read_written(store)?;
-        SessionState::restore(&self.config, events, Some(out), &|call| {
+        SessionState::restore(&self.config.choices, events, Some(out), &|call| {
             self.jobs.runs_for(call)
         })
         .map(drop)
@@ -243,7 +245,7 @@ impl Session {
 
     /// Every setting with its current value.
     pub fn options(&self) -> Vec<ConfigOption> {
-        self.locked().state.settings.options(&self.config)
+        self.locked().state.settings.options(&self.config.choices)
     }
 
     /// The current permission mode.
@@ -353,6 +355,22 @@ impl Session {
         }
     }
 
+    /// How a command of this session runs now (`with_network`: the user
+    /// allowed this one the network).
+    pub(crate) fn command_run(&self, with_network: bool) -> crate::sandbox::CommandRun {
+        crate::sandbox::command_run(
+            crate::sandbox::Scope {
+                settings: &self.config.sandbox,
+                guard: self.config.command_guard(),
+                hidden: self.config.protected.hidden(),
+                session: self.id.as_str(),
+                roots: &self.roots,
+                mode: self.mode(),
+            },
+            with_network,
+        )
+    }
+
     /// The session's language-server bridge (created on first use; no
     /// server starts until a query needs one). It starts a server found
     /// inside the workspace only when the policy allows launching that
@@ -373,10 +391,8 @@ impl Session {
                 // A server from the workspace runs in the sandbox of the
                 // session's mode when it starts, as a command would.
                 let session = Arc::downgrade(self);
-                let confine: dsh_lsp_bridge::Confine = Arc::new(move || {
-                    let session = session.upgrade()?;
-                    crate::sandbox::command_run(&session.config, &session, false).sandbox
-                });
+                let confine: dsh_lsp_bridge::Confine =
+                    Arc::new(move || session.upgrade()?.command_run(false).sandbox);
                 dsh_lsp_bridge::Bridge::confined(
                     self.config.lsp.clone(),
                     self.roots.clone(),

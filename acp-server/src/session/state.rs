@@ -9,10 +9,10 @@ use dsh_protocol::history::{History, Repair};
 use dsh_protocol::log::{Event, EventData, InstructionStatus, PermissionRule};
 use dsh_protocol::ToolCallId;
 
-use crate::config::Config;
 use crate::error::AgentError;
 use crate::frontend::Frontend;
 use crate::projection::{Delivery, Projection};
+use crate::settings::Choices;
 use crate::settings::Settings;
 use crate::update::AgentUpdate;
 
@@ -43,9 +43,9 @@ pub(crate) struct SessionState {
 
 impl SessionState {
     /// A new session's state.
-    pub(crate) fn new(config: &Config) -> SessionState {
+    pub(crate) fn new(choices: &Choices) -> SessionState {
         SessionState {
-            settings: Settings::defaults(config),
+            settings: Settings::defaults(choices),
             title: None,
             turns: 0,
             rules: Vec::new(),
@@ -69,12 +69,12 @@ impl SessionState {
     /// # Errors
     /// A corrupt or unreadable log.
     pub(crate) fn restore(
-        config: &Config,
+        choices: &Choices,
         events: impl Iterator<Item = Result<Event, AgentError>>,
         replay: Option<&dyn Frontend>,
         running: &dyn Fn(&dsh_protocol::ToolCallId) -> bool,
     ) -> Result<SessionState, AgentError> {
-        let mut state = SessionState::new(config);
+        let mut state = SessionState::new(choices);
         // Replay goes out as one run, behind whatever was sent before.
         let replay = replay.map(|out| {
             let runtime = tokio::runtime::Handle::current();
@@ -92,9 +92,9 @@ impl SessionState {
             }
         };
         for event in events {
-            show(state.fold(&event?, config, Delivery::Replay));
+            show(state.fold(&event?, choices, Delivery::Replay));
         }
-        show(state.close_cut_off_calls(config, Delivery::Replay));
+        show(state.close_cut_off_calls(choices, Delivery::Replay));
         show(state.projection.finish_replay(running));
         Ok(state)
     }
@@ -104,29 +104,29 @@ impl SessionState {
     pub(crate) fn fold(
         &mut self,
         event: &Event,
-        config: &Config,
+        choices: &Choices,
         delivery: Delivery,
     ) -> Vec<AgentUpdate> {
         let mut updates = Vec::new();
         for repaired in self.repair.before(event) {
-            updates.extend(self.apply(&repaired, config, delivery));
+            updates.extend(self.apply(&repaired, choices, delivery));
         }
-        updates.extend(self.apply(event, config, delivery));
+        updates.extend(self.apply(event, choices, delivery));
         updates
     }
 
     /// Closes the calls still open (a log that ends mid-call).
-    fn close_cut_off_calls(&mut self, config: &Config, delivery: Delivery) -> Vec<AgentUpdate> {
+    fn close_cut_off_calls(&mut self, choices: &Choices, delivery: Delivery) -> Vec<AgentUpdate> {
         let mut updates = Vec::new();
         for repaired in self.repair.finish() {
-            updates.extend(self.apply(&repaired, config, delivery));
+            updates.extend(self.apply(&repaired, choices, delivery));
         }
         updates
     }
 
-    fn apply(&mut self, event: &Event, config: &Config, delivery: Delivery) -> Vec<AgentUpdate> {
+    fn apply(&mut self, event: &Event, choices: &Choices, delivery: Delivery) -> Vec<AgentUpdate> {
         match &event.data {
-            EventData::Config { key, value } => self.settings.apply(*key, value, config),
+            EventData::Config { key, value } => self.settings.apply(*key, value, choices),
             EventData::PermissionRule(rule) => self.rules.push(rule.clone()),
             EventData::Title { title, .. } => self.title = Some(title.clone()),
             EventData::TurnStart { turn } => self.turns = self.turns.max(*turn),
@@ -169,6 +169,6 @@ impl SessionState {
         }
         self.history.apply(event);
         self.projection
-            .project(event, &self.settings, config, delivery)
+            .project(event, &self.settings, choices, delivery)
     }
 }

@@ -25,8 +25,8 @@ use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
 use crate::frontend::Frontend;
-use crate::model::ToolSchema;
 use crate::permission::Access;
+use dsh_protocol::model::ToolSchema;
 
 pub use paths::{canonical_roots, display_path};
 

@@ -12,7 +12,6 @@ use dsh_protocol::{ErrorCode, ToolCallId, UserContent};
 use futures::StreamExt;
 
 use super::Turn;
-use crate::config::ThoughtLevel;
 use crate::context::instructions::InstructionSettings;
 use crate::context::{compaction, instructions};
 use crate::error::AgentError;
@@ -20,6 +19,7 @@ use crate::model::retry::{start_with_retry, Started};
 use crate::model::{ModelError, ModelRequest};
 use crate::projection::compaction_view;
 use crate::update::AgentUpdate;
+use dsh_protocol::model::ThoughtLevel;
 
 /// Why a compaction runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,7 +117,7 @@ impl Turn<'_> {
         let locked = self.session.locked();
         let settings = &locked.state.settings;
         let policy = self.config.compaction.policy(&settings.model);
-        let window = settings.context_window(self.config);
+        let window = settings.context_window(&self.config.choices);
         let used = locked
             .state
             .last_context
@@ -198,7 +198,7 @@ impl Turn<'_> {
             return Ok(false);
         };
         let model_id = policy.summarization_model.clone().unwrap_or(model);
-        let Some(mut model) = self.config.model(&model_id).cloned() else {
+        let Some(mut model) = self.config.choices.model(&model_id).cloned() else {
             self.compaction_failed(
                 &call_id,
                 &format!("The summarization model {model_id} is not in the catalog."),
@@ -275,7 +275,7 @@ impl Turn<'_> {
         let started = start_with_retry(
             &self.provider,
             request,
-            self.config.retry,
+            self.config.model.retry,
             self.cancel,
             |_, _, _| {},
         )

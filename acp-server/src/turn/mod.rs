@@ -104,7 +104,7 @@ pub(crate) async fn run(
         // The title is what the user typed ("/init"), not the prompt.
         Some(Invocation::Init { prompt }) => turn.run(prompt, title).instrument(span).await,
         Some(Invocation::Plan { task }) => {
-            turn.set("mode", crate::permission::Mode::Plan.as_str())?;
+            turn.set("mode", dsh_protocol::Mode::Plan.as_str())?;
             if task.is_empty() {
                 turn.notice("Plan mode is on: I will study the code and propose a plan for you to approve before changing anything. Tell me the task.")?;
                 return Ok(StopReason::EndTurn);
@@ -141,7 +141,7 @@ impl Turn<'_> {
     /// options are; an unknown or missing value is answered with the
     /// choices, not an error.
     fn set(&self, key: &str, value: &str) -> Result<(), AgentError> {
-        match crate::settings::Settings::validate(self.config, key, value) {
+        match crate::settings::Settings::validate(&self.config.choices, key, value) {
             Ok(key) => {
                 self.record(EventData::Config {
                     key,
@@ -274,11 +274,11 @@ impl Turn<'_> {
         prompt: &str,
     ) -> Option<(String, Option<dsh_protocol::model::Usage>)> {
         let model_id = self.session.locked().state.settings.model.clone();
-        let mut model = self.config.model(&model_id).cloned()?;
+        let mut model = self.config.choices.model(&model_id).cloned()?;
         model.max_tokens = Some(32);
         let request = crate::model::ModelRequest {
             model,
-            thought_level: crate::config::ThoughtLevel::Off,
+            thought_level: dsh_protocol::model::ThoughtLevel::Off,
             system: crate::prompt::TITLE_PROMPT.to_owned(),
             messages: vec![Arc::new(dsh_protocol::model::ChatMessage::User(vec![
                 UserContent::text(dsh_protocol::content::head_bytes(prompt, 2000)),

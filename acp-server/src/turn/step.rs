@@ -174,9 +174,14 @@ impl Turn<'_> {
         let mcp = session.mcp();
         let locked = session.locked();
         let settings = &locked.state.settings;
-        let model = self.config.model(&settings.model).cloned().ok_or_else(|| {
-            AgentError::Internal(format!("model {} left the catalog", settings.model))
-        })?;
+        let model = self
+            .config
+            .choices
+            .model(&settings.model)
+            .cloned()
+            .ok_or_else(|| {
+                AgentError::Internal(format!("model {} left the catalog", settings.model))
+            })?;
         let mut tools = crate::tools::schemas(self.config.offer());
         if let Some(hub) = &mcp {
             tools.extend(hub.schemas());
@@ -203,7 +208,7 @@ impl Turn<'_> {
         let started = start_with_retry(
             &self.provider,
             &request,
-            self.config.retry,
+            self.config.model.retry,
             self.cancel,
             |attempt, delay, error| {
                 let recorded = self.record(EventData::LlmRetry {

@@ -260,14 +260,14 @@ impl Turn<'_> {
     fn command_run(&self, with_network: bool) -> crate::sandbox::CommandRun {
         let session = self.session;
         if self.config.command_guard() == crate::sandbox::Guard::PromptOnly
-            && session.mode() != crate::permission::Mode::FullAccess
+            && session.mode() != dsh_protocol::Mode::FullAccess
             && session.first_unsandboxed_command()
         {
             let _ = self.record(EventData::Notice {
                 text: "Commands run without a kernel sandbox on this machine (no usable Landlock, or no way to keep them off the network): the permission prompt is their only guard. Set `[sandbox] required = true` in config.toml to refuse them instead.".to_owned(),
             });
         }
-        crate::sandbox::command_run(self.config, session, with_network)
+        session.command_run(with_network)
     }
 
     /// Before a call that may change files: what `write`/`edit` will
@@ -344,7 +344,7 @@ impl Turn<'_> {
         planned: &Planned,
         plan: &str,
     ) -> ToolOutcome {
-        use crate::permission::Mode;
+        use dsh_protocol::Mode;
         let mode = self.session.mode();
         if mode != Mode::Plan {
             return ToolOutcome::failed(

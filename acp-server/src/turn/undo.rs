@@ -34,7 +34,7 @@ impl Turn<'_> {
         let mode = self.session.mode();
         if matches!(
             mode,
-            crate::permission::Mode::ReadOnly | crate::permission::Mode::Plan
+            dsh_protocol::Mode::ReadOnly | dsh_protocol::Mode::Plan
         ) {
             return self.notice(&format!(
                 "/undo changes files, and this session is in {} mode: nothing was changed. Switch to ask, accept-edits or full-access (/mode) to undo.",
