@@ -61,7 +61,12 @@ fn rust_files() -> Vec<File> {
 const HOMES: &[(&str, &[&str])] = &[
     (
         "agent_client_protocol",
-        &["acp-server/src/acp/", "tests/e2e/"],
+        &[
+            "acp-server/src/acp/",
+            "acp-server/src/demo.rs",
+            "tests/e2e/",
+            "tests/support/",
+        ],
     ),
     ("async_lsp", &["lsp-bridge/src/"]),
     ("rmcp", &["acp-server/src/mcp.rs", "fixtures/test-mcp/"]),
@@ -218,4 +223,403 @@ fn sdk_methods_and_their_docs_agree() {
         undocumented.is_empty() && stale.is_empty(),
         "docs/sdk.md is out of date: undocumented {undocumented:?}, no longer defined {stale:?}"
     );
+}
+
+// ---------------------------------------------------------------------------
+// The import graph: no circles, and no import that runs back up the layers.
+
+/// The layers of the agent crate, bottom first: a module may import from
+/// its own layer and the ones below, never from above. Every top-level
+/// module of `acp-server/src/` sits in exactly one row (a new module needs
+/// a row: see "Add a module" in `docs/architecture.md`).
+const LAYERS: &[(&str, &[&str])] = &[
+    (
+        "foundations",
+        &[
+            "beneath",
+            "ndjson",
+            "credentials",
+            "prompt",
+            "context",
+            "checkpoint",
+            "web",
+            "jobs",
+            "mcp",
+            "sandbox",
+            "model",
+        ],
+    ),
+    (
+        "vocabulary and policy",
+        &[
+            "error",
+            "store",
+            "update",
+            "permission",
+            "settings",
+            "projection",
+            "frontend",
+        ],
+    ),
+    ("tools", &["tools"]),
+    ("composition", &["config"]),
+    ("agent", &["session", "turn", "agent"]),
+    ("front ends", &["acp", "sdk", "run", "login", "demo"]),
+];
+
+/// Imports that run back up, each explained in `docs/architecture.md`
+/// (`from → to`, quoted there as `` `from → to` ``). At most two.
+const UP: &[&str] = &[];
+
+/// One crate's modules (by path: `turn::step`) and the modules each one
+/// imports through `crate::` and `super::` paths (tests left out).
+struct Graph {
+    edges: std::collections::BTreeMap<String, BTreeSet<String>>,
+}
+
+impl Graph {
+    /// `files`: (path below `src/`, text).
+    fn of(files: &[(String, String)]) -> Graph {
+        let module_of = |rel: &str| -> String {
+            let mut parts: Vec<&str> = rel.trim_end_matches(".rs").split('/').collect();
+            if matches!(parts.last(), Some(&("mod" | "lib" | "main"))) {
+                parts.pop();
+            }
+            parts.join("::")
+        };
+        let modules: BTreeSet<String> = files.iter().map(|(rel, _)| module_of(rel)).collect();
+        let mut edges = std::collections::BTreeMap::new();
+        for (rel, text) in files {
+            let from = module_of(rel);
+            let mut targets = BTreeSet::new();
+            for path in imported_paths(&code_of(text), &from) {
+                let parts: Vec<&str> = path.split("::").collect();
+                let Some(to) = (1..=parts.len())
+                    .rev()
+                    .map(|len| parts[..len].join("::"))
+                    .find(|candidate| modules.contains(candidate))
+                else {
+                    continue;
+                };
+                let related = to == from
+                    || from.starts_with(&format!("{to}::"))
+                    || to.starts_with(&format!("{from}::"));
+                if !related {
+                    targets.insert(to);
+                }
+            }
+            edges.insert(from, targets);
+        }
+        Graph { edges }
+    }
+
+    fn imports(&self) -> usize {
+        self.edges.values().map(BTreeSet::len).sum()
+    }
+
+    /// The strongly connected groups of more than one module (Tarjan).
+    fn circles(&self) -> Vec<Vec<String>> {
+        struct Walk<'a> {
+            graph: &'a Graph,
+            index: std::collections::HashMap<&'a str, (usize, usize)>,
+            stack: Vec<&'a str>,
+            next: usize,
+            found: Vec<Vec<String>>,
+        }
+        impl<'a> Walk<'a> {
+            fn visit(&mut self, node: &'a str) {
+                self.index.insert(node, (self.next, self.next));
+                self.next += 1;
+                self.stack.push(node);
+                for to in self.graph.edges.get(node).into_iter().flatten() {
+                    let to = to.as_str();
+                    match self.index.get(to).copied() {
+                        None => {
+                            self.visit(to);
+                            let low = self.index[to].1.min(self.index[node].1);
+                            self.index.get_mut(node).unwrap().1 = low;
+                        }
+                        Some((at, _)) if self.stack.contains(&to) => {
+                            let low = at.min(self.index[node].1);
+                            self.index.get_mut(node).unwrap().1 = low;
+                        }
+                        Some(_) => {}
+                    }
+                }
+                let (at, low) = self.index[node];
+                if at == low {
+                    let split = self.stack.iter().rposition(|n| *n == node).unwrap();
+                    let group: Vec<String> = self.stack.drain(split..).map(str::to_owned).collect();
+                    if group.len() > 1 {
+                        self.found.push(group);
+                    }
+                }
+            }
+        }
+        let mut walk = Walk {
+            graph: self,
+            index: Default::default(),
+            stack: Vec::new(),
+            next: 0,
+            found: Vec::new(),
+        };
+        for node in self.edges.keys() {
+            if !walk.index.contains_key(node.as_str()) {
+                walk.visit(node);
+            }
+        }
+        walk.found
+    }
+}
+
+/// The code of a file without comments and without its test module.
+fn code_of(text: &str) -> String {
+    let text = match text.find("#[cfg(test)]\nmod ") {
+        Some(at) => &text[..at],
+        None => text,
+    };
+    text.lines()
+        .map(|line| match line.find("//") {
+            Some(at) => &line[..at],
+            None => line,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Every `crate::…` and `super::…` path in `code` (in `use` trees too),
+/// as a path from the crate root.
+fn imported_paths(code: &str, module: &str) -> Vec<String> {
+    let mut paths = Vec::new();
+    let from_root = |prefix: &str, rest: &str| -> Option<String> {
+        if prefix == "crate" {
+            return Some(rest.to_owned());
+        }
+        let ups = prefix.matches("super").count();
+        let mut parts: Vec<&str> = module.split("::").filter(|p| !p.is_empty()).collect();
+        if ups > parts.len() {
+            return None;
+        }
+        parts.truncate(parts.len() - ups);
+        parts.push(rest);
+        Some(parts.join("::"))
+    };
+    // `use` trees from the crate or a parent, braces expanded.
+    for (at, _) in code.match_indices("use ") {
+        let tree = &code[at + 4..];
+        let word = at == 0 || !code.as_bytes()[at - 1].is_ascii_alphanumeric();
+        if !word || !(tree.starts_with("crate::") || tree.starts_with("super::")) {
+            continue;
+        }
+        let tree: String = tree[..tree.find(';').unwrap_or(tree.len())]
+            .split_whitespace()
+            .collect();
+        for path in expand(&tree) {
+            paths.extend(split_prefix(&path).and_then(|(p, rest)| from_root(&p, &rest)));
+        }
+    }
+    // Paths in expressions and types.
+    let bytes = code.as_bytes();
+    let mut starts: Vec<usize> = code.match_indices("crate::").map(|(at, _)| at).collect();
+    starts.extend(code.match_indices("super::").map(|(at, _)| at));
+    for start in starts {
+        let before = start.checked_sub(1).map(|at| bytes[at]);
+        if before.is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b':') {
+            continue;
+        }
+        let path: String = code[start..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':')
+            .collect();
+        paths.extend(
+            split_prefix(path.trim_end_matches(':')).and_then(|(p, rest)| from_root(&p, &rest)),
+        );
+    }
+    paths
+}
+
+/// `crate::a::b` → ("crate", "a::b"); `super::super::a` → ("super::super", "a").
+fn split_prefix(path: &str) -> Option<(String, String)> {
+    let mut parts: Vec<&str> = path.split("::").collect();
+    let heads = parts
+        .iter()
+        .take_while(|part| matches!(**part, "crate" | "super"))
+        .count();
+    if heads == 0 || heads == parts.len() {
+        return None;
+    }
+    let rest = parts.split_off(heads);
+    Some((parts.join("::"), rest.join("::")))
+}
+
+/// `a::{b, c::{d, e}}` → `a::b`, `a::c::d`, `a::c::e` (no spaces in input).
+fn expand(tree: &str) -> Vec<String> {
+    let Some(open) = tree.find('{') else {
+        let path = tree.split("as").next().unwrap_or(tree);
+        return vec![path.trim_end_matches("::self").to_owned()];
+    };
+    let prefix = &tree[..open];
+    let body = &tree[open + 1..tree.rfind('}').unwrap_or(tree.len())];
+    let (mut items, mut depth, mut current) = (Vec::new(), 0, String::new());
+    for c in body.chars() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(std::mem::take(&mut current));
+                continue;
+            }
+            _ => {}
+        }
+        current.push(c);
+    }
+    items.push(current);
+    items
+        .iter()
+        .filter(|item| !item.is_empty())
+        .flat_map(|item| {
+            if item == "self" {
+                vec![prefix.trim_end_matches("::").to_owned()]
+            } else {
+                expand(item)
+                    .into_iter()
+                    .map(|path| format!("{prefix}{path}"))
+                    .collect()
+            }
+        })
+        .collect()
+}
+
+/// The source files of a crate below `src/`, tests and binaries left out.
+fn crate_sources(krate: &str) -> Vec<(String, String)> {
+    let prefix = format!("{krate}/src/");
+    rust_files()
+        .into_iter()
+        .filter_map(|file| {
+            let rel = file.rel.strip_prefix(&prefix)?.to_owned();
+            let test = rel.ends_with("tests.rs") || rel.split('/').any(|part| part == "tests");
+            let binary = rel == "main.rs" || rel.starts_with("bin/");
+            (!test && !binary).then_some((rel, file.text))
+        })
+        .collect()
+}
+
+/// Issue 24: no crate of the workspace has an import circle.
+#[test]
+fn no_import_circles() {
+    let mut bad = Vec::new();
+    for krate in ["acp-server", "protocol", "process", "lsp-bridge"] {
+        let graph = Graph::of(&crate_sources(krate));
+        assert!(
+            graph.imports() > 4,
+            "{krate}: only {} imports seen",
+            graph.imports()
+        );
+        for circle in graph.circles() {
+            bad.push(format!("{krate}: {}", circle.join(" ↔ ")));
+        }
+        eprintln!(
+            "{krate}: {} modules, {} imports, {} circles",
+            graph.edges.len(),
+            graph.imports(),
+            graph.circles().len()
+        );
+    }
+    assert!(bad.is_empty(), "import circles:\n{}", bad.join("\n"));
+}
+
+/// The scanner finds a circle where there is one (through a `use` tree, a
+/// `super::` path and an inline `crate::` path), so the check above can fail.
+#[test]
+fn the_circle_check_sees_circles() {
+    let files = [
+        ("a.rs", "use crate::b::{self, inner::B};\n"),
+        ("b/mod.rs", "mod inner;\n"),
+        ("b/inner.rs", "fn f() { super::super::c::g(); }\n"),
+        (
+            "c.rs",
+            "// use crate::a;\nfn g() -> crate::a::A { todo!() }\n",
+        ),
+        (
+            "d.rs",
+            "use crate::a::A;\n#[cfg(test)]\nmod tests { use crate::d; }\n",
+        ),
+    ]
+    .map(|(rel, text)| (rel.to_owned(), text.to_owned()));
+    let graph = Graph::of(&files);
+    let mut circles = graph.circles();
+    circles.iter_mut().for_each(|circle| circle.sort());
+    assert_eq!(
+        circles,
+        vec![vec!["a", "b::inner", "c"]],
+        "{:?}",
+        graph.edges
+    );
+    assert_eq!(graph.edges["d"], BTreeSet::from(["a".to_owned()]));
+}
+
+/// Issue 24: every top-level module of the agent crate sits in one layer,
+/// and imports run down the layers (or across one), except the few in
+/// [`UP`], each explained in `docs/architecture.md`.
+#[test]
+fn imports_run_down_the_layers() {
+    let graph = Graph::of(&crate_sources("acp-server"));
+    let layer_of = |module: &str| {
+        let top = module.split("::").next().unwrap_or(module);
+        LAYERS
+            .iter()
+            .position(|(_, members)| members.contains(&top))
+    };
+    let mut unplaced: BTreeSet<&str> = BTreeSet::new();
+    let mut up = Vec::new();
+    for (from, targets) in &graph.edges {
+        if from.is_empty() {
+            continue;
+        }
+        let Some(low) = layer_of(from) else {
+            unplaced.insert(from.split("::").next().unwrap());
+            continue;
+        };
+        for to in targets {
+            match layer_of(to) {
+                None => {
+                    unplaced.insert(to.split("::").next().unwrap());
+                }
+                Some(high) if high > low => up.push(format!("{from} → {to}")),
+                Some(_) => {}
+            }
+        }
+    }
+    assert!(
+        unplaced.is_empty(),
+        "modules in no layer of tests/tidy.rs LAYERS: {unplaced:?}"
+    );
+    let unexplained: Vec<&String> = up
+        .iter()
+        .filter(|edge| !UP.contains(&edge.as_str()))
+        .collect();
+    assert!(
+        unexplained.is_empty(),
+        "imports that run back up the layers (move the type down, or pass a plain value):\n{}",
+        unexplained
+            .iter()
+            .map(|e| e.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert!(UP.len() <= 2, "at most two imports may run back up");
+    let doc = std::fs::read_to_string(workspace().join("docs/architecture.md")).unwrap();
+    for edge in UP {
+        assert!(
+            doc.contains(&format!("`{edge}`")),
+            "docs/architecture.md does not explain `{edge}`"
+        );
+    }
+    for (name, _) in LAYERS {
+        assert!(
+            doc.contains(name),
+            "docs/architecture.md does not name the layer {name:?}"
+        );
+    }
+    eprintln!("acp-server: {} imports run back up", up.len());
 }

@@ -19,6 +19,7 @@ pub mod checkpoint;
 pub mod config;
 pub mod context;
 pub mod credentials;
+pub mod demo;
 pub mod error;
 pub mod frontend;
 pub mod jobs;

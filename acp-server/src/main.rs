@@ -94,7 +94,7 @@ fn main() -> ExitCode {
             })
         }
         Some("demo") if args.len() == 1 => run(|| async move {
-            match dsh_acp_server::acp::demo::run(Box::new(std::io::stdout())).await {
+            match dsh_acp_server::demo::run(Box::new(std::io::stdout())).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(err) => {
                     tracing::error!("{err:#}");

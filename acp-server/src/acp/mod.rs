@@ -2,10 +2,10 @@
 //! function per method, translating requests into calls on the [`Agent`]
 //! and answers back; [`sink`] is the core's `Frontend` over ACP;
 //! [`convert`] maps the two vocabularies; [`transport`] is the stdio framing
-//! that survives bad input; [`demo`] is `dsh demo`, an ACP client.
+//! that survives bad input. `dsh demo`, an ACP *client*, lives apart in
+//! [`crate::demo`].
 
 pub mod convert;
-pub mod demo;
 pub mod error;
 mod handlers;
 mod sink;

@@ -7,7 +7,8 @@
 //! deltas go to the editor as they arrive. [`step`] runs one model call;
 //! [`tools`] runs the calls it asked for.
 
-mod context;
+mod compaction;
+mod instructions;
 mod step;
 mod tools;
 mod undo;
@@ -91,7 +92,7 @@ pub(crate) async fn run(
             // Not a turn: nothing is added to the conversation but the
             // summary itself.
             let focus = Some(focus.as_str()).filter(|focus| !focus.is_empty());
-            turn.compact(context::Why::Asked, focus)
+            turn.compact(compaction::Why::Asked, focus)
                 .instrument(span)
                 .await?;
             session.sync();
@@ -331,7 +332,7 @@ impl Turn<'_> {
                 {
                     overflow_retries -= 1;
                     tracing::info!("context overflow: compacting and retrying the step");
-                    if !self.compact(context::Why::Overflow, None).await? {
+                    if !self.compact(compaction::Why::Overflow, None).await? {
                         return Err(error);
                     }
                     continue;

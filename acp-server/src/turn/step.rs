@@ -358,4 +358,44 @@ impl Turn<'_> {
         }
         Ok(Next::Continue)
     }
+
+    /// One model call whose text is the answer (not streamed to the
+    /// editor), with its usage. `None` when cancelled.
+    pub(super) async fn generate(
+        &self,
+        request: &ModelRequest,
+    ) -> Result<Option<(String, Option<dsh_protocol::model::Usage>)>, ModelError> {
+        let started = start_with_retry(
+            &self.provider,
+            request,
+            self.config.model.retry,
+            self.cancel,
+            |_, _, _| {},
+        )
+        .await?;
+        let Started::Stream(mut stream) = started else {
+            return Ok(None);
+        };
+        let (mut text, mut usage) = (String::new(), None);
+        loop {
+            let next = tokio::select! {
+                biased;
+                () = self.cancel.cancelled() => return Ok(None),
+                next = stream.next() => next,
+            };
+            match next {
+                Some(Ok(StreamEvent::TextDelta(delta))) => text.push_str(&delta),
+                Some(Ok(StreamEvent::Usage(used))) => usage = Some(used),
+                Some(Ok(StreamEvent::Finish(_))) => return Ok(Some((text, usage))),
+                Some(Ok(_)) => {}
+                Some(Err(error)) => return Err(error),
+                None => {
+                    return Err(ModelError::new(
+                        ErrorCode::ModelStreamClosed,
+                        "the summary stream ended without finishing",
+                    ))
+                }
+            }
+        }
+    }
 }

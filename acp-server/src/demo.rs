@@ -20,15 +20,15 @@ use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::{Agent, ByteStreams, Client};
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
-const SCRIPT: &str = include_str!("../../../fixtures/transcripts/demo.jsonl");
+const SCRIPT: &str = include_str!("../../fixtures/transcripts/demo.jsonl");
 const WORKSPACE: &[(&str, &str)] = &[
     (
         "README.md",
-        include_str!("../../../fixtures/workspaces/demo/README.md"),
+        include_str!("../../fixtures/workspaces/demo/README.md"),
     ),
     (
         "src/main.rs",
-        include_str!("../../../fixtures/workspaces/demo/src/main.rs"),
+        include_str!("../../fixtures/workspaces/demo/src/main.rs"),
     ),
 ];
 const PROMPTS: &[&str] = &[

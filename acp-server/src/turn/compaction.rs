@@ -1,25 +1,19 @@
-//! The turn's side of [`crate::context`]: workspace instructions recorded
-//! at a turn's start and after tools, compaction before a model call (and
-//! after an overflow, and for `/compact`).
+//! The turn's side of [`crate::context::compaction`]: compaction before a
+//! model call, after an overflow, and for `/compact`.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use dsh_protocol::log::EventData;
-use dsh_protocol::model::{ChatMessage, StreamEvent};
+use dsh_protocol::model::{ChatMessage, ThoughtLevel};
 use dsh_protocol::tool::{ToolContent, ToolStatus};
-use dsh_protocol::{ErrorCode, ToolCallId, UserContent};
-use futures::StreamExt;
+use dsh_protocol::{ToolCallId, UserContent};
 
 use super::Turn;
-use crate::context::instructions::InstructionSettings;
-use crate::context::{compaction, instructions};
+use crate::context::compaction;
 use crate::error::AgentError;
-use crate::model::retry::{start_with_retry, Started};
-use crate::model::{ModelError, ModelRequest};
+use crate::model::ModelRequest;
 use crate::projection::compaction_view;
 use crate::update::AgentUpdate;
-use dsh_protocol::model::ThoughtLevel;
 
 /// Why a compaction runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,70 +27,6 @@ pub(super) enum Why {
 }
 
 impl Turn<'_> {
-    /// Instruction files new to the session, changed or removed, before the
-    /// turn's first model call.
-    pub(super) async fn instructions_at_start(&self) -> Result<(), AgentError> {
-        self.instructions(instructions::baseline).await
-    }
-
-    /// Instruction files of the directories the step's tools touched.
-    pub(super) async fn instructions_after_tools(&self) -> Result<(), AgentError> {
-        let touched =
-            std::mem::take(&mut self.touched.lock().unwrap_or_else(|e| e.into_inner()).paths);
-        if touched.is_empty() {
-            return Ok(());
-        }
-        self.instructions(move |settings, home, cwd, known, hidden| {
-            instructions::nested(settings, home, cwd, &touched, known, hidden)
-        })
-        .await
-    }
-
-    /// Runs `find` (it reads files) on a blocking thread with the session's
-    /// settings, home, cwd and the files it has been given; records the
-    /// batch it returns.
-    async fn instructions(
-        &self,
-        find: impl FnOnce(
-                &InstructionSettings,
-                &Path,
-                &Path,
-                &instructions::Known,
-                &[PathBuf],
-            ) -> Option<instructions::Batch>
-            + Send
-            + 'static,
-    ) -> Result<(), AgentError> {
-        let settings = self.config.instructions.clone();
-        let home = self.config.home.clone();
-        let cwd = PathBuf::from(&self.session.header.cwd);
-        let known = self.session.locked().state.instructions.clone();
-        let hidden = self.config.protected.hidden().to_vec();
-        let batch = match tokio::task::spawn_blocking(move || {
-            find(&settings, &home, &cwd, &known, &hidden)
-        })
-        .await
-        {
-            Ok(batch) => batch,
-            Err(error) => {
-                tracing::error!(%error, "reading workspace instructions failed; going on without");
-                None
-            }
-        };
-        let Some(batch) = batch else {
-            return Ok(());
-        };
-        tracing::info!(
-            files = batch.files.len(),
-            bytes = batch.text.len(),
-            "workspace instructions"
-        );
-        self.record(EventData::Instructions {
-            text: batch.text,
-            files: batch.files,
-        })
-    }
-
     /// Before a model call: compacts when the context is over the
     /// threshold (pruning first, then summaries).
     pub(super) async fn compact_if_needed(&self) -> Result<(), AgentError> {
@@ -264,45 +194,5 @@ impl Turn<'_> {
             status: ToolStatus::Failed,
             view,
         });
-    }
-
-    /// One model call whose text is the answer (not streamed to the
-    /// editor), with its usage. `None` when cancelled.
-    pub(super) async fn generate(
-        &self,
-        request: &ModelRequest,
-    ) -> Result<Option<(String, Option<dsh_protocol::model::Usage>)>, ModelError> {
-        let started = start_with_retry(
-            &self.provider,
-            request,
-            self.config.model.retry,
-            self.cancel,
-            |_, _, _| {},
-        )
-        .await?;
-        let Started::Stream(mut stream) = started else {
-            return Ok(None);
-        };
-        let (mut text, mut usage) = (String::new(), None);
-        loop {
-            let next = tokio::select! {
-                biased;
-                () = self.cancel.cancelled() => return Ok(None),
-                next = stream.next() => next,
-            };
-            match next {
-                Some(Ok(StreamEvent::TextDelta(delta))) => text.push_str(&delta),
-                Some(Ok(StreamEvent::Usage(used))) => usage = Some(used),
-                Some(Ok(StreamEvent::Finish(_))) => return Ok(Some((text, usage))),
-                Some(Ok(_)) => {}
-                Some(Err(error)) => return Err(error),
-                None => {
-                    return Err(ModelError::new(
-                        ErrorCode::ModelStreamClosed,
-                        "the summary stream ended without finishing",
-                    ))
-                }
-            }
-        }
     }
 }
