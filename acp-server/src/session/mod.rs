@@ -462,3 +462,6 @@ impl Session {
         &self.config
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -372,3 +372,6 @@ fn injected_panic(session: &Session) {
         panic!("injected test panic");
     }
 }
+
+#[cfg(test)]
+mod tests;

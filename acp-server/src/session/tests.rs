@@ -1,0 +1,1 @@
+//! Unit tests of the live session: record, turn tickets, replay.

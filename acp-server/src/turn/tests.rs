@@ -1,0 +1,1 @@
+//! Unit tests of a turn with the scripted model.
