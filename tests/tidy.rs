@@ -623,3 +623,93 @@ fn imports_run_down_the_layers() {
     }
     eprintln!("acp-server: {} imports run back up", up.len());
 }
+
+// ---------------------------------------------------------------------------
+// One tool table.
+
+/// The string literals in the agent crate's code (tests left out) that are
+/// a built-in tool's name and are that tool's name there — a program called
+/// `bash` or the shell builtin `read` is not. Every other mention of a tool
+/// goes through `tools::Tool`.
+const PROGRAM_NAMES: &[(&str, &str)] = &[
+    ("acp-server/src/tools/bash.rs", "bash"),
+    ("acp-server/src/acp/sink.rs", "bash"),
+    ("acp-server/src/permission/shell.rs", "bash"),
+    ("acp-server/src/permission/code/mod.rs", "read"),
+    ("acp-server/src/permission/code/mod.rs", "grep"),
+];
+
+/// Issue 24: no literal tool name outside the tool table.
+#[test]
+fn no_tool_name_outside_the_tool_table() {
+    let names: Vec<&str> = dsh_acp_server::tools::TABLE
+        .iter()
+        .map(|spec| spec.name)
+        .collect();
+    assert!(names.len() > 10);
+    let mut bad = Vec::new();
+    let mut checked = 0;
+    for file in rust_files() {
+        let Some(rel) = file.rel.strip_prefix("acp-server/src/") else {
+            continue;
+        };
+        if rel == "tools/table.rs" || rel.ends_with("tests.rs") || rel.contains("/tests/") {
+            continue;
+        }
+        checked += 1;
+        let code = code_of(&file.text);
+        for name in &names {
+            if code.contains(&format!("\"{name}\""))
+                && !PROGRAM_NAMES.contains(&(file.rel.as_str(), name))
+            {
+                bad.push(format!("{}: \"{name}\"", file.rel));
+            }
+        }
+    }
+    assert!(checked > 40, "checked only {checked} files");
+    assert!(
+        bad.is_empty(),
+        "tool names outside acp-server/src/tools/table.rs (use tools::Tool):\n{}",
+        bad.join("\n")
+    );
+}
+
+/// The tool table of `docs/acp-mapping.md` documents exactly the tools of
+/// the table (a row may document several: `job_output{…}`, `job_kill{…}`).
+#[test]
+fn the_tool_docs_list_the_tool_table() {
+    let docs = std::fs::read_to_string(workspace().join("docs/acp-mapping.md")).unwrap();
+    let documented: BTreeSet<String> = docs
+        .lines()
+        .filter_map(|line| line.strip_prefix("| `"))
+        .flat_map(|row| {
+            let cell = row.split(" | ").next().unwrap_or("");
+            cell.split('`')
+                .step_by(2)
+                .filter_map(|part| part.split('{').next())
+                .map(|name| name.trim_start_matches(", ").to_owned())
+                .filter(|name| {
+                    !name.is_empty() && name.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let defined: BTreeSet<String> = dsh_acp_server::tools::TABLE
+        .iter()
+        .map(|spec| spec.name.to_owned())
+        .collect();
+    let undocumented: Vec<_> = defined.difference(&documented).collect();
+    assert!(
+        undocumented.is_empty(),
+        "tools missing from docs/acp-mapping.md's tool table: {undocumented:?}"
+    );
+    let tool_rows: BTreeSet<String> = documented
+        .into_iter()
+        .filter(|name| docs.contains(&format!("`{name}{{")))
+        .collect();
+    let stale: Vec<_> = tool_rows.difference(&defined).collect();
+    assert!(
+        stale.is_empty(),
+        "docs/acp-mapping.md documents tools that do not exist: {stale:?}"
+    );
+}

@@ -384,9 +384,9 @@ impl Session {
                         program: program.to_path_buf(),
                         reads: Vec::new(),
                     };
-                    session
-                        .upgrade()
-                        .is_some_and(|session| session.decide("lsp", &launch) == Decision::Allow)
+                    session.upgrade().is_some_and(|session| {
+                        session.decide(crate::tools::Tool::Lsp.name(), &launch) == Decision::Allow
+                    })
                 });
                 // A server from the workspace runs in the sandbox of the
                 // session's mode when it starts, as a command would.

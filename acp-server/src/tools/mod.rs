@@ -14,6 +14,7 @@ mod lsp;
 mod paths;
 mod plan_mode;
 mod search;
+mod table;
 mod todo;
 mod web;
 
@@ -26,9 +27,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::frontend::Frontend;
 use crate::permission::Access;
-use dsh_protocol::model::ToolSchema;
 
 pub use paths::{canonical_roots, display_path};
+pub use table::{schemas, touches_files, Class, Spec, Tool, TABLE};
 
 /// What planning a call may look at (nothing it does has effects).
 pub struct PlanEnv<'a> {
@@ -158,63 +159,6 @@ impl From<Refusal> for ToolOutcome {
     }
 }
 
-/// The schemas offered to the model, in a stable order.
-pub fn schemas(offer: Offer) -> Vec<ToolSchema> {
-    let schema = |name: &str, description: &str, parameters: serde_json::Value| ToolSchema {
-        name: name.to_owned(),
-        description: description.to_owned(),
-        parameters,
-    };
-    let bash_description = if offer.jobs {
-        bash::DESCRIPTION
-    } else {
-        bash::DESCRIPTION_NO_JOBS
-    };
-    let mut schemas = vec![
-        schema("bash", bash_description, bash::schema(offer.jobs)),
-        schema("edit", fs::EDIT_DESCRIPTION, fs::edit_schema()),
-        schema(
-            "exit_plan_mode",
-            plan_mode::DESCRIPTION,
-            plan_mode::schema(),
-        ),
-        schema("glob", search::GLOB_DESCRIPTION, search::glob_schema()),
-        schema("grep", search::GREP_DESCRIPTION, search::grep_schema()),
-    ];
-    if offer.jobs {
-        schemas.extend([
-            schema("job_kill", jobs::KILL_DESCRIPTION, jobs::kill_schema()),
-            schema("job_list", jobs::LIST_DESCRIPTION, jobs::list_schema()),
-            schema(
-                "job_output",
-                jobs::OUTPUT_DESCRIPTION,
-                jobs::output_schema(),
-            ),
-        ]);
-    }
-    schemas.extend([
-        schema("lsp", lsp::DESCRIPTION, lsp::schema()),
-        schema("read", fs::READ_DESCRIPTION, fs::read_schema()),
-        schema("todo_write", todo::DESCRIPTION, todo::schema()),
-    ]);
-    if offer.web_fetch {
-        schemas.push(schema(
-            "web_fetch",
-            web::FETCH_DESCRIPTION,
-            web::fetch_schema(),
-        ));
-    }
-    if offer.web_search {
-        schemas.push(schema(
-            "web_search",
-            web::SEARCH_DESCRIPTION,
-            web::search_schema(),
-        ));
-    }
-    schemas.push(schema("write", fs::WRITE_DESCRIPTION, fs::write_schema()));
-    schemas
-}
-
 fn parse<T: DeserializeOwned>(name: &str, arguments: &str) -> Result<T, Refusal> {
     let arguments = if arguments.trim().is_empty() {
         "{}"
@@ -251,8 +195,18 @@ pub fn fallback_view(name: &str) -> ToolView {
 /// Unknown tool or invalid arguments, as an outcome for the model.
 pub fn plan(name: &str, arguments: &str, env: &PlanEnv<'_>) -> Result<Planned, Refusal> {
     let cwd = env.cwd;
-    let (call, view, access, parallel) = match name {
-        "read" => {
+    let Some(tool) = Tool::offered(name, env.offer) else {
+        let known: Vec<String> = schemas(env.offer).into_iter().map(|s| s.name).collect();
+        return Err(Refusal::new(
+            ErrorCode::UnknownTool,
+            format!(
+                "Unknown tool {name:?}. Available tools: {}.",
+                known.join(", ")
+            ),
+        ));
+    };
+    let (call, view, access) = match tool {
+        Tool::Read => {
             let args: fs::ReadArgs = parse(name, arguments)?;
             let path = paths::resolve(cwd, &args.file_path)?;
             let view = fs::present_read(&args, &path, cwd);
@@ -260,10 +214,9 @@ pub fn plan(name: &str, arguments: &str, env: &PlanEnv<'_>) -> Result<Planned, R
                 Call::Read(args, path.clone()),
                 view,
                 Access::Read(vec![path]),
-                true,
             )
         }
-        "write" => {
+        Tool::Write => {
             let args: fs::WriteArgs = parse(name, arguments)?;
             let path = paths::resolve(cwd, &args.file_path)?;
             let view = fs::present_write(&path, cwd);
@@ -271,10 +224,9 @@ pub fn plan(name: &str, arguments: &str, env: &PlanEnv<'_>) -> Result<Planned, R
                 Call::Write(args, path.clone()),
                 view,
                 Access::Write(vec![path]),
-                false,
             )
         }
-        "edit" => {
+        Tool::Edit => {
             let args: fs::EditArgs = parse(name, arguments)?;
             let path = paths::resolve(cwd, &args.file_path)?;
             let view = fs::present_edit(&path, cwd);
@@ -282,10 +234,9 @@ pub fn plan(name: &str, arguments: &str, env: &PlanEnv<'_>) -> Result<Planned, R
                 Call::Edit(args, path.clone()),
                 view,
                 Access::Write(vec![path]),
-                false,
             )
         }
-        "glob" => {
+        Tool::Glob => {
             let args: search::GlobArgs = parse(name, arguments)?;
             let root = paths::resolve(cwd, args.path.as_deref().unwrap_or("."))?;
             let view = search::present_glob(&args, &root, cwd);
@@ -293,10 +244,9 @@ pub fn plan(name: &str, arguments: &str, env: &PlanEnv<'_>) -> Result<Planned, R
                 Call::Glob(args, root.clone()),
                 view,
                 Access::Read(vec![root]),
-                true,
             )
         }
-        "grep" => {
+        Tool::Grep => {
             let args: search::GrepArgs = parse(name, arguments)?;
             let root = paths::resolve(cwd, args.path.as_deref().unwrap_or("."))?;
             let view = search::present_grep(&args, &root, cwd);
@@ -304,10 +254,9 @@ pub fn plan(name: &str, arguments: &str, env: &PlanEnv<'_>) -> Result<Planned, R
                 Call::Grep(args, root.clone()),
                 view,
                 Access::Read(vec![root]),
-                true,
             )
         }
-        "bash" => {
+        Tool::Bash => {
             let args: bash::BashArgs = parse(name, arguments)?;
             let workdir = paths::resolve(cwd, args.workdir.as_deref().unwrap_or("."))?;
             let view = bash::present(&args);
@@ -315,9 +264,9 @@ pub fn plan(name: &str, arguments: &str, env: &PlanEnv<'_>) -> Result<Planned, R
                 command: args.command.clone(),
                 workdir: workdir.clone(),
             };
-            (Call::Bash(args, workdir), view, access, false)
+            (Call::Bash(args, workdir), view, access)
         }
-        "lsp" => {
+        Tool::Lsp => {
             let args: lsp::LspArgs = parse(name, arguments)?;
             lsp::validate(&args)?;
             let path = paths::resolve(cwd, &args.file_path)?;
@@ -332,9 +281,9 @@ pub fn plan(name: &str, arguments: &str, env: &PlanEnv<'_>) -> Result<Planned, R
                 },
                 None => Access::Read(vec![path.clone()]),
             };
-            (Call::Lsp(args, path), view, access, true)
+            (Call::Lsp(args, path), view, access)
         }
-        "todo_write" => {
+        Tool::TodoWrite => {
             let args: todo::TodoArgs = parse(name, arguments)?;
             todo::validate(&args)?;
             let view = ToolView {
@@ -342,22 +291,22 @@ pub fn plan(name: &str, arguments: &str, env: &PlanEnv<'_>) -> Result<Planned, R
                 kind: Some(ToolKind::Think),
                 ..ToolView::default()
             };
-            (Call::TodoWrite(args), view, Access::None, false)
+            (Call::TodoWrite(args), view, Access::None)
         }
-        "exit_plan_mode" => {
+        Tool::ExitPlanMode => {
             let args: plan_mode::ExitPlanArgs = parse(name, arguments)?;
             plan_mode::validate(&args)?;
             let view = plan_mode::present(&args);
-            (Call::ExitPlanMode(args.plan), view, Access::None, false)
+            (Call::ExitPlanMode(args.plan), view, Access::None)
         }
-        "job_output" | "job_kill" | "job_list" if env.offer.jobs => {
-            let (call, title) = match name {
-                "job_output" => {
+        Tool::JobOutput | Tool::JobKill | Tool::JobList => {
+            let (call, title) = match tool {
+                Tool::JobOutput => {
                     let args: jobs::OutputArgs = parse(name, arguments)?;
                     let title = format!("Read job {}", args.job_id);
                     (Call::JobOutput(args), title)
                 }
-                "job_kill" => {
+                Tool::JobKill => {
                     let args: jobs::KillArgs = parse(name, arguments)?;
                     let title = format!("Stop job {}", args.job_id);
                     (Call::JobKill(args), title)
@@ -370,9 +319,9 @@ pub fn plan(name: &str, arguments: &str, env: &PlanEnv<'_>) -> Result<Planned, R
                 ..ToolView::default()
             };
             // The jobs are the model's own, already allowed commands.
-            (call, view, Access::None, false)
+            (call, view, Access::None)
         }
-        "web_fetch" if env.offer.web_fetch => {
+        Tool::WebFetch => {
             let args: web::FetchArgs = parse(name, arguments)?;
             let host = web::host(&args)?;
             let view = ToolView {
@@ -380,14 +329,9 @@ pub fn plan(name: &str, arguments: &str, env: &PlanEnv<'_>) -> Result<Planned, R
                 kind: Some(ToolKind::Fetch),
                 ..ToolView::default()
             };
-            (
-                Call::WebFetch(args),
-                view,
-                Access::Web { host: Some(host) },
-                true,
-            )
+            (Call::WebFetch(args), view, Access::Web { host: Some(host) })
         }
-        "web_search" if env.offer.web_search => {
+        Tool::WebSearch => {
             let args: web::SearchArgs = parse(name, arguments)?;
             web::validate_search(&args)?;
             let view = ToolView {
@@ -395,37 +339,36 @@ pub fn plan(name: &str, arguments: &str, env: &PlanEnv<'_>) -> Result<Planned, R
                 kind: Some(ToolKind::Fetch),
                 ..ToolView::default()
             };
-            (
-                Call::WebSearch(args),
-                view,
-                Access::Web { host: None },
-                true,
-            )
-        }
-        other => {
-            let known: Vec<String> = schemas(env.offer).into_iter().map(|s| s.name).collect();
-            return Err(Refusal::new(
-                ErrorCode::UnknownTool,
-                format!(
-                    "Unknown tool {other:?}. Available tools: {}.",
-                    known.join(", ")
-                ),
-            ));
+            (Call::WebSearch(args), view, Access::Web { host: None })
         }
     };
     let view = ToolView {
         title: dsh_protocol::content::visible_title(&view.title, 200),
         ..view
     };
+    let spec = tool.spec();
+    debug_assert!(in_class(&access, spec.class), "{name}: {access:?}");
     Ok(Planned {
-        stops_itself: matches!(call, Call::Bash(..) | Call::JobOutput(..)),
-        edits_files: matches!(call, Call::Write(..) | Call::Edit(..)),
+        stops_itself: spec.stops_itself,
+        edits_files: spec.edits_files,
         call,
-        name: name.to_owned(),
+        name: spec.name.to_owned(),
         view,
         access,
-        parallel,
+        parallel: spec.parallel,
     })
+}
+
+/// Whether a planned access is of its tool's class.
+fn in_class(access: &Access, class: Class) -> bool {
+    matches!(
+        (class, access),
+        (Class::Nothing, Access::None)
+            | (Class::Reads, Access::Read(_) | Access::Launch { .. })
+            | (Class::Writes, Access::Write(_))
+            | (Class::Executes, Access::Execute { .. })
+            | (Class::Web, Access::Web { .. })
+    )
 }
 
 /// Plans a call to an MCP tool: presented as "server: tool", decided by the

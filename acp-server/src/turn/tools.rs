@@ -458,7 +458,7 @@ impl Turn<'_> {
     }
 
     fn record_call(&self, call: &ToolCallRequest, view: ToolView) -> Result<(), AgentError> {
-        if touches_files(&call.name) {
+        if crate::tools::touches_files(&call.name) {
             self.touched
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -498,7 +498,7 @@ impl Turn<'_> {
             .planned
             .remove(&call.id)
             .unwrap_or_default();
-        if status == ToolStatus::Completed && touches_files(&call.name) {
+        if status == ToolStatus::Completed && crate::tools::touches_files(&call.name) {
             let mut touched = self.touched.lock().unwrap_or_else(|e| e.into_inner());
             touched.paths.extend(planned);
             touched.paths.extend(
@@ -521,9 +521,4 @@ impl Turn<'_> {
             job: outcome.job,
         })
     }
-}
-
-/// Tools whose locations are paths of the workspace they read or changed.
-fn touches_files(name: &str) -> bool {
-    matches!(name, "read" | "edit" | "write" | "glob" | "grep" | "lsp")
 }
