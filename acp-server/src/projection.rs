@@ -317,3 +317,6 @@ fn instructions_note(files: &[InstructionFile]) -> String {
     }
     format!("{}.\n\n", parts.join("; "))
 }
+
+#[cfg(test)]
+mod tests;

@@ -166,3 +166,6 @@ impl Settings {
             .unwrap_or(0)
     }
 }
+
+#[cfg(test)]
+mod tests;
