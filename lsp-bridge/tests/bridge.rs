@@ -74,7 +74,7 @@ fn definition(file: &Path) -> Query {
     }
 }
 
-use common::procs;
+use dsh_test_support::procs;
 
 /// Processes of the test server running in this root.
 fn server_pids(root: &Path) -> Vec<u32> {

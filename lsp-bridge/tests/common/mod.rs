@@ -1,9 +1,6 @@
-//! What the bridge tests share: the bridge as they build it, the fixture
-//! server, and a `/proc` process finder.
+//! What the bridge tests share: the bridge as they build it and the fixture
+//! server (the `/proc` process finder is `dsh_test_support::procs`).
 #![allow(dead_code)]
-
-#[path = "../../../tests/common/procs.rs"]
-pub mod procs;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};

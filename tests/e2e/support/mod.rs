@@ -1,15 +1,24 @@
 //! Test harness: a scratch `$DSH_HOME` and workspace, the mock model, the
 //! built `dsh acp` driven through the SDK's client side, and a recorder that
 //! validates every frame dsh writes against the vendored ACP v1 schema.
+//!
+//! What does not need the binary's path or the ACP crate lives in the
+//! `dsh-test-support` crate (`tests/support/`) and is re-exported here:
+//! the mock model and its script entries, `/proc` helpers, the schema
+//! validation, `Raw`, the `dsh sdk` client. Here stays what needs
+//! `env!("CARGO_BIN_EXE_dsh")` (`DSH`, `TestEnv`, the fixture binaries) or
+//! names `agent_client_protocol` (`ClientSim`, `Conn`: `tests/tidy.rs`
+//! keeps that crate in `tests/e2e/` and `acp-server/src/acp/`).
 #![allow(dead_code)]
 
 pub mod client_sim;
-pub mod mock_model;
-#[path = "../../common/procs.rs"]
-pub mod procs;
-pub mod sdk_client;
 
 pub use client_sim::{Answer, ClientSim};
+pub use dsh_test_support::mock_model::{call, calls, reply, MockModel};
+pub use dsh_test_support::procs::{self, peak_rss, pid_alive, rss};
+pub use dsh_test_support::raw::Raw;
+pub use dsh_test_support::schema::{validate_exchange, validate_frames};
+pub use dsh_test_support::sdk_client;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -28,9 +37,6 @@ use agent_client_protocol::{Agent, Client, Lines};
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-pub use mock_model::MockModel;
-use serde_json::{json, Value};
-
 pub const DSH: &str = env!("CARGO_BIN_EXE_dsh");
 
 /// Frames dsh wrote to stdout, and the updates the client received.
@@ -45,12 +51,6 @@ pub struct Recorded {
 }
 
 /// The deterministic test language server, built on first use.
-/// Whether a process runs (a zombie is dead for our purposes).
-pub fn pid_alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .is_ok_and(|stat| !stat.split(") ").nth(1).unwrap_or("").starts_with('Z'))
-}
-
 pub fn test_lsp_binary() -> PathBuf {
     fixture_binary("dsh-test-lsp")
 }
@@ -224,6 +224,12 @@ impl TestEnv {
     /// Spawns dsh and connects a scripted editor.
     pub async fn connect_with(&self, sim: Arc<ClientSim>) -> Conn {
         Conn::spawn_with(self.command(), sim).await
+    }
+}
+
+impl sdk_client::DshCommand for TestEnv {
+    fn dsh(&self, args: &[&str]) -> tokio::process::Command {
+        TestEnv::dsh(self, args)
     }
 }
 
@@ -612,264 +618,9 @@ pub fn runs(kinds: &[&'static str]) -> Vec<&'static str> {
     out
 }
 
-struct Schemas {
-    envelope: jsonschema::Validator,
-    defs: serde_json::Value,
-    by_def: Mutex<std::collections::HashMap<String, Arc<jsonschema::Validator>>>,
-}
-
-fn schemas() -> &'static Schemas {
-    static SCHEMAS: OnceLock<Schemas> = OnceLock::new();
-    SCHEMAS.get_or_init(|| {
-        let path = format!(
-            "{}/../fixtures/acp-schema/schema.json",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        let schema: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-        // Frames the agent sends: the schema's "Agent" branch (its requests,
-        // responses and notifications) or a protocol-level notification.
-        let branches = schema["anyOf"].as_array().unwrap();
-        let agent_schema = serde_json::json!({
-            "$schema": schema["$schema"],
-            "$defs": schema["$defs"],
-            "anyOf": [branches[0], branches[2]],
-        });
-        Schemas {
-            envelope: jsonschema::validator_for(&agent_schema).expect("schema compiles"),
-            defs: schema["$defs"].clone(),
-            by_def: Mutex::new(Default::default()),
-        }
-    })
-}
-
-fn validate_def(def: &str, value: &serde_json::Value, frame: &str) {
-    let schemas = schemas();
-    let validator = schemas
-        .by_def
-        .lock()
-        .unwrap()
-        .entry(def.to_owned())
-        .or_insert_with(|| {
-            assert!(
-                schemas.defs.get(def).is_some(),
-                "schema has no definition {def}"
-            );
-            let schema =
-                serde_json::json!({ "$defs": schemas.defs, "$ref": format!("#/$defs/{def}") });
-            Arc::new(jsonschema::validator_for(&schema).expect("definition compiles"))
-        })
-        .clone();
-    if let Err(error) = validator.validate(value) {
-        panic!("stdout frame does not validate as {def}: {error}\nframe: {frame}");
-    }
-}
-
-/// The schema definition of the params of a method the agent may call.
-fn agent_method_def(method: &str) -> Option<&'static str> {
-    Some(match method {
-        "session/update" => "SessionNotification",
-        "session/request_permission" => "RequestPermissionRequest",
-        "fs/read_text_file" => "ReadTextFileRequest",
-        "fs/write_text_file" => "WriteTextFileRequest",
-        "terminal/create" => "CreateTerminalRequest",
-        "terminal/output" => "TerminalOutputRequest",
-        "terminal/release" => "ReleaseTerminalRequest",
-        "terminal/wait_for_exit" => "WaitForTerminalExitRequest",
-        "terminal/kill" => "KillTerminalRequest",
-        "$/cancel_request" => "CancelRequestNotification",
-        _ => return None,
-    })
-}
-
-/// The schema definition of the result of a method the client calls.
-fn client_method_result_def(method: &str) -> Option<&'static str> {
-    Some(match method {
-        "initialize" => "InitializeResponse",
-        "authenticate" => "AuthenticateResponse",
-        "logout" => "LogoutResponse",
-        "session/new" => "NewSessionResponse",
-        "session/load" => "LoadSessionResponse",
-        "session/list" => "ListSessionsResponse",
-        "session/delete" => "DeleteSessionResponse",
-        "session/resume" => "ResumeSessionResponse",
-        "session/close" => "CloseSessionResponse",
-        "session/set_mode" => "SetSessionModeResponse",
-        "session/set_config_option" => "SetSessionConfigOptionResponse",
-        "session/prompt" => "PromptResponse",
-        _ => return None,
-    })
-}
-
-/// Validates every frame dsh wrote: the JSON-RPC envelope against the ACP
-/// v1 schema, then strictly by method — params of the agent's requests and
-/// notifications, results by the method of the client request they answer
-/// (from `sent`), error objects against `Error`.
-pub fn validate_exchange(sent: &[String], frames: &[String]) {
-    let mut methods = std::collections::HashMap::new();
-    for line in sent {
-        if let Ok(value) = serde_json::from_str::<serde_json::Value>(line) {
-            if let (Some(id), Some(method)) = (
-                value.get("id"),
-                value.get("method").and_then(|m| m.as_str()),
-            ) {
-                methods.insert(id.to_string(), method.to_owned());
-            }
-        }
-    }
-    for frame in frames {
-        let value: serde_json::Value = serde_json::from_str(frame)
-            .unwrap_or_else(|e| panic!("stdout frame is not JSON ({e}): {frame}"));
-        if let Err(error) = schemas().envelope.validate(&value) {
-            panic!(
-                "stdout frame does not validate against the ACP v1 schema: {error}\nframe: {frame}"
-            );
-        }
-        if let Some(method) = value.get("method").and_then(|m| m.as_str()) {
-            let def = agent_method_def(method)
-                .unwrap_or_else(|| panic!("dsh sent an unexpected method {method}: {frame}"));
-            validate_def(
-                def,
-                value.get("params").unwrap_or(&serde_json::Value::Null),
-                frame,
-            );
-        } else if let Some(error) = value.get("error") {
-            validate_def("Error", error, frame);
-        } else if let Some(result) = value.get("result") {
-            let id = value.get("id").map(|id| id.to_string()).unwrap_or_default();
-            if let Some(def) = methods
-                .get(&id)
-                .and_then(|method| client_method_result_def(method))
-            {
-                validate_def(def, result, frame);
-            } else if !sent.is_empty() {
-                panic!("dsh answered id {id}, which the client never sent: {frame}");
-            }
-        }
-    }
-}
-
-/// Validates frames without knowing the requests (envelope and methods only).
-pub fn validate_frames(frames: &[String]) {
-    validate_exchange(&[], frames);
-}
-
-/// Peak resident memory of a process, bytes (`VmHWM`).
-pub fn peak_rss(pid: u32) -> u64 {
-    proc_status_kib(pid, "VmHWM:") * 1024
-}
-
-/// Resident memory of a process now, bytes (`VmRSS`).
-pub fn rss(pid: u32) -> u64 {
-    proc_status_kib(pid, "VmRSS:") * 1024
-}
-
-fn proc_status_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix(field))
-        .and_then(|kb| kb.trim().trim_end_matches(" kB").trim().parse::<u64>().ok())
-        .unwrap()
-}
-
-/// A raw line-level connection for malformed-input tests.
-pub struct Raw {
-    pub child: tokio::process::Child,
-    stdin: tokio::process::ChildStdin,
-    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
-    pub frames: Vec<String>,
-    pub sent: Vec<String>,
-}
-
-impl Raw {
-    pub fn spawn(mut command: tokio::process::Command) -> Raw {
-        command.stderr(Stdio::null());
-        let mut child = command.spawn().expect("spawn dsh");
-        let stdin = child.stdin.take().unwrap();
-        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        Raw {
-            child,
-            stdin,
-            lines,
-            frames: Vec::new(),
-            sent: Vec::new(),
-        }
-    }
-
-    pub async fn send_bytes(&mut self, bytes: &[u8]) {
-        self.sent
-            .extend(String::from_utf8_lossy(bytes).lines().map(str::to_owned));
-        self.stdin.write_all(bytes).await.expect("write");
-        self.stdin.flush().await.expect("flush");
-    }
-
-    pub async fn send(&mut self, value: serde_json::Value) {
-        self.send_bytes(format!("{value}\n").as_bytes()).await;
-    }
-
-    /// The next frame, parsed.
-    pub async fn recv(&mut self) -> serde_json::Value {
-        let line = tokio::time::timeout(Duration::from_secs(10), self.lines.next_line())
-            .await
-            .expect("a frame within 10 s")
-            .expect("read")
-            .expect("dsh still running");
-        self.frames.push(line.clone());
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
-    }
-
-    pub async fn finish(mut self) -> Vec<String> {
-        drop(self.stdin);
-        while let Ok(Ok(Some(line))) =
-            tokio::time::timeout(Duration::from_secs(5), self.lines.next_line()).await
-        {
-            self.frames.push(line);
-        }
-        let status = tokio::time::timeout(Duration::from_secs(5), self.child.wait())
-            .await
-            .expect("exit")
-            .expect("wait");
-        assert!(status.success(), "dsh exited with {status}");
-        validate_exchange(&self.sent, &self.frames);
-        self.frames
-    }
-}
-
-/// A scripted model call that asks for one tool.
-pub fn call(id: &str, name: &str, args: Value) -> Value {
-    json!({"chunks":[{"tool_call":{"index":0,"id":id,"name":name,"arguments":args.to_string()}}],"finish":"tool_calls"})
-}
-
-/// A scripted model call that asks for several tools at once.
-pub fn calls(list: &[(&str, &str, Value)]) -> Value {
-    let chunks: Vec<Value> = list
-        .iter()
-        .enumerate()
-        .map(|(index, (id, name, args))| json!({"tool_call":{"index":index,"id":id,"name":name,"arguments":args.to_string()}}))
-        .collect();
-    json!({"chunks":chunks,"finish":"tool_calls"})
-}
-
-/// A scripted model reply that ends the turn.
-pub fn reply(text: &str) -> Value {
-    json!({"chunks":[{"text":text}],"finish":"stop"})
-}
-
 /// What the model was told for a tool call (from the last request).
 pub fn tool_result(env: &TestEnv, call_id: &str) -> String {
-    let requests = env.mock.requests();
-    for request in requests.iter().rev() {
-        if let Some(message) = request["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|m| m["tool_call_id"] == call_id)
-        {
-            return message["content"].as_str().unwrap().to_owned();
-        }
-    }
-    panic!("no tool result for {call_id}");
+    env.mock.tool_result(call_id)
 }
 
 /// A Rust project in `env`'s workspace whose only `rust-analyzer` is

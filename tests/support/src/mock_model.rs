@@ -1,15 +1,37 @@
 //! A mock OpenAI-compatible model server on 127.0.0.1 for tests and
 //! benchmarks. It answers `POST /chat/completions` with the next scripted
 //! entry (see `dsh_acp_server::model::script`) as an SSE stream, or with an
-//! HTTP error status, and records every request body.
+//! HTTP error status, and records every request body. [`call`], [`calls`]
+//! and [`reply`] write the entries tests queue most.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dsh_acp_server::model::script::ScriptEntry;
+use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+
+/// A scripted model call that asks for one tool.
+pub fn call(id: &str, name: &str, args: Value) -> Value {
+    json!({"chunks":[{"tool_call":{"index":0,"id":id,"name":name,"arguments":args.to_string()}}],"finish":"tool_calls"})
+}
+
+/// A scripted model call that asks for several tools at once.
+pub fn calls(list: &[(&str, &str, Value)]) -> Value {
+    let chunks: Vec<Value> = list
+        .iter()
+        .enumerate()
+        .map(|(index, (id, name, args))| json!({"tool_call":{"index":index,"id":id,"name":name,"arguments":args.to_string()}}))
+        .collect();
+    json!({"chunks":chunks,"finish":"tool_calls"})
+}
+
+/// A scripted model reply that ends the turn.
+pub fn reply(text: &str) -> Value {
+    json!({"chunks":[{"text":text}],"finish":"stop"})
+}
 
 #[derive(Default)]
 struct State {
@@ -46,7 +68,6 @@ impl Drop for MockModel {
     }
 }
 
-#[allow(dead_code)]
 impl MockModel {
     /// Starts a server on an ephemeral loopback port.
     pub async fn start() -> MockModel {
@@ -82,7 +103,7 @@ impl MockModel {
     /// Queues every entry of a JSONL script file under `fixtures/transcripts/`.
     pub fn push_fixture(&self, name: &str) {
         let path = format!(
-            "{}/../fixtures/transcripts/{name}",
+            "{}/../../fixtures/transcripts/{name}",
             env!("CARGO_MANIFEST_DIR")
         );
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
@@ -91,7 +112,6 @@ impl MockModel {
         }
     }
 
-    /// Request bodies received so far.
     /// Queues the answer to the next title request.
     pub fn push_title(&self, value: serde_json::Value) {
         let entry = serde_json::from_value(value).expect("a script entry");
@@ -103,8 +123,25 @@ impl MockModel {
         self.state.lock().unwrap().title_requests.clone()
     }
 
+    /// Request bodies received so far.
     pub fn requests(&self) -> Vec<serde_json::Value> {
         self.state.lock().unwrap().requests.clone()
+    }
+
+    /// What the model was told for a tool call (from the last request
+    /// that carries its result).
+    pub fn tool_result(&self, call_id: &str) -> String {
+        for request in self.requests().iter().rev() {
+            if let Some(message) = request["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| m["tool_call_id"] == call_id)
+            {
+                return message["content"].as_str().unwrap().to_owned();
+            }
+        }
+        panic!("no tool result for {call_id}");
     }
 
     /// Raw request heads received so far.

@@ -1,5 +1,6 @@
 //! `/proc` helpers shared by the test crates: find live (non-zombie)
-//! processes by command line and working directory.
+//! processes by command line and working directory, and read a process's
+//! resident memory.
 
 use std::path::Path;
 
@@ -27,4 +28,29 @@ pub fn live_pids(needle: &str, cwd: &Path) -> Vec<u32> {
         }
     }
     pids
+}
+
+/// Whether a process runs (a zombie is dead for our purposes).
+pub fn pid_alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|stat| !stat.split(") ").nth(1).unwrap_or("").starts_with('Z'))
+}
+
+/// Peak resident memory of a process, bytes (`VmHWM`).
+pub fn peak_rss(pid: u32) -> u64 {
+    proc_status_kib(pid, "VmHWM:") * 1024
+}
+
+/// Resident memory of a process now, bytes (`VmRSS`).
+pub fn rss(pid: u32) -> u64 {
+    proc_status_kib(pid, "VmRSS:") * 1024
+}
+
+fn proc_status_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field))
+        .and_then(|kb| kb.trim().trim_end_matches(" kB").trim().parse::<u64>().ok())
+        .unwrap()
 }

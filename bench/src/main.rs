@@ -15,14 +15,12 @@
 //!
 //! It spawns the `dsh` binary next to itself, talks raw ACP frames over its
 //! stdio, and points it at the same mock OpenAI-compatible server the tests
-//! use (127.0.0.1 only).
+//! use (`dsh-test-support`'s `mock_model`, 127.0.0.1 only).
 #![allow(clippy::print_stdout)]
 
 mod checkpoint;
 mod context;
 mod lsp;
-#[path = "../../../../tests/e2e/support/mock_model.rs"]
-mod mock_model;
 mod proc;
 mod sandbox;
 mod scale;
@@ -33,6 +31,7 @@ mod stream;
 use std::path::PathBuf;
 use std::time::Instant;
 
+use dsh_test_support::mock_model::MockModel;
 use serde_json::{json, Value};
 
 use proc::{median, row, Proc};
@@ -40,7 +39,7 @@ use proc::{median, row, Proc};
 /// What every row needs: the binary, the mock model, a scratch home.
 pub struct Bench {
     pub dsh: PathBuf,
-    pub mock: mock_model::MockModel,
+    pub mock: MockModel,
     pub scratch: PathBuf,
     pub home: PathBuf,
     pub cwd: PathBuf,
@@ -83,7 +82,7 @@ async fn main() {
     let scratch = proc::tempdir();
     let bench = Bench {
         dsh,
-        mock: mock_model::MockModel::start().await,
+        mock: MockModel::start().await,
         home: scratch.join("home"),
         cwd: scratch.join("work"),
         scratch,

@@ -12,7 +12,12 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot, Notify};
 
-use super::TestEnv;
+/// Whatever can start `dsh ARGS…` for a test, its stdio piped: the e2e
+/// harness's `TestEnv`, which knows where the built binary is.
+pub trait DshCommand {
+    /// `dsh ARGS…` with the test's environment.
+    fn dsh(&self, args: &[&str]) -> tokio::process::Command;
+}
 
 #[derive(Default)]
 struct Shared {
@@ -347,7 +352,7 @@ fn collect_stderr(child: &mut tokio::process::Child) -> (Arc<Mutex<String>>, Arc
 
 impl SdkProcess {
     /// Spawns `dsh sdk` and connects over its stdio.
-    pub fn stdio(env: &TestEnv) -> SdkProcess {
+    pub fn stdio(env: &impl DshCommand) -> SdkProcess {
         let mut child = env.dsh(&["sdk"]).spawn().expect("spawn dsh sdk");
         let (stderr, _) = collect_stderr(&mut child);
         let client = SdkClient::stdio(&mut child);
@@ -381,7 +386,7 @@ pub struct SdkServer {
 
 impl SdkServer {
     /// Spawns `dsh sdk --listen 127.0.0.1:0 EXTRA…` and waits for its address.
-    pub async fn start(env: &TestEnv, extra: &[&str]) -> SdkServer {
+    pub async fn start(env: &impl DshCommand, extra: &[&str]) -> SdkServer {
         let mut args = vec!["sdk", "--listen", "127.0.0.1:0"];
         args.extend_from_slice(extra);
         let mut child = env.dsh(&args).spawn().expect("spawn dsh sdk --listen");
