@@ -713,3 +713,34 @@ fn the_tool_docs_list_the_tool_table() {
         "docs/acp-mapping.md documents tools that do not exist: {stale:?}"
     );
 }
+
+/// Every table and top-level key of `config.toml` (the fields of
+/// `RawConfig`) is documented in `docs/configuration.md`.
+#[test]
+fn every_config_table_is_documented() {
+    let source = std::fs::read_to_string(workspace().join("acp-server/src/config.rs")).unwrap();
+    let body = source
+        .split("pub struct RawConfig {")
+        .nth(1)
+        .and_then(|rest| rest.split("\n}").next())
+        .expect("RawConfig in config.rs");
+    let keys: Vec<&str> = body
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("pub "))
+        .filter_map(|field| field.split(':').next())
+        .collect();
+    assert!(keys.len() > 10, "saw only {keys:?}");
+    let docs = std::fs::read_to_string(workspace().join("docs/configuration.md")).unwrap();
+    let missing: Vec<&&str> = keys
+        .iter()
+        .filter(|key| {
+            !docs.contains(&format!("[{key}]"))
+                && !docs.contains(&format!("[[{key}]]"))
+                && !docs.contains(&format!("{key} ="))
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "config.toml keys missing from docs/configuration.md: {missing:?}"
+    );
+}
