@@ -478,7 +478,7 @@ async fn turn(
         Ok(stop) if timed_out => (
             Some(stop),
             Some((
-                "run.timeout".to_owned(),
+                dsh_protocol::ErrorCode::RunTimeout.as_str().to_owned(),
                 format!(
                     "the task did not finish within --timeout {} s; the turn was cancelled",
                     args.timeout.unwrap_or_default().as_secs_f64()

@@ -11,7 +11,7 @@ use lsp_types::{
 };
 
 use crate::server::uri_path;
-use crate::{Diagnostic, Location, Symbol};
+use crate::{Diagnostic, Location, Severity, Symbol};
 
 pub(crate) fn location(location: &lsp_types::Location) -> Option<Location> {
     Some(Location {
@@ -157,12 +157,11 @@ pub(crate) fn convert_diagnostics(uri: &Url, items: &[lsp_types::Diagnostic]) ->
                 character: d.range.start.character,
             },
             severity: match d.severity {
-                Some(lsp_types::DiagnosticSeverity::ERROR) | None => "error",
-                Some(lsp_types::DiagnosticSeverity::WARNING) => "warning",
-                Some(lsp_types::DiagnosticSeverity::INFORMATION) => "information",
-                _ => "hint",
-            }
-            .to_owned(),
+                Some(lsp_types::DiagnosticSeverity::ERROR) | None => Severity::Error,
+                Some(lsp_types::DiagnosticSeverity::WARNING) => Severity::Warning,
+                Some(lsp_types::DiagnosticSeverity::INFORMATION) => Severity::Information,
+                _ => Severity::Hint,
+            },
             message: d.message.clone(),
             source: d.source.clone(),
         })

@@ -101,13 +101,44 @@ pub struct Symbol {
     pub container: Option<String>,
 }
 
+/// A diagnostic's severity (a server that gives none means an error).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Severity {
+    /// An error.
+    Error,
+    /// A warning.
+    Warning,
+    /// Information.
+    Information,
+    /// A hint.
+    Hint,
+}
+
+impl Severity {
+    /// As shown to the model: "error", "warning", "information", "hint".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+            Severity::Information => "information",
+            Severity::Hint => "hint",
+        }
+    }
+}
+
+impl std::fmt::Display for Severity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A diagnostic.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Diagnostic {
     /// Where.
     pub location: Location,
-    /// "error", "warning", "information" or "hint".
-    pub severity: String,
+    /// How bad it is.
+    pub severity: Severity,
     /// The message.
     pub message: String,
     /// Who reported it (server source).

@@ -131,7 +131,7 @@ async fn answers_definitions_references_hover_symbols_and_diagnostics() {
         Answer::Diagnostics(found) => {
             assert_eq!(found.len(), 1);
             assert_eq!(found[0].location.line, 5);
-            assert_eq!(found[0].severity, "error");
+            assert_eq!(found[0].severity, dsh_lsp_bridge::Severity::Error);
         }
         other => panic!("{other:?}"),
     }

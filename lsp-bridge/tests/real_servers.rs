@@ -198,7 +198,7 @@ async fn pyright_navigates_python() {
         Answer::Diagnostics(found) => assert!(
             found
                 .iter()
-                .any(|d| d.severity == "error" && d.location.line == 2),
+                .any(|d| d.severity == dsh_lsp_bridge::Severity::Error && d.location.line == 2),
             "{found:?}"
         ),
         other => panic!("{other:?}"),
@@ -244,7 +244,7 @@ async fn typescript_language_server_navigates_typescript() {
         Answer::Diagnostics(found) => assert!(
             found
                 .iter()
-                .any(|d| d.severity == "error" && d.location.line == 2),
+                .any(|d| d.severity == dsh_lsp_bridge::Severity::Error && d.location.line == 2),
             "{found:?}"
         ),
         other => panic!("{other:?}"),
@@ -288,7 +288,7 @@ async fn clangd_navigates_c() {
         Answer::Diagnostics(found) => assert!(
             found
                 .iter()
-                .any(|d| d.severity == "error" && d.location.line == 4),
+                .any(|d| d.severity == dsh_lsp_bridge::Severity::Error && d.location.line == 4),
             "{found:?}"
         ),
         other => panic!("{other:?}"),

@@ -117,6 +117,10 @@ pub enum ErrorCode {
     /// not text).
     #[serde(rename = "web.failed")]
     WebFailed,
+    /// `dsh run --timeout` passed before the task finished; the turn was
+    /// cancelled.
+    #[serde(rename = "run.timeout")]
+    RunTimeout,
 }
 
 impl ErrorCode {
@@ -158,6 +162,7 @@ impl ErrorCode {
         ErrorCode::LspFailed,
         ErrorCode::SessionLocked,
         ErrorCode::WebFailed,
+        ErrorCode::RunTimeout,
     ];
 
     /// The wire string, e.g. `"model.rate_limit"`.
@@ -199,6 +204,7 @@ impl ErrorCode {
             ErrorCode::LspFailed => "lsp.failed",
             ErrorCode::SessionLocked => "session.locked",
             ErrorCode::WebFailed => "web.failed",
+            ErrorCode::RunTimeout => "run.timeout",
         }
     }
 }
@@ -273,6 +279,7 @@ mod tests {
             "lsp.failed",
             "session.locked",
             "web.failed",
+            "run.timeout",
         ];
         assert_eq!(names, expected);
         for code in ErrorCode::ALL {

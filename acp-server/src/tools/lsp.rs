@@ -70,36 +70,34 @@ fn operation(args: &LspArgs) -> Result<Operation, Refusal> {
     })
 }
 
-pub fn validate(args: &LspArgs) -> Result<(), Refusal> {
-    operation(args).map(|_| ())
+/// The operation the call asks for, parsed once (the plan keeps it).
+pub fn validate(args: &LspArgs) -> Result<Operation, Refusal> {
+    operation(args)
 }
 
-pub fn present(args: &LspArgs, path: &Path, cwd: &Path) -> ToolView {
+pub fn present(args: &LspArgs, operation: &Operation, path: &Path, cwd: &Path) -> ToolView {
     let file = display_path(path, cwd);
     let at = match (&args.symbol, args.line) {
-        (Some(symbol), _) if args.operation != "workspaceSymbol" => format!("`{symbol}` in {file}"),
+        (Some(symbol), _) if !matches!(operation, Operation::WorkspaceSymbol(_)) => {
+            format!("`{symbol}` in {file}")
+        }
         (_, Some(line)) => format!("{file}:{line}"),
         _ => file.clone(),
     };
-    let title = match args.operation.as_str() {
-        "goToDefinition" => format!("Go to definition of {at}"),
-        "findReferences" => format!("Find references to {at}"),
-        "goToImplementation" => format!("Find implementations of {at}"),
-        "hover" => format!("Hover {at}"),
-        "documentSymbol" => format!("List symbols in {file}"),
-        "workspaceSymbol" => format!("Search symbols '{}'", args.symbol.as_deref().unwrap_or("")),
-        "diagnostics" => format!("Diagnostics for {file}"),
-        "incomingCalls" => format!("Find callers of {at}"),
-        "outgoingCalls" => format!("Find calls made by {at}"),
-        other => format!("lsp {other} {file}"),
+    let title = match operation {
+        Operation::Definition => format!("Go to definition of {at}"),
+        Operation::References => format!("Find references to {at}"),
+        Operation::Implementation => format!("Find implementations of {at}"),
+        Operation::Hover => format!("Hover {at}"),
+        Operation::DocumentSymbol => format!("List symbols in {file}"),
+        Operation::WorkspaceSymbol(query) => format!("Search symbols '{query}'"),
+        Operation::Diagnostics => format!("Diagnostics for {file}"),
+        Operation::IncomingCalls => format!("Find callers of {at}"),
+        Operation::OutgoingCalls => format!("Find calls made by {at}"),
     };
-    let kind = if matches!(
-        args.operation.as_str(),
-        "hover" | "diagnostics" | "documentSymbol"
-    ) {
-        ToolKind::Read
-    } else {
-        ToolKind::Search
+    let kind = match operation {
+        Operation::Hover | Operation::Diagnostics | Operation::DocumentSymbol => ToolKind::Read,
+        _ => ToolKind::Search,
     };
     let line = args.line.unwrap_or(1).max(1);
     ToolView {
@@ -140,11 +138,13 @@ async fn file_text(path: &Path, env: &ToolEnv<'_>) -> Result<String, String> {
     super::fs::read_text(path, MAX_DOCUMENT_BYTES, env).await
 }
 
-pub async fn run(args: &LspArgs, path: &Path, env: &ToolEnv<'_>) -> ToolOutcome {
-    let operation = match operation(args) {
-        Ok(operation) => operation,
-        Err(refusal) => return refusal.into(),
-    };
+pub async fn run(
+    args: &LspArgs,
+    operation: &Operation,
+    path: &Path,
+    env: &ToolEnv<'_>,
+) -> ToolOutcome {
+    let operation = operation.clone();
     if path.is_dir() {
         return ToolOutcome::failed(
             ErrorCode::InvalidToolArgs,

@@ -113,7 +113,7 @@ enum Call {
     Glob(search::GlobArgs, PathBuf),
     Grep(search::GrepArgs, PathBuf),
     Bash(bash::BashArgs, PathBuf),
-    Lsp(lsp::LspArgs, PathBuf),
+    Lsp(lsp::LspArgs, dsh_lsp_bridge::Operation, PathBuf),
     Mcp(crate::mcp::McpTool, String),
     TodoWrite(todo::TodoArgs),
     ExitPlanMode(String),
@@ -268,9 +268,9 @@ pub fn plan(name: &str, arguments: &str, env: &PlanEnv<'_>) -> Result<Planned, R
         }
         Tool::Lsp => {
             let args: lsp::LspArgs = parse(name, arguments)?;
-            lsp::validate(&args)?;
+            let operation = lsp::validate(&args)?;
             let path = paths::resolve(cwd, &args.file_path)?;
-            let view = lsp::present(&args, &path, cwd);
+            let view = lsp::present(&args, &operation, &path, cwd);
             // A server found only inside the workspace is a program from
             // the repository: the policy decides whether it may start.
             let access = match dsh_lsp_bridge::Bridge::workspace_program(env.lsp, &path, env.roots)
@@ -281,7 +281,7 @@ pub fn plan(name: &str, arguments: &str, env: &PlanEnv<'_>) -> Result<Planned, R
                 },
                 None => Access::Read(vec![path.clone()]),
             };
-            (Call::Lsp(args, path), view, access)
+            (Call::Lsp(args, operation, path), view, access)
         }
         Tool::TodoWrite => {
             let args: todo::TodoArgs = parse(name, arguments)?;
@@ -402,7 +402,7 @@ pub async fn run(planned: &Planned, env: &ToolEnv<'_>) -> ToolOutcome {
         Call::Glob(args, root) => search::glob(args, root, env).await,
         Call::Grep(args, root) => search::grep(args, root, env).await,
         Call::Bash(args, workdir) => bash::run(args, workdir, env).await,
-        Call::Lsp(args, path) => lsp::run(args, path, env).await,
+        Call::Lsp(args, operation, path) => lsp::run(args, operation, path, env).await,
         Call::Mcp(tool, arguments) => match &env.mcp {
             Some(hub) => hub.call(tool, arguments, env.cancel).await,
             None => ToolOutcome::failed(ErrorCode::Internal, "the session's MCP servers are gone"),

@@ -433,7 +433,7 @@ impl Turn<'_> {
         };
         let errors: Vec<_> = diagnostics
             .iter()
-            .filter(|d| d.severity == "error")
+            .filter(|d| d.severity == dsh_lsp_bridge::Severity::Error)
             .collect();
         if errors.is_empty() {
             return;
