@@ -1,1 +1,483 @@
-//! Unit tests of the live session: record, turn tickets, replay.
+//! Unit tests of the live session: `record` (append, fold, project,
+//! send), turn tickets, closing, and replay of the written log.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use dsh_protocol::log::{ConfigKey, Event, EventData, PermissionRule, SessionHeader};
+use dsh_protocol::model::{ChatMessage, FinishReason, ToolCallRequest, Usage};
+use dsh_protocol::tool::{ToolContent, ToolStatus, ToolView};
+use dsh_protocol::{ErrorCode, SessionId, ToolCallId, UserContent};
+use tokio_util::sync::CancellationToken;
+
+use super::state::SessionState;
+use super::Session;
+use crate::config::{Config, RawConfig};
+use crate::error::AgentError;
+use crate::frontend::Frontend;
+use crate::model::ProviderKind;
+use crate::permission::Mode;
+use crate::store::{now_ms, SessionStore};
+use crate::update::AgentUpdate;
+
+/// What a frontend saw: a recorded event (by seq), or an update.
+#[derive(Debug, Clone, PartialEq)]
+enum Seen {
+    Event(u64),
+    Update(AgentUpdate),
+}
+
+#[derive(Default)]
+struct Recorder(Mutex<Vec<Seen>>);
+
+impl Recorder {
+    fn take(&self) -> Vec<Seen> {
+        std::mem::take(&mut *self.0.lock().unwrap())
+    }
+
+    fn updates(&self) -> Vec<AgentUpdate> {
+        self.take()
+            .into_iter()
+            .filter_map(|seen| match seen {
+                Seen::Update(update) => Some(update),
+                Seen::Event(_) => None,
+            })
+            .collect()
+    }
+}
+
+impl Frontend for Recorder {
+    fn send(&self, update: AgentUpdate) {
+        self.0.lock().unwrap().push(Seen::Update(update));
+    }
+
+    fn recorded(&self, event: &Event) {
+        self.0.lock().unwrap().push(Seen::Event(event.seq));
+    }
+}
+
+struct NoEnv;
+impl crate::credentials::Env for NoEnv {
+    fn var(&self, _name: &str) -> Option<String> {
+        None
+    }
+}
+
+/// A new session over a log in a scratch `$DSH_HOME`, in a scratch
+/// workspace.
+struct Fixture {
+    _home: tempfile::TempDir,
+    _work: tempfile::TempDir,
+    config: Arc<Config>,
+    store: SessionStore,
+    session: Arc<Session>,
+}
+
+fn fixture() -> Fixture {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let mut raw = RawConfig::default();
+    raw.provider.kind = Some(ProviderKind::Replay);
+    let config = Arc::new(Config::from_raw(raw, home.path().to_path_buf(), &NoEnv).unwrap());
+    let store = SessionStore::new(config.sessions_dir());
+    let cwd = work.path().canonicalize().unwrap().display().to_string();
+    let id = SessionId::new(uuid::Uuid::new_v4().to_string());
+    let header = SessionHeader::new(id, now_ms(), cwd, Vec::new());
+    let log = store.create(&header).unwrap();
+    let session = Session::new(
+        config.clone(),
+        header,
+        SessionState::new(&config.choices),
+        log,
+        &CancellationToken::new(),
+    );
+    Fixture {
+        _home: home,
+        _work: work,
+        config,
+        store,
+        session,
+    }
+}
+
+impl Fixture {
+    /// The events in the log file.
+    fn logged(&self) -> Vec<Event> {
+        self.store
+            .read(self.session.id.as_str(), None)
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    }
+
+    /// What `session/load` of the live session shows.
+    async fn replay(&self) -> Vec<AgentUpdate> {
+        let (session, store) = (self.session.clone(), self.store.clone());
+        let out = Arc::new(Recorder::default());
+        let shown = out.clone();
+        tokio::task::spawn_blocking(move || session.replay(&store, &*shown))
+            .await
+            .unwrap()
+            .unwrap();
+        out.updates()
+    }
+}
+
+fn text_view(title: &str, text: &str) -> ToolView {
+    ToolView {
+        title: title.to_owned(),
+        content: vec![ToolContent::Text {
+            text: text.to_owned(),
+        }],
+        ..ToolView::default()
+    }
+}
+
+fn config(key: ConfigKey, value: &str) -> EventData {
+    EventData::Config {
+        key,
+        value: value.to_owned(),
+    }
+}
+
+/// One turn with a reply that calls `read`, its result and an answer.
+fn a_turn(call: &str) -> Vec<EventData> {
+    let request = ToolCallRequest {
+        id: ToolCallId::new(call),
+        name: "read".to_owned(),
+        arguments: "{\"file_path\":\"a.txt\"}".to_owned(),
+        provider_id: None,
+    };
+    let reply = |step: u64, text: &str, calls: Vec<ToolCallRequest>| EventData::AssistantMessage {
+        turn: 1,
+        step,
+        text: text.to_owned(),
+        reasoning: format!("thinking {step}"),
+        finish: if calls.is_empty() {
+            FinishReason::Stop
+        } else {
+            FinishReason::ToolCalls
+        },
+        tool_calls: calls,
+        usage: Some(Usage {
+            input_tokens: 100 * step,
+            output_tokens: 10,
+            cache_read_tokens: 0,
+            reasoning_tokens: 0,
+        }),
+        estimated_context: None,
+        interrupted: false,
+        model: "deepseek-v4-flash".to_owned(),
+    };
+    vec![
+        EventData::UserMessage {
+            turn: 1,
+            content: vec![UserContent::text("Read a.txt")],
+        },
+        EventData::Title {
+            title: "Read a.txt".to_owned(),
+            usage: None,
+        },
+        EventData::TurnStart { turn: 1 },
+        reply(1, "Let me look.", vec![request]),
+        EventData::ToolCall {
+            turn: 1,
+            call_id: ToolCallId::new(call),
+            name: "read".to_owned(),
+            arguments: "{\"file_path\":\"a.txt\"}".to_owned(),
+            view: text_view("Read a.txt", ""),
+        },
+        EventData::ToolResult {
+            turn: 1,
+            call_id: ToolCallId::new(call),
+            status: ToolStatus::Completed,
+            output: "A".to_owned(),
+            error: None,
+            view: text_view("Read a.txt", "A"),
+            attachments: Vec::new(),
+            live_terminal: None,
+            job: None,
+        },
+        reply(2, "It says A.", Vec::new()),
+        EventData::TurnEnd {
+            turn: 1,
+            stop: Some(dsh_protocol::log::StopReason::EndTurn),
+            error: None,
+        },
+    ]
+}
+
+#[tokio::test]
+async fn record_appends_folds_and_then_sends_what_the_event_projects_to() {
+    let fixture = fixture();
+    let session = &fixture.session;
+    let out = Recorder::default();
+    assert_eq!(session.last_seq(), 0);
+    let event = session
+        .record(config(ConfigKey::Mode, "read-only"), &out)
+        .unwrap();
+    assert_eq!(event.seq, 1);
+    assert_eq!(session.last_seq(), 1);
+    // Folded: the mode is the new one.
+    assert_eq!(session.mode(), Mode::ReadOnly);
+    assert_eq!(session.options()[0].current, "read-only");
+    // The front end hears of the event before its updates.
+    assert_eq!(
+        out.take(),
+        [
+            Seen::Event(1),
+            Seen::Update(AgentUpdate::Mode(Mode::ReadOnly)),
+            Seen::Update(AgentUpdate::ConfigOptions(session.options())),
+        ]
+    );
+    // Appended: the log holds it.
+    let logged = fixture.logged();
+    assert_eq!(logged, [event]);
+    assert_eq!(logged[0].data, config(ConfigKey::Mode, "read-only"));
+}
+
+#[tokio::test]
+async fn a_recorded_prompt_reaches_the_history_but_is_not_sent_live() {
+    let fixture = fixture();
+    let out = Recorder::default();
+    let prompt = vec![UserContent::text("hello")];
+    fixture
+        .session
+        .record(
+            EventData::UserMessage {
+                turn: 1,
+                content: prompt.clone(),
+            },
+            &out,
+        )
+        .unwrap();
+    assert_eq!(out.take(), [Seen::Event(1)]);
+    assert_eq!(fixture.session.history(), [ChatMessage::User(prompt)]);
+}
+
+#[tokio::test]
+async fn a_closed_session_records_nothing() {
+    let fixture = fixture();
+    let session = &fixture.session;
+    let out = Recorder::default();
+    session
+        .record(EventData::TurnStart { turn: 1 }, &out)
+        .unwrap();
+    out.take();
+    session.close(Duration::from_millis(100)).await;
+    let error = session
+        .record(config(ConfigKey::Mode, "read-only"), &out)
+        .unwrap_err();
+    assert!(matches!(error, AgentError::SessionClosed(_)), "{error:?}");
+    // Its stable code is the one of a session that is not open.
+    assert_eq!(error.code(), ErrorCode::SessionNotFound);
+    assert_eq!(out.take(), []);
+    // Neither folded nor logged.
+    assert_eq!(session.mode(), Mode::Ask);
+    assert_eq!(fixture.logged().len(), 1);
+    // Nor replayed from a log it no longer writes.
+    let (closed, store) = (session.clone(), fixture.store.clone());
+    let replayed =
+        tokio::task::spawn_blocking(move || closed.replay(&store, &crate::frontend::Nobody))
+            .await
+            .unwrap();
+    assert!(matches!(replayed, Err(AgentError::SessionClosed(_))));
+}
+
+#[tokio::test]
+async fn one_turn_at_a_time() {
+    let fixture = fixture();
+    let session = &fixture.session;
+    assert!(!session.is_busy());
+    let ticket = session.begin_turn().unwrap();
+    assert!(session.is_busy());
+    let Err(error) = session.begin_turn() else {
+        panic!("a second turn began");
+    };
+    assert!(matches!(error, AgentError::SessionBusy(_)), "{error:?}");
+    assert_eq!(error.code().as_str(), "session.busy");
+    drop(ticket);
+    assert!(!session.is_busy());
+    assert!(session.begin_turn().is_ok());
+}
+
+#[tokio::test]
+async fn cancel_reaches_the_running_turn_only() {
+    let fixture = fixture();
+    let session = &fixture.session;
+    // No turn: nothing to cancel, nothing breaks.
+    session.cancel_turn();
+    let first = session.begin_turn().unwrap();
+    let token = first.cancel_token();
+    assert!(!token.is_cancelled());
+    session.cancel_turn();
+    assert!(token.is_cancelled());
+    drop(first);
+    // The next turn starts with a fresh token.
+    let second = session.begin_turn().unwrap();
+    assert!(!second.cancel_token().is_cancelled());
+}
+
+#[tokio::test]
+async fn closing_cancels_the_running_turn() {
+    let fixture = fixture();
+    let ticket = fixture.session.begin_turn().unwrap();
+    // The ticket is never dropped: close waits its grace, then closes the
+    // log under the turn.
+    fixture.session.close(Duration::from_millis(20)).await;
+    assert!(ticket.cancel_token().is_cancelled());
+    let error = fixture
+        .session
+        .record(EventData::TurnStart { turn: 1 }, &Recorder::default())
+        .unwrap_err();
+    assert!(matches!(error, AgentError::SessionClosed(_)), "{error:?}");
+}
+
+#[tokio::test]
+async fn replay_equals_live_but_for_the_prompt_and_the_streamed_text() {
+    let fixture = fixture();
+    let out = Recorder::default();
+    for data in a_turn("c1") {
+        fixture.session.record(data, &out).unwrap();
+    }
+    fixture
+        .session
+        .record(config(ConfigKey::Model, "deepseek-v4-pro"), &out)
+        .unwrap();
+    let live = out.updates();
+    let replay = fixture.replay().await;
+    // What live did not send: the prompt (the client sent it) and the
+    // model's text and reasoning (streamed as they came).
+    let only_replayed = |update: &AgentUpdate| {
+        matches!(
+            update,
+            AgentUpdate::UserChunk(_) | AgentUpdate::MessageChunk(_) | AgentUpdate::ThoughtChunk(_)
+        )
+    };
+    let (extra, same): (Vec<AgentUpdate>, Vec<AgentUpdate>) =
+        replay.into_iter().partition(only_replayed);
+    assert_eq!(same, live);
+    assert_eq!(
+        extra,
+        [
+            AgentUpdate::UserChunk(UserContent::text("Read a.txt")),
+            AgentUpdate::ThoughtChunk("thinking 1".to_owned()),
+            AgentUpdate::MessageChunk("Let me look.".to_owned()),
+            AgentUpdate::ThoughtChunk("thinking 2".to_owned()),
+            AgentUpdate::MessageChunk("It says A.".to_owned()),
+        ]
+    );
+    assert!(live.iter().all(|update| !only_replayed(update)), "{live:?}");
+}
+
+#[tokio::test]
+async fn replay_closes_a_call_the_log_never_answered() {
+    let fixture = fixture();
+    let out = Recorder::default();
+    // The turn stops after the tool call: dsh died while it ran.
+    for data in a_turn("c1").into_iter().take(5) {
+        fixture.session.record(data, &out).unwrap();
+    }
+    let replay = fixture.replay().await;
+    let Some(AgentUpdate::ToolCallUpdate {
+        call_id, status, ..
+    }) = replay.last()
+    else {
+        panic!("{replay:?}")
+    };
+    assert_eq!(call_id.as_str(), "c1");
+    assert_eq!(*status, ToolStatus::Failed);
+}
+
+#[tokio::test]
+async fn the_state_restored_from_the_log_is_the_live_state() {
+    let fixture = fixture();
+    let out = Recorder::default();
+    fixture
+        .session
+        .record(config(ConfigKey::ThoughtLevel, "off"), &out)
+        .unwrap();
+    fixture
+        .session
+        .record(
+            EventData::PermissionRule(PermissionRule {
+                tool: "bash".to_owned(),
+                scope: Some("cargo test".to_owned()),
+                allow: true,
+            }),
+            &out,
+        )
+        .unwrap();
+    for data in a_turn("c1") {
+        fixture.session.record(data, &out).unwrap();
+    }
+    let events = fixture
+        .store
+        .read(fixture.session.id.as_str(), None)
+        .unwrap();
+    let restored =
+        SessionState::restore(&fixture.config.choices, events, None, &|_| false).unwrap();
+    let locked = fixture.session.locked();
+    let live = &locked.state;
+    assert_eq!(restored.settings, live.settings);
+    assert_eq!(
+        restored.settings.thought_level,
+        dsh_protocol::model::ThoughtLevel::Off
+    );
+    assert_eq!(restored.title.as_deref(), Some("Read a.txt"));
+    assert_eq!(restored.title, live.title);
+    assert_eq!((restored.turns, live.turns), (1, 1));
+    assert_eq!(restored.rules, live.rules);
+    assert_eq!(restored.call_ids, live.call_ids);
+    assert_eq!(restored.last_context, Some(210));
+    assert_eq!(restored.last_context, live.last_context);
+    assert_eq!(restored.history.messages(), live.history.messages());
+    assert_eq!(live.history.messages().len(), 4);
+}
+
+#[tokio::test]
+async fn a_background_job_ends_in_the_log_and_before_the_latest_front_end() {
+    let fixture = fixture();
+    let session = &fixture.session;
+    let turn_out = Recorder::default();
+    let mut events = a_turn("j1");
+    // The call started a background job: in progress until its end.
+    if let EventData::ToolResult { job, .. } = &mut events[5] {
+        *job = Some("job-1".to_owned());
+    }
+    for data in events {
+        session.record(data, &turn_out).unwrap();
+    }
+    let later = Arc::new(Recorder::default());
+    session.set_outlet(later.clone());
+    (session.on_job_end())(crate::jobs::JobReport {
+        job_id: "job-1".to_owned(),
+        call_id: ToolCallId::new("j1"),
+        status: "exited 0".to_owned(),
+        failed: false,
+        summary: "done".to_owned(),
+        view: text_view("Run", "tail"),
+    });
+    assert_eq!(
+        later.take(),
+        [
+            Seen::Event(9),
+            Seen::Update(AgentUpdate::ToolCallUpdate {
+                call_id: ToolCallId::new("j1"),
+                status: ToolStatus::Completed,
+                view: text_view("Run", "tail"),
+            }),
+        ]
+    );
+    assert!(turn_out.updates().iter().all(|update| !matches!(
+        update,
+        AgentUpdate::ToolCallUpdate {
+            status: ToolStatus::Completed,
+            ..
+        }
+    )));
+    assert!(matches!(
+        fixture.logged().last().map(|event| &event.data),
+        Some(EventData::JobEnd { failed: false, .. })
+    ));
+}
