@@ -63,7 +63,21 @@ impl Repair {
             | EventData::AssistantMessage { .. }
             | EventData::TurnEnd { .. }
             | EventData::CompactionSummary { .. } => self.finish(),
-            _ => Vec::new(),
+            EventData::Config { .. }
+            | EventData::Title { .. }
+            | EventData::TurnStart { .. }
+            | EventData::ToolCall { .. }
+            | EventData::ToolResult { .. }
+            | EventData::JobEnd { .. }
+            | EventData::PermissionDecision { .. }
+            | EventData::PermissionRule(_)
+            | EventData::Plan { .. }
+            | EventData::CompactionPrune { .. }
+            | EventData::Instructions { .. }
+            | EventData::Checkpoint { .. }
+            | EventData::Undo { .. }
+            | EventData::Notice { .. }
+            | EventData::LlmRetry { .. } => Vec::new(),
         };
         match &event.data {
             EventData::AssistantMessage {
@@ -75,7 +89,27 @@ impl Repair {
                 .open
                 .extend(tool_calls.iter().map(|call| (call.id.clone(), *turn))),
             EventData::ToolResult { call_id, .. } => self.open.retain(|(id, _)| id != call_id),
-            _ => {}
+            // A cut reply's calls were never dispatched: nothing opens.
+            EventData::AssistantMessage {
+                interrupted: true, ..
+            }
+            | EventData::Config { .. }
+            | EventData::Title { .. }
+            | EventData::UserMessage { .. }
+            | EventData::TurnStart { .. }
+            | EventData::TurnEnd { .. }
+            | EventData::ToolCall { .. }
+            | EventData::JobEnd { .. }
+            | EventData::PermissionDecision { .. }
+            | EventData::PermissionRule(_)
+            | EventData::Plan { .. }
+            | EventData::CompactionSummary { .. }
+            | EventData::CompactionPrune { .. }
+            | EventData::Instructions { .. }
+            | EventData::Checkpoint { .. }
+            | EventData::Undo { .. }
+            | EventData::Notice { .. }
+            | EventData::LlmRetry { .. } => {}
         }
         self.last_seq = event.seq;
         closed
