@@ -46,16 +46,31 @@ pub struct Projection {
     shown: HashSet<ToolCallId>,
     /// Calls whose background job has not ended in the log.
     jobs: HashSet<ToolCallId>,
+    /// Compactions started and not yet ended in the log.
+    compactions: HashSet<ToolCallId>,
 }
 
 impl Projection {
     /// After a replay: the background jobs the log never saw end (dsh
     /// stopped while they ran) end now, with their outcome unknown.
     /// `running`: the job of this call still runs in this process.
+    /// A compaction the log never saw end (dsh stopped during it) failed.
     pub fn finish_replay(&mut self, running: &dyn Fn(&ToolCallId) -> bool) -> Vec<AgentUpdate> {
+        let mut compactions: Vec<ToolCallId> = self.compactions.drain().collect();
+        compactions.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+        let mut updates: Vec<AgentUpdate> = compactions
+            .into_iter()
+            .map(|call_id| AgentUpdate::ToolCallUpdate {
+                call_id,
+                status: ToolStatus::Failed,
+                view: compaction_failed_view(
+                    "dsh stopped before this compaction ended; nothing was replaced.",
+                ),
+            })
+            .collect();
         let mut calls: Vec<ToolCallId> = self.jobs.drain().filter(|call| !running(call)).collect();
         calls.sort_by(|a, b| a.as_str().cmp(b.as_str()));
-        calls
+        updates.extend(calls
             .into_iter()
             .map(|call_id| AgentUpdate::ToolCallUpdate {
                 call_id,
@@ -67,7 +82,8 @@ impl Projection {
                     ..ToolView::default()
                 },
             })
-            .collect()
+        );
+        updates
     }
 
     /// The updates for one event. `settings` are the session's settings
@@ -235,7 +251,10 @@ impl Projection {
                 };
                 let view =
                     compaction_view(Some((*messages, *tokens_before, *tokens_after, summary)));
-                let shown = if replay {
+                // Live, or replayed after its `compaction/start`: the call
+                // is on screen already (logs before 2026-12 have no start).
+                let started = self.compactions.remove(call_id);
+                let shown = if replay && !started {
                     AgentUpdate::ToolCall {
                         call_id: call_id.clone(),
                         arguments: String::new(),
@@ -256,6 +275,23 @@ impl Projection {
                         size,
                     },
                 ]
+            }
+            EventData::CompactionStart { call_id, .. } => {
+                self.compactions.insert(call_id.clone());
+                vec![AgentUpdate::ToolCall {
+                    call_id: call_id.clone(),
+                    arguments: String::new(),
+                    view: compaction_view(None),
+                    status: ToolStatus::InProgress,
+                }]
+            }
+            EventData::CompactionFailed { call_id, message } => {
+                self.compactions.remove(call_id);
+                vec![AgentUpdate::ToolCallUpdate {
+                    call_id: call_id.clone(),
+                    status: ToolStatus::Failed,
+                    view: compaction_failed_view(message),
+                }]
             }
             // Nothing the editor shows: the prompt (live), turn boundaries,
             // permission answers and rules (the prompt was shown live),
@@ -289,6 +325,16 @@ pub fn compaction_view(done: Option<(u64, u64, u64, &String)>) -> ToolView {
         kind: Some(dsh_protocol::tool::ToolKind::Think),
         locations: Vec::new(),
         content,
+    }
+}
+
+/// A compaction that replaced nothing, and why.
+pub fn compaction_failed_view(message: &str) -> ToolView {
+    ToolView {
+        content: vec![ToolContent::Text {
+            text: message.to_owned(),
+        }],
+        ..compaction_view(None)
     }
 }
 

@@ -73,6 +73,8 @@ impl Repair {
             | EventData::PermissionRule(_)
             | EventData::Plan { .. }
             | EventData::CompactionPrune { .. }
+            | EventData::CompactionStart { .. }
+            | EventData::CompactionFailed { .. }
             | EventData::Instructions { .. }
             | EventData::Checkpoint { .. }
             | EventData::Undo { .. }
@@ -105,6 +107,8 @@ impl Repair {
             | EventData::Plan { .. }
             | EventData::CompactionSummary { .. }
             | EventData::CompactionPrune { .. }
+            | EventData::CompactionStart { .. }
+            | EventData::CompactionFailed { .. }
             | EventData::Instructions { .. }
             | EventData::Checkpoint { .. }
             | EventData::Undo { .. }
@@ -330,8 +334,11 @@ impl History {
                 self.replace_range(*start, *end, summary);
             }
             // Settings, titles, turn starts, permissions, plans, dsh's own
-            // notices and retries are not part of the conversation.
-            EventData::Config { .. }
+            // notices, retries and compactions that replaced nothing are
+            // not part of the conversation.
+            EventData::CompactionStart { .. }
+            | EventData::CompactionFailed { .. }
+            | EventData::Config { .. }
             | EventData::Title { .. }
             | EventData::TurnStart { .. }
             | EventData::ToolCall { .. }

@@ -164,6 +164,18 @@ impl PermissionOutcome {
     }
 }
 
+/// Why a compaction runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompactionReason {
+    /// The context was over the threshold before a model call.
+    Pressure,
+    /// The provider said the conversation is too long.
+    Overflow,
+    /// The user asked (`/compact`).
+    Asked,
+}
+
 /// A session setting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -389,6 +401,26 @@ pub enum EventData {
         #[serde(default, skip_serializing_if = "is_zero")]
         tokens_after: u64,
     },
+    /// A summary of the conversation was started (shown as a "Compact
+    /// conversation" tool call until its `compaction/summary` or
+    /// `compaction/failed`; ignorable).
+    #[serde(rename = "compaction/start")]
+    CompactionStart {
+        /// The tool call the editor is shown.
+        call_id: ToolCallId,
+        /// Why it runs.
+        reason: CompactionReason,
+    },
+    /// A started summary replaced nothing (nothing to summarize, no
+    /// summarization model, an empty or failed summary call, a cancel);
+    /// ignorable.
+    #[serde(rename = "compaction/failed")]
+    CompactionFailed {
+        /// The tool call of its `compaction/start`.
+        call_id: ToolCallId,
+        /// What the user is told.
+        message: String,
+    },
     /// Old tool results cut to their head and tail for the model (no model
     /// call); the log keeps them whole.
     #[serde(rename = "compaction/prune")]
@@ -471,6 +503,8 @@ pub const KNOWN_TYPES: &[&str] = &[
     "plan",
     "compaction/summary",
     "compaction/prune",
+    "compaction/start",
+    "compaction/failed",
     "context/instructions",
     "agent/notice",
     "checkpoint",
@@ -482,7 +516,13 @@ impl EventData {
     /// True for events no reader needs to rebuild the model history; they
     /// are written with `ignorable: true` so older readers skip them.
     pub fn is_ignorable(&self) -> bool {
-        matches!(self, EventData::LlmRetry { .. } | EventData::Notice { .. })
+        matches!(
+            self,
+            EventData::LlmRetry { .. }
+                | EventData::Notice { .. }
+                | EventData::CompactionStart { .. }
+                | EventData::CompactionFailed { .. }
+        )
     }
 }
 

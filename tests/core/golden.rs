@@ -10,8 +10,9 @@ use dsh_acp_server::permission::Mode;
 use dsh_acp_server::update::{AgentUpdate, ConfigOption, ConfigValue};
 use dsh_protocol::error::{ErrorCode, ErrorInfo};
 use dsh_protocol::log::{
-    ConfigKey, Event, EventData, InstructionFile, InstructionStatus, PermissionOutcome,
-    PermissionRule, PlanEntry, PlanPriority, PlanStatus, StopReason, KNOWN_TYPES,
+    CompactionReason, ConfigKey, Event, EventData, InstructionFile, InstructionStatus,
+    PermissionOutcome, PermissionRule, PlanEntry, PlanPriority, PlanStatus, StopReason,
+    KNOWN_TYPES,
 };
 use dsh_protocol::model::{FinishReason, ToolCallRequest, Usage};
 use dsh_protocol::tool::{FileDiff, FileLocation, ToolContent, ToolKind, ToolStatus, ToolView};
@@ -229,6 +230,14 @@ fn samples() -> Vec<EventData> {
             failed: false,
             summary: "[dsh: background job j1 (`npm run build`) exited with code 0 after 3.0 s]".into(),
             view: view(),
+        },
+        EventData::CompactionStart {
+            call_id: ToolCallId::new("compact_1"),
+            reason: CompactionReason::Pressure,
+        },
+        EventData::CompactionFailed {
+            call_id: ToolCallId::new("compact_1"),
+            message: "The model returned an empty summary; nothing was replaced.".into(),
         },
     ]
 }

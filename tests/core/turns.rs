@@ -347,3 +347,44 @@ async fn a_turn_holds_and_merges_deltas_while_the_editor_is_behind() {
     assert!(held >= 10, "held deltas went out merged: {texts:?}");
     assert!(texts.len() < 60 - 10, "{} updates", texts.len());
 }
+
+#[tokio::test]
+async fn a_compaction_that_replaces_nothing_is_logged_and_replays_failed() {
+    // `/compact` whose summary call fails (the script has no reply for
+    // it): its start and why it replaced nothing are recorded, so a load
+    // shows what the user saw live.
+    let world = World::new(&[reply("Hi.")]);
+    let session = world.session().await;
+    let recorder = Recorder::default();
+    assert_eq!(world.prompt(&session, "Hello", &recorder).await, "EndTurn");
+    recorder.take();
+    world.prompt(&session, "/compact", &recorder).await;
+    let compaction = |updates: &[AgentUpdate]| -> Vec<String> {
+        updates
+            .iter()
+            .filter_map(|update| match update {
+                AgentUpdate::ToolCall { view, status, .. } => {
+                    Some(format!("call {} {status:?}", view.title))
+                }
+                AgentUpdate::ToolCallUpdate { view, status, .. } => Some(format!(
+                    "update {status:?} {}",
+                    serde_json::to_string(&view.content).unwrap()
+                )),
+                _ => None,
+            })
+            .collect()
+    };
+    let live = compaction(&recorder.take());
+    assert_eq!(live.len(), 2, "{live:?}");
+    assert_eq!(live[0], "call Compact conversation InProgress");
+    assert!(
+        live[1].starts_with("update Failed") && live[1].contains("The summary call failed"),
+        "{live:?}"
+    );
+    let types = world.log_types(&session);
+    let start = types.iter().position(|t| t == "compaction/start");
+    let failed = types.iter().position(|t| t == "compaction/failed");
+    assert!(start.is_some() && start < failed, "{types:?}");
+    let (_, replayed) = world.load(&session).await;
+    assert_eq!(compaction(&replayed), live);
+}

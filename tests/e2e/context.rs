@@ -261,9 +261,24 @@ async fn pressure_compacts_with_a_summary_and_reload_derives_the_same() {
     let conn = env.connect().await;
     conn.initialize().await;
     conn.load(&session, &env.cwd()).await;
+    // Replayed as it went (its start is logged): in progress, then
+    // completed.
     let replayed = conn.updates();
+    let started = replayed
+        .iter()
+        .find_map(|n| match &n.update {
+            SessionUpdate::ToolCall(call)
+                if call.title == "Compact conversation"
+                    && call.status == ToolCallStatus::InProgress =>
+            {
+                Some(call.tool_call_id.clone())
+            }
+            _ => None,
+        })
+        .expect("the compaction's start is replayed");
     assert!(replayed.iter().any(|n| matches!(&n.update,
-        SessionUpdate::ToolCall(call) if call.title == "Compact conversation" && call.status == ToolCallStatus::Completed)));
+        SessionUpdate::ToolCallUpdate(update) if update.tool_call_id == started
+            && update.fields.status == Some(ToolCallStatus::Completed))));
     conn.prompt(&session, "and now").await.unwrap();
     let reloaded = transcript(&env.mock.requests()[4]);
     let mut expected = after.clone();

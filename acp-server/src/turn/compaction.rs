@@ -5,26 +5,15 @@ use std::sync::Arc;
 
 use dsh_protocol::log::EventData;
 use dsh_protocol::model::{ChatMessage, ThoughtLevel};
-use dsh_protocol::tool::{ToolContent, ToolStatus};
 use dsh_protocol::{ToolCallId, UserContent};
 
 use super::Turn;
 use crate::context::compaction;
 use crate::error::AgentError;
 use crate::model::ModelRequest;
-use crate::projection::compaction_view;
-use crate::update::AgentUpdate;
 
-/// Why a compaction runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Why {
-    /// The context is over the threshold before a model call.
-    Pressure,
-    /// The provider said the conversation is too long.
-    Overflow,
-    /// `/compact`.
-    Asked,
-}
+/// Why a compaction runs (logged with its start).
+pub(super) use dsh_protocol::log::CompactionReason as Why;
 
 impl Turn<'_> {
     /// Before a model call: compacts when the context is over the
@@ -83,7 +72,7 @@ impl Turn<'_> {
             }
         }
         for _ in 0..=policy.compaction_retries {
-            if !self.summarize(&policy, retain, focus).await? {
+            if !self.summarize(why, &policy, retain, focus).await? {
                 break;
             }
             changed = true;
@@ -95,11 +84,12 @@ impl Turn<'_> {
         Ok(changed)
     }
 
-    /// One summary, shown as a "Compact conversation" tool call. Whether
-    /// one was recorded (nothing to summarize, a cancel or a failed call
-    /// record nothing; the editor is told why).
+    /// One summary, shown as a "Compact conversation" tool call: its start
+    /// is recorded, then its summary or why it replaced nothing (nothing to
+    /// summarize, a cancel, a failed call). Whether a summary was recorded.
     async fn summarize(
         &self,
+        why: Why,
         policy: &compaction::Policy,
         retain: u64,
         focus: Option<&str>,
@@ -114,17 +104,15 @@ impl Turn<'_> {
             )
         };
         let call_id = ToolCallId::new(format!("compact_{}", uuid::Uuid::new_v4().simple()));
-        self.frontend.send(AgentUpdate::ToolCall {
+        self.record(EventData::CompactionStart {
             call_id: call_id.clone(),
-            arguments: String::new(),
-            view: compaction_view(None),
-            status: ToolStatus::InProgress,
-        });
+            reason: why,
+        })?;
         let Some(plan) = plan else {
             self.compaction_failed(
                 &call_id,
                 "Nothing to compact yet: the conversation is already short.",
-            );
+            )?;
             return Ok(false);
         };
         let model_id = policy.summarization_model.clone().unwrap_or(model);
@@ -132,7 +120,7 @@ impl Turn<'_> {
             self.compaction_failed(
                 &call_id,
                 &format!("The summarization model {model_id} is not in the catalog."),
-            );
+            )?;
             return Ok(false);
         };
         model.max_tokens = Some(policy.max_tokens);
@@ -154,11 +142,11 @@ impl Turn<'_> {
                 self.compaction_failed(
                     &call_id,
                     "The model returned an empty summary; nothing was replaced.",
-                );
+                )?;
                 return Ok(false);
             }
             Ok(None) => {
-                self.compaction_failed(&call_id, "Cancelled; nothing was replaced.");
+                self.compaction_failed(&call_id, "Cancelled; nothing was replaced.")?;
                 return Ok(false);
             }
             Err(error) => {
@@ -166,7 +154,7 @@ impl Turn<'_> {
                 self.compaction_failed(
                     &call_id,
                     &format!("The summary call failed: {}", error.message),
-                );
+                )?;
                 return Ok(false);
             }
         };
@@ -184,15 +172,12 @@ impl Turn<'_> {
         Ok(true)
     }
 
-    fn compaction_failed(&self, call_id: &ToolCallId, why: &str) {
-        let mut view = compaction_view(None);
-        view.content = vec![ToolContent::Text {
-            text: why.to_owned(),
-        }];
-        self.frontend.send(AgentUpdate::ToolCallUpdate {
+    /// Records that the compaction `call_id` replaced nothing, and why.
+    fn compaction_failed(&self, call_id: &ToolCallId, why: &str) -> Result<(), AgentError> {
+        self.record(EventData::CompactionFailed {
             call_id: call_id.clone(),
-            status: ToolStatus::Failed,
-            view,
-        });
+            message: why.to_owned(),
+        })
+        .map(drop)
     }
 }
