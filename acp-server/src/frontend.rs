@@ -7,11 +7,11 @@
 
 use std::path::{Path, PathBuf};
 
-use dsh_protocol::log::PermissionOutcome;
 use dsh_protocol::tool::{FileLocation, ToolContent, ToolKind};
 use dsh_protocol::ToolCallId;
 use futures::future::BoxFuture;
 
+use crate::permission::Answer;
 use crate::update::AgentUpdate;
 
 /// Capabilities the client advertised at `initialize`.
@@ -25,9 +25,10 @@ pub struct ClientCaps {
     pub terminal: bool,
 }
 
-/// A permission question about one tool call.
+/// A question to the user about one tool call: may it run (a permission),
+/// or start on its plan (`exit_plan_mode`)? One type, typed answers.
 #[derive(Debug, Clone)]
-pub struct PermissionAsk {
+pub struct Ask {
     /// The call.
     pub call_id: ToolCallId,
     /// Its title.
@@ -40,8 +41,8 @@ pub struct PermissionAsk {
     pub locations: Vec<FileLocation>,
     /// What the call will do, for the prompt (the whole command, escaped).
     pub content: Vec<ToolContent>,
-    /// The answers to offer (see [`crate::permission::Choices::options`]).
-    pub options: Vec<crate::permission::AnswerOption>,
+    /// What is asked, with its options.
+    pub question: crate::permission::Question,
 }
 
 /// How a client terminal run ended.
@@ -122,8 +123,8 @@ pub trait Frontend: Send + Sync {
 
     /// Asks the user. Must resolve (fail closed, `Unavailable`) if the
     /// client goes away.
-    fn request_permission(&self, _ask: PermissionAsk) -> BoxFuture<'_, PermissionOutcome> {
-        Box::pin(async { PermissionOutcome::Unavailable })
+    fn ask(&self, _ask: Ask) -> BoxFuture<'_, Answer> {
+        Box::pin(async { Answer::Unavailable })
     }
 
     /// Reads a file through the client.

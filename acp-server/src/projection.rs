@@ -300,6 +300,7 @@ impl Projection {
             | EventData::TurnStart { .. }
             | EventData::TurnEnd { .. }
             | EventData::PermissionDecision { .. }
+            | EventData::PlanDecision { .. }
             | EventData::PermissionRule(_)
             | EventData::CompactionPrune { .. }
             | EventData::Checkpoint { .. }

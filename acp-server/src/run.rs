@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use dsh_protocol::log::{Event, EventData, PermissionOutcome, StopReason};
+use dsh_protocol::log::{Event, EventData, StopReason};
 use dsh_protocol::model::Usage;
 use dsh_protocol::tool::ToolStatus;
 use dsh_protocol::UserContent;
@@ -27,7 +27,7 @@ use futures::future::BoxFuture;
 
 use crate::agent::Agent;
 use crate::error::AgentError;
-use crate::frontend::{Frontend, PermissionAsk};
+use crate::frontend::{Ask, Frontend};
 use crate::permission::Approvals;
 use crate::update::AgentUpdate;
 
@@ -288,11 +288,11 @@ impl Frontend for RunFrontend {
         }
     }
 
-    fn request_permission(&self, ask: PermissionAsk) -> BoxFuture<'_, PermissionOutcome> {
-        let outcome = self
-            .approve
-            .standing_answer()
-            .unwrap_or(PermissionOutcome::Unavailable);
+    fn ask(&self, ask: Ask) -> BoxFuture<'_, crate::permission::Answer> {
+        let outcome = ask
+            .question
+            .standing_answer(self.approve)
+            .unwrap_or(crate::permission::Answer::Unavailable);
         let why = format!(
             "{} (--approve {}{})",
             if outcome.allows() {

@@ -75,6 +75,7 @@ impl Repair {
             | EventData::CompactionPrune { .. }
             | EventData::CompactionStart { .. }
             | EventData::CompactionFailed { .. }
+            | EventData::PlanDecision { .. }
             | EventData::Instructions { .. }
             | EventData::Checkpoint { .. }
             | EventData::Undo { .. }
@@ -109,6 +110,7 @@ impl Repair {
             | EventData::CompactionPrune { .. }
             | EventData::CompactionStart { .. }
             | EventData::CompactionFailed { .. }
+            | EventData::PlanDecision { .. }
             | EventData::Instructions { .. }
             | EventData::Checkpoint { .. }
             | EventData::Undo { .. }
@@ -338,6 +340,7 @@ impl History {
             // not part of the conversation.
             EventData::CompactionStart { .. }
             | EventData::CompactionFailed { .. }
+            | EventData::PlanDecision { .. }
             | EventData::Config { .. }
             | EventData::Title { .. }
             | EventData::TurnStart { .. }

@@ -164,6 +164,43 @@ impl PermissionOutcome {
     }
 }
 
+/// How the user answered a plan submitted with `exit_plan_mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanOutcome {
+    /// Start, in `accept-edits` mode.
+    AcceptEdits,
+    /// Start, in `ask` mode: each change is asked about.
+    AskEach,
+    /// Keep planning.
+    KeepPlanning,
+    /// The review was cancelled (so was the turn).
+    Cancelled,
+    /// No answer could be had (no editor, a broken channel): plan mode stays.
+    Unavailable,
+}
+
+impl PlanOutcome {
+    /// The three answers a person gives, in menu order.
+    pub const CHOICES: [PlanOutcome; 3] = [
+        PlanOutcome::AcceptEdits,
+        PlanOutcome::AskEach,
+        PlanOutcome::KeepPlanning,
+    ];
+
+    /// Its id on every wire: `accept_edits`, `ask_each`, `keep_planning`,
+    /// `cancelled`, `unavailable`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PlanOutcome::AcceptEdits => "accept_edits",
+            PlanOutcome::AskEach => "ask_each",
+            PlanOutcome::KeepPlanning => "keep_planning",
+            PlanOutcome::Cancelled => "cancelled",
+            PlanOutcome::Unavailable => "unavailable",
+        }
+    }
+}
+
 /// Why a compaction runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -401,6 +438,16 @@ pub enum EventData {
         #[serde(default, skip_serializing_if = "is_zero")]
         tokens_after: u64,
     },
+    /// The user's answer to a plan (`exit_plan_mode`); an approval is
+    /// followed by the mode's `session/config` (ignorable: nothing is
+    /// derived from it).
+    #[serde(rename = "plan/decision")]
+    PlanDecision {
+        /// The `exit_plan_mode` call.
+        call_id: ToolCallId,
+        /// The answer.
+        outcome: PlanOutcome,
+    },
     /// A summary of the conversation was started (shown as a "Compact
     /// conversation" tool call until its `compaction/summary` or
     /// `compaction/failed`; ignorable).
@@ -505,6 +552,7 @@ pub const KNOWN_TYPES: &[&str] = &[
     "compaction/prune",
     "compaction/start",
     "compaction/failed",
+    "plan/decision",
     "context/instructions",
     "agent/notice",
     "checkpoint",
@@ -522,6 +570,7 @@ impl EventData {
                 | EventData::Notice { .. }
                 | EventData::CompactionStart { .. }
                 | EventData::CompactionFailed { .. }
+                | EventData::PlanDecision { .. }
         )
     }
 }

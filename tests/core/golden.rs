@@ -11,8 +11,8 @@ use dsh_acp_server::update::{AgentUpdate, ConfigOption, ConfigValue};
 use dsh_protocol::error::{ErrorCode, ErrorInfo};
 use dsh_protocol::log::{
     CompactionReason, ConfigKey, Event, EventData, InstructionFile, InstructionStatus,
-    PermissionOutcome, PermissionRule, PlanEntry, PlanPriority, PlanStatus, StopReason,
-    KNOWN_TYPES,
+    PermissionOutcome, PermissionRule, PlanEntry, PlanOutcome, PlanPriority, PlanStatus,
+    StopReason, KNOWN_TYPES,
 };
 use dsh_protocol::model::{FinishReason, ToolCallRequest, Usage};
 use dsh_protocol::tool::{FileDiff, FileLocation, ToolContent, ToolKind, ToolStatus, ToolView};
@@ -238,6 +238,10 @@ fn samples() -> Vec<EventData> {
         EventData::CompactionFailed {
             call_id: ToolCallId::new("compact_1"),
             message: "The model returned an empty summary; nothing was replaced.".into(),
+        },
+        EventData::PlanDecision {
+            call_id: ToolCallId::new("call_plan"),
+            outcome: PlanOutcome::AcceptEdits,
         },
     ]
 }

@@ -4,6 +4,7 @@
 //! from earlier versions; and the ACP server over an in-memory pipe.
 
 mod acp_duplex;
+mod eviction;
 mod golden;
 mod old_logs;
 mod sandbox;
@@ -15,11 +16,12 @@ use std::sync::{Arc, Mutex};
 
 use dsh_acp_server::agent::{Agent, Opened};
 use dsh_acp_server::config::{Config, RawConfig};
-use dsh_acp_server::frontend::{Frontend, PermissionAsk};
+use dsh_acp_server::frontend::{Ask, Frontend};
 use dsh_acp_server::model::replay::ReplayProvider;
 use dsh_acp_server::model::script::ScriptEntry;
 use dsh_acp_server::model::Provider;
 use dsh_acp_server::model::ProviderKind;
+use dsh_acp_server::permission::{Answer, Question};
 use dsh_acp_server::update::AgentUpdate;
 use dsh_protocol::log::PermissionOutcome;
 use dsh_protocol::tool::{ToolContent, ToolStatus};
@@ -155,7 +157,7 @@ pub struct Recorder(std::sync::Arc<Recorded>);
 pub struct Recorded {
     pub updates: Mutex<Vec<AgentUpdate>>,
     pub answers: Mutex<VecDeque<PermissionOutcome>>,
-    pub asked: Mutex<Vec<PermissionAsk>>,
+    pub asked: Mutex<Vec<Ask>>,
 }
 
 impl std::ops::Deref for Recorder {
@@ -183,14 +185,16 @@ impl Frontend for Recorder {
         self.updates.lock().unwrap().push(update);
     }
 
-    fn request_permission(&self, ask: PermissionAsk) -> BoxFuture<'_, PermissionOutcome> {
+    fn ask(&self, ask: Ask) -> BoxFuture<'_, Answer> {
+        let permission = matches!(ask.question, Question::Permission(_));
         self.asked.lock().unwrap().push(ask);
-        let answer = self
-            .answers
-            .lock()
-            .unwrap()
-            .pop_front()
-            .unwrap_or(PermissionOutcome::Unavailable);
+        let answer = match self.answers.lock().unwrap().pop_front() {
+            Some(PermissionOutcome::Cancelled) => Answer::Cancelled,
+            Some(outcome) if permission && outcome != PermissionOutcome::Unavailable => {
+                Answer::Permission(outcome)
+            }
+            _ => Answer::Unavailable,
+        };
         Box::pin(async move { answer })
     }
 }

@@ -66,9 +66,10 @@ async fn without_a_sandbox_the_user_is_told_once_and_the_prompt_guards() {
     assert!(results.iter().any(|r| r.contains("one")) && results.iter().any(|r| r.contains("two")));
     // No "with network" answer: there is no sandbox to lift.
     assert!(recorder.asked.lock().unwrap().iter().all(|ask| ask
-        .options
+        .question
+        .options()
         .iter()
-        .all(|option| option.id() != "allow_once_network")));
+        .all(|option| option.id != "allow_once_network")));
     // Logged as a notice, so a reload shows it too.
     assert_eq!(
         world

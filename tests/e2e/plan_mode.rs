@@ -95,11 +95,10 @@ async fn plan_mode_refuses_changes_until_the_plan_is_approved_then_runs_it() {
             }
         })
         .collect();
-    // (The last decision: the plan's; the first was the command's.)
-    let decision = types
-        .iter()
-        .rposition(|t| t == "permission/decision")
-        .unwrap();
+    // The plan's answer is its own event (the command's was a permission),
+    // with its own outcome, not a permission's.
+    let decision = types.iter().position(|t| t == "plan/decision").unwrap();
+    assert_eq!(events[decision]["data"]["outcome"], "accept_edits");
     assert_eq!(types[decision + 1], "session/config:accept-edits");
     // Later requests no longer carry the plan-mode section.
     let last = env.mock.requests().pop().unwrap();

@@ -294,6 +294,8 @@ async fn a_client_answers_permission_asks_with_respond() {
     let ask = asks(&items).remove(0);
     assert_eq!(ask["toolCall"]["callId"], "w1");
     assert_eq!(ask["toolCall"]["kind"], "edit");
+    assert_eq!(ask["question"], "permission");
+    assert_eq!(ask["options"][0]["kind"], "allow_once");
     let options: Vec<&str> = ask["options"]
         .as_array()
         .unwrap()

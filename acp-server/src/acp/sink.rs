@@ -14,11 +14,11 @@ use agent_client_protocol::v1::schema::{
 };
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::Client;
-use dsh_protocol::log::PermissionOutcome;
 use futures::future::BoxFuture;
 
 use super::convert;
-use crate::frontend::{ClientCaps, Frontend, PermissionAsk, TerminalCommand, TerminalRun};
+use crate::frontend::{Ask, ClientCaps, Frontend, TerminalCommand, TerminalRun};
+use crate::permission::{Answer, Hint};
 use crate::update::AgentUpdate;
 
 /// Sends a session's updates and serves the core's requests to the editor.
@@ -86,10 +86,10 @@ impl Frontend for AcpSink {
         self.caps
     }
 
-    fn request_permission(&self, ask: PermissionAsk) -> BoxFuture<'_, PermissionOutcome> {
+    fn ask(&self, ask: Ask) -> BoxFuture<'_, Answer> {
         Box::pin(async move {
-            let options = permission_options(&ask.options);
-            let offered = ask.options.clone();
+            let options = permission_options(&ask.question);
+            let question = ask.question;
             let mut fields = ToolCallUpdateFields::new()
                 .title(ask.title)
                 .kind(convert::tool_kind(ask.kind))
@@ -107,20 +107,20 @@ impl Frontend for AcpSink {
                 Ok(response) => match response.outcome {
                     RequestPermissionOutcome::Selected(selected) => {
                         let id: &str = selected.option_id.0.as_ref();
-                        crate::permission::answer(&offered, id).unwrap_or_else(|| {
+                        question.answer(id).unwrap_or_else(|| {
                             tracing::warn!(
                                 option = id,
                                 "client chose an option dsh did not offer; denying"
                             );
-                            PermissionOutcome::Unavailable
+                            Answer::Unavailable
                         })
                     }
-                    RequestPermissionOutcome::Cancelled => PermissionOutcome::Cancelled,
-                    _ => PermissionOutcome::Unavailable,
+                    RequestPermissionOutcome::Cancelled => Answer::Cancelled,
+                    _ => Answer::Unavailable,
                 },
                 Err(err) => {
                     tracing::warn!(error = ?err, "permission request failed; denying");
-                    PermissionOutcome::Unavailable
+                    Answer::Unavailable
                 }
             }
         })
@@ -259,20 +259,20 @@ impl Frontend for AcpSink {
     }
 }
 
-/// The options of a permission prompt, as the policy offers them.
-fn permission_options(options: &[crate::permission::AnswerOption]) -> Vec<PermissionOption> {
-    options
-        .iter()
+/// The options of a question, as ACP permission options (their kinds are
+/// hints for the client's UI; their ids carry the meaning).
+fn permission_options(question: &crate::permission::Question) -> Vec<PermissionOption> {
+    question
+        .options()
+        .into_iter()
         .map(|option| {
-            let kind = match option.outcome {
-                PermissionOutcome::AllowOnce | PermissionOutcome::AllowOnceNetwork => {
-                    PermissionOptionKind::AllowOnce
-                }
-                PermissionOutcome::AllowAlways => PermissionOptionKind::AllowAlways,
-                PermissionOutcome::RejectAlways => PermissionOptionKind::RejectAlways,
-                _ => PermissionOptionKind::RejectOnce,
+            let kind = match option.hint {
+                Hint::AllowOnce => PermissionOptionKind::AllowOnce,
+                Hint::AllowAlways => PermissionOptionKind::AllowAlways,
+                Hint::RejectOnce => PermissionOptionKind::RejectOnce,
+                Hint::RejectAlways => PermissionOptionKind::RejectAlways,
             };
-            PermissionOption::new(option.id(), option.label.clone(), kind)
+            PermissionOption::new(option.id, option.label, kind)
         })
         .collect()
 }

@@ -3,7 +3,7 @@
 //! `permission` notice), and the standing answers of the front ends that
 //! run without a person (`dsh run --approve`, `dsh sdk`'s `approvals`).
 
-use dsh_protocol::log::PermissionOutcome;
+use dsh_protocol::log::{PermissionOutcome, PlanOutcome};
 
 use super::{Choices, Remember};
 
@@ -88,24 +88,142 @@ pub fn answer(options: &[AnswerOption], id: &str) -> Option<PermissionOutcome> {
         .map(|option| option.outcome)
 }
 
-/// The answers to a plan submitted with `exit_plan_mode`: start in
-/// `accept-edits` (allow, remembered as the mode), start in `ask` (allow,
-/// each change asked about), or keep planning (reject).
-pub fn plan_options() -> Vec<AnswerOption> {
-    vec![
-        AnswerOption {
-            outcome: PermissionOutcome::AllowAlways,
-            label: "Start, and accept edits".to_owned(),
-        },
-        AnswerOption {
-            outcome: PermissionOutcome::AllowOnce,
-            label: "Start, and ask for each change".to_owned(),
-        },
-        AnswerOption {
-            outcome: PermissionOutcome::RejectOnce,
-            label: "Keep planning".to_owned(),
-        },
-    ]
+/// What a question asks, with its own typed answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Question {
+    /// May this tool call run? The options the policy offers
+    /// ([`Choices::options`]).
+    Permission(Vec<AnswerOption>),
+    /// Start on this plan (`exit_plan_mode`), and how — or keep planning?
+    Plan,
+}
+
+/// An answer to a [`Question`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// One of a permission question's options.
+    Permission(PermissionOutcome),
+    /// One of a plan review's choices.
+    Plan(PlanOutcome),
+    /// The question was cancelled (the turn is).
+    Cancelled,
+    /// No answer could be had: denied (fail closed).
+    Unavailable,
+}
+
+/// What kind of answer an option is: the hint a wire gives its UI (ACP's
+/// option kinds), never its meaning — that is the option's id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hint {
+    /// Allows, this time.
+    AllowOnce,
+    /// Allows, and more than this time.
+    AllowAlways,
+    /// Rejects, this time.
+    RejectOnce,
+    /// Rejects, and more than this time.
+    RejectAlways,
+}
+
+/// One option as every wire offers it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Offered {
+    /// Its id (what the client answers with).
+    pub id: &'static str,
+    /// What to show.
+    pub label: String,
+    /// What kind of answer it is.
+    pub hint: Hint,
+}
+
+impl Question {
+    /// The options offered, in menu order.
+    pub fn options(&self) -> Vec<Offered> {
+        match self {
+            Question::Permission(options) => options
+                .iter()
+                .map(|option| Offered {
+                    id: option.id(),
+                    label: option.label.clone(),
+                    hint: match option.outcome {
+                        PermissionOutcome::AllowAlways => Hint::AllowAlways,
+                        PermissionOutcome::RejectAlways => Hint::RejectAlways,
+                        outcome if outcome.allows() => Hint::AllowOnce,
+                        _ => Hint::RejectOnce,
+                    },
+                })
+                .collect(),
+            Question::Plan => PlanOutcome::CHOICES
+                .iter()
+                .map(|&outcome| Offered {
+                    id: outcome.as_str(),
+                    label: match outcome {
+                        PlanOutcome::AcceptEdits => "Start, and accept edits",
+                        PlanOutcome::AskEach => "Start, and ask for each change",
+                        _ => "Keep planning",
+                    }
+                    .to_owned(),
+                    hint: match outcome {
+                        PlanOutcome::AcceptEdits => Hint::AllowAlways,
+                        PlanOutcome::AskEach => Hint::AllowOnce,
+                        _ => Hint::RejectOnce,
+                    },
+                })
+                .collect(),
+        }
+    }
+
+    /// The answer the option `id` stands for; `None` when it was not
+    /// offered.
+    pub fn answer(&self, id: &str) -> Option<Answer> {
+        match self {
+            Question::Permission(options) => answer(options, id).map(Answer::Permission),
+            Question::Plan => PlanOutcome::CHOICES
+                .into_iter()
+                .find(|outcome| outcome.as_str() == id)
+                .map(Answer::Plan),
+        }
+    }
+
+    /// The standing answer of `approvals` (no person answers); `None` for
+    /// [`Approvals::Client`]. A plan starts in `ask` mode under `all` and
+    /// stays a plan otherwise, as a permission is allowed or rejected.
+    pub fn standing_answer(&self, approvals: Approvals) -> Option<Answer> {
+        let allows = match approvals {
+            Approvals::All => true,
+            Approvals::Edits | Approvals::Never => false,
+            Approvals::Client => return None,
+        };
+        Some(match (self, allows) {
+            (Question::Permission(_), true) => Answer::Permission(PermissionOutcome::AllowOnce),
+            (Question::Permission(_), false) => Answer::Permission(PermissionOutcome::RejectOnce),
+            (Question::Plan, true) => Answer::Plan(PlanOutcome::AskEach),
+            (Question::Plan, false) => Answer::Plan(PlanOutcome::KeepPlanning),
+        })
+    }
+}
+
+impl Answer {
+    /// Whether it lets the call (or the plan) go ahead.
+    pub fn allows(self) -> bool {
+        match self {
+            Answer::Permission(outcome) => outcome.allows(),
+            Answer::Plan(outcome) => {
+                matches!(outcome, PlanOutcome::AcceptEdits | PlanOutcome::AskEach)
+            }
+            Answer::Cancelled | Answer::Unavailable => false,
+        }
+    }
+
+    /// Its id on the wires (`allow_once`, `accept_edits`, `cancelled`, ...).
+    pub fn id(self) -> &'static str {
+        match self {
+            Answer::Permission(outcome) => outcome_id(outcome),
+            Answer::Plan(outcome) => outcome.as_str(),
+            Answer::Cancelled => "cancelled",
+            Answer::Unavailable => "unavailable",
+        }
+    }
 }
 
 /// Who answers a session's permission asks.
@@ -150,17 +268,6 @@ impl Approvals {
             Approvals::Edits => "edits",
             Approvals::All => "all",
             Approvals::Client => "client",
-        }
-    }
-
-    /// The standing answer of the approvals no person gives; `None` for
-    /// [`Approvals::Client`]. In `edits`, what still asks is not an edit
-    /// (edits no longer ask), so it is rejected.
-    pub fn standing_answer(self) -> Option<PermissionOutcome> {
-        match self {
-            Approvals::All => Some(PermissionOutcome::AllowOnce),
-            Approvals::Edits | Approvals::Never => Some(PermissionOutcome::RejectOnce),
-            Approvals::Client => None,
         }
     }
 }
@@ -209,5 +316,42 @@ mod tests {
             ["allow_always", "reject_once", "reject_always"]
         );
         assert_eq!(answer(&launch.options(), "allow_once"), None);
+    }
+
+    #[test]
+    fn a_plan_review_has_its_own_answers() {
+        let plan = Question::Plan;
+        let ids: Vec<&str> = plan.options().iter().map(|o| o.id).collect();
+        assert_eq!(ids, ["accept_edits", "ask_each", "keep_planning"]);
+        assert_eq!(plan.options()[0].hint, Hint::AllowAlways);
+        assert_eq!(
+            plan.answer("accept_edits"),
+            Some(Answer::Plan(PlanOutcome::AcceptEdits))
+        );
+        // A permission's ids mean nothing to a plan, and the other way round.
+        assert_eq!(plan.answer("allow_always"), None);
+        let permission = Question::Permission(
+            Choices {
+                with_network: false,
+                once: true,
+                remember: Remember::Never,
+            }
+            .options(),
+        );
+        assert_eq!(permission.answer("accept_edits"), None);
+        assert_eq!(
+            permission.answer("allow_once"),
+            Some(Answer::Permission(PermissionOutcome::AllowOnce))
+        );
+        assert_eq!(
+            plan.standing_answer(Approvals::All),
+            Some(Answer::Plan(PlanOutcome::AskEach))
+        );
+        assert_eq!(
+            plan.standing_answer(Approvals::Edits),
+            Some(Answer::Plan(PlanOutcome::KeepPlanning))
+        );
+        assert_eq!(permission.standing_answer(Approvals::Client), None);
+        assert!(!Answer::Plan(PlanOutcome::KeepPlanning).allows());
     }
 }

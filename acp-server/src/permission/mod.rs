@@ -32,7 +32,7 @@ pub mod code;
 pub mod rules;
 pub mod shell;
 
-pub use answers::{answer, plan_options, AnswerOption, Approvals};
+pub use answers::{answer, Answer, AnswerOption, Approvals, Hint, Offered, Question};
 
 use std::path::{Path, PathBuf};
 

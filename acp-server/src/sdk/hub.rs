@@ -15,8 +15,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use dsh_protocol::log::{Event, PermissionOutcome, StopReason};
-use dsh_protocol::UserContent;
+use dsh_protocol::log::{Event, StopReason};
+use dsh_protocol::tool::{FileLocation, ToolContent, ToolKind};
+use dsh_protocol::{ToolCallId, UserContent};
 use futures::future::BoxFuture;
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -24,9 +25,9 @@ use tokio::sync::{broadcast, oneshot};
 
 use crate::agent::Agent;
 use crate::error::AgentError;
-use crate::frontend::{Frontend, PermissionAsk};
+use crate::frontend::Frontend;
 use crate::mcp::McpServerConfig;
-use crate::permission::{AnswerOption, Approvals};
+use crate::permission::{Answer, Approvals, Hint, Question};
 use crate::update::AgentUpdate;
 
 /// A connection: 0 is stdio; WebSocket connections count from 1.
@@ -95,15 +96,49 @@ pub enum Item<'a> {
         #[serde(skip_serializing_if = "Option::is_none")]
         error: Option<serde_json::Value>,
     },
-    /// A permission ask for a client to answer with `session/respond`.
+    /// A question for a client to answer with `session/respond`: a
+    /// permission, or a plan review (`question`).
     Permission {
         /// The ask's id.
         request_id: &'a str,
+        /// `permission` or `plan`.
+        question: &'static str,
         /// The call.
-        tool_call: serde_json::Value,
+        tool_call: AskedCall<'a>,
         /// The answers offered.
-        options: Vec<serde_json::Value>,
+        options: Vec<OfferedOption>,
     },
+}
+
+/// The tool call a question is about, as the SDK shows it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AskedCall<'a> {
+    /// Its id.
+    pub call_id: &'a ToolCallId,
+    /// Its title.
+    pub title: &'a str,
+    /// Its kind.
+    pub kind: ToolKind,
+    /// Its arguments.
+    pub raw_input: &'a serde_json::Value,
+    /// The files it touches.
+    pub locations: &'a [FileLocation],
+    /// What it will do.
+    pub content: &'a [ToolContent],
+}
+
+/// One answer a question offers, as the SDK shows it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OfferedOption {
+    /// What `session/respond` answers with.
+    pub option_id: &'static str,
+    /// What to show.
+    pub label: String,
+    /// `allow_once`, `allow_always`, `reject_once` or `reject_always`: a
+    /// hint for the UI; the id carries the meaning.
+    pub kind: &'static str,
 }
 
 impl Item<'_> {
@@ -126,9 +161,9 @@ struct Running {
 /// An ask waiting for `session/respond`.
 struct Ask {
     conn: ConnId,
-    options: Vec<AnswerOption>,
+    question: Question,
     notice: Arc<Notice>,
-    answer: oneshot::Sender<PermissionOutcome>,
+    answer: oneshot::Sender<Answer>,
 }
 
 #[derive(Default)]
@@ -238,8 +273,8 @@ impl SdkSession {
                 self.id
             ))
         })?;
-        let outcome = crate::permission::answer(&ask.options, option_id).ok_or_else(|| {
-            let offered: Vec<&str> = ask.options.iter().map(|o| o.id()).collect();
+        let outcome = ask.question.answer(option_id).ok_or_else(|| {
+            let offered: Vec<&str> = ask.question.options().iter().map(|o| o.id).collect();
             AgentError::InvalidParams(format!(
                 "option {option_id:?} was not offered; choose one of {offered:?}"
             ))
@@ -251,7 +286,7 @@ impl SdkSession {
     }
 
     /// Denies the open asks (all, or those of prompts `conn` sent).
-    fn deny_asks(&self, conn: Option<ConnId>, outcome: PermissionOutcome) {
+    fn deny_asks(&self, conn: Option<ConnId>, outcome: Answer) {
         let mut live = lock(&self.live);
         let ids: Vec<String> = live
             .asks
@@ -341,33 +376,46 @@ impl Frontend for SdkSession {
         self.emit(&live, NoticeKind::Delta, &Item::Delta { channel, text });
     }
 
-    fn request_permission(&self, ask: PermissionAsk) -> BoxFuture<'_, PermissionOutcome> {
+    fn ask(&self, ask: crate::frontend::Ask) -> BoxFuture<'_, Answer> {
         let approvals = *lock(&self.approvals);
-        if let Some(outcome) = approvals.standing_answer() {
-            tracing::info!(session = %self.id, call = %ask.call_id, ?outcome, approvals = approvals.name(), "permission decided by the session's approvals");
-            return Box::pin(std::future::ready(outcome));
+        if let Some(answer) = ask.question.standing_answer(approvals) {
+            tracing::info!(session = %self.id, call = %ask.call_id, answer = answer.id(), approvals = approvals.name(), "question answered by the session's approvals");
+            return Box::pin(std::future::ready(answer));
         }
         let (answer, answered) = oneshot::channel();
         let id = {
             let mut live = lock(&self.live);
             live.next_ask += 1;
             let id = format!("perm-{}", live.next_ask);
-            let tool_call = serde_json::json!({
-                "callId": ask.call_id,
-                "title": ask.title,
-                "kind": ask.kind,
-                "rawInput": ask.raw_input,
-                "locations": ask.locations,
-                "content": ask.content,
-            });
             let options = ask
-                .options
-                .iter()
-                .map(|option| serde_json::json!({"optionId": option.id(), "label": option.label}))
+                .question
+                .options()
+                .into_iter()
+                .map(|option| OfferedOption {
+                    option_id: option.id,
+                    label: option.label,
+                    kind: match option.hint {
+                        Hint::AllowOnce => "allow_once",
+                        Hint::AllowAlways => "allow_always",
+                        Hint::RejectOnce => "reject_once",
+                        Hint::RejectAlways => "reject_always",
+                    },
+                })
                 .collect();
             let item = Item::Permission {
                 request_id: &id,
-                tool_call,
+                question: match ask.question {
+                    Question::Permission(_) => "permission",
+                    Question::Plan => "plan",
+                },
+                tool_call: AskedCall {
+                    call_id: &ask.call_id,
+                    title: &ask.title,
+                    kind: ask.kind,
+                    raw_input: &ask.raw_input,
+                    locations: &ask.locations,
+                    content: &ask.content,
+                },
                 options,
             };
             let notice = self.emit(&live, NoticeKind::Ask(id.clone()), &item);
@@ -376,7 +424,7 @@ impl Frontend for SdkSession {
                 id.clone(),
                 Ask {
                     conn,
-                    options: ask.options,
+                    question: ask.question,
                     notice,
                     answer,
                 },
@@ -386,7 +434,7 @@ impl Frontend for SdkSession {
         Box::pin(async move {
             let _guard = AskGuard { session: self, id };
             // A dropped sender (session closed) is no answer: denied.
-            answered.await.unwrap_or(PermissionOutcome::Unavailable)
+            answered.await.unwrap_or(Answer::Unavailable)
         })
     }
 }
@@ -558,7 +606,7 @@ impl Hub {
     pub fn interrupt(&self, id: &str) {
         self.agent.cancel(id);
         if let Some(session) = self.live(id) {
-            session.deny_asks(None, PermissionOutcome::Cancelled);
+            session.deny_asks(None, Answer::Cancelled);
         }
     }
 
@@ -601,7 +649,7 @@ impl Hub {
     async fn forget(&self, id: &str) {
         let removed = lock(&self.sessions).remove(id);
         if let Some(session) = removed {
-            session.deny_asks(None, PermissionOutcome::Unavailable);
+            session.deny_asks(None, Answer::Unavailable);
             if self.agent.session(id).is_ok() {
                 let _ = self.agent.close_session(id).await;
             }
@@ -614,7 +662,7 @@ impl Hub {
     pub async fn disconnected(&self, conn: ConnId) {
         let sessions: Vec<Arc<SdkSession>> = lock(&self.sessions).values().cloned().collect();
         for session in sessions {
-            session.deny_asks(Some(conn), PermissionOutcome::Unavailable);
+            session.deny_asks(Some(conn), Answer::Unavailable);
             let orphaned = {
                 let mut live = lock(&session.live);
                 live.holders.remove(&conn) && live.holders.is_empty()
@@ -630,7 +678,7 @@ impl Hub {
     pub async fn shutdown(&self) {
         let sessions: Vec<Arc<SdkSession>> = lock(&self.sessions).drain().map(|(_, s)| s).collect();
         for session in &sessions {
-            session.deny_asks(None, PermissionOutcome::Unavailable);
+            session.deny_asks(None, Answer::Unavailable);
         }
         self.agent.shutdown().await;
         for session in &sessions {

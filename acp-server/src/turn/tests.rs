@@ -15,10 +15,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, RawConfig};
 use crate::error::AgentError;
-use crate::frontend::{Frontend, PermissionAsk};
+use crate::frontend::{Ask, Frontend};
 use crate::model::replay::ReplayProvider;
 use crate::model::script::ScriptEntry;
 use crate::model::{Provider, ProviderKind};
+use crate::permission::{Answer, Question};
 use crate::session::state::SessionState;
 use crate::session::Session;
 use crate::store::{now_ms, SessionStore};
@@ -60,14 +61,16 @@ impl Frontend for Recorder {
         self.updates.lock().unwrap().push(update);
     }
 
-    fn request_permission(&self, ask: PermissionAsk) -> BoxFuture<'_, PermissionOutcome> {
+    fn ask(&self, ask: Ask) -> BoxFuture<'_, Answer> {
+        let permission = matches!(ask.question, Question::Permission(_));
         self.asked.lock().unwrap().push(ask.call_id.to_string());
-        let answer = self
-            .answers
-            .lock()
-            .unwrap()
-            .pop_front()
-            .unwrap_or(PermissionOutcome::Unavailable);
+        let answer = match self.answers.lock().unwrap().pop_front() {
+            Some(PermissionOutcome::Cancelled) => Answer::Cancelled,
+            Some(outcome) if permission && outcome != PermissionOutcome::Unavailable => {
+                Answer::Permission(outcome)
+            }
+            _ => Answer::Unavailable,
+        };
         Box::pin(async move { answer })
     }
 }

@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use dsh_protocol::log::{EventData, PermissionOutcome, PermissionRule};
+use dsh_protocol::log::{EventData, PermissionOutcome, PermissionRule, PlanOutcome};
 use dsh_protocol::model::ToolCallRequest;
 use dsh_protocol::tool::{ToolContent, ToolKind, ToolOutcome, ToolStatus, ToolView};
 use dsh_protocol::ErrorCode;
@@ -16,7 +16,7 @@ use tracing::Instrument;
 
 use super::Turn;
 use crate::error::AgentError;
-use crate::frontend::PermissionAsk;
+use crate::frontend::Ask;
 use crate::permission::{self, Access, Decision};
 use crate::tools::{self, Planned, ToolEnv};
 use crate::update::AgentUpdate;
@@ -123,7 +123,7 @@ impl Turn<'_> {
     async fn ask(&self, call: &ToolCallRequest, planned: &Planned) -> Result<Asked, AgentError> {
         let session = self.session;
         let choices = permission::choices(&planned.access, &session.policy());
-        let question = PermissionAsk {
+        let question = Ask {
             call_id: call.id.clone(),
             title: planned.view.title.clone(),
             kind: planned.view.kind.unwrap_or(ToolKind::Other),
@@ -131,12 +131,19 @@ impl Turn<'_> {
                 .unwrap_or(serde_json::Value::String(call.arguments.clone())),
             locations: planned.view.locations.clone(),
             content: planned.view.content.clone(),
-            options: choices.options(),
+            question: permission::Question::Permission(choices.options()),
         };
         let answer = tokio::select! {
             biased;
             () = self.cancel.cancelled() => PermissionOutcome::Cancelled,
-            answer = self.frontend.request_permission(question) => answer,
+            answer = self.frontend.ask(question) => match answer {
+                permission::Answer::Permission(outcome) => outcome,
+                permission::Answer::Cancelled => PermissionOutcome::Cancelled,
+                // A plan's answer to a permission is no answer.
+                permission::Answer::Plan(_) | permission::Answer::Unavailable => {
+                    PermissionOutcome::Unavailable
+                }
+            },
         };
         tracing::info!(?answer, "permission answered");
         self.record(EventData::PermissionDecision {
@@ -355,22 +362,29 @@ impl Turn<'_> {
                 ),
             );
         }
-        let question = PermissionAsk {
+        let question = Ask {
             call_id: call.id.clone(),
             title: planned.view.title.clone(),
             kind: ToolKind::Think,
             raw_input: serde_json::json!({ "plan": plan }),
             locations: Vec::new(),
             content: planned.view.content.clone(),
-            options: permission::plan_options(),
+            question: permission::Question::Plan,
         };
         let answer = tokio::select! {
             biased;
-            () = self.cancel.cancelled() => PermissionOutcome::Cancelled,
-            answer = self.frontend.request_permission(question) => answer,
+            () = self.cancel.cancelled() => PlanOutcome::Cancelled,
+            answer = self.frontend.ask(question) => match answer {
+                permission::Answer::Plan(outcome) => outcome,
+                permission::Answer::Cancelled => PlanOutcome::Cancelled,
+                // A permission's answer to a plan is no answer.
+                permission::Answer::Permission(_) | permission::Answer::Unavailable => {
+                    PlanOutcome::Unavailable
+                }
+            },
         };
         tracing::info!(?answer, "plan answered");
-        let recorded = self.record(EventData::PermissionDecision {
+        let recorded = self.record(EventData::PlanDecision {
             call_id: call.id.clone(),
             outcome: answer,
         });
@@ -388,20 +402,20 @@ impl Turn<'_> {
             }
         };
         match answer {
-            PermissionOutcome::AllowAlways => start(Mode::AcceptEdits, "edits in the workspace no longer ask; commands still do"),
-            PermissionOutcome::AllowOnce | PermissionOutcome::AllowOnceNetwork => start(Mode::Ask, "each change and command is asked about"),
-            PermissionOutcome::RejectOnce | PermissionOutcome::RejectAlways => ToolOutcome::failed(
+            PlanOutcome::AcceptEdits => start(Mode::AcceptEdits, "edits in the workspace no longer ask; commands still do"),
+            PlanOutcome::AskEach => start(Mode::Ask, "each change and command is asked about"),
+            PlanOutcome::KeepPlanning => ToolOutcome::failed(
                 ErrorCode::PermissionRejected,
                 "The user wants to keep planning: plan mode stays on. Ask what to change if it is not clear (their feedback may come in their next message), revise the plan, and submit it again with exit_plan_mode.",
             ),
-            PermissionOutcome::Cancelled => {
+            PlanOutcome::Cancelled => {
                 self.cancel.cancel();
                 ToolOutcome::failed(
                     ErrorCode::PermissionCancelled,
                     "The plan review was cancelled: plan mode stays on and the turn was cancelled.",
                 )
             }
-            PermissionOutcome::Unavailable => ToolOutcome::failed(
+            PlanOutcome::Unavailable => ToolOutcome::failed(
                 ErrorCode::PermissionUnavailable,
                 "The plan could not be shown to the user (the editor did not answer): plan mode stays on. Stop and tell the user the plan is ready.",
             ),
