@@ -132,6 +132,10 @@ pub struct RawSession {
     pub max_steps: Option<u64>,
     /// Largest accepted image, bytes.
     pub max_image_bytes: Option<usize>,
+    /// Seconds a session may stay idle (no turn, no running job) before
+    /// its derived model history is dropped from memory (rebuilt from the
+    /// log when next needed); 0 = never. Default 60.
+    pub idle_evict_s: Option<u64>,
 }
 
 /// `[titles]`: session titles.
@@ -165,6 +169,9 @@ pub struct Config {
     pub max_steps: u64,
     /// Largest accepted image, bytes.
     pub max_image_bytes: usize,
+    /// How long a session stays idle before its model history leaves
+    /// memory (`None`: never).
+    pub idle_evict: Option<Duration>,
     /// Language servers.
     pub lsp: dsh_lsp_bridge::BridgeSettings,
     /// How children are started (environment scrubbing, command guard).
@@ -308,6 +315,10 @@ impl Config {
             max_title_bytes: raw.titles.max_title_bytes.unwrap_or(80).max(8),
             max_steps: raw.session.max_steps.unwrap_or(100).max(1),
             max_image_bytes: raw.session.max_image_bytes.unwrap_or(20 * 1024 * 1024),
+            idle_evict: match raw.session.idle_evict_s.unwrap_or(60) {
+                0 => None,
+                seconds => Some(Duration::from_secs(seconds)),
+            },
             lsp: raw.lsp,
             spawner: dsh_process::Spawner::new(env_policy),
             protected,
@@ -368,6 +379,20 @@ mod tests {
         assert_eq!(config.choices.default_model, "deepseek-v4-flash");
         assert_eq!(config.model.retry.max_retries, 5);
         assert_eq!(config.choices.default_thought_level, ThoughtLevel::High);
+        assert_eq!(config.idle_evict, Some(Duration::from_secs(60)));
+    }
+
+    #[test]
+    fn idle_eviction_is_configured_in_seconds_and_0_is_never() {
+        let config = |text: &str| {
+            let raw: RawConfig = toml::from_str(text).unwrap();
+            Config::from_raw(raw, "/h".into(), &MapEnv(HashMap::new())).unwrap()
+        };
+        assert_eq!(
+            config("[session]\nidle_evict_s = 5\n").idle_evict,
+            Some(Duration::from_secs(5))
+        );
+        assert_eq!(config("[session]\nidle_evict_s = 0\n").idle_evict, None);
     }
 
     #[test]

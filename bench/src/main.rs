@@ -5,7 +5,7 @@
 //! cargo build --release
 //! ./target/release/dsh-bench            # every row
 //! ./target/release/dsh-bench stream     # streaming cost and latency
-//! ./target/release/dsh-bench scale      # session/list, session/load, long turns
+//! ./target/release/dsh-bench scale      # session/list, session/load, eviction, long turns
 //! ./target/release/dsh-bench soak [SESSIONS] [MINUTES]   # default 20 × 8
 //! ./target/release/dsh-bench lsp        # language servers
 //! ./target/release/dsh-bench checkpoint # the workspace scan and file copies of /undo
@@ -120,6 +120,8 @@ async fn main() {
             "context" => context::rows(&bench).await,
             // The session/load rows alone (for profiling).
             "load" => scale::load(&bench).await,
+            // The first prompt after an eviction alone.
+            "evict" => scale::after_eviction(&bench).await,
             "lsp" => lsp::lsp_rows(&bench.scratch).await,
             "sdk" => sdk::rows(&bench).await,
             "checkpoint" => checkpoint::rows(&bench).await,
@@ -135,7 +137,7 @@ async fn main() {
                 lsp::lsp_rows(&bench.scratch).await;
             }
             other => {
-                panic!("unknown mode {other:?}: all, stream, stream-cost, scale, load, context, sdk, checkpoint, sandbox, soak, lsp")
+                panic!("unknown mode {other:?}: all, stream, stream-cost, scale, load, evict, context, sdk, checkpoint, sandbox, soak, lsp")
             }
         }
     }

@@ -12,6 +12,7 @@ use crate::Bench;
 pub async fn rows(bench: &Bench) {
     list(bench).await;
     load(bench).await;
+    after_eviction(bench).await;
     long_turns(bench).await;
 }
 
@@ -136,6 +137,57 @@ pub async fn load(bench: &Bench) {
             format!("{:.1} ms; RSS after {:.1} MB", median(samples), median(rss)),
         );
     }
+}
+
+/// What the first prompt after an idle session's history was evicted
+/// (`[session] idle_evict_s = 1`) waits for the rebuild from a
+/// 10,000-event log: prompt → model request with the history in memory
+/// (right after the previous turn) and after the eviction (2.5 s idle),
+/// median of 5 each.
+pub async fn after_eviction(bench: &Bench) {
+    let home = bench.scratch.join("evict-home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(home.join("config.toml"), "[session]\nidle_evict_s = 1\n").unwrap();
+    let id = "bench-evict-10000";
+    write_session(&home, &bench.cwd, id, 10_000, 0);
+    let mut proc = Proc::spawn(&bench.dsh, &home, &bench.mock.url);
+    proc.call("initialize", json!({"protocolVersion":1})).await;
+    let (response, _) = proc
+        .call(
+            "session/load",
+            json!({"sessionId":id,"cwd":bench.cwd,"mcpServers":[]}),
+        )
+        .await;
+    assert!(response.get("result").is_some(), "{response}");
+    let request = async |proc: &mut Proc| {
+        bench
+            .mock
+            .push_json(json!({"chunks":[{"text":"ok"}],"finish":"stop"}));
+        let before = bench.mock.arrivals().len();
+        let sent = Instant::now();
+        let prompt = Bench::send_prompt(proc, id, "and this one?").await;
+        let (response, _) = proc.response(prompt).await;
+        assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+        let arrived = bench.mock.arrivals()[before];
+        arrived.duration_since(sent).as_secs_f64() * 1000.0
+    };
+    let (mut resident, mut evicted) = (Vec::new(), Vec::new());
+    for _ in 0..5 {
+        resident.push(request(&mut proc).await);
+        tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+        evicted.push(request(&mut proc).await);
+    }
+    proc.close().await;
+    let _ = std::fs::remove_dir_all(&home);
+    let (resident, evicted) = (median(resident), median(evicted));
+    row(
+        "prompt → model request at 10,000 events: in memory / evicted",
+        "+≤ 30 ms",
+        format!(
+            "{resident:.1} / {evicted:.1} ms (+{:.1} ms)",
+            evicted - resident
+        ),
+    );
 }
 
 /// Memory after 20 turns of 10,000 chunks each in one session.

@@ -59,7 +59,7 @@ pub(super) fn page(
         .filter(|summary| {
             wanted
                 .as_ref()
-                .is_none_or(|(raw, canonical)| &summary.cwd == raw || &summary.cwd == canonical)
+                .is_none_or(|(raw, canonical)| *summary.cwd == **raw || *summary.cwd == **canonical)
         })
         .collect();
     let start = match cursor {
@@ -74,7 +74,7 @@ pub(super) fn page(
             all.iter()
                 .position(|summary| {
                     let updated = millis(summary);
-                    updated < after || (updated == after && summary.id.as_str() > id)
+                    updated < after || (updated == after && &*summary.id > id)
                 })
                 .unwrap_or(all.len())
         }
@@ -89,10 +89,10 @@ pub(super) fn page(
     let sessions = page
         .into_iter()
         .map(|summary| SessionListing {
-            id: summary.id.clone(),
-            cwd: summary.cwd.clone(),
-            roots: summary.roots.clone(),
-            title: summary.title.clone(),
+            id: summary.id.to_string(),
+            cwd: summary.cwd.to_string(),
+            roots: summary.roots.to_vec(),
+            title: summary.title.as_deref().map(str::to_owned),
             updated_at: humantime::format_rfc3339_millis(summary.updated_at).to_string(),
         })
         .collect();

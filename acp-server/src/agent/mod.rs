@@ -67,6 +67,10 @@ pub struct Agent {
     shutdown: CancellationToken,
     /// When free memory was last given back to the system.
     gave_back: Mutex<Instant>,
+    /// Itself, for the task that evicts idle sessions' histories.
+    me: std::sync::Weak<Agent>,
+    /// That task was started (with the first session).
+    sweeping: std::sync::atomic::AtomicBool,
 }
 
 impl Agent {
@@ -114,7 +118,7 @@ impl Agent {
         config_error: Option<String>,
         provider: Option<Arc<Provider>>,
     ) -> Arc<Agent> {
-        Arc::new(Agent {
+        Arc::new_cyclic(|me| Agent {
             store: SessionStore::new(config.sessions_dir()),
             config,
             config_error,
@@ -122,6 +126,8 @@ impl Agent {
             sessions: Mutex::new(HashMap::new()),
             shutdown: CancellationToken::new(),
             gave_back: Mutex::new(Instant::now()),
+            me: me.clone(),
+            sweeping: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -244,7 +250,7 @@ impl Agent {
             log,
             &self.shutdown,
         );
-        self.sessions().insert(session.id.clone(), session.clone());
+        self.track(&session);
         Ok(self.opened(session, mcp).await)
     }
 
@@ -284,8 +290,57 @@ impl Agent {
             Err(err) => return Err(err),
         };
         let session = Session::new(self.config.clone(), header, state, log, &self.shutdown);
-        self.sessions().insert(session.id.clone(), session.clone());
+        self.track(&session);
         Ok(session)
+    }
+
+    /// A session is live here from now on; the first one starts the task
+    /// that evicts idle sessions' histories (`[session] idle_evict_s`).
+    fn track(&self, session: &Arc<Session>) {
+        self.sessions().insert(session.id.clone(), session.clone());
+        let Some(idle) = self.config.idle_evict else {
+            return;
+        };
+        if self
+            .sweeping
+            .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            return;
+        }
+        let (agent, stop) = (self.me.clone(), self.shutdown.clone());
+        let every = (idle / 4).clamp(Duration::from_secs(1), Duration::from_secs(15));
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    _ = tick.tick() => {}
+                }
+                let Some(agent) = agent.upgrade() else {
+                    return;
+                };
+                agent.evict_idle(idle);
+            }
+        });
+    }
+
+    /// Drops from memory the model history of every live session idle for
+    /// `idle` or longer (no turn, no running background job, nothing
+    /// recorded): the next prompt folds it again from the log. The
+    /// eviction task calls it every `idle / 4` (1–15 s); tests call it to
+    /// force an eviction. How many histories were dropped.
+    pub fn evict_idle(&self, idle: Duration) -> usize {
+        let sessions: Vec<Arc<Session>> = self.sessions().values().cloned().collect();
+        let evicted = sessions
+            .iter()
+            .filter(|session| session.evict_idle_history(idle))
+            .count();
+        if evicted > 0 {
+            tracing::debug!(evicted, "idle sessions' histories evicted");
+            self.give_back_memory(true);
+        }
+        evicted
     }
 
     /// A session already open here: replayed from its log for a load
@@ -589,12 +644,15 @@ impl Agent {
         }
     }
 
-    /// The model history a new request would carry (for tests and tools).
+    /// The model history a new request would carry (for tests and tools;
+    /// an evicted one is folded again from the log first).
     ///
     /// # Errors
-    /// The session is not open.
-    pub fn history(&self, id: &str) -> Result<Vec<ChatMessage>, AgentError> {
-        Ok(self.session(id)?.history())
+    /// The session is not open, or its log cannot be read.
+    pub async fn history(&self, id: &str) -> Result<Vec<ChatMessage>, AgentError> {
+        let session = self.session(id)?;
+        session.resident_history().await?;
+        Ok(session.history())
     }
 }
 

@@ -16,14 +16,33 @@ use super::{EventStream, ModelError, ModelRequest};
 /// Plays script entries in order, one per model call, across all sessions.
 pub struct ReplayProvider {
     entries: Mutex<VecDeque<ScriptEntry>>,
+    /// Where the body of every request goes, when recording.
+    requests: Option<Requests>,
 }
+
+/// The bodies of the requests a recording provider was sent, in order, as
+/// the `deepseek` dialect serializes them (the bytes an HTTP provider
+/// would send).
+pub type Requests = std::sync::Arc<Mutex<Vec<Vec<u8>>>>;
 
 impl ReplayProvider {
     /// A provider over parsed entries.
     pub fn new(entries: Vec<ScriptEntry>) -> Self {
         ReplayProvider {
             entries: Mutex::new(entries.into()),
+            requests: None,
         }
+    }
+
+    /// The same provider, keeping the body of every request it is sent
+    /// (tests compare what the model was sent).
+    pub fn recording(self) -> (Self, Requests) {
+        let requests = Requests::default();
+        let provider = ReplayProvider {
+            requests: Some(requests.clone()),
+            ..self
+        };
+        (provider, requests)
     }
 
     /// Loads a JSONL script.
@@ -38,7 +57,15 @@ impl ReplayProvider {
         Ok(Self::new(entries))
     }
 
-    pub(super) async fn start(&self, _request: &ModelRequest) -> Result<EventStream, ModelError> {
+    pub(super) async fn start(&self, request: &ModelRequest) -> Result<EventStream, ModelError> {
+        if let Some(requests) = &self.requests {
+            let body = super::body::request_body(request, super::ProviderKind::Deepseek)
+                .map_err(|err| ModelError::new(ErrorCode::Internal, err.to_string()))?;
+            requests
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .push(body);
+        }
         let entry = self
             .entries
             .lock()

@@ -28,6 +28,8 @@ pub(crate) struct Locked {
     /// `None` once the session is closed: nothing more is written.
     log: Option<LogWriter>,
     pub(crate) state: SessionState,
+    /// When the session last recorded an event or ended a turn.
+    active_at: std::time::Instant,
 }
 
 /// One live session.
@@ -52,6 +54,8 @@ pub struct Session {
     bridge: std::sync::OnceLock<Arc<dsh_lsp_bridge::Bridge>>,
     /// The session's MCP servers (when the client passes some).
     mcp: Mutex<Option<Arc<crate::mcp::McpHub>>>,
+    /// Where its log is read from (an evicted history is rebuilt from it).
+    store: SessionStore,
     locked: Mutex<Locked>,
     turn_lock: Arc<tokio::sync::Mutex<()>>,
     turn_cancel: Mutex<Option<CancellationToken>>,
@@ -78,6 +82,7 @@ impl TurnTicket {
 impl Drop for TurnTicket {
     fn drop(&mut self) {
         *lock(&self.session.turn_cancel) = None;
+        self.session.locked().active_at = std::time::Instant::now();
     }
 }
 
@@ -98,6 +103,7 @@ impl Session {
     ) -> Arc<Session> {
         let roots = crate::tools::canonical_roots(&header.cwd, &header.roots);
         let spill_dir = config.home.join("spill").join(header.id.as_str());
+        let store = SessionStore::new(config.sessions_dir());
         Arc::new_cyclic(|me| Session {
             id: header.id.clone(),
             roots,
@@ -108,10 +114,12 @@ impl Session {
             config,
             bridge: std::sync::OnceLock::new(),
             mcp: Mutex::new(None),
+            store,
             header,
             locked: Mutex::new(Locked {
                 log: Some(log),
                 state,
+                active_at: std::time::Instant::now(),
             }),
             turn_lock: Arc::new(tokio::sync::Mutex::new(())),
             turn_cancel: Mutex::new(None),
@@ -139,6 +147,7 @@ impl Session {
                 .as_mut()
                 .ok_or_else(|| AgentError::SessionClosed(self.id.to_string()))?;
             let event = log.append(data)?;
+            locked.active_at = std::time::Instant::now();
             let updates = locked
                 .state
                 .fold(&event, &self.config.choices, Delivery::Live);
@@ -253,10 +262,88 @@ impl Session {
         self.locked().state.settings.mode
     }
 
-    /// The conversation the next model request would carry.
+    /// The conversation the next model request would carry. An evicted
+    /// history is rebuilt first, reading the log here (blocking: for tests
+    /// and diagnostics; a turn uses [`Self::resident_history`]).
     pub fn history(&self) -> Vec<ChatMessage> {
+        if let Err(err) = self.rebuild_history() {
+            tracing::warn!(session = %self.id, %err, "the history cannot be rebuilt from the log");
+        }
         let messages = self.locked().state.history.messages();
         messages.into_iter().map(Arc::unwrap_or_clone).collect()
+    }
+
+    /// Whether the session's model history is out of memory now (evicted
+    /// while idle; the next prompt folds it again from the log).
+    pub fn history_evicted(&self) -> bool {
+        self.locked().state.evicted()
+    }
+
+    /// Drops the session's model history from memory if the session has
+    /// been idle for `idle`: no turn runs (none can start meanwhile: the
+    /// turn lock is held), no background job runs, nothing was recorded
+    /// since. The log stays the truth; [`Self::resident_history`] folds
+    /// it again. Whether it was dropped now.
+    pub(crate) fn evict_idle_history(&self, idle: std::time::Duration) -> bool {
+        let Ok(_turn) = self.turn_lock.try_lock() else {
+            return false;
+        };
+        if self.jobs.list().iter().any(|job| !job.has_ended()) {
+            return false;
+        }
+        let mut locked = self.locked();
+        if locked.log.is_none() || locked.state.evicted() || locked.active_at.elapsed() < idle {
+            return false;
+        }
+        locked.state.evict_history();
+        true
+    }
+
+    /// Makes sure the model history is in memory: an evicted one is
+    /// folded again from the log on a blocking thread. A turn calls it
+    /// first (it holds the turn lock, so the history stays until it ends).
+    ///
+    /// # Errors
+    /// The session is closed, or its log cannot be read.
+    pub(crate) async fn resident_history(self: &Arc<Self>) -> Result<(), AgentError> {
+        if !self.locked().state.evicted() {
+            return Ok(());
+        }
+        let session = self.clone();
+        tokio::task::spawn_blocking(move || session.rebuild_history())
+            .await
+            .map_err(|err| AgentError::bug("rebuilding the history", &err))?
+    }
+
+    /// Folds an evicted history again from the log as far as it is written
+    /// (blocking). Events recorded while it is read are in the log too: it
+    /// is read again until none came in between.
+    fn rebuild_history(&self) -> Result<(), AgentError> {
+        loop {
+            let (written, last_seq, restored_at) = {
+                let locked = self.locked();
+                if !locked.state.evicted() {
+                    return Ok(());
+                }
+                let log = locked
+                    .log
+                    .as_ref()
+                    .ok_or_else(|| AgentError::SessionClosed(self.id.to_string()))?;
+                (log.written(), log.last_seq(), locked.state.restored_at())
+            };
+            let started = std::time::Instant::now();
+            let events = self.store.read(self.id.as_str(), Some(written))?;
+            let history = SessionState::fold_history(events, restored_at)?;
+            let mut locked = self.locked();
+            if !locked.state.evicted() {
+                return Ok(());
+            }
+            if locked.log.as_ref().map(LogWriter::last_seq) == Some(last_seq) {
+                locked.state.restore_history(history);
+                tracing::debug!(session = %self.id, events = last_seq, ms = started.elapsed().as_secs_f64() * 1000.0, "history rebuilt from the log");
+                return Ok(());
+            }
+        }
     }
 
     /// Reserves the session for one prompt. Call it before the turn is

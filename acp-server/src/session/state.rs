@@ -2,6 +2,12 @@
 //! permission rules, the tool-call ids in use, the model's history and the
 //! editor's projection. Every event — recorded live or read from the log —
 //! goes through [`SessionState::fold`], after the repairs due before it.
+//!
+//! The model's history is the one part that grows with the conversation:
+//! an idle session drops it ([`SessionState::evict_history`]) and folds it
+//! again from the log when it is next needed ([`SessionState::fold_history`]),
+//! with the same repairs at the same places, so the rebuilt history equals
+//! the one it replaces.
 
 use std::collections::HashSet;
 
@@ -39,6 +45,13 @@ pub(crate) struct SessionState {
     pub(crate) undone: HashSet<u64>,
     repair: Repair,
     projection: Projection,
+    /// The history was dropped from memory: events are not folded into it
+    /// until it is rebuilt from the log.
+    evicted: bool,
+    /// The seq of the last event read when the state was restored from the
+    /// log (0 for a new session): the calls still open there were closed
+    /// then, and a rebuild closes them at the same place.
+    restored_at: u64,
 }
 
 impl SessionState {
@@ -57,6 +70,8 @@ impl SessionState {
             undone: HashSet::new(),
             repair: Repair::default(),
             projection: Projection::default(),
+            evicted: false,
+            restored_at: 0,
         }
     }
 
@@ -92,11 +107,75 @@ impl SessionState {
             }
         };
         for event in events {
-            show(state.fold(&event?, choices, Delivery::Replay));
+            let event = event?;
+            state.restored_at = event.seq;
+            show(state.fold(&event, choices, Delivery::Replay));
         }
         show(state.close_cut_off_calls(choices, Delivery::Replay));
         show(state.projection.finish_replay(running));
         Ok(state)
+    }
+
+    /// Whether the history was dropped from memory.
+    pub(crate) fn evicted(&self) -> bool {
+        self.evicted
+    }
+
+    /// Where the state was restored from the log (see [`Self::fold_history`]).
+    pub(crate) fn restored_at(&self) -> u64 {
+        self.restored_at
+    }
+
+    /// Drops the model's history from memory; events recorded meanwhile
+    /// are folded into every other view, and into the history when it is
+    /// rebuilt from the log.
+    pub(crate) fn evict_history(&mut self) {
+        self.history = History::default();
+        self.evicted = true;
+    }
+
+    /// Puts back the history [`Self::fold_history`] rebuilt from every
+    /// event recorded so far.
+    pub(crate) fn restore_history(&mut self, history: History) {
+        self.history = history;
+        self.evicted = false;
+    }
+
+    /// The model's history folded from a session's events as they are
+    /// read, exactly as the live fold built it: every event after the
+    /// repairs due before it, and the calls still open at `restored_at`
+    /// (where the live state was restored from the log, see
+    /// [`Self::restore`]) closed there. Blocking: call it on a blocking
+    /// thread.
+    ///
+    /// # Errors
+    /// A corrupt or unreadable log.
+    pub(crate) fn fold_history(
+        events: impl Iterator<Item = Result<Event, AgentError>>,
+        restored_at: u64,
+    ) -> Result<History, AgentError> {
+        let mut repair = Repair::default();
+        let mut history = History::default();
+        let mut closed = false;
+        for event in events {
+            let event = event?;
+            if !closed && event.seq > restored_at {
+                closed = true;
+                for repaired in repair.finish() {
+                    history.apply(&repaired);
+                }
+            }
+            for repaired in repair.before(&event) {
+                history.apply(&repaired);
+            }
+            history.apply(&event);
+        }
+        if !closed {
+            for repaired in repair.finish() {
+                history.apply(&repaired);
+            }
+        }
+        Ok(history)
     }
 
     /// Folds one event (and the repairs due before it) into every view;
@@ -167,7 +246,9 @@ impl SessionState {
             }
             _ => {}
         }
-        self.history.apply(event);
+        if !self.evicted {
+            self.history.apply(event);
+        }
         self.projection
             .project(event, &self.settings, choices, delivery)
     }

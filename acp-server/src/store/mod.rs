@@ -36,17 +36,18 @@ pub struct SessionStore {
     index: std::sync::Arc<index::Index>,
 }
 
-/// What `session/list` shows about one stored session.
+/// What `session/list` shows about one stored session (shared with the
+/// index: a listing of 10,000 sessions copies none of their strings).
 #[derive(Debug, Clone)]
 pub struct SessionSummary {
     /// Id.
-    pub id: String,
+    pub id: std::sync::Arc<str>,
     /// Working directory.
-    pub cwd: String,
+    pub cwd: std::sync::Arc<str>,
     /// Extra roots.
-    pub roots: Vec<String>,
+    pub roots: std::sync::Arc<[String]>,
     /// Title (first prompt line), when there was a prompt.
-    pub title: Option<String>,
+    pub title: Option<std::sync::Arc<str>>,
     /// Last write.
     pub updated_at: SystemTime,
 }

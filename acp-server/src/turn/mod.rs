@@ -71,6 +71,9 @@ pub(crate) async fn run(
     frontend: &dyn Frontend,
 ) -> Result<StopReason, AgentError> {
     let session = &ticket.session;
+    // An idle session's history may have been evicted: folded again from
+    // the log before anything reads it (the ticket keeps it until the end).
+    session.resident_history().await?;
     let (number, first) = {
         let locked = session.locked();
         (locked.state.turns + 1, locked.state.title.is_none())

@@ -1,0 +1,299 @@
+//! An idle session's model history leaves memory (`[session]
+//! idle_evict_s`) and is folded again from the log when next needed: the
+//! model is sent byte for byte what it would have been sent without the
+//! eviction, a busy session keeps its history, and load and the log's
+//! readers do not notice.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use dsh_acp_server::agent::Agent;
+use dsh_acp_server::config::{Config, RawConfig};
+use dsh_acp_server::model::replay::{ReplayProvider, Requests};
+use dsh_acp_server::model::script::ScriptEntry;
+use dsh_acp_server::model::{Provider, ProviderKind};
+use serde_json::json;
+
+use crate::{settled, Recorder, World};
+
+/// A world whose scripted model records the body of every request.
+fn recording(config: &str, script: &[serde_json::Value]) -> (World, Requests) {
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    std::fs::write(workspace.path().join("hello.txt"), "hello\n").unwrap();
+    let mut raw: RawConfig = toml::from_str(config).unwrap();
+    raw.provider.kind = Some(ProviderKind::Replay);
+    let config = Config::from_raw(raw, home.path().to_path_buf(), &crate::NoEnv)
+        .unwrap()
+        .with_command_guard(env!("CARGO_BIN_EXE_dsh").into());
+    let entries = script
+        .iter()
+        .map(|entry| serde_json::from_value::<ScriptEntry>(entry.clone()).unwrap())
+        .collect();
+    let (provider, requests) = ReplayProvider::new(entries).recording();
+    let world = World {
+        agent: Agent::with_provider(config, Provider::Replay(provider)),
+        home,
+        workspace,
+    };
+    (world, requests)
+}
+
+fn call(id: &str, name: &str, args: serde_json::Value) -> serde_json::Value {
+    json!({"chunks":[{"tool_call":{"index":0,"id":id,"name":name,"arguments":args.to_string()}}],"finish":"tool_calls"})
+}
+
+fn reply(text: &str) -> serde_json::Value {
+    json!({"chunks":[{"text":text}],"finish":"stop"})
+}
+
+/// The prompts of [`turns`] and the model's answers to them.
+fn turns() -> Vec<(&'static str, Vec<serde_json::Value>)> {
+    vec![
+        (
+            "Read hello.txt",
+            vec![
+                call("r1", "read", json!({"file_path":"hello.txt"})),
+                reply("It says hello."),
+            ],
+        ),
+        (
+            "Run echo one",
+            vec![
+                call(
+                    "b1",
+                    "bash",
+                    json!({"command":"echo one","description":"say one"}),
+                ),
+                json!({"chunks":[{"reasoning":"It ran."},{"text":"Done."}],"finish":"stop","usage":{"prompt_tokens":900,"completion_tokens":9}}),
+            ],
+        ),
+        // A stream cut mid-reply: the turn fails with what was delivered.
+        (
+            "Write a story",
+            vec![
+                json!({"chunks":[{"text":"Once upon "},{"text":"a time"},{"text":" there was"}],"drop_after":2}),
+            ],
+        ),
+        ("Go on", vec![reply("The end.")]),
+    ]
+}
+
+fn bodies(requests: &Requests) -> Vec<String> {
+    requests
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|body| String::from_utf8(body.clone()).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_turn_after_eviction_sends_the_model_the_same_request() {
+    // Two sessions of one workspace take the same turns; the second's
+    // history is evicted before each of its prompts and after a setting
+    // recorded while it was out of memory.
+    let script: Vec<serde_json::Value> = (0..2)
+        .flat_map(|_| turns().into_iter().flat_map(|(_, answers)| answers))
+        .collect();
+    let (world, requests) = recording("", &script);
+    let mut sent = Vec::new();
+    for evict in [false, true] {
+        let session = world.session().await;
+        let live = world.agent.session(&session).unwrap();
+        let out = Recorder::default();
+        let before = bodies(&requests).len();
+        if evict {
+            assert!(world.agent.evict_idle(Duration::ZERO) >= 1);
+            assert!(live.history_evicted());
+        }
+        world
+            .agent
+            .set_config_option(&session, "mode", "full-access", &out)
+            .unwrap();
+        let mut stops = Vec::new();
+        for (prompt, _) in turns() {
+            if evict {
+                world.agent.evict_idle(Duration::ZERO);
+                assert!(live.history_evicted(), "evicted before {prompt:?}");
+            }
+            stops.push(world.prompt(&session, prompt, &out).await);
+            assert!(!live.history_evicted());
+        }
+        assert_eq!(
+            stops,
+            ["EndTurn", "EndTurn", "model.stream_closed", "EndTurn"]
+        );
+        sent.push(bodies(&requests)[before..].to_vec());
+    }
+    assert_eq!(sent[0].len(), 6);
+    for (without, with) in sent[0].iter().zip(&sent[1]) {
+        assert_eq!(without, with, "the request after eviction differs");
+    }
+    assert_eq!(sent[0], sent[1]);
+}
+
+#[tokio::test]
+async fn a_crash_repaired_on_load_is_repaired_at_the_same_place_after_eviction() {
+    // A log whose last call was cut off by a crash: the load closed it as
+    // "outcome unknown"; a rebuild must close it at the same place, before
+    // the setting and the prompt that came after the load.
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/logs/v1-2026-11-30.jsonl");
+    let text = std::fs::read_to_string(&fixture).unwrap();
+    let header: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    let id = header["id"].as_str().unwrap();
+    let script = [
+        reply("Continuing."),
+        call("r9", "read", json!({"file_path":"hello.txt"})),
+        reply("Gone."),
+    ];
+    let mut sent = Vec::new();
+    let mut histories = Vec::new();
+    for evict in [false, true] {
+        let (world, requests) = recording("", &script);
+        let sessions = world.home.path().join("sessions");
+        std::fs::create_dir_all(&sessions).unwrap();
+        std::fs::write(sessions.join(format!("{id}.jsonl")), &text).unwrap();
+        let opened = world.agent.resume_session(id, Vec::new()).await.unwrap();
+        let out = Recorder::default();
+        let evicted = |world: &World| {
+            if evict {
+                assert_eq!(world.agent.evict_idle(Duration::ZERO), 1);
+                assert!(opened.session.history_evicted());
+            }
+        };
+        evicted(&world);
+        world
+            .agent
+            .set_config_option(id, "thought_level", "max", &out)
+            .unwrap();
+        assert_eq!(world.prompt(id, "Go on", &out).await, "EndTurn");
+        evicted(&world);
+        assert_eq!(world.prompt(id, "Read it", &out).await, "EndTurn");
+        evicted(&world);
+        histories.push(format!("{:?}", world.agent.history(id).await.unwrap()));
+        sent.push(bodies(&requests));
+    }
+    assert_eq!(sent[0].len(), 3);
+    assert_eq!(sent[0], sent[1]);
+    assert_eq!(histories[0], histories[1]);
+    assert!(histories[0].contains("The outcome of this tool call is unknown"));
+}
+
+#[tokio::test]
+async fn an_idle_session_is_evicted_and_its_next_prompt_rebuilds_it() {
+    let world = World::with_config(
+        "[session]\nidle_evict_s = 1\n",
+        &[reply("First."), reply("Second.")],
+    );
+    let session = world.session().await;
+    let live = world.agent.session(&session).unwrap();
+    let out = Recorder::default();
+    assert_eq!(world.prompt(&session, "One", &out).await, "EndTurn");
+    assert!(!live.history_evicted());
+    // The eviction task looks every second; the session has been idle for
+    // one second when it drops the history.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !live.history_evicted() {
+        assert!(std::time::Instant::now() < deadline, "never evicted");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(world.prompt(&session, "Two", &out).await, "EndTurn");
+    assert!(!live.history_evicted());
+    let history = world.agent.history(&session).await.unwrap();
+    assert_eq!(history.len(), 4, "{history:?}");
+
+    // 0 is never.
+    let never = World::with_config("[session]\nidle_evict_s = 0\n", &[reply("Only.")]);
+    let session = never.session().await;
+    assert_eq!(never.prompt(&session, "One", &out).await, "EndTurn");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!never.agent.session(&session).unwrap().history_evicted());
+}
+
+#[tokio::test]
+async fn a_session_with_a_running_turn_or_job_keeps_its_history() {
+    let world = World::new(&[
+        json!({"chunks":[{"text":"slow "},{"text":"reply"}],"delay_ms":300,"finish":"stop"}),
+        call(
+            "b1",
+            "bash",
+            json!({"command":"sleep 1","description":"wait","run_in_background":true}),
+        ),
+        reply("Started."),
+    ]);
+    let session = world.session().await;
+    let live = world.agent.session(&session).unwrap();
+    let out = Recorder::default();
+    world
+        .agent
+        .set_config_option(&session, "mode", "full-access", &out)
+        .unwrap();
+    // A turn runs: never evicted.
+    let turn = {
+        let (agent, session, out) = (world.agent.clone(), session.clone(), out.clone());
+        tokio::spawn(async move {
+            let ticket = agent.begin_prompt(&session).unwrap();
+            agent
+                .prompt(
+                    ticket,
+                    vec![dsh_protocol::UserContent::text("Slowly")],
+                    Arc::new(out),
+                )
+                .await
+        })
+    };
+    while !live.is_busy() {
+        tokio::task::yield_now().await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(world.agent.evict_idle(Duration::ZERO), 0);
+    turn.await.unwrap().unwrap();
+    // A background job runs after its turn: never evicted until it ends.
+    assert_eq!(world.prompt(&session, "Start a job", &out).await, "EndTurn");
+    assert_eq!(world.agent.evict_idle(Duration::ZERO), 0);
+    assert!(!live.history_evicted());
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while world.agent.evict_idle(Duration::ZERO) == 0 {
+        assert!(std::time::Instant::now() < deadline, "the job never ended");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(live.history_evicted());
+    // Its end was recorded before the eviction and is in the rebuilt
+    // history.
+    let history = format!("{:?}", world.agent.history(&session).await.unwrap());
+    assert!(history.contains("j1"), "{history}");
+}
+
+#[tokio::test]
+async fn load_and_the_log_readers_work_on_an_evicted_session() {
+    let world = World::new(&[
+        call("r1", "read", json!({"file_path":"hello.txt"})),
+        reply("It says hello."),
+    ]);
+    let session = world.session().await;
+    let out = Recorder::default();
+    assert_eq!(world.prompt(&session, "Read it", &out).await, "EndTurn");
+    let (_, before) = world.load(&session).await;
+    assert_eq!(world.agent.evict_idle(Duration::ZERO), 1);
+    // session/load of the live, evicted session replays the same view and
+    // leaves the history out of memory.
+    let (opened, after) = world.load(&session).await;
+    assert_eq!(settled(&after), settled(&before));
+    assert!(opened.session.history_evicted());
+    // What an SDK subscriber reads: every logged event, as in the file.
+    let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+    world.agent.read_events(&session, 0, tx).await.unwrap();
+    let mut seqs = Vec::new();
+    while let Ok(event) = rx.try_recv() {
+        seqs.push(event.seq);
+    }
+    assert_eq!(seqs.len(), world.log_types(&session).len());
+    assert!(seqs.windows(2).all(|pair| pair[1] == pair[0] + 1));
+    // Closed and opened again by another load: nothing lost.
+    world.agent.close_session(&session).await.unwrap();
+    let (_, reloaded) = world.load(&session).await;
+    assert_eq!(settled(&reloaded), settled(&before));
+}
