@@ -744,3 +744,31 @@ fn every_config_table_is_documented() {
         "config.toml keys missing from docs/configuration.md: {missing:?}"
     );
 }
+
+/// Issue 24: the folds over log events decide for every event type (no
+/// catch-all arm that would swallow a new one silently).
+#[test]
+fn the_folds_have_no_catch_all() {
+    let folds = [
+        "protocol/src/history.rs",
+        "protocol/src/repair.rs",
+        "acp-server/src/session/state.rs",
+        "acp-server/src/projection.rs",
+    ];
+    let mut bad = Vec::new();
+    for fold in folds {
+        let text = std::fs::read_to_string(workspace().join(fold)).unwrap();
+        assert!(text.contains("EventData::"), "{fold} folds no events");
+        for (number, line) in code_of(&text).lines().enumerate() {
+            let arm = line.trim();
+            if arm == "_ => {}" || arm == "_ => Vec::new()," || arm == "_ => vec![]," {
+                bad.push(format!("{fold}:{}: {arm}", number + 1));
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "catch-all arms in the folds:\n{}",
+        bad.join("\n")
+    );
+}

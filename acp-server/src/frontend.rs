@@ -79,28 +79,96 @@ pub struct TerminalCommand {
     pub call_id: ToolCallId,
 }
 
+/// What the core tells a front end: one closed vocabulary, so a front end
+/// sees every kind of output in one `match` ([`Frontend::emit`]).
+#[derive(Debug)]
+pub enum Output<'a> {
+    /// A fact was recorded in the session log, with the updates it projects
+    /// to (live): front ends that show the log itself (`dsh run --json`,
+    /// the SDK) take the event, editors the updates.
+    Recorded {
+        /// The logged event.
+        event: &'a dsh_protocol::log::Event,
+        /// What it projects to ([`crate::projection`]).
+        updates: Vec<AgentUpdate>,
+    },
+    /// Streamed text of the running model call (its `assistant/message` is
+    /// recorded when it ends), after [`Frontend::begin_streaming`].
+    Delta(Delta),
+    /// An update of a replay (`session/load`), after
+    /// [`Frontend::begin_streaming`].
+    Replayed(AgentUpdate),
+    /// What no event carries and a replay never shows.
+    Transient(Transient),
+}
+
+/// Streamed text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delta {
+    /// The reply's text.
+    Message(String),
+    /// The model's reasoning.
+    Thought(String),
+}
+
+/// Updates from no event at all (see docs/architecture.md, "One path from
+/// the log to the editor").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transient {
+    /// A tool call started running.
+    ToolRunning {
+        /// The call.
+        call_id: ToolCallId,
+    },
+}
+
+impl Output<'_> {
+    /// The updates an editor shows for it.
+    pub fn into_updates(self) -> Vec<AgentUpdate> {
+        match self {
+            Output::Recorded { updates, .. } => updates,
+            Output::Delta(delta) => vec![delta.into_update()],
+            Output::Replayed(update) => vec![update],
+            Output::Transient(transient) => vec![transient.into_update()],
+        }
+    }
+}
+
+impl Delta {
+    /// As an update.
+    pub fn into_update(self) -> AgentUpdate {
+        match self {
+            Delta::Message(text) => AgentUpdate::MessageChunk(text),
+            Delta::Thought(text) => AgentUpdate::ThoughtChunk(text),
+        }
+    }
+}
+
+impl Transient {
+    /// As an update, for front ends that show updates.
+    pub fn into_update(self) -> AgentUpdate {
+        match self {
+            Transient::ToolRunning { call_id } => AgentUpdate::ToolCallUpdate {
+                call_id,
+                status: dsh_protocol::tool::ToolStatus::InProgress,
+                view: dsh_protocol::tool::ToolView::default(),
+            },
+        }
+    }
+}
+
 /// The editor, as the agent core sees it. Implementations must not block
-/// in `send`.
+/// in `emit`.
 pub trait Frontend: Send + Sync {
-    /// Delivers one update.
-    fn send(&self, update: AgentUpdate);
+    /// Delivers what the core says.
+    fn emit(&self, output: Output<'_>);
 
-    /// A fact was recorded in the session log (before its updates are
-    /// sent): for front ends that show the log itself (`dsh run --json`).
-    fn recorded(&self, _event: &dsh_protocol::log::Event) {}
-
-    /// Starts a run of updates sent with [`Frontend::send_streamed`] —
-    /// a step's streamed deltas (message and thought chunks), or a whole
-    /// replay; resolves when they may go.
+    /// Starts a run of [`Output::Delta`]s (a step's) or
+    /// [`Output::Replayed`]s (a whole replay); resolves when they may go. A
+    /// front end may take a faster path for a run, as long as it stays
+    /// behind everything emitted before the run began.
     fn begin_streaming(&self) -> BoxFuture<'_, ()> {
         Box::pin(std::future::ready(()))
-    }
-
-    /// Sends one update of a run, after [`Frontend::begin_streaming`]. A
-    /// front end may take a faster path for these, as long as they stay
-    /// behind everything sent before the run began.
-    fn send_streamed(&self, update: AgentUpdate) {
-        self.send(update);
     }
 
     /// Whether the editor is behind: updates sent but not yet read past a
@@ -156,5 +224,5 @@ pub trait Frontend: Send + Sync {
 pub struct Nobody;
 
 impl Frontend for Nobody {
-    fn send(&self, _update: AgentUpdate) {}
+    fn emit(&self, _output: Output<'_>) {}
 }

@@ -27,7 +27,7 @@ use futures::future::BoxFuture;
 
 use crate::agent::Agent;
 use crate::error::AgentError;
-use crate::frontend::{Ask, Frontend};
+use crate::frontend::{Ask, Frontend, Output};
 use crate::permission::Approvals;
 use crate::update::AgentUpdate;
 
@@ -225,8 +225,9 @@ impl RunFrontend {
     }
 }
 
-impl Frontend for RunFrontend {
-    fn send(&self, update: AgentUpdate) {
+impl RunFrontend {
+    /// A tool call's progress on stderr (and the spinner's message).
+    fn show_update(&self, update: AgentUpdate) {
         match update {
             AgentUpdate::ToolCall { call_id, view, .. } => {
                 if let Some(spinner) = &self.spinner {
@@ -253,7 +254,9 @@ impl Frontend for RunFrontend {
         }
     }
 
-    fn recorded(&self, event: &Event) {
+    /// The event on stdout (`--json`), the final text and usage, and a
+    /// failed tool's error on stderr.
+    fn show_event(&self, event: &Event) {
         if self.json {
             if let Ok(line) = serde_json::to_string(event) {
                 let mut stdout = std::io::stdout().lock();
@@ -285,6 +288,23 @@ impl Frontend for RunFrontend {
                 self.line(&format!("  {title}: {}", error.message));
             }
             _ => {}
+        }
+    }
+}
+
+impl Frontend for RunFrontend {
+    fn emit(&self, output: Output<'_>) {
+        match output {
+            Output::Recorded { event, updates } => {
+                self.show_event(event);
+                updates
+                    .into_iter()
+                    .for_each(|update| self.show_update(update));
+            }
+            Output::Transient(transient) => self.show_update(transient.into_update()),
+            // The final text comes from the recorded reply; a run replays
+            // nothing.
+            Output::Delta(_) | Output::Replayed(_) => {}
         }
     }
 

@@ -23,15 +23,12 @@
 use std::sync::Arc;
 
 use crate::content::UserContent;
-use crate::error::{ErrorCode, ErrorInfo};
+use crate::error::ErrorCode;
 use crate::ids::ToolCallId;
 use crate::log::{Event, EventData, StopReason};
 use crate::model::{ChatMessage, ToolCallRequest};
-use crate::tool::{ToolContent, ToolStatus, ToolView};
 
-/// Text the model sees for a tool call whose outcome was never logged
-/// (the process died while it ran).
-pub const OUTCOME_UNKNOWN: &str = "The outcome of this tool call is unknown: dsh stopped while it was running. Check the current state before relying on it.";
+pub use crate::repair::{Repair, OUTCOME_UNKNOWN};
 
 /// Closes a turn that has no reply after its prompt or tool results.
 const NOTE_NO_REPLY: &str = "[dsh: no reply was recorded for this turn.]";
@@ -41,118 +38,6 @@ const NOTE_AFTER_SUMMARY: &str = "Understood; I will continue from this summary.
 const NOTE_DROPPED_PROMPT: &str = "[dsh: this message was removed from the conversation: together with what it produced it did not fit the model's context window.]";
 /// Prompts up to this size are kept when their turn overflowed.
 const KEEP_OVERFLOWED_PROMPT_BYTES: usize = 4096;
-
-/// Finds the tool calls a log announced but never answered, and answers
-/// them with a failed "outcome unknown" result: before the next step,
-/// prompt, turn end or summary, and at the end of the log.
-#[derive(Debug, Clone, Default)]
-pub struct Repair {
-    /// Calls announced and not yet answered: (id, turn).
-    open: Vec<(ToolCallId, u64)>,
-    /// The last event seen (synthetic results take its seq).
-    last_seq: u64,
-}
-
-impl Repair {
-    /// The synthetic results due before `event`; then notes what `event`
-    /// opens or closes. Feed every event through it, in order, and apply
-    /// what it returns before the event itself.
-    pub fn before(&mut self, event: &Event) -> Vec<Event> {
-        let closed = match event.data {
-            EventData::UserMessage { .. }
-            | EventData::AssistantMessage { .. }
-            | EventData::TurnEnd { .. }
-            | EventData::CompactionSummary { .. } => self.finish(),
-            EventData::Config { .. }
-            | EventData::Title { .. }
-            | EventData::TurnStart { .. }
-            | EventData::ToolCall { .. }
-            | EventData::ToolResult { .. }
-            | EventData::JobEnd { .. }
-            | EventData::PermissionDecision { .. }
-            | EventData::PermissionRule(_)
-            | EventData::Plan { .. }
-            | EventData::CompactionPrune { .. }
-            | EventData::CompactionStart { .. }
-            | EventData::CompactionFailed { .. }
-            | EventData::PlanDecision { .. }
-            | EventData::Instructions { .. }
-            | EventData::Checkpoint { .. }
-            | EventData::Undo { .. }
-            | EventData::Notice { .. }
-            | EventData::LlmRetry { .. } => Vec::new(),
-        };
-        match &event.data {
-            EventData::AssistantMessage {
-                turn,
-                tool_calls,
-                interrupted: false,
-                ..
-            } => self
-                .open
-                .extend(tool_calls.iter().map(|call| (call.id.clone(), *turn))),
-            EventData::ToolResult { call_id, .. } => self.open.retain(|(id, _)| id != call_id),
-            // A cut reply's calls were never dispatched: nothing opens.
-            EventData::AssistantMessage {
-                interrupted: true, ..
-            }
-            | EventData::Config { .. }
-            | EventData::Title { .. }
-            | EventData::UserMessage { .. }
-            | EventData::TurnStart { .. }
-            | EventData::TurnEnd { .. }
-            | EventData::ToolCall { .. }
-            | EventData::JobEnd { .. }
-            | EventData::PermissionDecision { .. }
-            | EventData::PermissionRule(_)
-            | EventData::Plan { .. }
-            | EventData::CompactionSummary { .. }
-            | EventData::CompactionPrune { .. }
-            | EventData::CompactionStart { .. }
-            | EventData::CompactionFailed { .. }
-            | EventData::PlanDecision { .. }
-            | EventData::Instructions { .. }
-            | EventData::Checkpoint { .. }
-            | EventData::Undo { .. }
-            | EventData::Notice { .. }
-            | EventData::LlmRetry { .. } => {}
-        }
-        self.last_seq = event.seq;
-        closed
-    }
-
-    /// Synthetic results for the calls still open (the end of a log).
-    pub fn finish(&mut self) -> Vec<Event> {
-        let seq = self.last_seq;
-        self.open
-            .drain(..)
-            .map(|(call_id, turn)| Event {
-                seq,
-                time: 0,
-                ignorable: false,
-                data: EventData::ToolResult {
-                    turn,
-                    call_id,
-                    status: ToolStatus::Failed,
-                    output: OUTCOME_UNKNOWN.to_owned(),
-                    error: Some(ErrorInfo {
-                        code: ErrorCode::ToolOutcomeUnknown,
-                        message: OUTCOME_UNKNOWN.to_owned(),
-                    }),
-                    view: ToolView {
-                        content: vec![ToolContent::Text {
-                            text: OUTCOME_UNKNOWN.to_owned(),
-                        }],
-                        ..ToolView::default()
-                    },
-                    attachments: Vec::new(),
-                    live_terminal: None,
-                    job: None,
-                },
-            })
-            .collect()
-    }
-}
 
 /// The conversation of a session, folded from its events (see the module
 /// docs). Feed it the events [`Repair`] passes through.
@@ -552,8 +437,10 @@ pub fn derive_history(events: &[Event]) -> Vec<ChatMessage> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ErrorInfo;
     use crate::log::EventData;
     use crate::model::FinishReason;
+    use crate::tool::{ToolStatus, ToolView};
 
     fn mk(seq: u64, data: EventData) -> Event {
         Event {

@@ -17,6 +17,7 @@ pub mod log;
 pub mod mode;
 pub mod model;
 pub mod plan;
+pub mod repair;
 pub mod tool;
 
 pub use content::UserContent;

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 
 use dsh_acp_server::agent::{Agent, Opened};
 use dsh_acp_server::config::{Config, RawConfig};
-use dsh_acp_server::frontend::{Ask, Frontend};
+use dsh_acp_server::frontend::{Ask, Frontend, Output};
 use dsh_acp_server::model::replay::ReplayProvider;
 use dsh_acp_server::model::script::ScriptEntry;
 use dsh_acp_server::model::Provider;
@@ -181,8 +181,8 @@ impl Recorder {
 }
 
 impl Frontend for Recorder {
-    fn send(&self, update: AgentUpdate) {
-        self.updates.lock().unwrap().push(update);
+    fn emit(&self, output: Output<'_>) {
+        self.updates.lock().unwrap().extend(output.into_updates());
     }
 
     fn ask(&self, ask: Ask) -> BoxFuture<'_, Answer> {

@@ -277,11 +277,13 @@ struct Lagging {
 }
 
 impl dsh_acp_server::frontend::Frontend for Lagging {
-    fn send(&self, update: AgentUpdate) {
-        let mut updates = self.updates.lock().unwrap();
-        updates.push(update);
-        if updates.len() == 5 {
-            self.behind.store(true, std::sync::atomic::Ordering::SeqCst);
+    fn emit(&self, output: dsh_acp_server::frontend::Output<'_>) {
+        for update in output.into_updates() {
+            let mut updates = self.updates.lock().unwrap();
+            updates.push(update);
+            if updates.len() == 5 {
+                self.behind.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
         }
     }
 

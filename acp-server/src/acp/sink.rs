@@ -17,7 +17,7 @@ use agent_client_protocol::Client;
 use futures::future::BoxFuture;
 
 use super::convert;
-use crate::frontend::{Ask, ClientCaps, Frontend, TerminalCommand, TerminalRun};
+use crate::frontend::{Ask, ClientCaps, Frontend, Output, TerminalCommand, TerminalRun};
 use crate::permission::{Answer, Hint};
 use crate::update::AgentUpdate;
 
@@ -29,13 +29,46 @@ pub(super) struct AcpSink {
     pub(super) backlog: std::sync::Arc<super::transport::Backlog>,
 }
 
-impl Frontend for AcpSink {
+impl AcpSink {
+    /// One `session/update`, through the SDK's connection.
     fn send(&self, update: AgentUpdate) {
         let notification =
             SessionNotification::new(self.session_id.clone(), convert::session_update(update));
         match self.cx.send_notification(notification) {
             Ok(()) => self.backlog.queued(),
             Err(err) => tracing::debug!(error = ?err, "client connection gone; dropping update"),
+        }
+    }
+
+    /// One `session/update` of a run (after `begin_streaming`): serialized
+    /// here and queued straight to the writer, behind the fence.
+    fn send_direct(&self, update: AgentUpdate) {
+        #[derive(serde::Serialize)]
+        struct Frame<'a> {
+            jsonrpc: &'static str,
+            method: &'static str,
+            params: &'a SessionNotification,
+        }
+        let notification =
+            SessionNotification::new(self.session_id.clone(), convert::session_update(update));
+        match serde_json::to_string(&Frame {
+            jsonrpc: "2.0",
+            method: "session/update",
+            params: &notification,
+        }) {
+            Ok(frame) => self.backlog.send_direct(frame),
+            Err(err) => tracing::error!(%err, "cannot serialize an update; dropped"),
+        }
+    }
+}
+
+impl Frontend for AcpSink {
+    fn emit(&self, output: Output<'_>) {
+        match output {
+            Output::Recorded { updates, .. } => updates.into_iter().for_each(|u| self.send(u)),
+            Output::Delta(delta) => self.send_direct(delta.into_update()),
+            Output::Replayed(update) => self.send_direct(update),
+            Output::Transient(transient) => self.send(transient.into_update()),
         }
     }
 
@@ -53,25 +86,6 @@ impl Frontend for AcpSink {
             }
             self.backlog.fence_passed(fence).await;
         })
-    }
-
-    fn send_streamed(&self, update: AgentUpdate) {
-        #[derive(serde::Serialize)]
-        struct Frame<'a> {
-            jsonrpc: &'static str,
-            method: &'static str,
-            params: &'a SessionNotification,
-        }
-        let notification =
-            SessionNotification::new(self.session_id.clone(), convert::session_update(update));
-        match serde_json::to_string(&Frame {
-            jsonrpc: "2.0",
-            method: "session/update",
-            params: &notification,
-        }) {
-            Ok(frame) => self.backlog.send_direct(frame),
-            Err(err) => tracing::error!(%err, "cannot serialize an update; dropped"),
-        }
     }
 
     fn congested(&self) -> bool {

@@ -25,10 +25,9 @@ use tokio::sync::{broadcast, oneshot};
 
 use crate::agent::Agent;
 use crate::error::AgentError;
-use crate::frontend::Frontend;
+use crate::frontend::{Delta, Frontend, Output};
 use crate::mcp::McpServerConfig;
 use crate::permission::{Answer, Approvals, Hint, Question};
-use crate::update::AgentUpdate;
 
 /// A connection: 0 is stdio; WebSocket connections count from 1.
 pub type ConnId = usize;
@@ -214,7 +213,12 @@ impl SdkSession {
 
     /// Broadcasts a notice under the lock that orders notices against
     /// snapshots.
-    fn emit(&self, _live: &MutexGuard<'_, Live>, kind: NoticeKind, item: &Item<'_>) -> Arc<Notice> {
+    fn notify(
+        &self,
+        _live: &MutexGuard<'_, Live>,
+        kind: NoticeKind,
+        item: &Item<'_>,
+    ) -> Arc<Notice> {
         let notice = Arc::new(Notice {
             kind,
             after: self.last_seq.load(Ordering::Acquire),
@@ -310,7 +314,7 @@ impl SdkSession {
             conn,
         });
         let item = Self::status_item(&live);
-        self.emit(&live, NoticeKind::Status, &item);
+        self.notify(&live, NoticeKind::Status, &item);
     }
 
     /// Marks the prompt finished and says how.
@@ -327,7 +331,7 @@ impl SdkSession {
             stop_reason,
             error,
         };
-        self.emit(&live, NoticeKind::Status, &item);
+        self.notify(&live, NoticeKind::Status, &item);
     }
 
     /// Says the session closed (subscriptions end after this).
@@ -339,7 +343,7 @@ impl SdkSession {
             stop_reason: None,
             error: None,
         };
-        self.emit(&live, NoticeKind::Closed, &item);
+        self.notify(&live, NoticeKind::Closed, &item);
     }
 }
 
@@ -356,24 +360,30 @@ impl Drop for AskGuard<'_> {
 }
 
 impl Frontend for SdkSession {
-    fn send(&self, _update: AgentUpdate) {
-        // Everything durable reaches subscribers as its logged event.
-    }
-
-    fn recorded(&self, event: &Event) {
-        let live = lock(&self.live);
-        self.last_seq.fetch_max(event.seq, Ordering::AcqRel);
-        self.emit(&live, NoticeKind::Event(event.seq), &Item::Event { event });
-    }
-
-    fn send_streamed(&self, update: AgentUpdate) {
-        let (channel, text) = match &update {
-            AgentUpdate::MessageChunk(text) => ("text", text),
-            AgentUpdate::ThoughtChunk(text) => ("thought", text),
-            _ => return,
+    fn emit(&self, output: Output<'_>) {
+        let (channel, text) = match output {
+            // Everything durable reaches subscribers as its logged event.
+            Output::Recorded { event, .. } => {
+                let live = lock(&self.live);
+                self.last_seq.fetch_max(event.seq, Ordering::AcqRel);
+                self.notify(&live, NoticeKind::Event(event.seq), &Item::Event { event });
+                return;
+            }
+            Output::Delta(Delta::Message(text)) => ("text", text),
+            Output::Delta(Delta::Thought(text)) => ("thought", text),
+            // Subscribers replay from the log themselves, and see a call
+            // run from its events.
+            Output::Replayed(_) | Output::Transient(_) => return,
         };
         let live = lock(&self.live);
-        self.emit(&live, NoticeKind::Delta, &Item::Delta { channel, text });
+        self.notify(
+            &live,
+            NoticeKind::Delta,
+            &Item::Delta {
+                channel,
+                text: &text,
+            },
+        );
     }
 
     fn ask(&self, ask: crate::frontend::Ask) -> BoxFuture<'_, Answer> {
@@ -418,7 +428,7 @@ impl Frontend for SdkSession {
                 },
                 options,
             };
-            let notice = self.emit(&live, NoticeKind::Ask(id.clone()), &item);
+            let notice = self.notify(&live, NoticeKind::Ask(id.clone()), &item);
             let conn = live.running.as_ref().map_or(0, |run| run.conn);
             live.asks.insert(
                 id.clone(),

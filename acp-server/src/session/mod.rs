@@ -153,10 +153,10 @@ impl Session {
                 .fold(&event, &self.config.choices, Delivery::Live);
             (event, updates, from, locked.state.settings.mode)
         };
-        out.recorded(&event);
-        for update in updates {
-            out.send(update);
-        }
+        out.emit(crate::frontend::Output::Recorded {
+            event: &event,
+            updates,
+        });
         if from != to {
             self.mode_changed(from, to, out);
         }

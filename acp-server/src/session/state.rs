@@ -99,7 +99,7 @@ impl SessionState {
         let show = |updates: Vec<AgentUpdate>| {
             if let Some((out, runtime)) = &replay {
                 for update in updates {
-                    out.send_streamed(update);
+                    out.emit(crate::frontend::Output::Replayed(update));
                 }
                 if out.congested() {
                     runtime.block_on(out.drained());
@@ -244,7 +244,19 @@ impl SessionState {
             EventData::Undo { turn, .. } => {
                 self.undone.insert(*turn);
             }
-            _ => {}
+            // Only the history and the projection make something of these.
+            EventData::UserMessage { .. }
+            | EventData::TurnEnd { .. }
+            | EventData::ToolCall { .. }
+            | EventData::ToolResult { .. }
+            | EventData::JobEnd { .. }
+            | EventData::PermissionDecision { .. }
+            | EventData::PlanDecision { .. }
+            | EventData::Plan { .. }
+            | EventData::CompactionStart { .. }
+            | EventData::CompactionFailed { .. }
+            | EventData::Notice { .. }
+            | EventData::LlmRetry { .. } => {}
         }
         if !self.evicted {
             self.history.apply(event);

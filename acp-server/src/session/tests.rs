@@ -47,12 +47,12 @@ impl Recorder {
 }
 
 impl Frontend for Recorder {
-    fn send(&self, update: AgentUpdate) {
-        self.0.lock().unwrap().push(Seen::Update(update));
-    }
-
-    fn recorded(&self, event: &Event) {
-        self.0.lock().unwrap().push(Seen::Event(event.seq));
+    fn emit(&self, output: crate::frontend::Output<'_>) {
+        let mut seen = self.0.lock().unwrap();
+        if let crate::frontend::Output::Recorded { event, .. } = &output {
+            seen.push(Seen::Event(event.seq));
+        }
+        seen.extend(output.into_updates().into_iter().map(Seen::Update));
     }
 }
 

@@ -16,7 +16,6 @@ use crate::error::AgentError;
 use crate::model::retry::{start_with_retry, Started};
 use crate::model::{ModelError, ModelRequest};
 use crate::prompt::system_prompt;
-use crate::update::AgentUpdate;
 
 /// Events already received that one update may merge.
 const MERGE_AT_MOST: usize = 64;
@@ -151,10 +150,10 @@ impl Unsent {
 
     fn send(&mut self, out: &dyn crate::frontend::Frontend) {
         for (kind, text) in self.0.drain(..) {
-            out.send_streamed(match kind {
-                Delta::Message => AgentUpdate::MessageChunk(text),
-                Delta::Thought => AgentUpdate::ThoughtChunk(text),
-            });
+            out.emit(crate::frontend::Output::Delta(match kind {
+                Delta::Message => crate::frontend::Delta::Message(text),
+                Delta::Thought => crate::frontend::Delta::Thought(text),
+            }));
         }
     }
 }

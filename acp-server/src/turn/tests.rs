@@ -54,11 +54,13 @@ impl Recorder {
 }
 
 impl Frontend for Recorder {
-    fn send(&self, update: AgentUpdate) {
-        if let (AgentUpdate::MessageChunk(_), Some(token)) = (&update, &self.cancel_on_text) {
-            token.cancel();
+    fn emit(&self, output: crate::frontend::Output<'_>) {
+        for update in output.into_updates() {
+            if let (AgentUpdate::MessageChunk(_), Some(token)) = (&update, &self.cancel_on_text) {
+                token.cancel();
+            }
+            self.updates.lock().unwrap().push(update);
         }
-        self.updates.lock().unwrap().push(update);
     }
 
     fn ask(&self, ask: Ask) -> BoxFuture<'_, Answer> {

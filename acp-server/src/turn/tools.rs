@@ -16,10 +16,9 @@ use tracing::Instrument;
 
 use super::Turn;
 use crate::error::AgentError;
-use crate::frontend::Ask;
+use crate::frontend::{Ask, Output, Transient};
 use crate::permission::{self, Access, Decision};
 use crate::tools::{self, Planned, ToolEnv};
-use crate::update::AgentUpdate;
 
 /// The user's answer to a permission prompt, as the pipeline acts on it.
 enum Asked {
@@ -212,11 +211,10 @@ impl Turn<'_> {
         async {
             let session = self.session;
             // Transient: the call is running (not a logged fact).
-            self.frontend.send(AgentUpdate::ToolCallUpdate {
-                call_id: call.id.clone(),
-                status: ToolStatus::InProgress,
-                view: ToolView::default(),
-            });
+            self.frontend
+                .emit(Output::Transient(Transient::ToolRunning {
+                    call_id: call.id.clone(),
+                }));
             let command = if matches!(planned.access, Access::Execute { .. }) {
                 self.command_run(with_network)
             } else {
