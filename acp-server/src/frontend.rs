@@ -93,10 +93,10 @@ pub enum Output<'a> {
         updates: Vec<AgentUpdate>,
     },
     /// Streamed text of the running model call (its `assistant/message` is
-    /// recorded when it ends), after [`Frontend::begin_streaming`].
+    /// recorded when it ends), once [`Frontend::hold`] lets it go.
     Delta(Delta),
-    /// An update of a replay (`session/load`), after
-    /// [`Frontend::begin_streaming`].
+    /// An update of a replay (`session/load`), once [`Frontend::hold`]
+    /// lets it go.
     Replayed(AgentUpdate),
     /// What no event carries and a replay never shows.
     Transient(Transient),
@@ -163,25 +163,14 @@ pub trait Frontend: Send + Sync {
     /// Delivers what the core says.
     fn emit(&self, output: Output<'_>);
 
-    /// Starts a run of [`Output::Delta`]s (a step's) or
-    /// [`Output::Replayed`]s (a whole replay); resolves when they may go. A
-    /// front end may take a faster path for a run, as long as it stays
-    /// behind everything emitted before the run began.
-    fn begin_streaming(&self) -> BoxFuture<'_, ()> {
-        Box::pin(std::future::ready(()))
-    }
-
-    /// Whether the editor is behind: updates sent but not yet read past a
-    /// high-water mark. A streaming turn then stops sending, merges what
-    /// keeps arriving, and waits for [`Frontend::drained`].
-    fn congested(&self) -> bool {
-        false
-    }
-
-    /// Resolves once the editor has caught up (below the low-water mark),
-    /// or its connection is gone.
-    fn drained(&self) -> BoxFuture<'_, ()> {
-        Box::pin(std::future::ready(()))
+    /// Whether streamed output ([`Output::Delta`], [`Output::Replayed`])
+    /// may go now: `None`, or a future that resolves when it may. A front
+    /// end keeps its own flow control behind it (the ACP adapter: its
+    /// output must stay behind what was sent before, and an editor that
+    /// reads slowly holds it); a streaming turn keeps reading the model and
+    /// merging while it waits.
+    fn hold(&self) -> Option<BoxFuture<'_, ()>> {
+        None
     }
 
     /// Advertised capabilities.

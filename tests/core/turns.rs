@@ -287,20 +287,20 @@ impl dsh_acp_server::frontend::Frontend for Lagging {
         }
     }
 
-    fn congested(&self) -> bool {
-        self.behind.load(std::sync::atomic::Ordering::SeqCst)
-    }
-
-    fn drained(&self) -> futures::future::BoxFuture<'_, ()> {
-        Box::pin(async move {
-            while self.congested() {
+    fn hold(&self) -> Option<futures::future::BoxFuture<'_, ()>> {
+        let behind = || self.behind.load(std::sync::atomic::Ordering::SeqCst);
+        if !behind() {
+            return None;
+        }
+        Some(Box::pin(async move {
+            while behind() {
                 let notified = self.caught_up.notified();
-                if !self.congested() {
+                if !behind() {
                     break;
                 }
                 notified.await;
             }
-        })
+        }))
     }
 }
 

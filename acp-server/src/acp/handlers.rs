@@ -4,6 +4,7 @@
 //! turn) is spawned with `cx.spawn`; only quick in-memory calls answer
 //! inline.
 
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, RwLock};
 
 use agent_client_protocol::v1::schema::{
@@ -45,6 +46,10 @@ impl Ctx {
             session_id: session_id.clone(),
             caps: self.caps(),
             backlog: self.backlog.clone(),
+            // Conservative: a first run fences (the handlers send through
+            // the SDK too).
+            through_sdk: AtomicU64::new(1),
+            fenced: AtomicU64::new(0),
         }
     }
 }

@@ -90,19 +90,16 @@ impl SessionState {
         running: &dyn Fn(&dsh_protocol::ToolCallId) -> bool,
     ) -> Result<SessionState, AgentError> {
         let mut state = SessionState::new(choices);
-        // Replay goes out as one run, behind whatever was sent before.
-        let replay = replay.map(|out| {
-            let runtime = tokio::runtime::Handle::current();
-            runtime.block_on(out.begin_streaming());
-            (out, runtime)
-        });
+        // Replay goes out as the front end lets it (behind whatever was
+        // sent before; an editor that reads slowly holds it).
+        let replay = replay.map(|out| (out, tokio::runtime::Handle::current()));
         let show = |updates: Vec<AgentUpdate>| {
             if let Some((out, runtime)) = &replay {
+                if let Some(hold) = out.hold() {
+                    runtime.block_on(hold);
+                }
                 for update in updates {
                     out.emit(crate::frontend::Output::Replayed(update));
-                }
-                if out.congested() {
-                    runtime.block_on(out.drained());
                 }
             }
         };

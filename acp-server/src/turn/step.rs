@@ -239,33 +239,31 @@ impl Turn<'_> {
         // running, and what it sent would not reach the editor until the
         // reply ends.
         let waited = std::sync::atomic::AtomicBool::new(true);
-        // Deltas go out after what was sent before them (see
-        // `Frontend::begin_streaming`), once per step: the fence is started
-        // with the first delta and awaited alongside the stream, so a
-        // stalled editor never keeps the model's stream unread (its idle
-        // timer would count the wait).
-        let mut fence: Option<futures::future::BoxFuture<'_, ()>> = None;
-        let mut streaming = false;
+        // Deltas go out when the front end lets them (`Frontend::hold`:
+        // behind what it was sent before, not past an editor that reads
+        // slowly). The hold is awaited alongside the stream, so a stalled
+        // editor never keeps the model's stream unread (its idle timer
+        // would count the wait); what arrives meanwhile is merged.
+        let mut held: Option<futures::future::BoxFuture<'_, ()>> = None;
+        let mut sent_any = false;
         let end = loop {
-            if !unsent.is_empty() {
-                if !streaming && fence.is_none() {
-                    fence = Some(self.frontend.begin_streaming());
-                }
-                // Deltas go out as soon as nothing more is ready, unless
-                // the editor is behind: then they wait, merged, while the
-                // stream keeps being read.
-                if streaming && !self.frontend.congested() {
-                    if !waited.swap(false, std::sync::atomic::Ordering::Relaxed) {
-                        tokio::task::yield_now().await;
+            if !unsent.is_empty() && held.is_none() {
+                match self.frontend.hold() {
+                    Some(hold) => held = Some(hold),
+                    // Deltas go out as soon as nothing more is ready.
+                    None => {
+                        if !waited.swap(false, std::sync::atomic::Ordering::Relaxed) {
+                            tokio::task::yield_now().await;
+                        }
+                        unsent.send(self.frontend);
+                        sent_any = true;
                     }
-                    unsent.send(self.frontend);
                 }
             }
             let next = tokio::select! {
                 biased;
                 () = self.cancel.cancelled() => break StepEnd::Cancelled,
-                () = async { if let Some(fence) = fence.as_mut() { fence.await } }, if fence.is_some() => None,
-                () = self.frontend.drained(), if streaming && !unsent.is_empty() => continue,
+                () = async { if let Some(hold) = held.as_mut() { hold.await } }, if held.is_some() => None,
                 next = futures::future::poll_fn(|cx| {
                     let next = stream.poll_next_unpin(cx);
                     if next.is_pending() {
@@ -275,9 +273,8 @@ impl Turn<'_> {
                 }) => Some(next),
             };
             let Some(next) = next else {
-                // The fence passed: this step's deltas may go.
-                fence = None;
-                streaming = true;
+                // The hold is over: what is unsent may go (next round).
+                held = None;
                 continue;
             };
             if let Some(end) = reply.take(next, &mut unsent) {
@@ -296,10 +293,11 @@ impl Turn<'_> {
                 break end;
             }
         };
-        if !unsent.is_empty() && !streaming {
-            match fence.take() {
-                Some(fence) => fence.await,
-                None => self.frontend.begin_streaming().await,
+        // The rest goes out now; if nothing of this step went out yet, it
+        // still waits its turn behind what was sent before.
+        if !unsent.is_empty() && !sent_any {
+            if let Some(hold) = held.take().or_else(|| self.frontend.hold()) {
+                hold.await;
             }
         }
         unsent.send(self.frontend);
