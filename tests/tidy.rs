@@ -212,7 +212,9 @@ fn sdk_methods_and_their_docs_agree() {
         .filter_map(|rest| rest.split('`').next())
         .map(str::to_owned)
         .collect();
-    let agent = dsh_acp_server::agent::Agent::new(Err("tidy".to_owned()));
+    let agent = dsh_acp_server::agent::Agent::new(Err(
+        dsh_acp_server::config::ConfigError::Invalid("tidy".to_owned()),
+    ));
     let module = dsh_acp_server::sdk::module(dsh_acp_server::sdk::hub::Hub::new(agent));
     let mut defined: BTreeSet<String> = module.method_names().map(str::to_owned).collect();
     defined.insert("session.event".to_owned());

@@ -22,6 +22,34 @@ use crate::model::settings::{builtin_models, DEFAULT_API_KEY_ENV, DEFAULT_BASE_U
 use crate::model::{ModelSettings, ProviderKind, RetryPolicy};
 use crate::settings::Choices;
 
+/// Why there is no configuration. Its message names the file or the key.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// Neither `DSH_HOME` nor `HOME` is set.
+    #[error("cannot find a home for dsh state: set DSH_HOME or HOME")]
+    NoHome,
+    /// The file exists and cannot be read.
+    #[error("cannot read config file {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML for `RawConfig` (an unknown key, a wrong
+    /// type).
+    #[error("invalid config file {}: {source}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// Where and why.
+        source: Box<toml::de::Error>,
+    },
+    /// A value is refused; the message names its key.
+    #[error("{0}")]
+    Invalid(String),
+}
+
 /// `config.toml` as written by the user. Every field is optional.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -197,22 +225,24 @@ impl Config {
     ///
     /// # Errors
     /// An unreadable or invalid config file, with its path in the message.
-    pub fn load(env: &dyn Env) -> Result<Config, String> {
+    pub fn load(env: &dyn Env) -> Result<Config, ConfigError> {
         let home = match env.var("DSH_HOME") {
             Some(home) => PathBuf::from(home),
             None => match env.var("HOME") {
                 Some(home) => Path::new(&home).join(".dsh"),
-                None => {
-                    return Err("cannot find a home for dsh state: set DSH_HOME or HOME".to_owned())
-                }
+                None => return Err(ConfigError::NoHome),
             },
         };
         let path = home.join("config.toml");
         let raw = match std::fs::read_to_string(&path) {
-            Ok(text) => toml::from_str::<RawConfig>(&text)
-                .map_err(|err| format!("invalid config file {}: {err}", path.display()))?,
+            Ok(text) => {
+                toml::from_str::<RawConfig>(&text).map_err(|source| ConfigError::Parse {
+                    path: path.clone(),
+                    source: Box::new(source),
+                })?
+            }
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => RawConfig::default(),
-            Err(err) => return Err(format!("cannot read config file {}: {err}", path.display())),
+            Err(source) => return Err(ConfigError::Read { path, source }),
         };
         Self::from_raw(raw, home, env)
     }
@@ -221,16 +251,16 @@ impl Config {
     ///
     /// # Errors
     /// A default model missing from the catalog, or an empty replay path.
-    pub fn from_raw(raw: RawConfig, home: PathBuf, env: &dyn Env) -> Result<Config, String> {
+    pub fn from_raw(raw: RawConfig, home: PathBuf, env: &dyn Env) -> Result<Config, ConfigError> {
         let provider = match env.var("DSH_PROVIDER") {
             Some(kind) => match kind.as_str() {
                 "deepseek" => ProviderKind::Deepseek,
                 "openai" => ProviderKind::Openai,
                 "replay" => ProviderKind::Replay,
                 other => {
-                    return Err(format!(
+                    return Err(ConfigError::Invalid(format!(
                         "DSH_PROVIDER={other:?} is not one of deepseek, openai, replay"
-                    ))
+                    )))
                 }
             },
             None => raw.provider.kind.unwrap_or(ProviderKind::Deepseek),
@@ -252,16 +282,16 @@ impl Config {
         };
         let default_model = raw.default_model.unwrap_or_else(|| models[0].id.clone());
         if !models.iter().any(|model| model.id == default_model) {
-            return Err(format!(
+            return Err(ConfigError::Invalid(format!(
                 "default_model {default_model:?} is not in the model catalog"
-            ));
+            )));
         }
         let default_mode = match raw.default_mode.as_deref() {
             None => dsh_protocol::Mode::Ask,
             Some(mode) => dsh_protocol::Mode::parse(mode).ok_or_else(|| {
-                format!(
-                    "default_mode {mode:?} is not one of read-only, ask, accept-edits, full-access"
-                )
+                ConfigError::Invalid(format!(
+                    "default_mode {mode:?} is not one of read-only, plan, ask, accept-edits, full-access"
+                ))
             })?,
         };
         let ms = Duration::from_millis;
@@ -271,11 +301,11 @@ impl Config {
             .unwrap_or_else(|| DEFAULT_API_KEY_ENV.to_owned());
         let env_policy =
             dsh_process::EnvPolicy::new(&raw.env.scrub, std::slice::from_ref(&api_key_env))
-                .map_err(|err| format!("[env] scrub: {err}"))?;
+                .map_err(|err| ConfigError::Invalid(format!("[env] scrub: {err}")))?;
         let protected = crate::permission::Protected::new(&raw.permissions.protected_paths, &home)
-            .map_err(|err| format!("[permissions] protected_paths: {err}"))?
+            .map_err(|err| ConfigError::Invalid(format!("[permissions] protected_paths: {err}")))?
             .hiding(raw.sandbox.hidden_paths(&home));
-        raw.compaction.validate()?;
+        raw.compaction.validate().map_err(ConfigError::Invalid)?;
         Ok(Config {
             instructions: raw.instructions,
             compaction: raw.compaction,
@@ -400,6 +430,25 @@ mod tests {
         assert!(toml::from_str::<RawConfig>("[provider]\nbase = 1\n").is_err());
         let raw: RawConfig = toml::from_str("default_model = \"nope\"\n").unwrap();
         let err = Config::from_raw(raw, "/h".into(), &MapEnv(HashMap::new())).unwrap_err();
-        assert!(err.contains("nope"));
+        assert!(matches!(&err, ConfigError::Invalid(message) if message.contains("nope")));
+    }
+
+    #[test]
+    fn a_broken_file_is_named_in_its_error() {
+        let home = std::env::temp_dir().join(format!("dsh-config-{}", std::process::id()));
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::write(home.join("config.toml"), "[provider\n").unwrap();
+        let env = MapEnv(HashMap::from([(
+            "DSH_HOME",
+            &*Box::leak(home.display().to_string().into_boxed_str()),
+        )]));
+        let err = Config::load(&env).unwrap_err();
+        assert!(matches!(err, ConfigError::Parse { .. }), "{err:?}");
+        assert!(err.to_string().contains("config.toml"), "{err}");
+        std::fs::remove_dir_all(&home).unwrap();
+        assert!(matches!(
+            Config::load(&MapEnv(HashMap::new())),
+            Err(ConfigError::NoHome)
+        ));
     }
 }

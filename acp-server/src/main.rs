@@ -187,7 +187,7 @@ fn init_tracing() {
 }
 
 /// The configuration, with shell commands guarded by this very binary.
-fn load_config() -> Result<Config, String> {
+fn load_config() -> Result<Config, dsh_acp_server::config::ConfigError> {
     let config = Config::load(&ProcessEnv)?;
     Ok(match std::env::current_exe() {
         Ok(executable) => config.with_command_guard(executable),

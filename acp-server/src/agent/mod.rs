@@ -76,7 +76,7 @@ pub struct Agent {
 impl Agent {
     /// Builds the agent. A configuration problem does not stop the process:
     /// it is reported on every session request so the editor shows it.
-    pub fn new(config: Result<Config, String>) -> Arc<Agent> {
+    pub fn new(config: Result<Config, crate::config::ConfigError>) -> Arc<Agent> {
         let (config, mut config_error) = match config {
             Ok(config) => (config, None),
             Err(error) => {
@@ -86,7 +86,7 @@ impl Agent {
                     &NoEnv,
                 )
                 .unwrap_or_else(|_| unreachable!("the default config is valid"));
-                (fallback, Some(error))
+                (fallback, Some(error.to_string()))
             }
         };
         let config = Arc::new(config);
@@ -96,7 +96,7 @@ impl Agent {
             match Provider::from_settings(&config.model) {
                 Ok(provider) => Some(Arc::new(provider)),
                 Err(error) => {
-                    config_error = Some(error);
+                    config_error = Some(error.to_string());
                     None
                 }
             }

@@ -30,14 +30,11 @@ const USER_AGENT: &str = concat!(
 
 impl HttpProvider {
     /// A provider with its own connection pool (created on first use).
-    ///
-    /// # Errors
-    /// None today; kept so a provider that cannot work is refused early.
-    pub fn new(settings: Arc<ModelSettings>) -> Result<Self, String> {
-        Ok(HttpProvider {
+    pub fn new(settings: Arc<ModelSettings>) -> Self {
+        HttpProvider {
             client: std::sync::OnceLock::new(),
             settings,
-        })
+        }
     }
 
     fn client(&self) -> Result<&reqwest::Client, ModelError> {

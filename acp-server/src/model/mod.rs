@@ -270,21 +270,41 @@ pub enum Provider {
     Replay(replay::ReplayProvider),
 }
 
+/// Why a provider cannot be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// The replay provider has no script.
+    #[error("the replay provider needs a script: set DSH_REPLAY_FILE or provider.replay_file")]
+    NoScript,
+    /// The script cannot be read or parsed.
+    #[error("cannot use the replay script {}: {message}", path.display())]
+    Script {
+        /// The script.
+        path: std::path::PathBuf,
+        /// Why (a line number when a line is bad).
+        message: String,
+    },
+}
+
 impl Provider {
     /// The provider `settings` name.
     ///
     /// # Errors
     /// The replay provider without a readable script.
-    pub fn from_settings(settings: &std::sync::Arc<ModelSettings>) -> Result<Provider, String> {
+    pub fn from_settings(settings: &std::sync::Arc<ModelSettings>) -> Result<Provider, SetupError> {
         match settings.provider {
             ProviderKind::Replay => {
-                let path = settings.replay_file.as_ref().ok_or(
-                    "the replay provider needs a script: set DSH_REPLAY_FILE or provider.replay_file",
-                )?;
-                Ok(Provider::Replay(replay::ReplayProvider::from_file(path)?))
+                let path = settings.replay_file.as_ref().ok_or(SetupError::NoScript)?;
+                let replay = replay::ReplayProvider::from_file(path).map_err(|message| {
+                    SetupError::Script {
+                        path: path.clone(),
+                        message,
+                    }
+                })?;
+                Ok(Provider::Replay(replay))
             }
             ProviderKind::Deepseek | ProviderKind::Openai => {
-                Ok(Provider::Http(http::HttpProvider::new(settings.clone())?))
+                Ok(Provider::Http(http::HttpProvider::new(settings.clone())))
             }
         }
     }
