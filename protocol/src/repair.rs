@@ -28,16 +28,34 @@ impl Repair {
     /// opens or closes. Feed every event through it, in order, and apply
     /// what it returns before the event itself.
     pub fn before(&mut self, event: &Event) -> Vec<Event> {
-        let closed = match event.data {
+        // One decision per event type: whether it closes the open calls
+        // (they are answered before it), and what it opens or answers.
+        let closed = match &event.data {
+            EventData::AssistantMessage {
+                turn,
+                tool_calls,
+                interrupted,
+                ..
+            } => {
+                let closed = self.finish();
+                // A cut reply's calls were never dispatched: nothing opens.
+                if !interrupted {
+                    self.open
+                        .extend(tool_calls.iter().map(|call| (call.id.clone(), *turn)));
+                }
+                closed
+            }
             EventData::UserMessage { .. }
-            | EventData::AssistantMessage { .. }
             | EventData::TurnEnd { .. }
             | EventData::CompactionSummary { .. } => self.finish(),
+            EventData::ToolResult { call_id, .. } => {
+                self.open.retain(|(id, _)| id != call_id);
+                Vec::new()
+            }
             EventData::Config { .. }
             | EventData::Title { .. }
             | EventData::TurnStart { .. }
             | EventData::ToolCall { .. }
-            | EventData::ToolResult { .. }
             | EventData::JobEnd { .. }
             | EventData::PermissionDecision { .. }
             | EventData::PermissionRule(_)
@@ -52,41 +70,6 @@ impl Repair {
             | EventData::Notice { .. }
             | EventData::LlmRetry { .. } => Vec::new(),
         };
-        match &event.data {
-            EventData::AssistantMessage {
-                turn,
-                tool_calls,
-                interrupted: false,
-                ..
-            } => self
-                .open
-                .extend(tool_calls.iter().map(|call| (call.id.clone(), *turn))),
-            EventData::ToolResult { call_id, .. } => self.open.retain(|(id, _)| id != call_id),
-            // A cut reply's calls were never dispatched: nothing opens.
-            EventData::AssistantMessage {
-                interrupted: true, ..
-            }
-            | EventData::Config { .. }
-            | EventData::Title { .. }
-            | EventData::UserMessage { .. }
-            | EventData::TurnStart { .. }
-            | EventData::TurnEnd { .. }
-            | EventData::ToolCall { .. }
-            | EventData::JobEnd { .. }
-            | EventData::PermissionDecision { .. }
-            | EventData::PermissionRule(_)
-            | EventData::Plan { .. }
-            | EventData::CompactionSummary { .. }
-            | EventData::CompactionPrune { .. }
-            | EventData::CompactionStart { .. }
-            | EventData::CompactionFailed { .. }
-            | EventData::PlanDecision { .. }
-            | EventData::Instructions { .. }
-            | EventData::Checkpoint { .. }
-            | EventData::Undo { .. }
-            | EventData::Notice { .. }
-            | EventData::LlmRetry { .. } => {}
-        }
         self.last_seq = event.seq;
         closed
     }
