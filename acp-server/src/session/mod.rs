@@ -3,6 +3,8 @@
 //! a time. Every durable fact goes through [`Session::record`]: appended to
 //! the log, folded into the state, projected into updates for the editor.
 
+#[cfg(test)]
+pub(crate) mod scratch;
 pub(crate) mod state;
 
 use std::path::{Path, PathBuf};

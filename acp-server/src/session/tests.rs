@@ -4,20 +4,16 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use dsh_protocol::log::{ConfigKey, Event, EventData, PermissionRule, SessionHeader};
+use dsh_protocol::log::{ConfigKey, Event, EventData, PermissionRule};
 use dsh_protocol::model::{ChatMessage, FinishReason, ToolCallRequest, Usage};
 use dsh_protocol::tool::{ToolContent, ToolStatus, ToolView};
-use dsh_protocol::{ErrorCode, SessionId, ToolCallId, UserContent};
-use tokio_util::sync::CancellationToken;
+use dsh_protocol::{ErrorCode, ToolCallId, UserContent};
 
+use super::scratch::Scratch;
 use super::state::SessionState;
-use super::Session;
-use crate::config::{Config, RawConfig};
 use crate::error::AgentError;
 use crate::frontend::Frontend;
-use crate::model::ProviderKind;
 use crate::permission::Mode;
-use crate::store::{now_ms, SessionStore};
 use crate::update::AgentUpdate;
 
 /// What a frontend saw: a recorded event (by seq), or an update.
@@ -56,48 +52,12 @@ impl Frontend for Recorder {
     }
 }
 
-struct NoEnv;
-impl crate::credentials::Env for NoEnv {
-    fn var(&self, _name: &str) -> Option<String> {
-        None
-    }
-}
-
 /// A new session over a log in a scratch `$DSH_HOME`, in a scratch
 /// workspace.
-struct Fixture {
-    _home: tempfile::TempDir,
-    _work: tempfile::TempDir,
-    config: Arc<Config>,
-    store: SessionStore,
-    session: Arc<Session>,
-}
+type Fixture = Scratch;
 
 fn fixture() -> Fixture {
-    let home = tempfile::tempdir().unwrap();
-    let work = tempfile::tempdir().unwrap();
-    let mut raw = RawConfig::default();
-    raw.provider.kind = Some(ProviderKind::Replay);
-    let config = Arc::new(Config::from_raw(raw, home.path().to_path_buf(), &NoEnv).unwrap());
-    let store = SessionStore::new(config.sessions_dir());
-    let cwd = work.path().canonicalize().unwrap().display().to_string();
-    let id = SessionId::new(uuid::Uuid::new_v4().to_string());
-    let header = SessionHeader::new(id, now_ms(), cwd, Vec::new());
-    let log = store.create(&header).unwrap();
-    let session = Session::new(
-        config.clone(),
-        header,
-        SessionState::new(&config.choices),
-        log,
-        &CancellationToken::new(),
-    );
-    Fixture {
-        _home: home,
-        _work: work,
-        config,
-        store,
-        session,
-    }
+    Scratch::new("", |_| {})
 }
 
 impl Fixture {

@@ -5,24 +5,22 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-use dsh_protocol::log::{Event, EventData, PermissionOutcome, SessionHeader, StopReason};
+use dsh_protocol::log::{Event, EventData, PermissionOutcome, StopReason};
 use dsh_protocol::model::{ChatMessage, FinishReason};
 use dsh_protocol::tool::ToolStatus;
-use dsh_protocol::{ErrorCode, SessionId, UserContent};
+use dsh_protocol::{ErrorCode, UserContent};
 use futures::future::BoxFuture;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, RawConfig};
 use crate::error::AgentError;
 use crate::frontend::{Ask, Frontend};
 use crate::model::replay::ReplayProvider;
 use crate::model::script::ScriptEntry;
-use crate::model::{Provider, ProviderKind};
+use crate::model::Provider;
 use crate::permission::{Answer, Question};
-use crate::session::state::SessionState;
+use crate::session::scratch::Scratch;
 use crate::session::Session;
-use crate::store::{now_ms, SessionStore};
 use crate::update::AgentUpdate;
 
 /// A frontend that records updates, answers permission prompts from a
@@ -77,19 +75,10 @@ impl Frontend for Recorder {
     }
 }
 
-struct NoEnv;
-impl crate::credentials::Env for NoEnv {
-    fn var(&self, _name: &str) -> Option<String> {
-        None
-    }
-}
-
 /// A session in a scratch home and workspace (with `hello.txt`), and a
 /// scripted model shared by its turns.
 struct World {
-    _home: tempfile::TempDir,
-    work: tempfile::TempDir,
-    store: SessionStore,
+    scratch: Scratch,
     session: Arc<Session>,
     provider: Arc<Provider>,
 }
@@ -100,33 +89,16 @@ impl World {
     }
 
     fn with_config(config: &str, script: &[serde_json::Value]) -> World {
-        let home = tempfile::tempdir().unwrap();
-        let work = tempfile::tempdir().unwrap();
-        std::fs::write(work.path().join("hello.txt"), "hello\n").unwrap();
-        let mut raw: RawConfig = toml::from_str(config).unwrap();
-        raw.provider.kind = Some(ProviderKind::Replay);
-        let config = Arc::new(Config::from_raw(raw, home.path().to_path_buf(), &NoEnv).unwrap());
-        let store = SessionStore::new(config.sessions_dir());
-        let cwd = work.path().canonicalize().unwrap().display().to_string();
-        let id = SessionId::new(uuid::Uuid::new_v4().to_string());
-        let header = SessionHeader::new(id, now_ms(), cwd, Vec::new());
-        let log = store.create(&header).unwrap();
-        let session = Session::new(
-            config.clone(),
-            header,
-            SessionState::new(&config.choices),
-            log,
-            &CancellationToken::new(),
-        );
+        let scratch = Scratch::new(config, |work| {
+            std::fs::write(work.join("hello.txt"), "hello\n").unwrap();
+        });
         let entries = script
             .iter()
             .map(|entry| serde_json::from_value::<ScriptEntry>(entry.clone()).unwrap())
             .collect();
         World {
-            _home: home,
-            work,
-            store,
-            session,
+            session: scratch.session.clone(),
+            scratch,
             provider: Arc::new(Provider::Replay(ReplayProvider::new(entries))),
         }
     }
@@ -144,7 +116,8 @@ impl World {
     }
 
     fn events(&self) -> Vec<Event> {
-        self.store
+        self.scratch
+            .store
             .read(self.session.id.as_str(), None)
             .unwrap()
             .map(Result::unwrap)
@@ -432,7 +405,7 @@ async fn a_rejected_call_is_decided_recorded_and_not_run() {
     let results = world.results();
     assert_eq!(results[0].1, ToolStatus::Failed);
     assert_eq!(results[0].2, Some(ErrorCode::PermissionRejected));
-    assert!(!world.work.path().join("made-by-bash").exists());
+    assert!(!world.scratch.work.path().join("made-by-bash").exists());
     // In order: the call, the question's answer, the result.
     let types = world.types();
     let at = |name: &str| types.iter().position(|t| t == name).unwrap();
@@ -467,7 +440,7 @@ async fn a_call_the_mode_denies_is_not_asked_about() {
         (results[0].1, results[0].2),
         (ToolStatus::Failed, Some(ErrorCode::PermissionDenied))
     );
-    assert!(!world.work.path().join("new.txt").exists());
+    assert!(!world.scratch.work.path().join("new.txt").exists());
 }
 
 #[tokio::test]
