@@ -80,6 +80,82 @@ fn socket(fd: std::os::fd::OwnedFd) -> io::Result<tokio::net::UnixStream> {
     tokio::net::UnixStream::from_std(socket)
 }
 
+/// What a front end makes of the frames its writer takes ([`write_frames`]).
+pub trait Frames {
+    /// The frame as it goes out; `None` keeps it from the client (a marker
+    /// for the writer alone).
+    fn out<'a>(&mut self, frame: &'a str) -> Option<std::borrow::Cow<'a, str>> {
+        Some(std::borrow::Cow::Borrowed(frame))
+    }
+    /// `frame` was written.
+    fn written(&mut self, _frame: &str) {}
+    /// Everything taken so far is written and flushed.
+    fn flushed(&mut self) {}
+    /// The writer waits for frames (`true`), or has some (`false`).
+    fn idle(&mut self, _idle: bool) {}
+}
+
+/// The plain front end: every frame goes out as it is.
+pub struct Plain;
+
+impl Frames for Plain {}
+
+/// The one stdout writer of `dsh acp` and `dsh sdk`: it owns `output`, so
+/// frames never interleave; it writes whatever is already queued, then
+/// flushes once. Answers to unreadable input (`errors`) go out between
+/// frames. It ends when `frames` ends (the stdin reader may still be
+/// blocked in a read), writing the errors still queued; or when `output`
+/// fails (the error is returned).
+///
+/// # Errors
+/// `output` could not be written or flushed.
+pub async fn write_frames<W, S>(
+    output: W,
+    mut frames: S,
+    mut errors: Option<mpsc::Receiver<String>>,
+    front: &mut impl Frames,
+) -> io::Result<()>
+where
+    W: AsyncWrite + Unpin,
+    S: futures::Stream<Item = String> + Unpin,
+{
+    use futures::{FutureExt, StreamExt};
+    let mut output = tokio::io::BufWriter::with_capacity(64 * 1024, output);
+    loop {
+        front.idle(true);
+        let frame = tokio::select! {
+            frame = frames.next() => match frame {
+                Some(frame) => frame,
+                None => break,
+            },
+            error = async { errors.as_mut()?.next().await }, if errors.is_some() => match error {
+                Some(error) => error,
+                None => {
+                    errors = None;
+                    continue;
+                }
+            },
+        };
+        front.idle(false);
+        let mut next = Some(frame);
+        while let Some(frame) = next.take() {
+            if let Some(out) = front.out(&frame) {
+                write_line(&mut output, &out).await?;
+                front.written(&frame);
+            }
+            next = frames.next().now_or_never().flatten();
+        }
+        output.flush().await?;
+        front.flushed();
+    }
+    if let Some(errors) = errors.as_mut() {
+        while let Ok(error) = errors.try_recv() {
+            write_line(&mut output, &error).await?;
+        }
+    }
+    output.flush().await
+}
+
 /// Writes one frame and its newline. Serializers never emit raw
 /// newlines inside a frame; a stray one is escaped anyway, since it would
 /// split the frame for the reader.

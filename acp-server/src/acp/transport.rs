@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use futures::channel::mpsc;
 use futures::{SinkExt, StreamExt};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::ndjson;
 pub use crate::ndjson::stdio;
@@ -215,76 +215,60 @@ fn is_fence(frame: &str) -> bool {
     frame.starts_with(r#"{"jsonrpc":"2.0","method":"$/dsh/fence""#)
 }
 
-/// Writes SDK frames and transport error frames. Ends when the SDK side
-/// closes (the stdin reader may still be blocked in a read).
+/// What the ACP writer makes of its frames: fences are counted, not
+/// written; updates written are taken off the backlog; large error answers
+/// lose their echoed params.
+struct AcpFrames {
+    backlog: Arc<Backlog>,
+    fences: u64,
+}
+
+impl ndjson::Frames for AcpFrames {
+    fn out<'a>(&mut self, frame: &'a str) -> Option<std::borrow::Cow<'a, str>> {
+        if is_fence(frame) {
+            self.fences += 1;
+            return None;
+        }
+        Some(shrink_error(frame).map_or(std::borrow::Cow::Borrowed(frame), std::borrow::Cow::Owned))
+    }
+
+    fn written(&mut self, frame: &str) {
+        if is_update(frame) {
+            self.backlog.written();
+        }
+    }
+
+    /// A fence is reported once everything before it is written.
+    fn flushed(&mut self) {
+        if self.fences > self.backlog.fences_passed.load(Ordering::Acquire) {
+            self.backlog
+                .fences_passed
+                .store(self.fences, Ordering::Release);
+            self.backlog.changed.notify_waiters();
+        }
+    }
+
+    fn idle(&mut self, idle: bool) {
+        self.backlog.writer_idle.store(idle, Ordering::Release);
+    }
+}
+
+/// Writes SDK frames and transport error frames (the one writer,
+/// [`ndjson::write_frames`]); the backlog is closed when it ends.
 async fn write_frames<W: AsyncWrite + Unpin>(
     output: W,
-    mut frames: mpsc::UnboundedReceiver<String>,
-    mut errors: mpsc::Receiver<String>,
+    frames: mpsc::UnboundedReceiver<String>,
+    errors: mpsc::Receiver<String>,
     backlog: Arc<Backlog>,
 ) {
-    let mut output = tokio::io::BufWriter::with_capacity(64 * 1024, output);
-    let mut errors_open = true;
-    let written = |frame: &str| {
-        if is_update(frame) {
-            backlog.written();
-        }
+    let mut front = AcpFrames {
+        backlog: backlog.clone(),
+        fences: 0,
     };
-    // A fence is reported once everything before it is written.
-    let mut fences = 0u64;
-    loop {
-        backlog.writer_idle.store(true, Ordering::Release);
-        let frame = tokio::select! {
-            frame = frames.next() => match frame {
-                Some(frame) => frame,
-                None => break,
-            },
-            error = errors.next(), if errors_open => match error {
-                Some(error) => error,
-                None => {
-                    errors_open = false;
-                    continue;
-                }
-            },
-        };
-        backlog.writer_idle.store(false, Ordering::Release);
-        let mut result = Ok(());
-        let mut next = Some(frame);
-        // Write whatever is already queued, then flush once.
-        while let Some(frame) = next.take() {
-            if is_fence(&frame) {
-                fences += 1;
-            } else {
-                result = write_frame(&mut output, &frame).await;
-                written(&frame);
-                if result.is_err() {
-                    break;
-                }
-            }
-            next = frames.try_recv().ok();
-        }
-        if result.is_ok() {
-            result = output.flush().await;
-        }
-        if fences > backlog.fences_passed.load(Ordering::Acquire) {
-            backlog.fences_passed.store(fences, Ordering::Release);
-            backlog.changed.notify_waiters();
-        }
-        if let Err(err) = result {
-            tracing::warn!(%err, "stdout closed; dropping further output");
-            backlog.close();
-            return;
-        }
+    if let Err(err) = ndjson::write_frames(output, frames, Some(errors), &mut front).await {
+        tracing::warn!(%err, "stdout closed; dropping further output");
     }
     backlog.close();
-    while let Ok(error) = errors.try_recv() {
-        if write_frame(&mut output, &error).await.is_err() {
-            return;
-        }
-    }
-    if let Err(err) = output.flush().await {
-        tracing::debug!(%err, "final stdout flush failed");
-    }
 }
 
 /// Error answers larger than this are checked for echoed params.
@@ -303,11 +287,6 @@ fn shrink_error(frame: &str) -> Option<String> {
     let size = echo.to_string().len();
     *echo = serde_json::Value::String(format!("[{size} bytes of the request's params omitted]"));
     Some(value.to_string())
-}
-
-async fn write_frame<W: AsyncWrite + Unpin>(output: &mut W, frame: &str) -> io::Result<()> {
-    let shrunk = shrink_error(frame);
-    ndjson::write_line(output, shrunk.as_deref().unwrap_or(frame)).await
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use std::time::Duration;
 use futures::channel::mpsc as lines;
 use futures::StreamExt;
 use jsonrpsee::Methods;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 
 use super::hub::Hub;
@@ -126,26 +126,10 @@ fn not_a_request(line: &str, err: &serde_json::Error) -> Option<String> {
     Some(ndjson::error_frame(id, -32600, "Invalid request", detail))
 }
 
-/// Writes lines as they come, flushing when none is waiting.
+/// Writes lines as they come (the one writer, [`ndjson::write_frames`]).
 async fn write_lines<W: AsyncWrite + Unpin>(output: W, mut lines: mpsc::Receiver<String>) {
-    let mut output = tokio::io::BufWriter::with_capacity(64 * 1024, output);
-    while let Some(line) = lines.recv().await {
-        let mut next = Some(line);
-        let mut result = Ok(());
-        while let Some(line) = next.take() {
-            result = ndjson::write_line(&mut output, &line).await;
-            if result.is_err() {
-                break;
-            }
-            next = lines.try_recv().ok();
-        }
-        if result.is_ok() {
-            result = output.flush().await;
-        }
-        if let Err(err) = result {
-            tracing::warn!(%err, "stdout closed; dropping further output");
-            return;
-        }
+    let lines = futures::stream::poll_fn(move |cx| lines.poll_recv(cx));
+    if let Err(err) = ndjson::write_frames(output, lines, None, &mut ndjson::Plain).await {
+        tracing::warn!(%err, "stdout closed; dropping further output");
     }
-    let _ = output.flush().await;
 }
