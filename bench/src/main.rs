@@ -6,7 +6,7 @@
 //! ./target/release/dsh-bench            # every row
 //! ./target/release/dsh-bench stream     # streaming cost and latency
 //! ./target/release/dsh-bench scale      # session/list, session/load, eviction, long turns
-//! ./target/release/dsh-bench soak [SESSIONS] [MINUTES]   # default 20 × 8
+//! ./target/release/dsh-bench soak [SESSIONS] [MINUTES] [REST]   # default 20 × 8, no rest
 //! ./target/release/dsh-bench lsp        # language servers
 //! ./target/release/dsh-bench checkpoint # the workspace scan and file copies of /undo
 //! ./target/release/dsh-bench sandbox    # what the kernel sandbox adds to starting a command
@@ -105,7 +105,7 @@ async fn main() {
                 .map(|n| n.parse().expect("a number"))
                 .unwrap_or(default)
         };
-        soak::run(&bench, number(1, 20) as usize, number(2, 8)).await;
+        soak::run(&bench, number(1, 20) as usize, number(2, 8), number(3, 0)).await;
     } else {
         println!(
             "| {:<64} | {:<14} | {:<28} |",

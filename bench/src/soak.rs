@@ -1,9 +1,13 @@
-//! `dsh-bench soak SESSIONS MINUTES`: one `dsh acp` process, SESSIONS
-//! sessions turning continuously for MINUTES — tool turns, long streams,
-//! model faults, cut streams and cancels — with RSS, open descriptors and
-//! children sampled as it goes; then every session is closed and sampled
-//! again. At the end each session's log must hold one `turn/end` per
-//! answered prompt (nothing lost).
+//! `dsh-bench soak SESSIONS MINUTES [REST]`: one `dsh acp` process,
+//! SESSIONS sessions turning continuously for MINUTES — tool turns, long
+//! streams, model faults, cut streams and cancels — with RSS, open
+//! descriptors and children sampled as it goes; then every session is
+//! closed and sampled again. At the end each session's log must hold one
+//! `turn/end` per answered prompt (nothing lost).
+//!
+//! With REST (seconds), each session works in spells: 30 s of turns, then
+//! REST s idle, the sessions' spells staggered over the cycle — twenty open
+//! sessions of which a few are in use at a time, as an editor has them.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -47,7 +51,28 @@ fn sample(proc: &Proc, started: Instant, turns: usize) -> Sample {
     }
 }
 
-pub async fn run(bench: &Bench, sessions: usize, minutes: u64) {
+/// How long a session turns before it rests (with REST).
+const SPELL: Duration = Duration::from_secs(30);
+
+/// When session `index` may next prompt, with `rest` between spells: now
+/// (`None`) in its spell, else when its next spell starts.
+fn next_spell(index: usize, sessions: usize, rest: Duration, started: Instant) -> Option<Instant> {
+    if rest.is_zero() {
+        return None;
+    }
+    let cycle = SPELL + rest;
+    let first = started + cycle * index as u32 / sessions as u32;
+    let now = Instant::now();
+    if now < first {
+        return Some(first);
+    }
+    let into = (now - first).as_nanos() % cycle.as_nanos();
+    let into = Duration::from_nanos(into as u64);
+    (into >= SPELL).then(|| now + (cycle - into))
+}
+
+pub async fn run(bench: &Bench, sessions: usize, minutes: u64, rest: u64) {
+    let rest = Duration::from_secs(rest);
     bench.mock.forget_requests();
     let mut proc = bench.spawn().await;
     let mut ids = Vec::new();
@@ -75,17 +100,43 @@ pub async fn run(bench: &Bench, sessions: usize, minutes: u64) {
     let mut turns = 0usize;
     let mut samples = vec![sample(&proc, started, 0)];
     let mut next_sample = started + Duration::from_secs(15);
+    // Sessions resting, and when they start again.
+    let mut resting: Vec<Option<Instant>> = vec![None; sessions];
     for (index, session) in ids.iter().enumerate() {
-        let (id, cancel) = prompt(bench, &mut proc, &mut rng, index, session).await;
-        waiting.insert(id, (index, cancel));
+        resting[index] = next_spell(index, sessions, rest, started);
+        if resting[index].is_none() {
+            let (id, cancel) = prompt(bench, &mut proc, &mut rng, index, session).await;
+            waiting.insert(id, (index, cancel));
+        }
     }
-    while !waiting.is_empty() {
+    loop {
+        let next_spell_at = resting
+            .iter()
+            .flatten()
+            .filter(|at| **at < deadline)
+            .min()
+            .copied();
+        if waiting.is_empty() && next_spell_at.is_none() {
+            break;
+        }
         let next_cancel = waiting.values().filter_map(|(_, at)| *at).min();
-        let wake = next_cancel.map_or(next_sample, |at| at.min(next_sample));
+        let wake = [next_cancel, next_spell_at]
+            .into_iter()
+            .flatten()
+            .fold(next_sample, Instant::min);
         let line = tokio::select! {
             line = proc.lines.next_line() => line.unwrap().expect("dsh exited"),
             () = tokio::time::sleep_until(wake.into()) => {
                 let now = Instant::now();
+                for index in 0..sessions {
+                    if resting[index].is_some_and(|at| at <= now) {
+                        resting[index] = None;
+                        if now < deadline {
+                            let (id, cancel) = prompt(bench, &mut proc, &mut rng, index, &ids[index]).await;
+                            waiting.insert(id, (index, cancel));
+                        }
+                    }
+                }
                 for (index, at) in waiting.values_mut() {
                     if at.is_some_and(|at| at <= now) {
                         *at = None;
@@ -120,8 +171,11 @@ pub async fn run(bench: &Bench, sessions: usize, minutes: u64) {
             .unwrap_or_else(|| "?".to_owned());
         *stops.entry(stop).or_default() += 1;
         if Instant::now() < deadline {
-            let (id, cancel) = prompt(bench, &mut proc, &mut rng, index, &ids[index]).await;
-            waiting.insert(id, (index, cancel));
+            resting[index] = next_spell(index, sessions, rest, started);
+            if resting[index].is_none() {
+                let (id, cancel) = prompt(bench, &mut proc, &mut rng, index, &ids[index]).await;
+                waiting.insert(id, (index, cancel));
+            }
         }
     }
     samples.push(sample(&proc, started, turns));
@@ -165,8 +219,17 @@ pub async fn run(bench: &Bench, sessions: usize, minutes: u64) {
     println!();
     let mut stops: Vec<_> = stops.into_iter().collect();
     stops.sort();
+    let spells = if rest.is_zero() {
+        String::new()
+    } else {
+        format!(
+            " (spells of {} s, {} s rest)",
+            SPELL.as_secs(),
+            rest.as_secs()
+        )
+    };
     println!(
-        "{turns} turns in {sessions} sessions over {minutes} min; stops {stops:?}; logs {:.1} MB; every answered prompt logged its turn/end: {logs_agree}",
+        "{turns} turns in {sessions} sessions over {minutes} min{spells}; stops {stops:?}; logs {:.1} MB; every answered prompt logged its turn/end: {logs_agree}",
         log_bytes as f64 / 1e6
     );
 }

@@ -11,16 +11,22 @@
 //! `\n`, `\r`): id, size, mtime (ns), cwd, title (`-` none, `+` and the
 //! title), then the extra roots. A new process reads it in a pass over its
 //! bytes, without a JSON parser (a JSON index of 10,000 sessions took
-//! longer to parse than the directory took to `stat`). Logs written since
-//! are summarized on up to four threads.
+//! longer to parse than the directory took to `stat`), while the directory
+//! is read and its logs `stat`ed on up to four threads; logs written since
+//! are summarized on as many.
 
-use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
+use std::ffi::{CStr, CString};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use dsh_protocol::log::SessionHeader;
+use rustix::fs::{AtFlags, Mode, OFlags, StatxFlags};
 use serde::Deserialize;
 
 use super::SessionSummary;
@@ -50,9 +56,34 @@ struct Entry {
     seen: u64,
 }
 
+/// FNV-1a: session ids are short and come from this user's own
+/// directory, and SipHash was a tenth of a warm listing.
+#[derive(Default)]
+struct Fnv(u64);
+
+impl Hasher for Fnv {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut hash = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for byte in bytes {
+            hash = (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = hash;
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type ById = HashMap<Arc<str>, Entry, BuildHasherDefault<Fnv>>;
+
 #[derive(Debug, Default)]
 struct Entries {
-    by_id: HashMap<Arc<str>, Entry>,
+    by_id: ById,
     /// Listings so far (for [`Entry::seen`]).
     listings: u64,
 }
@@ -64,8 +95,9 @@ pub(super) struct Index {
     entries: Mutex<Option<Entries>>,
 }
 
-/// A log to summarize: id, path, size, mtime.
-type Stale = (Arc<str>, PathBuf, u64, u128);
+/// A log in the sessions directory as `stat` saw it: id, file name, size,
+/// mtime.
+type Found = (Arc<str>, CString, u64, u128);
 
 /// A log's header and title, or why it cannot be read.
 type Summary = Result<(SessionHeader, Option<String>), String>;
@@ -80,39 +112,53 @@ impl Index {
 
     /// Every log in `dir`, summarized, newest first (ties by id).
     pub(super) fn list(&self, dir: &Path) -> Vec<SessionSummary> {
-        let Ok(listing) = std::fs::read_dir(dir) else {
+        let started = std::time::Instant::now();
+        let Ok(dir_fd) = rustix::fs::open(
+            dir,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) else {
             return Vec::new();
         };
         let mut guard = self
             .entries
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let entries = guard.get_or_insert_with(|| self.load());
+        // A new process reads the index while the directory is read and
+        // every log `stat`ed.
+        let (loaded, found) = std::thread::scope(|scope| {
+            let loading = guard.is_none().then(|| scope.spawn(|| self.load()));
+            let found = in_parallel(
+                log_names(&dir_fd),
+                || (),
+                |(), name| stat_log(&dir_fd, name),
+            );
+            (loading.map(|loading| loading.join()), found)
+        });
+        let entries = match loaded {
+            Some(Ok(loaded)) => guard.insert(loaded),
+            Some(Err(panic)) => std::panic::resume_unwind(panic),
+            None => guard.get_or_insert_with(Entries::default),
+        };
+        let statted = started.elapsed();
         entries.listings += 1;
         let listing_no = entries.listings;
-        let mut stale: Vec<Stale> = Vec::new();
-        for file in listing.filter_map(Result::ok) {
-            let name = file.file_name();
-            let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".jsonl")) else {
-                continue;
-            };
-            let Ok(meta) = file.metadata() else { continue };
-            let Ok(modified) = meta.modified() else {
-                continue;
-            };
-            let mtime_ns = modified
-                .duration_since(UNIX_EPOCH)
-                .unwrap_or_default()
-                .as_nanos();
-            match entries.by_id.get_mut(id) {
-                Some(entry) if entry.len == meta.len() && entry.mtime_ns == mtime_ns => {
+        let mut stale: Vec<Found> = Vec::new();
+        for (id, name, len, mtime_ns) in found.into_iter().flatten() {
+            match entries.by_id.get_mut(&*id) {
+                Some(entry) if entry.len == len && entry.mtime_ns == mtime_ns => {
                     entry.seen = listing_no;
                 }
-                _ => stale.push((Arc::from(id), file.path(), meta.len(), mtime_ns)),
+                _ => stale.push((id, name, len, mtime_ns)),
             }
         }
+        let summarized = stale.len();
         let mut changed = !stale.is_empty();
-        for ((id, path, len, mtime_ns), summary) in summarize_all(stale) {
+        let summaries = in_parallel(stale, Vec::new, |buffer, log| {
+            let summary = summarize(&dir_fd, &log.1, log.2, buffer);
+            (log, summary)
+        });
+        for ((id, name, len, mtime_ns), summary) in summaries {
             match summary {
                 Ok((header, title)) => {
                     let entry = Entry {
@@ -126,6 +172,7 @@ impl Index {
                     entries.by_id.insert(id, entry);
                 }
                 Err(err) => {
+                    let path = dir.join(name.to_string_lossy().as_ref());
                     tracing::warn!(path = %path.display(), %err, "skipping unreadable session log");
                     entries.by_id.remove(&id);
                 }
@@ -154,6 +201,14 @@ impl Index {
                 .cmp(&a.updated_at)
                 .then_with(|| a.id.cmp(&b.id))
         });
+        let ms = |at: Duration| at.as_secs_f64() * 1000.0;
+        tracing::debug!(
+            logs = summaries.len(),
+            summarized,
+            statted_ms = ms(statted),
+            total_ms = ms(started.elapsed()),
+            "session index listed"
+        );
         summaries
     }
 
@@ -166,9 +221,10 @@ impl Index {
             tracing::warn!(path = %self.path.display(), "session index unreadable; rebuilding it");
             return Entries::default();
         }
-        let mut by_id = HashMap::with_capacity(text.len() / 100);
+        let mut by_id = ById::with_capacity_and_hasher(text.len() / 80, Default::default());
+        let mut shared = Shared::default();
         for line in lines.filter(|line| !line.is_empty()) {
-            match parse_line(line) {
+            match parse_line(line, &mut shared) {
                 Some((id, entry)) => {
                     by_id.insert(id, entry);
                 }
@@ -241,27 +297,53 @@ fn write_line(text: &mut String, id: &str, entry: &Entry) {
     text.push('\n');
 }
 
+/// What index lines share as they are read: the cwds (many sessions, few
+/// workspaces) and the empty list of roots.
+#[derive(Default)]
+struct Shared {
+    cwds: HashSet<Arc<str>>,
+    no_roots: Option<Arc<[String]>>,
+}
+
 /// An index line read back; `None` when it is not one.
-fn parse_line(line: &str) -> Option<(Arc<str>, Entry)> {
+fn parse_line(line: &str, shared: &mut Shared) -> Option<(Arc<str>, Entry)> {
     let mut fields = line.split('\t');
-    let id = unescape(fields.next()?)?;
+    let id: Arc<str> = Arc::from(&*unescape(fields.next()?)?);
     let len = fields.next()?.parse().ok()?;
     let mtime_ns = fields.next()?.parse().ok()?;
     let cwd = unescape(fields.next()?)?;
+    let cwd = match shared.cwds.get(&*cwd) {
+        Some(cwd) => cwd.clone(),
+        None => {
+            let cwd: Arc<str> = Arc::from(&*cwd);
+            shared.cwds.insert(cwd.clone());
+            cwd
+        }
+    };
     let title = match fields.next()? {
         "-" => None,
-        title => Some(unescape(title.strip_prefix('+')?)?.into()),
+        title => Some(Arc::from(&*unescape(title.strip_prefix('+')?)?)),
     };
-    let roots = fields.map(unescape).collect::<Option<Vec<String>>>()?;
+    let roots = fields
+        .map(|root| unescape(root).map(Cow::into_owned))
+        .collect::<Option<Vec<String>>>()?;
+    let roots = if roots.is_empty() {
+        shared
+            .no_roots
+            .get_or_insert_with(|| Arc::from(Vec::new()))
+            .clone()
+    } else {
+        roots.into()
+    };
     let entry = Entry {
         len,
         mtime_ns,
-        cwd: cwd.into(),
-        roots: roots.into(),
+        cwd,
+        roots,
         title,
         seen: 0,
     };
-    Some((id.into(), entry))
+    Some((id, entry))
 }
 
 fn escape(text: &mut String, field: &str) {
@@ -276,9 +358,9 @@ fn escape(text: &mut String, field: &str) {
     }
 }
 
-fn unescape(field: &str) -> Option<String> {
+fn unescape(field: &str) -> Option<Cow<'_, str>> {
     if !field.contains('\\') {
-        return Some(field.to_owned());
+        return Some(Cow::Borrowed(field));
     }
     let mut out = String::with_capacity(field.len());
     let mut chars = field.chars();
@@ -295,43 +377,75 @@ fn unescape(field: &str) -> Option<String> {
             _ => return None,
         });
     }
-    Some(out)
+    Some(Cow::Owned(out))
 }
 
-/// Summarizes the logs written since the index was saved: on up to four
-/// threads when there are many (a fresh index of 10,000 logs).
-fn summarize_all(stale: Vec<Stale>) -> Vec<(Stale, Summary)> {
-    let summarized = |part: Vec<Stale>| {
-        let mut buffer = Vec::new();
-        part.into_iter()
-            .map(|log| {
-                let summary = summarize(&log.1, &mut buffer);
-                (log, summary)
-            })
-            .collect::<Vec<_>>()
+/// The names of the logs (`*.jsonl`) in the directory.
+fn log_names(dir: &OwnedFd) -> Vec<CString> {
+    let Ok(listing) = rustix::fs::Dir::read_from(dir) else {
+        return Vec::new();
     };
+    listing
+        .filter_map(Result::ok)
+        .filter(|entry| entry.file_name().to_bytes().ends_with(b".jsonl"))
+        .map(|entry| entry.file_name().to_owned())
+        .collect()
+}
+
+/// A log's id, size and mtime; `None` for a name that is not UTF-8 or a
+/// log that went away.
+fn stat_log(dir: &OwnedFd, name: CString) -> Option<Found> {
+    let id = name.to_str().ok()?.strip_suffix(".jsonl")?;
+    let stat = rustix::fs::statx(
+        dir,
+        &name,
+        AtFlags::SYMLINK_NOFOLLOW,
+        StatxFlags::SIZE | StatxFlags::MTIME,
+    )
+    .ok()?;
+    // Before 1970 counts as 1970, as it did through `SystemTime`.
+    let mtime_ns = u128::try_from(stat.stx_mtime.tv_sec).map_or(0, |secs| {
+        secs * 1_000_000_000 + u128::from(stat.stx_mtime.tv_nsec)
+    });
+    Some((Arc::from(id), name, stat.stx_size, mtime_ns))
+}
+
+/// `each` over `items` in order, on up to four threads when there are many
+/// (the `stat` of 10,000 logs, the summaries of a fresh index); `state`
+/// makes each thread's scratch space.
+fn in_parallel<T: Send, R: Send, S>(
+    items: Vec<T>,
+    state: impl Fn() -> S + Sync,
+    each: impl Fn(&mut S, T) -> R + Sync,
+) -> Vec<R> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(4);
-    if stale.len() < PARALLEL_FROM || threads < 2 {
-        return summarized(stale);
+    let run = |part: Vec<T>| {
+        let mut scratch = state();
+        part.into_iter()
+            .map(|item| each(&mut scratch, item))
+            .collect::<Vec<R>>()
+    };
+    if items.len() < PARALLEL_FROM || threads < 2 {
+        return run(items);
     }
-    let per = stale.len().div_ceil(threads);
+    let per = items.len().div_ceil(threads);
     let mut parts = Vec::new();
-    let mut rest = stale;
+    let mut rest = items;
     while rest.len() > per {
         let tail = rest.split_off(per);
         parts.push(rest);
         rest = tail;
     }
     parts.push(rest);
+    let first = parts.remove(0);
     std::thread::scope(|scope| {
-        let first = parts.remove(0);
         let handles: Vec<_> = parts
             .into_iter()
-            .map(|part| scope.spawn(move || summarized(part)))
+            .map(|part| scope.spawn(|| run(part)))
             .collect();
-        let mut all = summarized(first);
+        let mut all = run(first);
         for handle in handles {
             match handle.join() {
                 Ok(part) => all.extend(part),
@@ -355,45 +469,39 @@ struct TitleData {
     title: String,
 }
 
-/// Reads a log's header and the title, a line at a time within its first
-/// 64 KiB: the last `session/title` of the first turn (the first prompt's,
-/// then the model's when it wrote one), stopping at that turn's end.
-/// `buffer` is reused from log to log.
-fn summarize(path: &Path, buffer: &mut Vec<u8>) -> Summary {
-    let file = std::fs::File::open(path).map_err(|err| err.to_string())?;
-    let mut reader = BufReader::with_capacity(8 * 1024, file.take(TITLE_WINDOW));
-    let line = buffer;
-    line.clear();
-    reader
-        .read_until(b'\n', line)
+/// Reads a log's header and the title within its first 64 KiB (`len` is
+/// its size, read in as few reads as it takes): the last `session/title`
+/// of the first turn (the first prompt's, then the model's when it wrote
+/// one), stopping at that turn's end. `buffer` is reused from log to log.
+fn summarize(dir: &OwnedFd, name: &CStr, len: u64, buffer: &mut Vec<u8>) -> Summary {
+    let fd = rustix::fs::openat(dir, name, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
         .map_err(|err| err.to_string())?;
-    let header: SessionHeader =
-        serde_json::from_slice(line).map_err(|err| format!("bad header: {err}"))?;
-    let mut found = None;
-    loop {
-        // A line whose type its first bytes name (dsh writes seq, time,
-        // type, then the data) is skipped without being copied or
-        // searched, unless it is one of the two that matter.
-        let head = match reader.fill_buf() {
-            Ok([]) | Err(_) => return Ok((header, found)),
-            Ok(head) => head,
-        };
-        match leading_type(head) {
-            Some(b"session/title" | b"turn/end") | None => {}
-            Some(_) => {
-                if reader.skip_until(b'\n').is_err() {
-                    return Ok((header, found));
-                }
-                continue;
-            }
+    let mut file = std::fs::File::from(fd);
+    let want = usize::try_from(len.min(TITLE_WINDOW)).unwrap_or(0);
+    buffer.clear();
+    buffer.resize(want, 0);
+    let mut read = 0;
+    while read < want {
+        match file.read(&mut buffer[read..]) {
+            Ok(0) => break,
+            Ok(n) => read += n,
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(err) => return Err(err.to_string()),
         }
-        line.clear();
-        match reader.read_until(b'\n', line) {
-            Ok(0) | Err(_) => return Ok((header, found)),
-            Ok(_) => {}
+    }
+    let mut lines = buffer[..read].split(|&b| b == b'\n');
+    let header: SessionHeader = serde_json::from_slice(lines.next().unwrap_or_default())
+        .map_err(|err| format!("bad header: {err}"))?;
+    let mut found = None;
+    for line in lines {
+        // A line whose type its first bytes name (dsh writes seq, time,
+        // type, then the data) is not searched unless it is one of the
+        // two that matter.
+        if leading_type(line).is_some_and(|kind| kind != b"session/title" && kind != b"turn/end") {
+            continue;
         }
         if found.is_some() && contains(line, "\"turn/end\"") {
-            return Ok((header, found));
+            break;
         }
         if !contains(line, "\"session/title\"") {
             continue;
@@ -404,6 +512,7 @@ fn summarize(path: &Path, buffer: &mut Vec<u8>) -> Summary {
             }
         }
     }
+    Ok((header, found))
 }
 
 /// The event type a line names in its first bytes, when it starts as dsh
@@ -466,6 +575,18 @@ mod tests {
             text += &event_line(1, title(title_of));
         }
         std::fs::write(dir.join(format!("{id}.jsonl")), text).unwrap();
+    }
+
+    fn summarize_file(path: &Path) -> Summary {
+        let dir = rustix::fs::open(
+            path.parent().unwrap(),
+            OFlags::RDONLY | OFlags::DIRECTORY,
+            Mode::empty(),
+        )
+        .unwrap();
+        let name = CString::new(path.file_name().unwrap().as_encoded_bytes()).unwrap();
+        let len = std::fs::metadata(path).unwrap().len();
+        summarize(&dir, &name, len, &mut Vec::new())
     }
 
     fn titles(index: &Index, dir: &Path) -> Vec<(String, Option<String>)> {
@@ -532,7 +653,7 @@ mod tests {
         let mut text = String::new();
         write_line(&mut text, "id-1", &entry);
         assert_eq!(text.matches('\n').count(), 1);
-        let (id, read) = parse_line(text.trim_end_matches('\n')).unwrap();
+        let (id, read) = parse_line(text.trim_end_matches('\n'), &mut Shared::default()).unwrap();
         assert_eq!(&*id, "id-1");
         assert_eq!(read, entry);
         let untitled = Entry {
@@ -542,10 +663,15 @@ mod tests {
         };
         let mut text = String::new();
         write_line(&mut text, "id-2", &untitled);
-        assert_eq!(parse_line(text.trim_end()).unwrap().1, untitled);
-        assert!(parse_line("id\t1\t2\t/cwd\tno-marker").is_none());
-        assert!(parse_line("id\tx\t2\t/cwd\t-").is_none());
-        assert!(parse_line("id\t1\t2\t/bad\\escape\t-").is_none());
+        assert_eq!(
+            parse_line(text.trim_end(), &mut Shared::default())
+                .unwrap()
+                .1,
+            untitled
+        );
+        assert!(parse_line("id\t1\t2\t/cwd\tno-marker", &mut Shared::default()).is_none());
+        assert!(parse_line("id\tx\t2\t/cwd\t-", &mut Shared::default()).is_none());
+        assert!(parse_line("id\t1\t2\t/bad\\escape\t-", &mut Shared::default()).is_none());
     }
 
     #[test]
@@ -577,8 +703,7 @@ mod tests {
             + &event_line(6, title("A later one"));
         let path = dir.path().join("t.jsonl");
         std::fs::write(&path, text).unwrap();
-        let mut buffer = Vec::new();
-        let (_, found) = summarize(&path, &mut buffer).unwrap();
+        let (_, found) = summarize_file(&path).unwrap();
         assert_eq!(found.as_deref(), Some("From the model"));
         // Keys in another order (another writer): found by searching.
         let sorted = |line: String| {
@@ -591,7 +716,7 @@ mod tests {
             + &sorted(event_line(2, end()))
             + &sorted(event_line(3, title("After the end")));
         std::fs::write(&path, text).unwrap();
-        let (_, found) = summarize(&path, &mut buffer).unwrap();
+        let (_, found) = summarize_file(&path).unwrap();
         assert_eq!(found.as_deref(), Some("Sorted keys"));
         assert_eq!(
             leading_type(br#"{"seq":3,"time":9,"ignorable":true,"type":"llm/retry","data":{}}"#),
