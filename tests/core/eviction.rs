@@ -77,6 +77,12 @@ fn turns() -> Vec<(&'static str, Vec<serde_json::Value>)> {
             ],
         ),
         ("Go on", vec![reply("The end.")]),
+        // A compaction: its summary replaces what came before.
+        (
+            "/compact",
+            vec![reply("We read hello.txt, ran echo one and began a story.")],
+        ),
+        ("And now?", vec![reply("Still here.")]),
     ]
 }
 
@@ -123,11 +129,19 @@ async fn a_turn_after_eviction_sends_the_model_the_same_request() {
         }
         assert_eq!(
             stops,
-            ["EndTurn", "EndTurn", "model.stream_closed", "EndTurn"]
+            [
+                "EndTurn",
+                "EndTurn",
+                "model.stream_closed",
+                "EndTurn",
+                "EndTurn",
+                "EndTurn"
+            ]
         );
         sent.push(bodies(&requests)[before..].to_vec());
     }
-    assert_eq!(sent[0].len(), 6);
+    assert_eq!(sent[0].len(), 8);
+    assert!(sent[0][7].contains("We read hello.txt"), "{}", sent[0][7]);
     for (without, with) in sent[0].iter().zip(&sent[1]) {
         assert_eq!(without, with, "the request after eviction differs");
     }
