@@ -40,6 +40,7 @@ struct Head {
     seq: Option<u64>,
     time: Option<u64>,
     ignorable: bool,
+    ignorable_seen: bool,
 }
 
 impl<'de> Visitor<'de> for EventVisitor {
@@ -83,9 +84,20 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for Aside<'_, A> {
                 return Ok(None);
             };
             match key.as_str() {
+                // A repeated key is refused, as the derived reader does.
+                "seq" if self.head.seq.is_some() => return Err(de::Error::duplicate_field("seq")),
+                "time" if self.head.time.is_some() => {
+                    return Err(de::Error::duplicate_field("time"))
+                }
+                "ignorable" if self.head.ignorable_seen => {
+                    return Err(de::Error::duplicate_field("ignorable"))
+                }
                 "seq" => self.head.seq = Some(self.map.next_value()?),
                 "time" => self.head.time = Some(self.map.next_value()?),
-                "ignorable" => self.head.ignorable = self.map.next_value()?,
+                "ignorable" => {
+                    self.head.ignorable_seen = true;
+                    self.head.ignorable = self.map.next_value()?;
+                }
                 _ => {
                     return match key {
                         Key::Borrowed(key) => seed
@@ -190,6 +202,9 @@ mod tests {
             br#"{"seq":1,"time":1,"type":"turn/start","data":{"turn":"x"}}"#,
             br#"{"seq":1,"time":1,"type":"turn/start","data":{"turn":2}} trailing"#,
             br#"[1,2]"#,
+            // A repeated key, as the derived reader refuses it.
+            br#"{"seq":1,"seq":2,"time":1,"type":"turn/start","data":{"turn":2}}"#,
+            br#"{"seq":1,"time":1,"time":2,"type":"turn/start","data":{"turn":2}}"#,
         ] {
             assert!(
                 Event::from_json(bad).is_err(),

@@ -390,3 +390,36 @@ async fn a_compaction_that_replaces_nothing_is_logged_and_replays_failed() {
     let (_, replayed) = world.load(&session).await;
     assert_eq!(compaction(&replayed), live);
 }
+
+/// A cancel is answered at once even when the editor stopped reading
+/// before the first delta could go (the reply's text stays in the log).
+#[tokio::test]
+async fn a_cancel_is_answered_while_the_editor_never_reads() {
+    let chunks: Vec<serde_json::Value> =
+        (0..200).map(|i| json!({"text": format!("{i} ")})).collect();
+    let world = World::new(&[json!({"chunks": chunks, "delay_ms": 2, "finish": "stop"})]);
+    let session = world.session().await;
+    let frontend = std::sync::Arc::new(Lagging::default());
+    frontend
+        .behind
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let ticket = world.agent.begin_prompt(&session).unwrap();
+    let cancel = ticket.cancel_token();
+    let turn = world
+        .agent
+        .prompt(ticket, vec![UserContent::text("count")], frontend.clone());
+    let cancelling = async {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        cancel.cancel();
+    };
+    let (stopped, ()) = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        tokio::join!(turn, cancelling)
+    })
+    .await
+    .expect("the cancelled turn returned");
+    assert_eq!(format!("{:?}", stopped.unwrap()), "Cancelled");
+    assert!(world
+        .log_types(&session)
+        .iter()
+        .any(|t| t == "assistant/message"));
+}

@@ -4,7 +4,6 @@
 //! turn) is spawned with `cx.spawn`; only quick in-memory calls answer
 //! inline.
 
-use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, RwLock};
 
 use agent_client_protocol::v1::schema::{
@@ -46,10 +45,6 @@ impl Ctx {
             session_id: session_id.clone(),
             caps: self.caps(),
             backlog: self.backlog.clone(),
-            // Conservative: a first run fences (the handlers send through
-            // the SDK too).
-            through_sdk: AtomicU64::new(1),
-            fenced: AtomicU64::new(0),
         }
     }
 }
@@ -77,16 +72,24 @@ async fn spawned<T: Send + 'static>(
 
 /// After a session opened (after the answer): the slash commands it
 /// offers, and which MCP servers failed to start (transient notices).
-fn notify(cx: &ConnectionTo<Client>, session_id: &SessionId, notices: Vec<String>) {
+fn notify(
+    cx: &ConnectionTo<Client>,
+    backlog: &super::transport::Backlog,
+    session_id: &SessionId,
+    notices: Vec<String>,
+) {
     let commands = AgentUpdate::Commands(crate::context::commands::COMMANDS);
     let notices = notices
         .into_iter()
         .map(|notice| AgentUpdate::MessageChunk(format!("⚠ {notice}\n")));
     for update in std::iter::once(commands).chain(notices) {
         let update = convert::session_update(update);
-        if let Err(err) = cx.send_notification(SessionNotification::new(session_id.clone(), update))
-        {
-            tracing::debug!(error = ?err, "cannot send an update after opening a session");
+        match cx.send_notification(SessionNotification::new(session_id.clone(), update)) {
+            // Counted like every update sent through the SDK.
+            Ok(()) => backlog.queued(),
+            Err(err) => {
+                tracing::debug!(error = ?err, "cannot send an update after opening a session")
+            }
         }
     }
 }
@@ -155,6 +158,7 @@ pub(super) fn new_session(
         Err(error) => return responder.respond_with_error(to_acp(&error)),
     };
     let agent = ctx.agent.clone();
+    let backlog = ctx.backlog.clone();
     cx.clone().spawn(async move {
         let opened = spawned(async move {
             agent
@@ -175,7 +179,7 @@ pub(super) fn new_session(
                         .modes(convert::mode_state(mode))
                         .config_options(convert::config_options(options)),
                 )?;
-                notify(&cx, &id, notices);
+                notify(&cx, &backlog, &id, notices);
                 Ok(())
             }
             Err(error) => responder.respond_with_error(to_acp(&error)),
@@ -194,6 +198,7 @@ pub(super) fn load_session(
         Err(error) => return responder.respond_with_error(to_acp(&error)),
     };
     let agent = ctx.agent.clone();
+    let backlog = ctx.backlog.clone();
     let sink: Arc<dyn Frontend> = Arc::new(ctx.sink(&cx, &request.session_id));
     cx.clone().spawn(async move {
         let id = request.session_id.0.to_string();
@@ -205,7 +210,7 @@ pub(super) fn load_session(
                         .modes(convert::mode_state(opened.mode))
                         .config_options(convert::config_options(opened.options)),
                 )?;
-                notify(&cx, &request.session_id, opened.notices);
+                notify(&cx, &backlog, &request.session_id, opened.notices);
                 Ok(())
             }
             Err(error) => responder.respond_with_error(to_acp(&error)),
@@ -224,6 +229,7 @@ pub(super) fn resume_session(
         Err(error) => return responder.respond_with_error(to_acp(&error)),
     };
     let agent = ctx.agent.clone();
+    let backlog = ctx.backlog.clone();
     cx.clone().spawn(async move {
         let id = request.session_id.0.to_string();
         match spawned(async move { agent.resume_session(&id, mcp).await }).await {
@@ -233,7 +239,7 @@ pub(super) fn resume_session(
                         .modes(convert::mode_state(opened.mode))
                         .config_options(convert::config_options(opened.options)),
                 )?;
-                notify(&cx, &request.session_id, opened.notices);
+                notify(&cx, &backlog, &request.session_id, opened.notices);
                 Ok(())
             }
             Err(error) => responder.respond_with_error(to_acp(&error)),

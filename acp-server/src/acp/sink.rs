@@ -5,7 +5,6 @@
 //! a write was denied there).
 
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use agent_client_protocol::v1::schema::{
     CreateTerminalRequest, KillTerminalRequest, PermissionOption, PermissionOptionKind,
@@ -28,17 +27,11 @@ pub(super) struct AcpSink {
     pub(super) session_id: SessionId,
     pub(super) caps: ClientCaps,
     pub(super) backlog: std::sync::Arc<super::transport::Backlog>,
-    /// Updates sent through the SDK, and how many of them a passed fence
-    /// is known to be behind: while more were sent, the direct path must
-    /// wait for a fence first.
-    pub(super) through_sdk: AtomicU64,
-    pub(super) fenced: AtomicU64,
 }
 
 impl AcpSink {
     /// One `session/update`, through the SDK's connection.
     fn send(&self, update: AgentUpdate) {
-        self.through_sdk.fetch_add(1, Ordering::AcqRel);
         let notification =
             SessionNotification::new(self.session_id.clone(), convert::session_update(update));
         match self.cx.send_notification(notification) {
@@ -50,19 +43,19 @@ impl AcpSink {
     /// A fence through the SDK; resolves once the writer has passed it
     /// (everything sent before it is out), so the direct path may go.
     async fn fence(&self) {
-        let behind = self.through_sdk.load(Ordering::Acquire);
-        let fence = self.backlog.fence();
-        let sent = agent_client_protocol::UntypedMessage::new(
-            super::transport::FENCE,
-            serde_json::Value::Object(Default::default()),
-        )
-        .and_then(|message| self.cx.send_notification(message));
-        if let Err(err) = sent {
-            tracing::debug!(error = ?err, "client connection gone; no fence");
-            return;
-        }
-        self.backlog.fence_passed(fence).await;
-        self.fenced.fetch_max(behind, Ordering::AcqRel);
+        self.backlog
+            .fence(|| {
+                let sent = agent_client_protocol::UntypedMessage::new(
+                    super::transport::FENCE,
+                    serde_json::Value::Object(Default::default()),
+                )
+                .and_then(|message| self.cx.send_notification(message));
+                if let Err(err) = &sent {
+                    tracing::debug!(error = ?err, "client connection gone; no fence");
+                }
+                sent.is_ok()
+            })
+            .await;
     }
 
     /// One `session/update` of a run (once `hold` let it go): serialized
@@ -98,7 +91,7 @@ impl Frontend for AcpSink {
     }
 
     fn hold(&self) -> Option<BoxFuture<'_, ()>> {
-        let fence = self.through_sdk.load(Ordering::Acquire) > self.fenced.load(Ordering::Acquire);
+        let fence = self.backlog.unfenced();
         if !fence && !self.backlog.congested() {
             return None;
         }

@@ -65,6 +65,14 @@ pub struct Backlog {
     direct: std::sync::Mutex<Option<mpsc::UnboundedSender<String>>>,
     /// Fences sent and fences the writer has passed.
     fences_sent: AtomicU64,
+    /// Numbers a fence and sends it as one step (the writer counts fences
+    /// in the order they arrive).
+    fence_order: std::sync::Mutex<()>,
+    /// Updates sent through the SDK on this connection (by any session's
+    /// sink, or a handler), and how many of them a passed fence is known to
+    /// be behind: while more were sent, the direct path waits for a fence.
+    through_sdk: AtomicU64,
+    fenced: AtomicU64,
     fences_passed: AtomicU64,
     queued: AtomicUsize,
     /// Frames written so far (progress, for the stale-count check).
@@ -81,21 +89,49 @@ impl Backlog {
         Arc::new(Backlog::default())
     }
 
-    /// One update handed to the SDK.
+    /// One update handed to the SDK (the direct path must fence before
+    /// it goes next).
     pub fn queued(&self) {
+        self.through_sdk.fetch_add(1, Ordering::AcqRel);
         self.queued.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Whether the direct path must wait for a fence first.
+    pub fn unfenced(&self) -> bool {
+        self.through_sdk.load(Ordering::Acquire) > self.fenced.load(Ordering::Acquire)
+    }
+
+    /// Sends a fence with `send` (through the SDK), numbered in the order
+    /// fences are sent; resolves once the writer has passed it, or at once
+    /// when it could not be sent (the connection is going: nothing more
+    /// will be written in order anyway).
+    pub async fn fence(&self, send: impl FnOnce() -> bool) {
+        let behind = self.through_sdk.load(Ordering::Acquire);
+        let number = {
+            let _order = self.fence_order.lock().unwrap_or_else(|p| p.into_inner());
+            if !send() {
+                self.fenced.fetch_max(behind, Ordering::AcqRel);
+                return;
+            }
+            self.fences_sent.fetch_add(1, Ordering::AcqRel) + 1
+        };
+        self.fence_passed(number).await;
+        self.fenced.fetch_max(behind, Ordering::AcqRel);
     }
 
     /// Queues a serialized `session/update` for the writer, behind every
     /// frame already queued. Call it only after [`Self::fence`] resolved
     /// for this run of updates.
     pub fn send_direct(&self, frame: String) {
+        // Counted before it is queued: the writer may write it (and count
+        // it off) before this thread runs again.
+        self.queued.fetch_add(1, Ordering::AcqRel);
         let direct = self.direct.lock().unwrap_or_else(|p| p.into_inner());
         if direct
             .as_ref()
-            .is_some_and(|direct| direct.unbounded_send(frame).is_ok())
+            .is_none_or(|direct| direct.unbounded_send(frame).is_err())
         {
-            self.queued();
+            self.queued.fetch_sub(1, Ordering::AcqRel);
         }
     }
 
@@ -105,14 +141,8 @@ impl Backlog {
         self.direct.lock().unwrap_or_else(|p| p.into_inner()).take();
     }
 
-    /// A new fence's number; send [`FENCE`] through the SDK, then await
-    /// [`Self::fence_passed`] with it.
-    pub fn fence(&self) -> u64 {
-        self.fences_sent.fetch_add(1, Ordering::AcqRel) + 1
-    }
-
     /// Resolves once the writer has passed fence `number` (or is gone).
-    pub async fn fence_passed(&self, number: u64) {
+    async fn fence_passed(&self, number: u64) {
         loop {
             let notified = self.changed.notified();
             tokio::pin!(notified);

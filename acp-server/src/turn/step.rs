@@ -245,19 +245,18 @@ impl Turn<'_> {
         // editor never keeps the model's stream unread (its idle timer
         // would count the wait); what arrives meanwhile is merged.
         let mut held: Option<futures::future::BoxFuture<'_, ()>> = None;
-        let mut sent_any = false;
         let end = loop {
             if !unsent.is_empty() && held.is_none() {
+                // Let the writer run first when the stream never made
+                // this task wait; then ask (what ran meanwhile may need a
+                // fence).
+                if !waited.swap(false, std::sync::atomic::Ordering::Relaxed) {
+                    tokio::task::yield_now().await;
+                }
                 match self.frontend.hold() {
                     Some(hold) => held = Some(hold),
                     // Deltas go out as soon as nothing more is ready.
-                    None => {
-                        if !waited.swap(false, std::sync::atomic::Ordering::Relaxed) {
-                            tokio::task::yield_now().await;
-                        }
-                        unsent.send(self.frontend);
-                        sent_any = true;
-                    }
+                    None => unsent.send(self.frontend),
                 }
             }
             let next = tokio::select! {
@@ -293,11 +292,16 @@ impl Turn<'_> {
                 break end;
             }
         };
-        // The rest goes out now; if nothing of this step went out yet, it
-        // still waits its turn behind what was sent before.
-        if !unsent.is_empty() && !sent_any {
-            if let Some(hold) = held.take().or_else(|| self.frontend.hold()) {
-                hold.await;
+        // The rest goes out when the front end lets it (behind what was
+        // sent before) — unless the turn is cancelled: a cancel is answered
+        // at once, even past an editor that stopped reading.
+        if !unsent.is_empty() {
+            while let Some(hold) = held.take().or_else(|| self.frontend.hold()) {
+                tokio::select! {
+                    biased;
+                    () = self.cancel.cancelled() => break,
+                    () = hold => {}
+                }
             }
         }
         unsent.send(self.frontend);

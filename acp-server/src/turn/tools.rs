@@ -387,11 +387,14 @@ impl Turn<'_> {
             outcome: answer,
         });
         let start = |next: Mode, how: &str| -> ToolOutcome {
-            let changed = self.record(EventData::Config {
-                key: dsh_protocol::log::ConfigKey::Mode,
-                value: next.as_str().to_owned(),
+            // The mode changes only once the decision is in the log.
+            let changed = recorded.and_then(|_| {
+                self.record(EventData::Config {
+                    key: dsh_protocol::log::ConfigKey::Mode,
+                    value: next.as_str().to_owned(),
+                })
             });
-            match recorded.and(changed) {
+            match changed {
                 Ok(_) => ToolOutcome::ok(
                     format!("The user approved the plan and switched to {} mode: {how}. Carry out the plan now, step by step.", next.as_str()),
                     ToolView::default(),
