@@ -400,9 +400,14 @@ fn stat_log(dir: &OwnedFd, name: CString) -> Option<Found> {
         dir,
         &name,
         AtFlags::SYMLINK_NOFOLLOW,
-        StatxFlags::SIZE | StatxFlags::MTIME,
+        StatxFlags::TYPE | StatxFlags::SIZE | StatxFlags::MTIME,
     )
     .ok()?;
+    // Only regular files are logs: a FIFO or a link named `*.jsonl` in
+    // the sessions directory would block or lead elsewhere.
+    if u32::from(stat.stx_mode) & 0o170000 != 0o100000 {
+        return None;
+    }
     // Before 1970 counts as 1970, as it did through `SystemTime`.
     let mtime_ns = u128::try_from(stat.stx_mtime.tv_sec).map_or(0, |secs| {
         secs * 1_000_000_000 + u128::from(stat.stx_mtime.tv_nsec)
@@ -474,8 +479,15 @@ struct TitleData {
 /// of the first turn (the first prompt's, then the model's when it wrote
 /// one), stopping at that turn's end. `buffer` is reused from log to log.
 fn summarize(dir: &OwnedFd, name: &CStr, len: u64, buffer: &mut Vec<u8>) -> Summary {
-    let fd = rustix::fs::openat(dir, name, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
-        .map_err(|err| err.to_string())?;
+    // Never follows a link and never blocks (a FIFO swapped in after the
+    // stat): a log is a regular file.
+    let fd = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW | OFlags::NONBLOCK,
+        Mode::empty(),
+    )
+    .map_err(|err| err.to_string())?;
     let mut file = std::fs::File::from(fd);
     let want = usize::try_from(len.min(TITLE_WINDOW)).unwrap_or(0);
     buffer.clear();
@@ -637,6 +649,26 @@ mod tests {
         assert_eq!(
             titles(&Index::new(dir.path().join(FILE)), dir.path()),
             expected
+        );
+    }
+
+    /// A FIFO or a link named like a log is not a log: the listing neither
+    /// blocks on it nor follows it.
+    #[test]
+    fn only_regular_files_are_listed() {
+        let dir = tempfile::tempdir().unwrap();
+        log(dir.path(), "a", Some("first"));
+        let fifo = dir.path().join("f.jsonl");
+        assert!(std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success());
+        std::os::unix::fs::symlink(dir.path().join("a.jsonl"), dir.path().join("l.jsonl")).unwrap();
+        let index = Index::new(dir.path().join(FILE));
+        assert_eq!(
+            titles(&index, dir.path()),
+            [("a".into(), Some("first".into()))]
         );
     }
 
