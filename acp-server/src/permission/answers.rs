@@ -136,7 +136,28 @@ pub struct Offered {
     pub hint: Hint,
 }
 
+impl Hint {
+    /// Its name on the wires: `allow_once`, `allow_always`, `reject_once`,
+    /// `reject_always` (ACP's option kinds).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Hint::AllowOnce => "allow_once",
+            Hint::AllowAlways => "allow_always",
+            Hint::RejectOnce => "reject_once",
+            Hint::RejectAlways => "reject_always",
+        }
+    }
+}
+
 impl Question {
+    /// What is asked: `permission` or `plan`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Question::Permission(_) => "permission",
+            Question::Plan => "plan",
+        }
+    }
+
     /// The options offered, in menu order.
     pub fn options(&self) -> Vec<Offered> {
         match self {
@@ -195,15 +216,47 @@ impl Question {
             Approvals::Client => return None,
         };
         Some(match (self, allows) {
-            (Question::Permission(_), true) => Answer::Permission(PermissionOutcome::AllowOnce),
-            (Question::Permission(_), false) => Answer::Permission(PermissionOutcome::RejectOnce),
+            (Question::Permission(_), true) => PermissionOutcome::AllowOnce.into(),
+            (Question::Permission(_), false) => PermissionOutcome::RejectOnce.into(),
             (Question::Plan, true) => Answer::Plan(PlanOutcome::AskEach),
             (Question::Plan, false) => Answer::Plan(PlanOutcome::KeepPlanning),
         })
     }
 }
 
+/// A permission outcome as an answer: `cancelled` and `unavailable` are
+/// no choice of an option.
+impl From<PermissionOutcome> for Answer {
+    fn from(outcome: PermissionOutcome) -> Answer {
+        match outcome {
+            PermissionOutcome::Cancelled => Answer::Cancelled,
+            PermissionOutcome::Unavailable => Answer::Unavailable,
+            chosen => Answer::Permission(chosen),
+        }
+    }
+}
+
 impl Answer {
+    /// The answer to a permission question as its outcome: a plan's
+    /// answer is no answer to it (denied).
+    pub fn permission_outcome(self) -> PermissionOutcome {
+        match self {
+            Answer::Permission(outcome) => outcome,
+            Answer::Cancelled => PermissionOutcome::Cancelled,
+            Answer::Plan(_) | Answer::Unavailable => PermissionOutcome::Unavailable,
+        }
+    }
+
+    /// The answer to a plan review as its outcome: a permission's answer
+    /// is no answer to it (plan mode stays).
+    pub fn plan_outcome(self) -> PlanOutcome {
+        match self {
+            Answer::Plan(outcome) => outcome,
+            Answer::Cancelled => PlanOutcome::Cancelled,
+            Answer::Permission(_) | Answer::Unavailable => PlanOutcome::Unavailable,
+        }
+    }
+
     /// Whether it lets the call (or the plan) go ahead.
     pub fn allows(self) -> bool {
         match self {
@@ -353,5 +406,18 @@ mod tests {
         );
         assert_eq!(permission.standing_answer(Approvals::Client), None);
         assert!(!Answer::Plan(PlanOutcome::KeepPlanning).allows());
+        // A wrong-kind answer is no answer to either question.
+        assert_eq!(
+            Answer::Plan(PlanOutcome::AcceptEdits).permission_outcome(),
+            PermissionOutcome::Unavailable
+        );
+        assert_eq!(
+            Answer::from(PermissionOutcome::AllowAlways).plan_outcome(),
+            PlanOutcome::Unavailable
+        );
+        assert_eq!(
+            Answer::from(PermissionOutcome::Cancelled).plan_outcome(),
+            PlanOutcome::Cancelled
+        );
     }
 }

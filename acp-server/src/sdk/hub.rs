@@ -27,7 +27,7 @@ use crate::agent::Agent;
 use crate::error::AgentError;
 use crate::frontend::{Delta, Frontend, Output};
 use crate::mcp::McpServerConfig;
-use crate::permission::{Answer, Approvals, Hint, Question};
+use crate::permission::{Answer, Approvals, Question};
 
 /// A connection: 0 is stdio; WebSocket connections count from 1.
 pub type ConnId = usize;
@@ -404,20 +404,12 @@ impl Frontend for SdkSession {
                 .map(|option| OfferedOption {
                     option_id: option.id,
                     label: option.label,
-                    kind: match option.hint {
-                        Hint::AllowOnce => "allow_once",
-                        Hint::AllowAlways => "allow_always",
-                        Hint::RejectOnce => "reject_once",
-                        Hint::RejectAlways => "reject_always",
-                    },
+                    kind: option.hint.as_str(),
                 })
                 .collect();
             let item = Item::Permission {
                 request_id: &id,
-                question: match ask.question {
-                    Question::Permission(_) => "permission",
-                    Question::Plan => "plan",
-                },
+                question: ask.question.kind(),
                 tool_call: AskedCall {
                     call_id: &ask.call_id,
                     title: &ask.title,

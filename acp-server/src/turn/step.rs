@@ -13,6 +13,7 @@ use futures::{FutureExt, StreamExt};
 
 use super::{Next, Turn};
 use crate::error::AgentError;
+use crate::frontend::Delta;
 use crate::model::retry::{start_with_retry, Started};
 use crate::model::{ModelError, ModelRequest};
 use crate::prompt::system_prompt;
@@ -99,11 +100,11 @@ impl Reply {
         match next {
             Some(Ok(StreamEvent::TextDelta(text))) => {
                 self.text.push_str(&text);
-                unsent.push(Delta::Message, text);
+                unsent.push(Delta::Message(text));
             }
             Some(Ok(StreamEvent::ReasoningDelta(text))) => {
                 self.reasoning.push_str(&text);
-                unsent.push(Delta::Thought, text);
+                unsent.push(Delta::Thought(text));
             }
             Some(Ok(StreamEvent::ToolCallDelta {
                 index,
@@ -125,35 +126,27 @@ impl Reply {
     }
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Delta {
-    Message,
-    Thought,
-}
-
 /// Deltas received and not yet sent, in the model's order; neighbours of
 /// one kind are merged.
 #[derive(Default)]
-struct Unsent(Vec<(Delta, String)>);
+struct Unsent(Vec<Delta>);
 
 impl Unsent {
     fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
-    fn push(&mut self, kind: Delta, text: String) {
-        match self.0.last_mut() {
-            Some((last, merged)) if *last == kind => merged.push_str(&text),
-            _ => self.0.push((kind, text)),
+    fn push(&mut self, delta: Delta) {
+        match (self.0.last_mut(), delta) {
+            (Some(Delta::Message(merged)), Delta::Message(text))
+            | (Some(Delta::Thought(merged)), Delta::Thought(text)) => merged.push_str(&text),
+            (_, delta) => self.0.push(delta),
         }
     }
 
     fn send(&mut self, out: &dyn crate::frontend::Frontend) {
-        for (kind, text) in self.0.drain(..) {
-            out.emit(crate::frontend::Output::Delta(match kind {
-                Delta::Message => crate::frontend::Delta::Message(text),
-                Delta::Thought => crate::frontend::Delta::Thought(text),
-            }));
+        for delta in self.0.drain(..) {
+            out.emit(crate::frontend::Output::Delta(delta));
         }
     }
 }

@@ -65,10 +65,8 @@ impl Frontend for Recorder {
         let permission = matches!(ask.question, Question::Permission(_));
         self.asked.lock().unwrap().push(ask.call_id.to_string());
         let answer = match self.answers.lock().unwrap().pop_front() {
+            Some(outcome) if permission => Answer::from(outcome),
             Some(PermissionOutcome::Cancelled) => Answer::Cancelled,
-            Some(outcome) if permission && outcome != PermissionOutcome::Unavailable => {
-                Answer::Permission(outcome)
-            }
             _ => Answer::Unavailable,
         };
         Box::pin(async move { answer })

@@ -135,14 +135,7 @@ impl Turn<'_> {
         let answer = tokio::select! {
             biased;
             () = self.cancel.cancelled() => PermissionOutcome::Cancelled,
-            answer = self.frontend.ask(question) => match answer {
-                permission::Answer::Permission(outcome) => outcome,
-                permission::Answer::Cancelled => PermissionOutcome::Cancelled,
-                // A plan's answer to a permission is no answer.
-                permission::Answer::Plan(_) | permission::Answer::Unavailable => {
-                    PermissionOutcome::Unavailable
-                }
-            },
+            answer = self.frontend.ask(question) => answer.permission_outcome(),
         };
         tracing::info!(?answer, "permission answered");
         self.record(EventData::PermissionDecision {
@@ -372,14 +365,7 @@ impl Turn<'_> {
         let answer = tokio::select! {
             biased;
             () = self.cancel.cancelled() => PlanOutcome::Cancelled,
-            answer = self.frontend.ask(question) => match answer {
-                permission::Answer::Plan(outcome) => outcome,
-                permission::Answer::Cancelled => PlanOutcome::Cancelled,
-                // A permission's answer to a plan is no answer.
-                permission::Answer::Permission(_) | permission::Answer::Unavailable => {
-                    PlanOutcome::Unavailable
-                }
-            },
+            answer = self.frontend.ask(question) => answer.plan_outcome(),
         };
         tracing::info!(?answer, "plan answered");
         let recorded = self.record(EventData::PlanDecision {
