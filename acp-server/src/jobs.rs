@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use dsh_protocol::tool::{ToolContent, ToolView};
+use dsh_protocol::tool::ToolView;
 use dsh_protocol::ToolCallId;
 use serde::Deserialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -362,20 +362,15 @@ impl Job {
             End::Killed(reason) => format!("\nKilled: {reason}."),
             End::Exited(_) | End::Signal(_) => String::new(),
         };
-        let view = ToolView {
-            content: vec![ToolContent::Text {
-                text: format!(
-                    "```\n{}{tail}\n[status: {}]\n```{why}",
-                    if state.total as usize > tail.len() {
-                        "…"
-                    } else {
-                        ""
-                    },
-                    end.status()
-                ),
-            }],
-            ..ToolView::default()
-        };
+        let view = ToolView::text(format!(
+            "```\n{}{tail}\n[status: {}]\n```{why}",
+            if state.total as usize > tail.len() {
+                "…"
+            } else {
+                ""
+            },
+            end.status()
+        ));
         JobReport {
             job_id: self.id.clone(),
             call_id: self.call_id.clone(),

@@ -70,18 +70,16 @@ impl Projection {
             .collect();
         let mut calls: Vec<ToolCallId> = self.jobs.drain().filter(|call| !running(call)).collect();
         calls.sort_by(|a, b| a.as_str().cmp(b.as_str()));
-        updates.extend(calls
-            .into_iter()
-            .map(|call_id| AgentUpdate::ToolCallUpdate {
-                call_id,
-                status: ToolStatus::Failed,
-                view: ToolView {
-                    content: vec![ToolContent::Text {
-                        text: "[status: outcome unknown — dsh stopped before this background job ended]".to_owned(),
-                    }],
-                    ..ToolView::default()
-                },
-            })
+        updates.extend(
+            calls
+                .into_iter()
+                .map(|call_id| AgentUpdate::ToolCallUpdate {
+                    call_id,
+                    status: ToolStatus::Failed,
+                    view: ToolView::text(
+                        "[status: outcome unknown — dsh stopped before this background job ended]",
+                    ),
+                }),
         );
         updates
     }
@@ -332,9 +330,7 @@ pub fn compaction_view(done: Option<(u64, u64, u64, &String)>) -> ToolView {
 /// A compaction that replaced nothing, and why.
 pub fn compaction_failed_view(message: &str) -> ToolView {
     ToolView {
-        content: vec![ToolContent::Text {
-            text: message.to_owned(),
-        }],
+        content: ToolView::text(message).content,
         ..compaction_view(None)
     }
 }

@@ -6,7 +6,7 @@
 use crate::error::{ErrorCode, ErrorInfo};
 use crate::ids::ToolCallId;
 use crate::log::{Event, EventData};
-use crate::tool::{ToolContent, ToolStatus, ToolView};
+use crate::tool::{ToolStatus, ToolView};
 
 /// Text the model sees for a tool call whose outcome was never logged
 /// (the process died while it ran).
@@ -92,12 +92,7 @@ impl Repair {
                         code: ErrorCode::ToolOutcomeUnknown,
                         message: OUTCOME_UNKNOWN.to_owned(),
                     }),
-                    view: ToolView {
-                        content: vec![ToolContent::Text {
-                            text: OUTCOME_UNKNOWN.to_owned(),
-                        }],
-                        ..ToolView::default()
-                    },
+                    view: ToolView::text(OUTCOME_UNKNOWN),
                     attachments: Vec::new(),
                     live_terminal: None,
                     job: None,

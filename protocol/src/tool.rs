@@ -137,6 +137,16 @@ pub struct ToolOutcome {
     pub job: Option<String>,
 }
 
+impl ToolView {
+    /// A view that shows only `text` (no title, kind or locations).
+    pub fn text(text: impl Into<String>) -> ToolView {
+        ToolView {
+            content: vec![ToolContent::Text { text: text.into() }],
+            ..ToolView::default()
+        }
+    }
+}
+
 impl ToolOutcome {
     /// A successful result.
     pub fn ok(output: String, view: ToolView) -> ToolOutcome {
@@ -160,10 +170,7 @@ impl ToolOutcome {
                 code,
                 message: message.clone(),
             }),
-            view: ToolView {
-                content: vec![ToolContent::Text { text: message }],
-                ..ToolView::default()
-            },
+            view: ToolView::text(message),
             plan: None,
             attachments: Vec::new(),
             live_terminal: None,

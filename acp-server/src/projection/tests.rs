@@ -54,10 +54,7 @@ fn id(call: &str) -> ToolCallId {
 fn text_view(title: &str, text: &str) -> ToolView {
     ToolView {
         title: title.to_owned(),
-        content: vec![ToolContent::Text {
-            text: text.to_owned(),
-        }],
-        ..ToolView::default()
+        ..ToolView::text(text)
     }
 }
 

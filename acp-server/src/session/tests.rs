@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use dsh_protocol::log::{ConfigKey, Event, EventData, PermissionRule};
 use dsh_protocol::model::{ChatMessage, FinishReason, ToolCallRequest, Usage};
-use dsh_protocol::tool::{ToolContent, ToolStatus, ToolView};
+use dsh_protocol::tool::{ToolStatus, ToolView};
 use dsh_protocol::{ErrorCode, ToolCallId, UserContent};
 
 use super::scratch::Scratch;
@@ -86,10 +86,7 @@ impl Fixture {
 fn text_view(title: &str, text: &str) -> ToolView {
     ToolView {
         title: title.to_owned(),
-        content: vec![ToolContent::Text {
-            text: text.to_owned(),
-        }],
-        ..ToolView::default()
+        ..ToolView::text(text)
     }
 }
 

@@ -195,12 +195,7 @@ async fn run_in_client_terminal(
 
 /// The output as the editor shows it: the tail, in a code block.
 fn output_view(output: &str) -> ToolView {
-    ToolView {
-        content: vec![ToolContent::Text {
-            text: format!("```\n{}\n```", tail(output, 8000)),
-        }],
-        ..ToolView::default()
-    }
+    ToolView::text(format!("```\n{}\n```", tail(output, 8000)))
 }
 
 /// The last `max` bytes of `text`, cut on a character boundary.
@@ -418,12 +413,7 @@ fn start_job(args: &BashArgs, workdir: &Path, env: &ToolEnv<'_>) -> ToolOutcome 
                 job: Some(job.id.clone()),
                 ..ToolOutcome::ok(
                     output,
-                    ToolView {
-                        content: vec![ToolContent::Text {
-                            text: format!("Running in the background as job {}", job.id),
-                        }],
-                        ..ToolView::default()
-                    },
+                    ToolView::text(format!("Running in the background as job {}", job.id)),
                 )
             }
         }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use dsh_protocol::tool::{ToolContent, ToolOutcome, ToolView};
+use dsh_protocol::tool::{ToolOutcome, ToolView};
 use dsh_protocol::ErrorCode;
 use serde::Deserialize;
 
@@ -58,15 +58,10 @@ pub struct KillArgs {
 }
 
 fn view(text: &str) -> ToolView {
-    ToolView {
-        content: vec![ToolContent::Text {
-            text: format!(
-                "```\n{}\n```",
-                dsh_protocol::content::tail_bytes(text, 8000)
-            ),
-        }],
-        ..ToolView::default()
-    }
+    ToolView::text(format!(
+        "```\n{}\n```",
+        dsh_protocol::content::tail_bytes(text, 8000)
+    ))
 }
 
 fn unknown(id: &str, env: &ToolEnv<'_>) -> ToolOutcome {

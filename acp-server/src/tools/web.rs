@@ -1,7 +1,7 @@
 //! `web_fetch` and `web_search` (seeds: `dsh-tool-web`); the work is in
 //! [`crate::web`].
 
-use dsh_protocol::tool::{ToolContent, ToolOutcome, ToolView};
+use dsh_protocol::tool::{ToolOutcome, ToolView};
 use dsh_protocol::ErrorCode;
 use serde::Deserialize;
 
@@ -138,17 +138,12 @@ pub async fn fetch(args: &FetchArgs, env: &ToolEnv<'_>) -> ToolOutcome {
             if !notes.is_empty() {
                 output.push_str(&format!("\n\n[{}]", notes.join("; ")));
             }
-            let view = ToolView {
-                content: vec![ToolContent::Text {
-                    text: format!(
-                        "Fetched {} ({} bytes{})",
-                        page.url,
-                        total,
-                        if notes.is_empty() { "" } else { ", truncated" }
-                    ),
-                }],
-                ..ToolView::default()
-            };
+            let view = ToolView::text(format!(
+                "Fetched {} ({} bytes{})",
+                page.url,
+                total,
+                if notes.is_empty() { "" } else { ", truncated" }
+            ));
             ToolOutcome::ok(output, view)
         }
     }
@@ -179,17 +174,14 @@ pub async fn search(args: &SearchArgs, env: &ToolEnv<'_>) -> ToolOutcome {
                     output.push_str(&format!("   {}\n", hit.snippet));
                 }
             }
-            let view = ToolView {
-                content: vec![ToolContent::Text {
-                    text: found
-                        .hits
-                        .iter()
-                        .map(|hit| format!("- [{}]({})", hit.title, hit.url))
-                        .collect::<Vec<_>>()
-                        .join("\n"),
-                }],
-                ..ToolView::default()
-            };
+            let view = ToolView::text(
+                found
+                    .hits
+                    .iter()
+                    .map(|hit| format!("- [{}]({})", hit.title, hit.url))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            );
             ToolOutcome::ok(output, view)
         }
     }
