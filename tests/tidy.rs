@@ -19,8 +19,14 @@ struct File {
     text: String,
 }
 
-/// Every `.rs` file of the workspace (not `target/`, not this file).
-fn rust_files() -> Vec<File> {
+/// Every `.rs` file of the workspace (not `target/`, not this file), read
+/// once for all the checks.
+fn rust_files() -> &'static [File] {
+    static FILES: std::sync::OnceLock<Vec<File>> = std::sync::OnceLock::new();
+    FILES.get_or_init(read_rust_files)
+}
+
+fn read_rust_files() -> Vec<File> {
     fn walk(dir: &Path, root: &Path, out: &mut Vec<File>) {
         for entry in std::fs::read_dir(dir).unwrap().flatten() {
             let path = entry.path();
@@ -496,12 +502,12 @@ fn expand(tree: &str) -> Vec<String> {
 fn crate_sources(krate: &str) -> Vec<(String, String)> {
     let prefix = format!("{krate}/src/");
     rust_files()
-        .into_iter()
+        .iter()
         .filter_map(|file| {
             let rel = file.rel.strip_prefix(&prefix)?.to_owned();
             let test = rel.ends_with("tests.rs") || rel.split('/').any(|part| part == "tests");
             let binary = rel == "main.rs" || rel.starts_with("bin/");
-            (!test && !binary).then_some((rel, file.text))
+            (!test && !binary).then_some((rel, file.text.clone()))
         })
         .collect()
 }
