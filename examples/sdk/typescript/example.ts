@@ -136,15 +136,22 @@ function startDsh(dsh: string, env: NodeJS.ProcessEnv) {
   const child = spawn(dsh, ["sdk", "--listen", "127.0.0.1:0"], { env, stdio: ["ignore", "inherit", "pipe"] });
   const url = new Promise<{ url: string; token: string }>((resolve, reject) => {
     let seen = "";
+    let found = false;
     child.stderr.on("data", (chunk: Buffer) => {
       process.stderr.write(chunk); // dsh's log (DSH_LOG) stays visible
+      // Read the token once: dsh removes its file when it stops, and its
+      // log keeps coming after.
+      if (found) return;
       seen += chunk.toString();
       // Only whole lines: stderr comes in chunks, and a chunk can end
       // inside the address ("ws://127" is a different host). dsh names its
       // token file (0600, never the token itself) before the address.
       const match = /dsh sdk: listening on (ws:\/\/\S+)\r?\n/.exec(seen);
       const file = /dsh sdk: token in (.+?)\r?\n/.exec(seen);
-      if (match && file) resolve({ url: match[1], token: readFileSync(file[1], "utf8").trim() });
+      if (match && file) {
+        found = true;
+        resolve({ url: match[1], token: readFileSync(file[1], "utf8").trim() });
+      }
     });
     child.once("exit", (code) => reject(new Error(`dsh sdk exited with ${code} before listening: ${seen}`)));
   });
