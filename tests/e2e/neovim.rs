@@ -197,3 +197,13 @@ async fn dsh_nvim_finds_buffers_by_exact_resolved_path() {
     );
     assert!(!world.cwd().join("star*[1].txt").exists());
 }
+
+// Issue 25: dsh's questions and prompts sent while a turn runs.
+
+#[tokio::test]
+async fn dsh_nvim_maps_forms_and_keeps_the_line_of_prompts_without_dsh() {
+    let Some(nvim) = nvim() else { return };
+    let world = World::new(nvim);
+    world.run("form_spec.lua", "", &[]).await;
+    world.run("prompts_spec.lua", "", &[]).await;
+}

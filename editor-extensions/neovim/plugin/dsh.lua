@@ -16,7 +16,18 @@ command("Dsh", function(args)
   else
     dsh().open()
   end
-end, { nargs = "*", desc = "dsh: open the chat, or send TEXT" })
+end, { nargs = "*", desc = "dsh: open the chat, or send TEXT (queued while a turn runs)" })
+command("DshSteer", function(args)
+  if args.args ~= "" then
+    dsh().steer(args.args)
+    return
+  end
+  vim.ui.input({ prompt = "dsh, steer: " }, function(text)
+    if text and vim.trim(text) ~= "" then
+      dsh().steer(text)
+    end
+  end)
+end, { nargs = "*", desc = "dsh: send TEXT into the running turn" })
 command("DshNew", function()
   dsh().new_session(function()
     dsh().open()
@@ -27,7 +38,7 @@ command("DshSessions", function()
 end, { desc = "dsh: load a stored session" })
 command("DshCancel", function()
   dsh().cancel()
-end, { desc = "dsh: cancel the running turn" })
+end, { desc = "dsh: cancel the running turn and the prompts waiting" })
 command("DshMode", function(args)
   dsh().set_mode(args.args)
 end, {

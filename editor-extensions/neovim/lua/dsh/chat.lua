@@ -1,16 +1,19 @@
 ---@mod dsh.chat The chat buffer `dsh://chat`: prompts, streamed replies,
 --- thoughts (folded), one line per tool call updated in place, plans as
---- checklists.
+--- checklists, and the prompts waiting behind the running turn (virtual
+--- lines under the last line, never text of the buffer).
 
 local M = {}
 
 local ns = vim.api.nvim_create_namespace("dsh_chat")
+local pending_ns = vim.api.nvim_create_namespace("dsh_chat_pending")
 
 ---@class dsh.Chat
 ---@field buf integer
 ---@field last string|nil  what the last line belongs to: "text", "thought", "block"
 ---@field calls table<string, {mark: integer, title: string, status: string}>
 ---@field plan {mark: integer, lines: integer}|nil
+---@field pending dsh.Prompt[]  prompts waiting behind the running turn
 local Chat = {}
 Chat.__index = Chat
 
@@ -42,7 +45,8 @@ function M.new()
   vim.api.nvim_buf_set_lines(buf, 0, -1, false, {})
   vim.api.nvim_buf_clear_namespace(buf, ns, 0, -1)
   vim.bo[buf].modifiable = false
-  return setmetatable({ buf = buf, last = nil, calls = {}, plan = nil }, Chat)
+  vim.api.nvim_buf_clear_namespace(buf, pending_ns, 0, -1)
+  return setmetatable({ buf = buf, last = nil, calls = {}, plan = nil, pending = {} }, Chat)
 end
 
 ---@private
@@ -53,6 +57,7 @@ function Chat:edit(fn)
   vim.bo[self.buf].modifiable = true
   fn()
   vim.bo[self.buf].modifiable = false
+  self:show_pending()
   -- Windows showing the chat follow its end.
   for _, win in ipairs(vim.fn.win_findbuf(self.buf)) do
     vim.api.nvim_win_set_cursor(win, { vim.api.nvim_buf_line_count(self.buf), 0 })
@@ -165,6 +170,46 @@ function Chat:show_plan(entries)
   self:lines(lines)
   local start = vim.api.nvim_buf_line_count(self.buf) - #lines
   self.plan = { mark = vim.api.nvim_buf_set_extmark(self.buf, ns, start, 0, {}), lines = #lines }
+end
+
+--- The prompts waiting behind the running turn, shown under the last line
+--- until their turn starts (queued) or dsh puts them into the turn
+--- (steered).
+---@param prompts dsh.Prompt[]
+function Chat:set_pending(prompts)
+  self.pending = prompts
+  self:show_pending()
+end
+
+---@private
+function Chat:show_pending()
+  if not vim.api.nvim_buf_is_valid(self.buf) then
+    return
+  end
+  vim.api.nvim_buf_clear_namespace(self.buf, pending_ns, 0, -1)
+  if #self.pending == 0 then
+    return
+  end
+  local lines = {}
+  for _, prompt in ipairs(self.pending) do
+    local head = prompt.delivery == "steer" and "↪ steering: " or "⏳ queued: "
+    local text = vim.split(prompt.text, "\n", { plain = true })
+    lines[#lines + 1] = { { head .. text[1] .. (#text > 1 and " …" or ""), "Comment" } }
+  end
+  local row = vim.api.nvim_buf_line_count(self.buf) - 1
+  vim.api.nvim_buf_set_extmark(self.buf, pending_ns, row, 0, { virt_lines = lines })
+end
+
+--- The pending lines as shown (for tests and `:checkhealth`).
+---@return string[]
+function Chat:pending_lines()
+  local out = {}
+  for _, mark in ipairs(vim.api.nvim_buf_get_extmarks(self.buf, pending_ns, 0, -1, { details = true })) do
+    for _, line in ipairs(mark[4].virt_lines or {}) do
+      out[#out + 1] = line[1][1]
+    end
+  end
+  return out
 end
 
 --- The buffer's text.

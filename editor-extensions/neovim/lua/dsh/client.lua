@@ -1,6 +1,10 @@
 ---@mod dsh.client What dsh asks of the editor: files (from loaded
---- buffers, so unsaved changes are what dsh reads) and permission prompts
---- (`vim.ui.select`, with the proposed edit in a diff tab while open).
+--- buffers, so unsaved changes are what dsh reads), permission prompts
+--- (`vim.ui.select`, with the proposed edit in a diff tab while open) and
+--- questions (`elicitation/create` forms: `vim.ui.select` and
+--- `vim.ui.input`, one question after the other).
+
+local form = require("dsh.form")
 
 local M = {}
 
@@ -233,6 +237,170 @@ function M.request_permission(params, respond, on_ask)
       respond({ outcome = { outcome = "cancelled" } })
     end
   end)
+end
+
+-- Questions ---------------------------------------------------------------
+
+local function select(items, prompt, on_choice)
+  vim.ui.select(items, {
+    prompt = prompt,
+    format_item = function(item)
+      return item.label
+    end,
+    kind = "dsh.question",
+  }, on_choice)
+end
+
+--- Asks one question; `done(kind, answer)` with kind "answer", "skip",
+--- "decline" or "cancel". Dismissing a picker or an input cancels.
+---@param q dsh.Question
+---@param notify fun(msg: string, level: integer)
+local function ask_one(q, i, n, notify, done)
+  local prompt = form.prompt(q, i, n)
+  local warn = function(msg)
+    notify(msg, vim.log.levels.WARN)
+  end
+
+  -- "Other…": its text, or back to the list (an empty or dismissed input).
+  local function other_text(default, back, take)
+    vim.ui.input({ prompt = prompt .. " — other: ", default = default }, function(text)
+      text = text and vim.trim(text) or ""
+      if text == "" then
+        back()
+      else
+        take(text)
+      end
+    end)
+  end
+
+  if q.kind == "single" or q.kind == "boolean" then
+    local function again()
+      select(form.choices(q), prompt, function(choice)
+        if not choice then
+          done("cancel")
+        elseif choice.special == "decline" or choice.special == "skip" then
+          done(choice.special)
+        elseif choice.special == "other" then
+          other_text(nil, again, function(text)
+            done("answer", { other = text })
+          end)
+        else
+          done("answer", { value = choice.value })
+        end
+      end)
+    end
+    again()
+  elseif q.kind == "multi" then
+    local picked, other = {}, nil
+    for _, value in ipairs(type(q.schema.default) == "table" and q.schema.default or {}) do
+      picked[value] = true
+    end
+    local function again()
+      select(form.checklist(q, picked, other), prompt, function(choice)
+        if not choice then
+          done("cancel")
+        elseif choice.special == "decline" then
+          done("decline")
+        elseif choice.special == "done" then
+          local answer = form.multi_answer(q, picked, other)
+          local problem = form.problem(q, answer)
+          if problem then
+            warn(problem)
+            again()
+          else
+            done(answer and "answer" or "skip", answer)
+          end
+        elseif choice.special == "other" then
+          other_text(other, function()
+            other = nil
+            again()
+          end, function(text)
+            other = text
+            again()
+          end)
+        else
+          picked[choice.value] = not picked[choice.value] or nil
+          again()
+        end
+      end)
+    end
+    again()
+  else
+    local function again(default)
+      vim.ui.input({ prompt = prompt .. ": ", default = default }, function(text)
+        if text == nil then
+          done("cancel")
+          return
+        end
+        local answer, problem = form.typed_answer(q, text)
+        if problem then
+          warn(problem)
+          again(text)
+        else
+          done(answer and "answer" or "skip", answer)
+        end
+      end)
+    end
+    again(q.schema.default ~= nil and tostring(q.schema.default) or nil)
+  end
+end
+
+--- `elicitation/create`: each question of the form in turn, then the
+--- answers (`accept`). "Decline to answer" in any picker declines the
+--- whole form; dismissing one (or dsh withdrawing the request) cancels
+--- it: nothing is ever answered for the user. A form dsh.nvim cannot show
+--- (another mode, a required field of an unknown type) is declined.
+---@param hooks {asked: fun(params: table, questions: dsh.Question[]), answered: fun(params: table, questions: dsh.Question[]|nil, action: string, answers: table|nil), notify: fun(msg: string, level: integer)}
+function M.create_elicitation(params, respond, on_cancel, hooks)
+  local questions, why = form.parse(params)
+  if not questions then
+    hooks.notify("dsh asked something dsh.nvim cannot show (" .. why .. "); declined", vim.log.levels.WARN)
+    respond({ action = "decline" })
+    hooks.answered(params, nil, "decline", nil)
+    return
+  end
+  local finished = false
+  local function finish(action, answers)
+    if finished then
+      return
+    end
+    finished = true
+    if action == "accept" then
+      respond({ action = "accept", content = form.content(questions, answers) })
+    else
+      respond({ action = action })
+    end
+    hooks.answered(params, questions, action, answers)
+  end
+  on_cancel(function()
+    finish("cancel")
+  end)
+  hooks.asked(params, questions)
+  local answers = {}
+  local function step(i)
+    if finished then
+      return
+    end
+    local q = questions[i]
+    if not q then
+      finish("accept", answers)
+      return
+    end
+    ask_one(q, i, #questions, hooks.notify, function(kind, answer)
+      if finished then
+        return
+      end
+      if kind == "answer" then
+        answers[q.id] = answer
+        step(i + 1)
+      elseif kind == "skip" then
+        step(i + 1)
+      else
+        finish(kind)
+      end
+    end)
+  end
+  step(1)
 end
 
 return M

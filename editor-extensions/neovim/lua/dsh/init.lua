@@ -1,12 +1,15 @@
 ---@mod dsh dsh.nvim: the dsh coding agent in Neovim, over ACP.
 ---
 --- Spawns `dsh acp` and speaks the Agent Client Protocol itself: a chat
---- buffer, permission prompts with the proposed diff, tool-call locations
---- in the quickfix list, files served from loaded buffers. Works without
+--- buffer, permission prompts with the proposed diff, dsh's questions,
+--- prompts queued or steered while a turn runs, tool-call locations in the
+--- quickfix list, files served from loaded buffers. Works without
 --- `setup()`; see `:help dsh`.
 
 local chat_mod = require("dsh.chat")
 local client = require("dsh.client")
+local form = require("dsh.form")
+local queue_mod = require("dsh.queue")
 local rpc_mod = require("dsh.rpc")
 
 local M = {}
@@ -27,12 +30,12 @@ local S = {
   chat = nil, ---@type dsh.Chat|nil
   session_id = nil,
   config_options = {},
-  busy = false,
+  prompts = queue_mod.new(), ---@type dsh.Queue
   usage = nil,
   title = nil,
   last_diff = nil,
-  listeners = { update = {}, permission = {}, done = {} },
-  queue = {}, -- callbacks waiting for a session
+  listeners = { update = {}, permission = {}, question = {}, done = {} },
+  on_ready = {}, -- callbacks waiting for a session
   starting = false,
   log = {},
 }
@@ -71,8 +74,9 @@ local function refresh_winbar()
   if S.usage then
     parts[#parts + 1] = string.format("%dk/%dk tokens", math.floor(S.usage.used / 1000), math.floor(S.usage.size / 1000))
   end
-  if S.busy then
-    parts[#parts + 1] = "working…"
+  if S.prompts:busy() then
+    local waiting = #S.prompts.waiting
+    parts[#parts + 1] = waiting > 0 and ("working… (%d waiting)"):format(waiting) or "working…"
   end
   local bar = table.concat(parts, " · "):gsub("%%", "%%%%")
   for _, win in ipairs(vim.fn.win_findbuf(S.chat.buf)) do
@@ -83,8 +87,22 @@ end
 local function ensure_chat()
   if not S.chat or not vim.api.nvim_buf_is_valid(S.chat.buf) then
     S.chat = chat_mod.new()
+    S.chat:set_pending(S.prompts.waiting)
   end
   return S.chat
+end
+
+--- The chat and the winbar after the line of prompts changed.
+local function prompts_changed()
+  ensure_chat():set_pending(S.prompts.waiting)
+  refresh_winbar()
+end
+
+--- A prompt in the chat, as its turn starts (or as dsh puts it into one).
+local function show_prompt(chat, text)
+  chat:heading("You")
+  chat:lines(vim.split(text, "\n", { plain = true }))
+  chat:heading("dsh")
 end
 
 --- Shows the chat in a window (a vertical split on the right).
@@ -148,9 +166,11 @@ local function on_update(update)
   elseif kind == "agent_thought_chunk" and update.content and update.content.type == "text" then
     chat:stream("thought", update.content.text)
   elseif kind == "user_message_chunk" and update.content and update.content.type == "text" then
-    chat:heading("You")
-    chat:lines(vim.split(update.content.text, "\n", { plain = true }))
-    chat:heading("dsh")
+    -- A replayed prompt, or a steered one landing in the running turn.
+    show_prompt(chat, update.content.text)
+    if S.prompts:landed(update.content.text) then
+      prompts_changed()
+    end
   elseif kind == "tool_call" then
     chat:call(update.toolCallId, update.title, update.status)
     add_locations(update.title, update.locations)
@@ -184,6 +204,34 @@ local function handlers()
         emit("permission", ask)
       end)
     end,
+    ["elicitation/create"] = function(params, respond, on_cancel)
+      client.create_elicitation(params, respond, on_cancel, {
+        notify = notify,
+        asked = function(_, questions)
+          local lines = {}
+          for _, q in ipairs(questions) do
+            local text = q.title
+            if q.description and q.description ~= q.title then
+              text = text .. " — " .. q.description
+            end
+            lines[#lines + 1] = "? " .. text
+          end
+          ensure_chat():lines(lines)
+          emit("question", params)
+        end,
+        answered = function(_, questions, action, answers)
+          if action == "accept" then
+            local lines = {}
+            for _, line in ipairs(form.summary(questions, answers)) do
+              lines[#lines + 1] = "→ " .. line
+            end
+            ensure_chat():lines(lines)
+          else
+            ensure_chat():lines({ "→ (" .. (action == "decline" and "declined" or "cancelled") .. ")" })
+          end
+        end,
+      })
+    end,
   }
 end
 
@@ -202,9 +250,10 @@ local function start_process()
       end
     end,
     on_exit = function(code)
-      if S.busy then
-        S.busy = false
-        emit("done", { error = "dsh exited (" .. tostring(code) .. ")" })
+      -- Each prompt's callback has fired with "dsh exited".
+      S.prompts:clear()
+      if S.chat then
+        S.chat:set_pending({})
       end
       S.session_id = nil
       refresh_winbar()
@@ -224,7 +273,11 @@ local function initialize(callback)
   rpc:request("initialize", {
     protocolVersion = 1,
     clientInfo = { name = "dsh.nvim", version = "0.1.0" },
-    clientCapabilities = { fs = { readTextFile = true, writeTextFile = true }, terminal = false },
+    clientCapabilities = {
+      fs = { readTextFile = true, writeTextFile = true },
+      terminal = false,
+      elicitation = { form = vim.empty_dict() },
+    },
   }, function(err, result)
     if err then
       notify("dsh did not start: " .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
@@ -251,7 +304,8 @@ end
 local function opened(session_id, result)
   S.session_id = session_id
   S.config_options = (result and result.configOptions) or {}
-  S.busy, S.usage, S.title, S.last_diff = false, nil, nil, nil
+  S.prompts = queue_mod.new()
+  S.usage, S.title, S.last_diff = nil, nil, nil
   vim.fn.setqflist({}, " ", { title = "dsh", items = {} })
   local pending = {}
   if M.config.mode then
@@ -268,9 +322,9 @@ local function opened(session_id, result)
     end
     S.starting = false
     refresh_winbar()
-    local queue = S.queue
-    S.queue = {}
-    for _, fn in ipairs(queue) do
+    local ready = S.on_ready
+    S.on_ready = {}
+    for _, fn in ipairs(ready) do
       fn()
     end
   end
@@ -281,7 +335,7 @@ end
 ---@param callback fun()|nil when it is ready
 function M.new_session(callback)
   if callback then
-    S.queue[#S.queue + 1] = callback
+    S.on_ready[#S.on_ready + 1] = callback
   end
   if S.starting then
     return
@@ -308,47 +362,82 @@ local function with_session(fn)
   end
 end
 
---- Sends a prompt (starting dsh and a session if needed).
+--- Sends a prompt (starting dsh and a session if needed). While a turn
+--- runs it waits: queued (the default), it gets its own turn after the
+--- running one; with `{steer = true}`, dsh puts it into the running turn
+--- at its next step boundary. Either way it shows as pending in the chat
+--- until then.
 ---@param text string
-function M.prompt(text)
+---@param opts {steer: boolean|nil}|nil
+function M.prompt(text, opts)
   if not text or vim.trim(text) == "" then
     return
   end
+  local delivery = opts and opts.steer and "steer" or "queue"
   with_session(function()
-    if S.busy then
-      notify("dsh is still working; :DshCancel stops it", vim.log.levels.WARN)
-      return
-    end
     local chat = ensure_chat()
-    chat:heading("You")
-    chat:lines(vim.split(text, "\n", { plain = true }))
-    chat:heading("dsh")
+    local prompt, starts = S.prompts:send(text, delivery)
+    if starts then
+      show_prompt(chat, text)
+    end
     if M.config.open and #vim.fn.win_findbuf(chat.buf) == 0 then
       local win = vim.api.nvim_get_current_win()
       M.open()
       vim.api.nvim_set_current_win(win)
     end
-    S.busy = true
-    refresh_winbar()
-    S.rpc:request("session/prompt", { sessionId = S.session_id, prompt = { { type = "text", text = text } } }, function(err, result)
-      S.busy = false
-      refresh_winbar()
-      if err then
-        chat:lines({ "", "Error: " .. (err.message or vim.inspect(err)) })
-        emit("done", { error = err.message or "error" })
-        return
+    prompts_changed()
+    local params = { sessionId = S.session_id, prompt = { { type = "text", text = text } } }
+    if prompt.delivery == "steer" then
+      params._meta = { dsh = { delivery = "steer" } }
+    end
+    local session, rpc = S.session_id, S.rpc
+    rpc:request("session/prompt", params, function(err, result)
+      local was = prompt.state
+      if err and rpc.exited then
+        S.prompts:clear() -- nothing runs any more
       end
-      if result.stopReason and result.stopReason ~= "end_turn" then
-        chat:lines({ "", "(" .. result.stopReason .. ")" })
+      local next = S.prompts:answered(prompt)
+      local here = S.session_id == session and ensure_chat()
+      if was == "running" and here then
+        if err then
+          here:lines({ "", "Error: " .. (err.message or vim.inspect(err)) })
+        elseif result.stopReason and result.stopReason ~= "end_turn" then
+          here:lines({ "", "(" .. result.stopReason .. ")" })
+        end
+        if next then
+          show_prompt(here, next.text)
+        end
+      elseif err and was == "waiting" then
+        notify("dsh did not take the prompt: " .. (err.message or vim.inspect(err)), vim.log.levels.WARN)
       end
-      emit("done", { stopReason = result.stopReason })
+      if here then
+        prompts_changed()
+      end
+      emit("done", {
+        text = text,
+        delivery = prompt.delivery,
+        stopReason = result and result.stopReason,
+        error = err and (err.message or "error") or nil,
+      })
     end)
   end)
 end
 
---- Cancels the running turn.
+--- Sends `text` into the running turn (a prompt with `{steer = true}`);
+--- with no turn running it is an ordinary prompt.
+---@param text string
+function M.steer(text)
+  M.prompt(text, { steer = true })
+end
+
+--- Cancels the running turn and every prompt waiting behind it.
 function M.cancel()
-  if S.rpc and S.session_id and S.busy then
+  if S.rpc and S.session_id and S.prompts:busy() then
+    local dropped = S.prompts:cancel()
+    if #dropped > 0 then
+      notify(("%d waiting prompt%s dropped"):format(#dropped, #dropped == 1 and "" or "s"))
+    end
+    prompts_changed()
     S.rpc:notify("session/cancel", { sessionId = S.session_id })
   end
 end
@@ -369,7 +458,7 @@ function M.load(session_id, callback)
         return
       end
       if callback then
-        S.queue[#S.queue + 1] = callback
+        S.on_ready[#S.on_ready + 1] = callback
       end
       opened(session_id, result)
     end)
@@ -460,13 +549,19 @@ function M.stop()
   end
 end
 
---- `{session_id, mode, model, busy, usage, title}`.
+--- `{session_id, mode, model, busy, pending, usage, title}`; `pending`
+--- lists the prompts waiting behind the running turn (`{text, delivery}`).
 function M.state()
+  local pending = {}
+  for _, prompt in ipairs(S.prompts.waiting) do
+    pending[#pending + 1] = { text = prompt.text, delivery = prompt.delivery }
+  end
   return {
     session_id = S.session_id,
     mode = option_value("mode"),
     model = option_value("model"),
-    busy = S.busy,
+    busy = S.prompts:busy(),
+    pending = pending,
     usage = S.usage,
     title = S.title,
     pid = S.rpc and not S.rpc.exited and S.rpc:pid() or nil,
@@ -484,9 +579,11 @@ function M.log()
 end
 
 --- Subscribes to `update` (each session/update), `permission` (an ask,
---- before the prompt shows) or `done` (a prompt ended: `{stopReason}` or
---- `{error}`). Returns a function that unsubscribes.
----@param event "update"|"permission"|"done"
+--- before the prompt shows), `question` (an `elicitation/create`, before
+--- its first picker shows) or `done` (dsh answered a prompt: `{text,
+--- delivery, stopReason}` or `{text, delivery, error}`). Returns a
+--- function that unsubscribes.
+---@param event "update"|"permission"|"question"|"done"
 ---@param fn fun(payload: table)
 function M.on(event, fn)
   assert(S.listeners[event], "unknown dsh event " .. tostring(event))

@@ -3,7 +3,8 @@
 --- Spawns the agent with `vim.system`, splits its stdout into lines (a read
 --- may end mid-line), answers the agent's requests through handlers and
 --- resumes callers by id. When the process exits every pending callback
---- fires with an error, so nothing waits forever.
+--- fires with an error, so nothing waits forever. A request dsh withdraws
+--- (`$/cancel_request`) calls the canceller its handler registered.
 
 local M = {}
 
@@ -11,7 +12,8 @@ local M = {}
 ---@field private proc vim.SystemObj
 ---@field private next_id integer
 ---@field private pending table<integer, fun(err: table|nil, result: any)>
----@field private handlers table<string, fun(params: table, respond: fun(result: any, err: table|nil))>
+---@field private handlers table<string, fun(params: table, respond: fun(result: any, err: table|nil), on_cancel: fun(fn: fun()))>
+---@field private cancellers table<any, fun()>  by the id of a request of dsh's still open
 ---@field private on_notify fun(method: string, params: table)
 ---@field private buffer string
 ---@field exited boolean
@@ -25,6 +27,7 @@ function M.start(cmd, opts)
   local self = setmetatable({
     next_id = 0,
     pending = {},
+    cancellers = {},
     handlers = opts.handlers or {},
     on_notify = opts.on_notify,
     buffer = "",
@@ -87,7 +90,13 @@ function Rpc:dispatch(message)
   if message.method and message.id ~= nil then
     local handler = self.handlers[message.method]
     local id = message.id
+    local answered = false
     local function respond(result, err)
+      if answered then
+        return
+      end
+      answered = true
+      self.cancellers[id] = nil
       if err then
         self:write({ jsonrpc = "2.0", id = id, error = err })
       else
@@ -98,9 +107,21 @@ function Rpc:dispatch(message)
       respond(nil, { code = -32601, message = "dsh.nvim does not handle " .. message.method })
       return
     end
-    local ok, err = pcall(handler, message.params or {}, respond)
+    local function on_cancel(fn)
+      if not answered then
+        self.cancellers[id] = fn
+      end
+    end
+    local ok, err = pcall(handler, message.params or {}, respond, on_cancel)
     if not ok then
       respond(nil, { code = -32603, message = tostring(err) })
+    end
+  elseif message.method == "$/cancel_request" then
+    local id = message.params and message.params.requestId
+    local cancel = id ~= nil and self.cancellers[id]
+    if cancel then
+      self.cancellers[id] = nil
+      cancel()
     end
   elseif message.method then
     self.on_notify(message.method, message.params or {})
