@@ -1,9 +1,10 @@
 //! The VS Code extension's own tests (editor-extensions/vscode, node's test
 //! runner), run against this build's `dsh`: its protocol layer over real
 //! ACP with the scripted model, the chat panel in Debian's Chromium, the
-//! manifest against the code, and the settings a workspace cannot set. CI
-//! builds it first (`.ci/run` sets DSH_VSCODE=1); elsewhere: `npm ci &&
-//! npm run build` in that directory.
+//! pure mappings (forms, the line of prompts), the manifest against the
+//! code, and the settings a workspace cannot set. CI builds it first
+//! (`.ci/run` sets DSH_VSCODE=1); elsewhere: `npm ci && npm run build` in
+//! that directory.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -52,6 +53,11 @@ async fn the_vscode_extension_tests_pass_against_this_dsh() {
         "settings that choose what runs or where data goes are machine-scoped in package.json",
         "userSetting and launchSettings take the user value or the default, never a workspace's",
         "activation starts the user's dsh with the user's environment, whatever the workspace sets",
+        // Issue 25: dsh's questions and prompts sent while a turn runs.
+        "an elicitation form becomes questions asked in order, with Other folded in",
+        "QuickPick items and what picking them answers",
+        "answers are checked, then sent as the form's content",
+        "the line of prompts: steered and queued behind the running turn, cancelled with it",
     ] {
         assert!(stdout.contains(name), "{name:?} did not run:\n{stdout}");
     }
@@ -60,4 +66,7 @@ async fn the_vscode_extension_tests_pass_against_this_dsh() {
         "{stdout}"
     );
     assert!(dir.join("dist/screenshots/chat-panel.png").exists());
+    assert!(dir
+        .join("dist/screenshots/chat-panel-question.png")
+        .exists());
 }

@@ -1,6 +1,8 @@
 // The dsh chat panel (a VS Code webview). It renders the view model the
 // extension posts ({type: "state", state}) and posts back what the user
-// does. Everything shown is escaped: text comes from the model.
+// does: prompts (queued or steered while a turn runs), answers to a
+// permission ask or to dsh's questions. Everything shown is escaped: text
+// comes from the model.
 // @ts-check
 /* global acquireVsCodeApi */
 (function () {
@@ -9,8 +11,13 @@
   const log = $("#log");
   const input = /** @type {HTMLTextAreaElement} */ ($("#input"));
   const send = $("#send");
+  const steer = $("#steer");
   const cancel = $("#cancel");
   const header = $("#header");
+  const question = $("#question");
+  const pending = $("#pending");
+  let busy = false;
+  let questionKey = null;
 
   const KIND_ICONS = {
     read: "▤", edit: "✎", delete: "✕", move: "⇄", search: "⌕",
@@ -150,6 +157,86 @@
     return `<div class="ask"><div class="ask-title">Allow ${escape(asking.title)}?</div><div class="answers">${buttons}</div></div>`;
   }
 
+  function answers(item) {
+    const head =
+      item.action === "accept" ? "You answered" : item.action === "decline" ? "You declined to answer" : "Not answered (dismissed)";
+    const lines = item.lines.map((line) => `<li>${escape(line)}</li>`).join("");
+    return `<div class="answers answers-${escape(item.action)}"><div class="answers-head">${head}</div>${lines ? `<ul>${lines}</ul>` : ""}</div>`;
+  }
+
+  /** One question of dsh's form as form controls; `n` names its inputs. */
+  function field(q, n) {
+    const name = `q${n}`;
+    const parts = [`<fieldset data-q="${escape(q.id)}" data-kind="${escape(q.kind)}">`, `<legend>${escape(q.title)}</legend>`];
+    if (q.description && q.description !== q.title) parts.push(`<div class="muted">${escape(q.description)}</div>`);
+    const choice = (type, value, label, extra, description) =>
+      `<label class="choice"><input type="${type}" name="${name}" value="${escape(value)}"${extra}> ${escape(label)}` +
+      (description ? ` <span class="muted">— ${escape(description)}</span>` : "") +
+      "</label>";
+    const other = (type) => (q.other ? choice(type, "", "Other:", " data-other", "") + '<input type="text" class="other-text">' : "");
+    if (q.kind === "single" || q.kind === "boolean") {
+      const options = q.kind === "boolean" ? [{ value: "true", label: "Yes" }, { value: "false", label: "No" }] : q.options;
+      for (const option of options) parts.push(choice("radio", option.value, option.label, "", option.description));
+      parts.push(other("radio"));
+      if (!q.required) parts.push(choice("radio", "", "Skip", " data-skip", ""));
+    } else if (q.kind === "multi") {
+      for (const option of q.options) parts.push(choice("checkbox", option.value, option.label, "", option.description));
+      parts.push(other("checkbox"));
+    } else {
+      const type = q.kind === "text" ? "text" : "number";
+      const value = q.default !== undefined ? ` value="${escape(q.default)}"` : "";
+      parts.push(`<input type="${type}" class="typed"${value}${q.kind === "integer" ? ' step="1"' : ""}>`);
+    }
+    parts.push("</fieldset>");
+    return parts.join("");
+  }
+
+  /** dsh's open questions, drawn once per form (so what is typed stays
+   * while other updates arrive). */
+  function showQuestion(open) {
+    const key = open ? open.key : null;
+    if (key === questionKey) return;
+    questionKey = key;
+    if (!open) {
+      question.innerHTML = "";
+      return;
+    }
+    question.innerHTML =
+      `<form class="question"><div class="question-head">dsh asks</div>` +
+      open.questions.map(field).join("") +
+      '<div class="answers-buttons"><button type="submit" class="answer">Answer</button>' +
+      '<button type="button" class="answer kind-reject_once" data-decline>Decline to answer</button></div></form>';
+  }
+
+  /** The form's answers, as the extension checks them. */
+  function collect(form) {
+    const out = {};
+    for (const set of form.querySelectorAll("fieldset[data-q]")) {
+      const id = set.dataset.q;
+      const kind = set.dataset.kind;
+      const otherText = (set.querySelector(".other-text")?.value || "").trim();
+      if (kind === "single" || kind === "boolean") {
+        const checked = set.querySelector("input[type=radio]:checked");
+        if (!checked || checked.dataset.skip !== undefined) continue;
+        if (checked.dataset.other !== undefined) {
+          if (otherText) out[id] = { other: otherText };
+          continue;
+        }
+        out[id] = { value: kind === "boolean" ? checked.value === "true" : checked.value };
+      } else if (kind === "multi") {
+        const values = [...set.querySelectorAll("input[type=checkbox]:checked")]
+          .filter((box) => box.dataset.other === undefined)
+          .map((box) => box.value);
+        const other = set.querySelector("input[type=checkbox][data-other]:checked") && otherText;
+        if (values.length || other) out[id] = other ? { values, other } : { values };
+      } else {
+        const typed = (set.querySelector("input.typed")?.value || "").trim();
+        if (typed) out[id] = kind === "text" ? { text: typed } : { value: Number(typed) };
+      }
+    }
+    return out;
+  }
+
   function render(state) {
     const chunks = [];
     for (const item of state.items) {
@@ -159,6 +246,7 @@
         chunks.push(`<details class="thought"><summary>Thinking</summary>${markdown(item.text)}</details>`);
       } else if (item.type === "tool" && state.tools[item.id]) chunks.push(tool(state.tools[item.id]));
       else if (item.type === "plan") chunks.push(plan(item.entries));
+      else if (item.type === "answers") chunks.push(answers(item));
     }
     if (state.asking) chunks.push(ask(state.asking));
     const atBottom = log.scrollHeight - log.scrollTop - log.clientHeight < 40;
@@ -178,23 +266,48 @@
       ? `<span class="usage" title="context used">${Math.round((100 * state.usage.used) / state.usage.size)}% of ${Math.round(state.usage.size / 1000)}k</span>`
       : "";
     header.innerHTML = `<span class="title">${escape(state.title || "dsh")}</span>${pickers}${usage}`;
-    send.disabled = state.busy;
-    cancel.hidden = !state.busy;
+    showQuestion(state.question);
+    pending.innerHTML = (state.pending || [])
+      .map((prompt) => {
+        const steered = prompt.delivery === "steer";
+        return `<div class="pending-item pending-${steered ? "steer" : "queue"}"><span class="badge">${steered ? "Steering" : "Queued"}</span> ${escape(prompt.text)}</div>`;
+      })
+      .join("");
+    // The input stays open while dsh works: Send queues, Steer steers.
+    busy = !!state.busy;
+    send.textContent = busy ? "Queue" : "Send";
+    steer.hidden = !busy;
+    cancel.hidden = !busy;
   }
 
-  function submit() {
+  /** Sends the input: while a turn runs, queued for its own turn or
+   * (`steer`) into the running one. */
+  function submit(steered) {
     const text = input.value.trim();
     if (!text) return;
-    vscode.postMessage({ type: "prompt", text });
+    vscode.postMessage(steered && busy ? { type: "prompt", text, delivery: "steer" } : { type: "prompt", text });
     input.value = "";
   }
 
-  send.addEventListener("click", submit);
+  send.addEventListener("click", () => submit(false));
+  steer.addEventListener("click", () => submit(true));
   cancel.addEventListener("click", () => vscode.postMessage({ type: "cancel" }));
   input.addEventListener("keydown", (event) => {
     if (event.key === "Enter" && !event.shiftKey) {
       event.preventDefault();
-      submit();
+      submit(event.ctrlKey || event.metaKey);
+    }
+  });
+  question.addEventListener("submit", (event) => {
+    event.preventDefault();
+    vscode.postMessage({ type: "questions", action: "accept", answers: collect(/** @type {HTMLFormElement} */ (event.target)) });
+  });
+  question.addEventListener("input", (event) => {
+    // Typing an "Other" answer chooses "Other".
+    const target = /** @type {HTMLInputElement} */ (event.target);
+    if (target.classList.contains("other-text") && target.value.trim()) {
+      const box = /** @type {HTMLInputElement|null} */ (target.parentElement?.querySelector("input[data-other]") ?? null);
+      if (box) box.checked = true;
     }
   });
   document.addEventListener("click", (event) => {
@@ -202,6 +315,7 @@
     const button = target.closest("button");
     if (!button) return;
     if (button.dataset.option) vscode.postMessage({ type: "answer", optionId: button.dataset.option });
+    else if (button.dataset.decline !== undefined) vscode.postMessage({ type: "questions", action: "decline" });
     else if (button.dataset.diff !== undefined) {
       vscode.postMessage({ type: "diff", toolCallId: button.dataset.toolId, index: Number(button.dataset.diff) });
     } else if (button.dataset.path) {

@@ -2,7 +2,9 @@
 // puppeteer-core, loads the panel's own HTML shell, script and style with a
 // stub of the VS Code webview API, is fed a recorded stream of view-model
 // states (text, thoughts, tool calls with a diff and locations, a plan, a
-// permission ask), and is checked through its DOM; a screenshot is saved.
+// permission ask; then dsh's questions as a form, prompts waiting behind
+// the turn, the answers), and is checked through its DOM and what it
+// posts; screenshots are saved.
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -13,6 +15,7 @@ import type { AddressInfo } from "node:net";
 import puppeteer from "puppeteer-core";
 import type * as acp from "@agentclientprotocol/sdk" with { "resolution-mode": "import" };
 
+import { parseForm } from "../src/protocol/questions";
 import { emptyChat, reduce, userSays, type ChatState } from "../src/protocol/viewModel";
 import { chatHtml } from "../src/protocol/webviewHtml";
 
@@ -200,6 +203,94 @@ test("the chat panel renders a recorded session and posts what the user does", {
       { type: "prompt", text: "now run the tests" },
       { type: "cancel" },
     ]);
+
+    // dsh's questions while prompts wait: the form above the composer, the
+    // waiting prompts under it, Send now queues and Steer steers.
+    const form = parseForm({
+      sessionId: "s1",
+      toolCallId: "q1",
+      mode: "form",
+      message: "Which database?\nWhat should the service be called?\nWhich extras?",
+      requestedSchema: {
+        type: "object",
+        properties: {
+          db: { type: "string", title: "Database", description: "Which database?", oneOf: [
+            { const: "Postgres (Recommended)", title: "Postgres (Recommended)", description: "Scales." },
+            { const: "SQLite", title: "SQLite" },
+          ] },
+          db_other: { type: "string" },
+          extras: { type: "array", title: "Which extras?", items: { type: "string", enum: ["metrics", "tracing", "<b>auth</b>"] } },
+          extras_other: { type: "string" },
+          name: { type: "string", title: "What should the service be called?" },
+        },
+        required: ["db", "name"],
+      },
+    });
+    assert.ok(!("unsupported" in form));
+    const asking = structuredClone(states().at(-1)!);
+    asking.asking = undefined;
+    asking.question = { key: 1, toolCallId: "q1", message: form.message, questions: form.questions };
+    asking.pending = [
+      { id: 2, text: "then run the tests", delivery: "queue" },
+      { id: 3, text: "use <b>tabs</b>", delivery: "steer" },
+    ];
+    const post = (state: ChatState) =>
+      page.evaluate((s) => window.postMessage({ type: "state", state: s }, "*"), state as unknown as Record<string, unknown>);
+    await post(asking);
+    await page.waitForSelector("#question fieldset");
+    assert.deepEqual(await text("#question legend"), ["Database", "What should the service be called?", "Which extras?"]);
+    assert.deepEqual(await text("#question fieldset[data-q='db'] label"), ["Postgres (Recommended) — Scales.", "SQLite", "Other:"]);
+    assert.deepEqual(await text(".pending-item"), ["Queued then run the tests", "Steering use <b>tabs</b>"], "escaped");
+    assert.equal(await page.$$eval("#question b, #pending b", (n) => n.length), 0);
+    assert.equal(await page.$eval("#send", (b) => (b as HTMLButtonElement).textContent), "Queue");
+    assert.equal(await page.$eval("#steer", (b) => (b as HTMLButtonElement).hidden), false);
+
+    await page.click("#question input[value='SQLite']");
+    await page.type("#question fieldset[data-q='name'] input.typed", "billing");
+    await page.click("#question fieldset[data-q='extras'] input[value='metrics']");
+    await page.type("#question fieldset[data-q='extras'] .other-text", "gRPC");
+    // Updates while the form is open keep what is typed.
+    asking.usage = { used: 60_000, size: 1_000_000 };
+    await post(asking);
+    assert.equal(await page.$eval("#question fieldset[data-q='name'] input.typed", (i) => (i as HTMLInputElement).value), "billing");
+    mkdirSync(shots, { recursive: true });
+    await page.screenshot({ path: join(shots, "chat-panel-question.png"), fullPage: true });
+    await page.click("#question button[type='submit']");
+    await page.click("#question button[data-decline]");
+    await page.type("#input", "look at b.rs too");
+    await page.keyboard.down("Control");
+    await page.keyboard.press("Enter");
+    await page.keyboard.up("Control");
+    await page.type("#input", "and c.rs");
+    await page.click("#steer");
+    await page.type("#input", "afterwards, lint");
+    await page.keyboard.press("Enter");
+    assert.deepEqual((await posted()).slice(7), [
+      {
+        type: "questions",
+        action: "accept",
+        answers: { db: { value: "SQLite" }, name: { text: "billing" }, extras: { values: ["metrics"], other: "gRPC" } },
+      },
+      { type: "questions", action: "decline" },
+      { type: "prompt", text: "look at b.rs too", delivery: "steer" },
+      { type: "prompt", text: "and c.rs", delivery: "steer" },
+      { type: "prompt", text: "afterwards, lint" },
+    ]);
+
+    // Answered: the form goes, the answers stay in the chat.
+    const answered = structuredClone(asking);
+    answered.question = undefined;
+    answered.pending = [];
+    answered.busy = false;
+    answered.items.push({ type: "answers", toolCallId: "q1", action: "accept", lines: ["Database: SQLite", "What should the service be called?: billing"] });
+    answered.items.push({ type: "answers", toolCallId: "q2", action: "decline", lines: [] });
+    await post(answered);
+    await page.waitForSelector("#question:empty");
+    assert.deepEqual(await text(".answers .answers-head"), ["You answered", "You declined to answer"]);
+    assert.deepEqual(await text(".answers li"), ["Database: SQLite", "What should the service be called?: billing"]);
+    assert.equal(await page.$eval("#send", (b) => (b as HTMLButtonElement).textContent), "Send");
+    assert.equal(await page.$eval("#steer", (b) => (b as HTMLButtonElement).hidden), true);
+    assert.deepEqual(await text(".pending-item"), []);
   } finally {
     await browser.close();
     server.close();

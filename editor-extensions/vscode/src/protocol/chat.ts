@@ -1,12 +1,15 @@
 // One chat with dsh as the panel drives it: the connection (started on
-// first use), the current session, its view model, the prompt in flight
-// and the permission ask open. No `vscode` import: the VS Code layer
-// supplies a `ChatUi` (QuickPick, diff editor, file system) and renders
-// the state it is handed.
+// first use), the current session, its view model, the prompts (the
+// running turn's, and those sent while it runs), the permission ask and
+// the questions open. No `vscode` import: the VS Code layer supplies a
+// `ChatUi` (QuickPick, InputBox, diff editor, file system) and renders the
+// state it is handed.
 
 import type * as acp from "@agentclientprotocol/sdk" with { "resolution-mode": "import" };
 
 import { DshConnection, type StartOptions } from "./connection";
+import { PromptLine, type Delivery, type Prompt } from "./prompts";
+import { formProblem, parseForm, summary, toResponse, type Form, type FormOutcome } from "./questions";
 import { Terminals, type Terminal } from "./terminals";
 import { emptyChat, pickers, reduce, userSays, type ChatState } from "./viewModel";
 
@@ -16,6 +19,12 @@ export interface ChatUi {
    * resolves with an option id, or null when dismissed. `signal` aborts
    * when the ask was answered elsewhere (the panel's buttons). */
   askPermission(request: acp.RequestPermissionRequest, signal: AbortSignal): Promise<string | null>;
+  /** Asks dsh's questions one after the other (QuickPick, InputBox);
+   * resolves with what the user did — dismissing a picker is a cancel.
+   * `signal` aborts when they were answered elsewhere (the panel's form)
+   * or withdrawn. When absent, forms are not advertised and dsh asks each
+   * question as a permission prompt instead. */
+  askQuestions?(form: Form, signal: AbortSignal): Promise<FormOutcome>;
   readTextFile?(path: string, line?: number | null, limit?: number | null): Promise<string>;
   writeTextFile?(path: string, content: string): Promise<void>;
   /** Shows a command dsh runs in the editor (a VS Code terminal). When
@@ -41,6 +50,9 @@ export class Chat {
   sessionId?: string;
   private connection?: Promise<DshConnection>;
   private pendingAsk?: { resolve: (id: string | null) => void; abort: AbortController };
+  private pendingQuestion?: { resolve: (outcome: FormOutcome) => void; form: Form };
+  private questionKey = 0;
+  private line = new PromptLine();
   private frame?: ReturnType<typeof setTimeout>;
 
   constructor(private options: ChatOptions) {}
@@ -58,6 +70,7 @@ export class Chat {
         ...this.options.start,
         host: {
           requestPermission: (request) => this.ask(request),
+          elicit: ui.askQuestions ? (request, signal) => this.elicit(request, signal) : undefined,
           readTextFile: ui.readTextFile?.bind(ui),
           writeTextFile: ui.writeTextFile?.bind(ui),
           terminals,
@@ -77,6 +90,11 @@ export class Chat {
     if (note.sessionId !== this.sessionId) return;
     reduce(this.state, note);
     const update = note.update;
+    // A steered prompt lands: shown where it lands (the fold above), no
+    // longer pending.
+    if (update.sessionUpdate === "user_message_chunk" && update.content.type === "text" && this.line.landed(update.content.text)) {
+      this.sync();
+    }
     if (
       (update.sessionUpdate === "tool_call" || update.sessionUpdate === "tool_call_update") &&
       update.locations?.length
@@ -127,11 +145,67 @@ export class Chat {
     this.pendingAsk?.resolve(optionId);
   }
 
+  /** dsh's questions: asked in the editor's pickers and shown in the panel
+   * (which can answer them too: whichever answers first wins); what the
+   * user answered stays in the chat. Never answered for the user: a form
+   * that cannot be shown is declined, a dismissed one cancelled. */
+  private async elicit(request: acp.CreateElicitationRequest, signal: AbortSignal): Promise<acp.CreateElicitationResponse> {
+    const form = parseForm(request);
+    if ("unsupported" in form) {
+      this.options.ui.error(`dsh asked something the panel cannot show (${form.unsupported}); declined`);
+      return { action: "decline" };
+    }
+    this.pendingQuestion?.resolve({ action: "cancel" });
+    const abort = new AbortController();
+    const answered = new Promise<FormOutcome>((resolve) => {
+      this.pendingQuestion = { resolve, form };
+    });
+    const withdrawn = new Promise<FormOutcome>((resolve) => {
+      if (signal.aborted) resolve({ action: "cancel" });
+      else signal.addEventListener("abort", () => resolve({ action: "cancel" }), { once: true });
+    });
+    this.state.question = { key: ++this.questionKey, toolCallId: form.toolCallId, message: form.message, questions: form.questions };
+    this.changed(true);
+    const outcome = await Promise.race([answered, withdrawn, this.options.ui.askQuestions!(form, abort.signal)]);
+    abort.abort();
+    this.pendingQuestion = undefined;
+    this.state.question = undefined;
+    this.state.items.push({
+      type: "answers",
+      toolCallId: form.toolCallId,
+      action: outcome.action,
+      lines: outcome.action === "accept" ? summary(form, outcome.answers) : [],
+    });
+    this.changed(true);
+    return toResponse(form, outcome);
+  }
+
+  /** The panel's form answers the open questions. Answers with a problem
+   * (returned) leave them open. */
+  answerQuestions(outcome: FormOutcome): string | undefined {
+    const open = this.pendingQuestion;
+    if (!open) return undefined;
+    if (outcome.action === "accept") {
+      const problem = formProblem(open.form, outcome.answers);
+      if (problem) return problem;
+    }
+    open.resolve(outcome);
+    return undefined;
+  }
+
+  /** The view model after the line of prompts changed. */
+  private sync() {
+    this.state.busy = this.line.busy;
+    this.state.pending = this.line.waiting.map(({ id, text, delivery }) => ({ id, text, delivery }));
+    this.changed(true);
+  }
+
   /** A new session in the workspace folder. */
   async newSession(): Promise<void> {
     const connection = await this.connect();
     const response = await connection.newSession(this.options.cwd);
     this.sessionId = response.sessionId;
+    this.line = new PromptLine();
     this.state = emptyChat();
     this.state.options = pickers(response.configOptions);
     this.changed(true);
@@ -147,34 +221,45 @@ export class Chat {
   async load(sessionId: string): Promise<void> {
     const connection = await this.connect();
     this.sessionId = sessionId;
+    this.line = new PromptLine();
     this.state = emptyChat();
     const response = await connection.loadSession(sessionId, this.options.cwd);
     this.state.options = pickers(response.configOptions);
     this.changed(true);
   }
 
-  /** Sends a prompt (starting a session first if there is none). */
-  async prompt(text: string): Promise<acp.StopReason | undefined> {
-    if (this.state.busy) return undefined;
+  /** Sends a prompt (starting a session first if there is none); resolves
+   * with its stop reason when dsh answers it. While a turn runs it waits,
+   * shown as pending: queued (the default) for its own turn, which starts
+   * when the turns ahead of it end; steered, until dsh puts it into the
+   * running turn. */
+  async prompt(text: string, delivery: Delivery = "queue"): Promise<acp.StopReason | undefined> {
+    let prompt: Prompt | undefined;
     try {
       if (!this.sessionId) await this.newSession();
       const connection = await this.connect();
-      userSays(this.state, text);
-      this.state.busy = true;
-      this.changed(true);
-      return await connection.prompt(this.sessionId!, text);
+      const sent = this.line.send(text, delivery);
+      prompt = sent.prompt;
+      if (sent.starts) userSays(this.state, text);
+      this.sync();
+      return await connection.prompt(this.sessionId!, text, prompt.delivery);
     } catch (error) {
       this.options.ui.error(error instanceof Error ? error.message : String(error));
       return undefined;
     } finally {
-      this.state.busy = false;
-      this.changed(true);
+      const next = prompt && this.line.answered(prompt);
+      if (next) userSays(this.state, next.text);
+      this.sync();
     }
   }
 
+  /** Cancels the running turn and every prompt waiting behind it. */
   async cancel(): Promise<void> {
     if (!this.sessionId || !this.connection) return;
     this.answer(null);
+    this.pendingQuestion?.resolve({ action: "cancel" });
+    this.line.cancel();
+    this.sync();
     await (await this.connection).cancel(this.sessionId);
   }
 
@@ -190,6 +275,7 @@ export class Chat {
   /** Stops dsh (EOF; killed if it lingers). The next use starts it again. */
   async dispose(): Promise<number | null> {
     this.answer(null);
+    this.pendingQuestion?.resolve({ action: "cancel" });
     const connection = this.connection;
     this.connection = undefined;
     if (!connection) return null;

@@ -8,12 +8,16 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 import type * as acp from "@agentclientprotocol/sdk" with { "resolution-mode": "import" };
 
+import type { Delivery } from "./prompts";
 import type { Terminals } from "./terminals";
 
 /** What dsh may ask of the editor. Only what is implemented is advertised. */
 export interface Host {
   /** A permission prompt; the answer is an option id, or null (cancelled). */
   requestPermission(request: acp.RequestPermissionRequest): Promise<string | null>;
+  /** A form of questions (`elicitation/create`, form mode; advertised as
+   * `elicitation.form`). `signal` aborts when dsh withdraws it. */
+  elicit?(request: acp.CreateElicitationRequest, signal: AbortSignal): Promise<acp.CreateElicitationResponse>;
   /** The text of a file, unsaved edits included. */
   readTextFile?(path: string, line?: number | null, limit?: number | null): Promise<string>;
   /** Writes a file (undoable in the editor). */
@@ -90,6 +94,10 @@ export class DshConnection {
           ? { outcome: { outcome: "cancelled" } }
           : { outcome: { outcome: "selected", optionId: chosen } };
       });
+    if (host.elicit) {
+      const elicit = host.elicit.bind(host);
+      app.onRequest(methods.client.elicitation.create, ({ params, signal }) => elicit(params, signal));
+    }
     if (host.readTextFile) {
       const read = host.readTextFile.bind(host);
       app.onRequest(methods.client.fs.readTextFile, async ({ params }) => ({
@@ -139,6 +147,7 @@ export class DshConnection {
       clientCapabilities: {
         fs: { readTextFile: !!host.readTextFile, writeTextFile: !!host.writeTextFile },
         terminal: !!terminals,
+        ...(host.elicit ? { elicitation: { form: {} } } : {}),
       },
       clientInfo: { name: "dsh-vscode", version: "0.1.0" },
     });
@@ -163,14 +172,18 @@ export class DshConnection {
     return this.connection.agent.request("session/list", cwd ? { cwd } : {});
   }
 
-  async prompt(sessionId: string, text: string): Promise<acp.StopReason> {
+  /** A prompt; answered when its turn ends. While a turn runs dsh queues
+   * it for its own turn, or with `steer` puts it into the running one. */
+  async prompt(sessionId: string, text: string, delivery: Delivery = "queue"): Promise<acp.StopReason> {
     const response = await this.connection.agent.request("session/prompt", {
       sessionId,
       prompt: [{ type: "text", text }],
+      ...(delivery === "steer" ? { _meta: { dsh: { delivery: "steer" } } } : {}),
     });
     return response.stopReason;
   }
 
+  /** Cancels the running turn and every prompt waiting behind it. */
   cancel(sessionId: string): Promise<void> {
     return this.connection.agent.notify("session/cancel", { sessionId });
   }

@@ -9,6 +9,9 @@ import type {
   ToolCallLocation,
 } from "@agentclientprotocol/sdk" with { "resolution-mode": "import" };
 
+import type { Delivery } from "./prompts";
+import type { Question } from "./questions";
+
 export type ToolStatus = "pending" | "in_progress" | "completed" | "failed";
 
 export interface DiffView {
@@ -32,7 +35,10 @@ export type Item =
   | { type: "agent"; text: string }
   | { type: "thought"; text: string }
   | { type: "tool"; id: string }
-  | { type: "plan"; entries: { content: string; status: string }[] };
+  | { type: "plan"; entries: { content: string; status: string }[] }
+  /** What the user answered to dsh's questions (or that they declined or
+   * dismissed them), where it was asked. */
+  | { type: "answers"; toolCallId?: string; action: "accept" | "decline" | "cancel"; lines: string[] };
 
 export interface ChatState {
   items: Item[];
@@ -44,6 +50,13 @@ export interface ChatState {
   options: Picker[];
   /** A permission ask the user has not answered. */
   asking?: { toolCallId: string; title: string; options: { id: string; name: string; kind: string }[] };
+  /** dsh's questions (a form) the user has not answered. `key` changes
+   * with each form (the panel keeps what is typed while it stays). */
+  question?: { key: number; toolCallId?: string; message: string; questions: Question[] };
+  /** Prompts sent while the turn runs, waiting: queued for their own
+   * turn, or to be steered into this one. */
+  pending: { id: number; text: string; delivery: Delivery }[];
+  /** A turn runs. */
   busy: boolean;
 }
 
@@ -57,7 +70,7 @@ export interface Picker {
 }
 
 export function emptyChat(): ChatState {
-  return { items: [], tools: {}, options: [], busy: false };
+  return { items: [], tools: {}, options: [], pending: [], busy: false };
 }
 
 /** The select settings of `session/new` / `session/load` or of a
@@ -175,8 +188,9 @@ export function reduce(state: ChatState, note: SessionNotification): ChatState {
   return state;
 }
 
-/** The user's prompt, as the panel shows it when it is sent (dsh does not
- * echo a prompt live; `session/load` replays it as user chunks). */
+/** The user's prompt, as the panel shows it when its turn starts (dsh
+ * echoes only a steered prompt live, as it lands; `session/load` replays
+ * every one as user chunks). */
 export function userSays(state: ChatState, text: string): ChatState {
   state.items.push({ type: "user", text });
   return state;

@@ -29,9 +29,12 @@ export function chatHtml(shell: Shell): string {
 <body>
 <div id="header"></div>
 <div id="log" role="log" aria-live="polite"></div>
+<div id="question"></div>
+<div id="pending" aria-live="polite"></div>
 <div id="composer">
-<textarea id="input" placeholder="Ask dsh… (Enter sends, Shift+Enter for a new line)"></textarea>
+<textarea id="input" placeholder="Ask dsh… (Enter sends, Shift+Enter for a new line; while dsh works, Enter queues and Ctrl+Enter steers)"></textarea>
 <button id="send">Send</button>
+<button id="steer" hidden title="Send into the running turn: dsh reads it at its next step (Ctrl+Enter)">Steer</button>
 <button id="cancel" hidden>Cancel</button>
 </div>
 <script nonce="${shell.nonce}" src="${shell.scriptUri}"></script>

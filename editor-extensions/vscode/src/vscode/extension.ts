@@ -1,14 +1,28 @@
 // The VS Code side, kept thin: the chat view (a webview), commands, the
 // status bar, and the editor services dsh asks for — permission prompts
 // (QuickPick, with a proposed edit shown in VS Code's diff editor first),
-// files read from open documents and written through WorkspaceEdits. All
-// protocol work is in ../protocol.
+// questions (a QuickPick or an InputBox per question), files read from
+// open documents and written through WorkspaceEdits. All protocol work,
+// and what each picker's answer means, is in ../protocol.
 
 import * as vscode from "vscode";
 import { readFile } from "node:fs/promises";
 import type * as acp from "@agentclientprotocol/sdk" with { "resolution-mode": "import" };
 
 import { Chat, type ChatUi } from "../protocol/chat";
+import type { Delivery } from "../protocol/prompts";
+import {
+  answerFromPicks,
+  pickItems,
+  pickerTitle,
+  typedAnswer,
+  type Answer,
+  type Answers,
+  type Form,
+  type FormOutcome,
+  type PickItem,
+  type Question,
+} from "../protocol/questions";
 import { launchSettings } from "../protocol/settings";
 import type { Terminal } from "../protocol/terminals";
 import type { ChatState, DiffView } from "../protocol/viewModel";
@@ -141,6 +155,128 @@ async function askPermission(
   });
 }
 
+type Step = { answer?: Answer } | "decline" | "cancel";
+
+/** The title bar's button that declines the whole form. */
+const decline = (): vscode.QuickInputButton => ({ iconPath: new vscode.ThemeIcon("circle-slash"), tooltip: "Decline to answer" });
+
+/** The free text of "Other…" (undefined: dismissed). */
+function otherText(q: Question, title: string, signal: AbortSignal): Promise<string | undefined> {
+  const box = vscode.window.createInputBox();
+  box.title = `${title} — other`;
+  box.prompt = q.description;
+  box.ignoreFocusOut = true;
+  return new Promise((resolve) => {
+    const done = (text: string | undefined) => {
+      resolve(text);
+      box.dispose();
+    };
+    signal.addEventListener("abort", () => done(undefined), { once: true });
+    box.onDidAccept(() => {
+      if (box.value.trim()) done(box.value.trim());
+      else box.validationMessage = "Type your answer, or press Escape to go back";
+    });
+    box.onDidHide(() => done(undefined));
+    box.show();
+  });
+}
+
+/** One question with options in a QuickPick (`canPickMany` for several);
+ * "Other…" asks for its text. The title bar's button declines; hiding the
+ * picker cancels. */
+async function pickAnswer(q: Question, title: string, signal: AbortSignal): Promise<Step> {
+  while (!signal.aborted) {
+    const pick = vscode.window.createQuickPick<vscode.QuickPickItem & { item?: PickItem }>();
+    pick.title = title;
+    pick.placeholder = q.description ?? (q.kind === "multi" ? "Choose any, then press Enter" : undefined);
+    pick.ignoreFocusOut = true;
+    pick.canSelectMany = q.kind === "multi";
+    pick.buttons = [decline()];
+    const items = pickItems(q);
+    pick.items = items.flatMap((item, i) => {
+      const entry = { label: item.label, description: item.description, item };
+      const first = item.special && !items[i - 1]?.special;
+      return first ? [{ label: "", kind: vscode.QuickPickItemKind.Separator }, entry] : [entry];
+    });
+    if (q.kind === "multi" && Array.isArray(q.default)) {
+      const chosen = new Set(q.default);
+      pick.selectedItems = pick.items.filter((entry) => typeof entry.item?.value === "string" && chosen.has(entry.item.value));
+    }
+    const picked = await new Promise<PickItem[] | "decline" | "cancel">((resolve) => {
+      const done = (result: PickItem[] | "decline" | "cancel") => {
+        resolve(result);
+        pick.dispose();
+      };
+      signal.addEventListener("abort", () => done("cancel"), { once: true });
+      pick.onDidTriggerButton(() => done("decline"));
+      pick.onDidAccept(() => {
+        const chosen = pick.selectedItems.flatMap((entry) => (entry.item ? [entry.item] : []));
+        const checked = answerFromPicks(q, chosen, "…");
+        if (checked.problem) void vscode.window.showWarningMessage(`dsh: ${checked.problem}`);
+        else done(chosen);
+      });
+      pick.onDidHide(() => done("cancel"));
+      pick.show();
+    });
+    if (picked === "decline" || picked === "cancel") return picked;
+    let result = answerFromPicks(q, picked);
+    if (result.needsOther) {
+      const text = await otherText(q, title, signal);
+      if (signal.aborted) return "cancel";
+      if (text === undefined) continue; // back to the choices
+      result = answerFromPicks(q, picked, text);
+    }
+    if (result.problem) {
+      void vscode.window.showWarningMessage(`dsh: ${result.problem}`);
+      continue;
+    }
+    return { answer: result.answer };
+  }
+  return "cancel";
+}
+
+/** A free-text or number question in an InputBox, checked as typed. */
+function typeAnswer(q: Question, title: string, signal: AbortSignal): Promise<Step> {
+  const box = vscode.window.createInputBox();
+  box.title = title;
+  box.prompt = q.description;
+  box.placeholder = q.required ? undefined : "Leave empty to skip";
+  box.value = q.default !== undefined ? String(q.default) : "";
+  box.ignoreFocusOut = true;
+  box.buttons = [decline()];
+  return new Promise((resolve) => {
+    const done = (step: Step) => {
+      resolve(step);
+      box.dispose();
+    };
+    signal.addEventListener("abort", () => done("cancel"), { once: true });
+    box.onDidTriggerButton(() => done("decline"));
+    box.onDidChangeValue((value) => {
+      box.validationMessage = value.trim() ? typedAnswer(q, value).problem : undefined;
+    });
+    box.onDidAccept(() => {
+      const typed = typedAnswer(q, box.value);
+      if (typed.problem) box.validationMessage = typed.problem;
+      else done({ answer: typed.answer });
+    });
+    box.onDidHide(() => done("cancel"));
+    box.show();
+  });
+}
+
+/** dsh's questions, one picker each, in order. */
+async function askQuestions(form: Form, signal: AbortSignal): Promise<FormOutcome> {
+  const answers: Answers = {};
+  for (const [i, q] of form.questions.entries()) {
+    const title = pickerTitle(q, i, form.questions.length);
+    const step = q.options.length || q.kind === "boolean" ? await pickAnswer(q, title, signal) : await typeAnswer(q, title, signal);
+    if (signal.aborted) return { action: "cancel" };
+    if (step === "decline" || step === "cancel") return { action: step };
+    answers[q.id] = step.answer;
+  }
+  return { action: "accept", answers };
+}
+
 /** A command dsh runs in the editor, shown in a VS Code terminal as it
  * runs; closing the terminal kills the command. */
 function showTerminal(terminal: Terminal) {
@@ -177,6 +313,7 @@ export function activate(context: vscode.ExtensionContext) {
 
   const ui: ChatUi = {
     askPermission: (request, signal) => askPermission(request, signal, diffs),
+    askQuestions,
     readTextFile: readText,
     writeTextFile: writeText,
     showTerminal,
@@ -220,8 +357,20 @@ export function activate(context: vscode.ExtensionContext) {
       const current = await getChat();
       switch (message.type) {
         case "prompt":
-          await current.prompt(String(message.text));
+          await current.prompt(String(message.text), message.delivery === "steer" ? "steer" : "queue");
           break;
+        case "questions": {
+          const action = message.action;
+          const outcome: FormOutcome | undefined =
+            action === "accept" && message.answers && typeof message.answers === "object"
+              ? { action, answers: message.answers as Answers }
+              : action === "decline" || action === "cancel"
+                ? { action }
+                : undefined;
+          const problem = outcome ? current.answerQuestions(outcome) : "not an answer";
+          if (problem) ui.error(problem);
+          break;
+        }
         case "cancel":
           await current.cancel();
           break;
@@ -272,6 +421,14 @@ export function activate(context: vscode.ExtensionContext) {
       if (chosen) await current.load(chosen.id);
     }),
     vscode.commands.registerCommand("dsh.cancel", async () => (await getChat()).cancel()),
+    vscode.commands.registerCommand("dsh.steer", async () => {
+      const text = await vscode.window.showInputBox({
+        title: "dsh: steer the running turn",
+        prompt: "dsh reads it at its next step (with no turn running, it is an ordinary prompt)",
+        ignoreFocusOut: true,
+      });
+      if (text?.trim()) await (await getChat()).prompt(text.trim(), "steer" satisfies Delivery);
+    }),
     vscode.commands.registerCommand("dsh.pickMode", () => pickSetting("mode")),
     vscode.commands.registerCommand("dsh.pickModel", () => pickSetting("model")),
     vscode.commands.registerCommand("dsh.showLocations", async () => {
