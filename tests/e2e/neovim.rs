@@ -207,3 +207,38 @@ async fn dsh_nvim_maps_forms_and_keeps_the_line_of_prompts_without_dsh() {
     world.run("form_spec.lua", "", &[]).await;
     world.run("prompts_spec.lua", "", &[]).await;
 }
+
+const ASK: &str = r#"{\"questions\":[{\"id\":\"db\",\"header\":\"Database\",\"question\":\"Which database?\",\"options\":[{\"label\":\"Postgres (Recommended)\",\"description\":\"Scales.\"},{\"label\":\"SQLite\"}]},{\"id\":\"name\",\"question\":\"What should the service be called?\"},{\"id\":\"extras\",\"question\":\"Which extras?\",\"multi_select\":true,\"options\":[{\"label\":\"metrics\"},{\"label\":\"tracing\"},{\"label\":\"auth\"}]}]}"#;
+const DEPLOY: &str = r#"{\"questions\":[{\"id\":\"go\",\"question\":\"Deploy now?\",\"options\":[{\"label\":\"yes\"},{\"label\":\"no\"}]}]}"#;
+
+#[tokio::test]
+async fn dsh_nvim_answers_declines_and_dismisses_dsh_s_questions() {
+    let Some(nvim) = nvim() else { return };
+    let world = World::new(nvim);
+    let call = |id: &str, args: &str| {
+        format!(
+            r#"{{"chunks":[{{"tool_call":{{"index":0,"id":"{id}","name":"ask_user_question","arguments":"{args}"}}}}],"finish":"tool_calls"}}"#
+        )
+    };
+    let script = [
+        call("q1", ASK),
+        r#"{"chunks":[{"text":"Using SQLite for billing."}],"finish":"stop"}"#.to_owned(),
+        call("q2", DEPLOY),
+        r#"{"chunks":[{"text":"Not deploying."}],"finish":"stop"}"#.to_owned(),
+        call("q3", DEPLOY),
+    ]
+    .join("\n");
+    world.run("questions_spec.lua", &script, &[]).await;
+}
+
+#[tokio::test]
+async fn dsh_nvim_steers_queues_and_cancels_prompts_while_a_turn_runs() {
+    let Some(nvim) = nvim() else { return };
+    let world = World::new(nvim);
+    let script = r#"{"chunks":[{"text":"Looking"},{"text":" at a.txt."},{"tool_call":{"index":0,"id":"r1","name":"read","arguments":"{\"file_path\":\"a.txt\"}"}}],"finish":"tool_calls","delay_ms":400}
+{"chunks":[{"text":"Checked both."}],"finish":"stop"}
+{"chunks":[{"text":"Summary done."}],"finish":"stop"}
+{"repeat":{"text":"still thinking ","count":3000},"finish":"stop","delay_ms":20}
+"#;
+    world.run("steer_spec.lua", script, &[]).await;
+}

@@ -1,6 +1,7 @@
 //! The VS Code extension's own tests (editor-extensions/vscode, node's test
 //! runner), run against this build's `dsh`: its protocol layer over real
-//! ACP with the scripted model, the chat panel in Debian's Chromium, the
+//! ACP with the scripted model (permissions, terminals, dsh's questions,
+//! prompts queued and steered), the chat panel in Debian's Chromium, the
 //! pure mappings (forms, the line of prompts), the manifest against the
 //! code, and the settings a workspace cannot set. CI builds it first
 //! (`.ci/run` sets DSH_VSCODE=1); elsewhere: `npm ci && npm run build` in
@@ -58,6 +59,8 @@ async fn the_vscode_extension_tests_pass_against_this_dsh() {
         "QuickPick items and what picking them answers",
         "answers are checked, then sent as the form's content",
         "the line of prompts: steered and queued behind the running turn, cancelled with it",
+        "dsh's questions: answered in the pickers, declined, dismissed, answered in the panel",
+        "prompts while a turn runs: steered into it, queued after it, cancelled with it",
     ] {
         assert!(stdout.contains(name), "{name:?} did not run:\n{stdout}");
     }
