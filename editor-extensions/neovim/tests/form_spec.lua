@@ -211,6 +211,24 @@ cancel()
 late()
 H.eq(responses, { { action = "cancel" } }, "withdrawn")
 
+-- A picker that fails: cancelled, never answered.
+vim.ui.select = function()
+  error("a broken picker")
+end
+responses = {}
+local notes = {}
+client.create_elicitation(request(), function(result)
+  responses[#responses + 1] = result
+end, function() end, {
+  notify = function(msg)
+    notes[#notes + 1] = msg
+  end,
+  asked = function() end,
+  answered = function() end,
+})
+H.eq(responses, { { action = "cancel" } }, "a broken picker cancels")
+H.contains(notes[1], "a broken picker", "and says why")
+
 -- A form that cannot be shown is declined, never answered.
 r = run({}, { sessionId = "s1", mode = "form", message = "?", requestedSchema = { properties = { f = { type = "file" } }, required = { "f" } } })
 H.eq(r.responses, { { action = "decline" } }, "unshowable form declined")

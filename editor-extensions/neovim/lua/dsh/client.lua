@@ -386,7 +386,8 @@ function M.create_elicitation(params, respond, on_cancel, hooks)
       finish("accept", answers)
       return
     end
-    ask_one(q, i, #questions, hooks.notify, function(kind, answer)
+    -- A picker that fails answers nothing: cancelled, never made up.
+    local ok, err = pcall(ask_one, q, i, #questions, hooks.notify, function(kind, answer)
       if finished then
         return
       end
@@ -399,6 +400,10 @@ function M.create_elicitation(params, respond, on_cancel, hooks)
         finish(kind)
       end
     end)
+    if not ok then
+      hooks.notify("dsh.nvim could not ask dsh's question: " .. tostring(err), vim.log.levels.ERROR)
+      finish("cancel")
+    end
   end
   step(1)
 end

@@ -166,7 +166,14 @@ export class Chat {
     });
     this.state.question = { key: ++this.questionKey, toolCallId: form.toolCallId, message: form.message, questions: form.questions };
     this.changed(true);
-    const outcome = await Promise.race([answered, withdrawn, this.options.ui.askQuestions!(form, abort.signal)]);
+    let outcome: FormOutcome;
+    try {
+      outcome = await Promise.race([answered, withdrawn, this.options.ui.askQuestions!(form, abort.signal)]);
+    } catch (error) {
+      // A picker that failed answers nothing: cancelled, never made up.
+      this.options.ui.error(error instanceof Error ? error.message : String(error));
+      outcome = { action: "cancel" };
+    }
     abort.abort();
     this.pendingQuestion = undefined;
     this.state.question = undefined;
