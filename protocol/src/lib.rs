@@ -10,6 +10,7 @@
 pub mod checkpoint;
 pub mod content;
 pub mod context;
+pub mod decision;
 pub mod error;
 pub mod history;
 pub mod ids;
