@@ -23,10 +23,13 @@ pub struct ClientCaps {
     pub write_text_file: bool,
     /// `terminal/*`.
     pub terminal: bool,
+    /// `elicitation/create` in form mode (`elicitation.form`).
+    pub elicitation_form: bool,
 }
 
 /// A question to the user about one tool call: may it run (a permission),
-/// or start on its plan (`exit_plan_mode`)? One type, typed answers.
+/// start on its plan (`exit_plan_mode`), or the model's own questions
+/// (`ask_user_question`)? One type, typed answers.
 #[derive(Debug, Clone)]
 pub struct Ask {
     /// The call.

@@ -293,12 +293,14 @@ impl Projection {
             }
             // Nothing the editor shows: the prompt (live), turn boundaries,
             // permission answers and rules (the prompt was shown live),
+            // answers to questions (the call's result shows them),
             // retries, pruned tool results (the transcript stays whole).
             EventData::UserMessage { .. }
             | EventData::TurnStart { .. }
             | EventData::TurnEnd { .. }
             | EventData::PermissionDecision { .. }
             | EventData::PlanDecision { .. }
+            | EventData::QuestionDecision { .. }
             | EventData::PermissionRule(_)
             | EventData::CompactionPrune { .. }
             | EventData::Checkpoint { .. }

@@ -4,7 +4,9 @@
 //! what it shows comes from the same places: the logged events (`--json`
 //! prints them as they are recorded, and the final text is the last
 //! reply's) and the projected updates (one stderr line per tool call).
-//! Permission asks are decided by `--approve`, never by a person.
+//! Permission asks are decided by `--approve`, never by a person; the
+//! model's questions are answered from `--answers`, or told no one is
+//! there.
 //!
 //! What the model controls (the answer, tool titles and errors) is written
 //! as it is to a file or a pipe, and with its control sequences written out
@@ -21,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use dsh_protocol::log::{Event, EventData, StopReason};
 use dsh_protocol::model::Usage;
+use dsh_protocol::question::{AnswerNote, QuestionAnswer, UserQuestion};
 use dsh_protocol::tool::ToolStatus;
 use dsh_protocol::UserContent;
 use futures::future::BoxFuture;
@@ -50,14 +53,33 @@ pub struct RunArgs {
     pub timeout: Option<Duration>,
     /// Model calls per turn.
     pub max_steps: Option<u64>,
+    /// Answers to the model's questions, by question id.
+    pub answers: Option<std::collections::BTreeMap<String, GivenAnswer>>,
     /// The task.
     pub task: String,
+}
+
+/// An answer `--answers` gives a question: a label (or free text, when the
+/// question offers no such label), labels, or free text.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(untagged)]
+pub enum GivenAnswer {
+    /// `"label"`.
+    One(String),
+    /// `["a", "b"]`.
+    Several(Vec<String>),
+    /// `{"custom": "…"}`.
+    Custom {
+        /// The text.
+        custom: String,
+    },
 }
 
 pub const USAGE: &str = "\
 usage: dsh run [--cwd DIR] [--approve never|edits|all] [--model ID]
                [--thought-level off|low|high|max] [--session ID] [--json]
-               [--timeout SECS] [--max-steps N] [TASK | -]";
+               [--timeout SECS] [--max-steps N] [--answers JSON|@FILE]
+               [TASK | -]";
 
 impl RunArgs {
     /// Parses the flags after `run`; reads the task from stdin when it is
@@ -75,6 +97,7 @@ impl RunArgs {
             json: false,
             timeout: None,
             max_steps: None,
+            answers: None,
             task: String::new(),
         };
         let mut task: Option<String> = None;
@@ -115,6 +138,7 @@ impl RunArgs {
                             .ok_or_else(|| "--max-steps takes a positive number".to_owned())?,
                     )
                 }
+                "--answers" => parsed.answers = Some(parse_answers(&value("--answers")?)?),
                 flag if flag.starts_with("--") => return Err(format!("unknown flag {flag}")),
                 text if task.is_none() => task = Some(text.to_owned()),
                 _ => return Err("one task only (quote it)".to_owned()),
@@ -143,6 +167,55 @@ impl RunArgs {
             .ok_or_else(|| format!("--cwd {}: not a directory", parsed.cwd.display()))?;
         Ok(parsed)
     }
+}
+
+/// `--answers`' value: JSON, or `@FILE` holding it.
+fn parse_answers(value: &str) -> Result<std::collections::BTreeMap<String, GivenAnswer>, String> {
+    let text = match value.strip_prefix('@') {
+        Some(path) => std::fs::read_to_string(path)
+            .map_err(|err| format!("--answers: cannot read {path}: {err}"))?,
+        None => value.to_owned(),
+    };
+    serde_json::from_str(&text).map_err(|err| {
+        format!("--answers: give an object of question ids to \"label\", [\"a\", \"b\"] or {{\"custom\": \"text\"}} ({err})")
+    })
+}
+
+/// The answers `given` makes to `questions`: a label a question offers is
+/// chosen, anything else is its free text; a question `given` has nothing
+/// for (or every question, without `--answers`) is told no one is there.
+fn answers_to(
+    questions: &[UserQuestion],
+    given: Option<&std::collections::BTreeMap<String, GivenAnswer>>,
+) -> Vec<QuestionAnswer> {
+    questions
+        .iter()
+        .map(|question| {
+            let texts = match given.and_then(|given| given.get(&question.id)) {
+                None => return QuestionAnswer::unanswered(&question.id, Some(AnswerNote::NoUser)),
+                Some(GivenAnswer::One(text)) => vec![text.clone()],
+                Some(GivenAnswer::Several(texts)) => texts.clone(),
+                Some(GivenAnswer::Custom { custom }) => {
+                    return QuestionAnswer {
+                        id: question.id.clone(),
+                        custom: Some(custom.clone()),
+                        ..QuestionAnswer::default()
+                    }
+                }
+            };
+            let (mut selected, typed): (Vec<String>, Vec<String>) =
+                texts.into_iter().partition(|text| question.offers(text));
+            if !question.multi_select {
+                selected.truncate(1);
+            }
+            QuestionAnswer {
+                id: question.id.clone(),
+                selected,
+                custom: (!typed.is_empty()).then(|| typed.join("; ")),
+                note: None,
+            }
+        })
+        .collect()
 }
 
 /// What the run showed and saw.
@@ -206,6 +279,7 @@ fn result_object(
 /// The front end: stderr for people, stdout for the result.
 struct RunFrontend {
     approve: Approvals,
+    answers: Option<std::collections::BTreeMap<String, GivenAnswer>>,
     json: bool,
     seen: Mutex<Seen>,
     spinner: Option<indicatif::ProgressBar>,
@@ -309,6 +383,22 @@ impl Frontend for RunFrontend {
     }
 
     fn ask(&self, ask: Ask) -> BoxFuture<'_, crate::permission::Answer> {
+        if let crate::permission::Question::User(questions) = &ask.question {
+            let answers = answers_to(questions, self.answers.as_ref());
+            for (question, answer) in questions.iter().zip(&answers) {
+                let said = match (answer.selected.as_slice(), &answer.custom) {
+                    ([], None) => format!("({})", crate::tools::NO_USER),
+                    ([], Some(custom)) => custom.clone(),
+                    (selected, None) => selected.join(", "),
+                    (selected, Some(custom)) => format!("{}; {custom}", selected.join(", ")),
+                };
+                self.line(&format!("question {}: {}", question.id, question.question));
+                self.line(&format!("  answer: {said}"));
+            }
+            return Box::pin(std::future::ready(crate::permission::Answer::Questions(
+                answers,
+            )));
+        }
         let outcome = ask
             .question
             .standing_answer(self.approve)
@@ -347,6 +437,7 @@ pub async fn run(agent: Arc<Agent>, args: RunArgs) -> u8 {
     });
     let frontend = Arc::new(RunFrontend {
         approve: args.approve,
+        answers: args.answers.clone(),
         json: args.json,
         seen: Mutex::new(Seen {
             text: String::new(),
@@ -549,6 +640,59 @@ mod tests {
             for_stream("plain text, ünïcode", true),
             "plain text, ünïcode"
         );
+    }
+
+    #[test]
+    fn answers_are_labels_free_text_or_no_one() {
+        let question = |id: &str, multi_select| UserQuestion {
+            id: id.into(),
+            question: format!("{id}?"),
+            header: None,
+            options: ["a", "b"]
+                .into_iter()
+                .map(|label| dsh_protocol::question::QuestionOption {
+                    label: label.into(),
+                    description: None,
+                })
+                .collect(),
+            multi_select,
+        };
+        let questions = [
+            question("one", false),
+            question("many", true),
+            question("typed", false),
+            question("custom", false),
+            question("missing", false),
+            question("first", false),
+        ];
+        let given = parse_answers(
+            r#"{"one": "b", "many": ["a", "b", "c"], "typed": "my own", "custom": {"custom": "a"}, "first": ["b", "a"], "other_call": "x"}"#,
+        )
+        .unwrap();
+        let answers = answers_to(&questions, Some(&given));
+        let summary: Vec<(Vec<String>, Option<String>, Option<AnswerNote>)> = answers
+            .into_iter()
+            .map(|answer| (answer.selected, answer.custom, answer.note))
+            .collect();
+        let strings = |items: &[&str]| items.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert_eq!(
+            summary,
+            [
+                (strings(&["b"]), None, None),
+                (strings(&["a", "b"]), Some("c".to_owned()), None),
+                (Vec::new(), Some("my own".to_owned()), None),
+                (Vec::new(), Some("a".to_owned()), None),
+                (Vec::new(), None, Some(AnswerNote::NoUser)),
+                (strings(&["b"]), None, None),
+            ]
+        );
+        assert!(answers_to(&questions, None)
+            .iter()
+            .all(|answer| answer.note == Some(AnswerNote::NoUser)));
+        assert!(parse_answers("[1]").unwrap_err().contains("--answers"));
+        assert!(parse_answers("@/nonexistent/answers.json")
+            .unwrap_err()
+            .contains("cannot read"));
     }
 
     #[test]

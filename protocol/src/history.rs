@@ -226,6 +226,7 @@ impl History {
             EventData::CompactionStart { .. }
             | EventData::CompactionFailed { .. }
             | EventData::PlanDecision { .. }
+            | EventData::QuestionDecision { .. }
             | EventData::Config { .. }
             | EventData::Title { .. }
             | EventData::TurnStart { .. }

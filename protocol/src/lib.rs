@@ -18,6 +18,7 @@ pub mod log;
 pub mod mode;
 pub mod model;
 pub mod plan;
+pub mod question;
 pub mod repair;
 pub mod tool;
 

@@ -379,6 +379,18 @@ pub enum EventData {
         /// The answer.
         outcome: PlanOutcome,
     },
+    /// The user's answers to an `ask_user_question` call (ignorable: the
+    /// model and the editor get them from the call's `tool/result`).
+    #[serde(rename = "question/decision")]
+    QuestionDecision {
+        /// The `ask_user_question` call.
+        call_id: ToolCallId,
+        /// Answered, declined, cancelled or unavailable.
+        outcome: crate::question::QuestionOutcome,
+        /// One per question, in order, when answered.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        answers: Vec<crate::question::QuestionAnswer>,
+    },
     /// A summary of the conversation was started (shown as a "Compact
     /// conversation" tool call until its `compaction/summary` or
     /// `compaction/failed`; ignorable).
@@ -484,6 +496,7 @@ pub const KNOWN_TYPES: &[&str] = &[
     "compaction/start",
     "compaction/failed",
     "plan/decision",
+    "question/decision",
     "context/instructions",
     "agent/notice",
     "checkpoint",
@@ -502,6 +515,7 @@ impl EventData {
                 | EventData::CompactionStart { .. }
                 | EventData::CompactionFailed { .. }
                 | EventData::PlanDecision { .. }
+                | EventData::QuestionDecision { .. }
         )
     }
 }

@@ -64,6 +64,7 @@ impl Repair {
             | EventData::CompactionStart { .. }
             | EventData::CompactionFailed { .. }
             | EventData::PlanDecision { .. }
+            | EventData::QuestionDecision { .. }
             | EventData::Instructions { .. }
             | EventData::Checkpoint { .. }
             | EventData::Undo { .. }

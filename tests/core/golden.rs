@@ -243,6 +243,28 @@ fn samples() -> Vec<EventData> {
             call_id: ToolCallId::new("call_plan"),
             outcome: PlanOutcome::AcceptEdits,
         },
+        EventData::QuestionDecision {
+            call_id: ToolCallId::new("call_ask"),
+            outcome: dsh_protocol::question::QuestionOutcome::Answered,
+            answers: vec![
+                dsh_protocol::question::QuestionAnswer {
+                    id: "db".into(),
+                    selected: vec!["SQLite".into()],
+                    custom: None,
+                    note: None,
+                },
+                dsh_protocol::question::QuestionAnswer {
+                    id: "extras".into(),
+                    selected: vec!["tests".into()],
+                    custom: Some("and a README".into()),
+                    note: Some(dsh_protocol::question::AnswerNote::OneChoice),
+                },
+                dsh_protocol::question::QuestionAnswer::unanswered(
+                    "name",
+                    Some(dsh_protocol::question::AnswerNote::NotAsked),
+                ),
+            ],
+        },
     ]
 }
 

@@ -19,6 +19,7 @@ mod neovim;
 mod plan_mode;
 mod projection;
 mod protocol;
+mod questions;
 mod registry;
 mod robustness;
 mod run;

@@ -104,6 +104,10 @@ pub(super) fn initialize(
         read_text_file: client.fs.read_text_file,
         write_text_file: client.fs.write_text_file,
         terminal: client.terminal,
+        elicitation_form: client
+            .elicitation
+            .as_ref()
+            .is_some_and(|elicitation| elicitation.supports_form()),
     };
     responder.respond(super::initialize_response(&request, &ctx.agent))
 }

@@ -8,6 +8,7 @@
 pub mod convert;
 pub mod error;
 mod handlers;
+mod questions;
 mod sink;
 pub mod transport;
 

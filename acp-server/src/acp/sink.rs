@@ -1,7 +1,7 @@
 //! The core's [`Frontend`] over ACP for one session: updates become
-//! `session/update` notifications, and permission prompts, file reads and
-//! writes and terminals become the client requests — only those the client
-//! advertised. An error the editor returns keeps its `data` (acpx says why
+//! `session/update` notifications, and permission prompts, the model's
+//! questions ([`super::questions`]), file reads and writes and terminals
+//! become the client requests — only those the client advertised. An error the editor returns keeps its `data` (acpx says why
 //! a write was denied there).
 
 use std::path::Path;
@@ -111,6 +111,10 @@ impl Frontend for AcpSink {
 
     fn ask(&self, ask: Ask) -> BoxFuture<'_, Answer> {
         Box::pin(async move {
+            if let crate::permission::Question::User(questions) = &ask.question {
+                let questions = questions.clone();
+                return self.ask_questions(ask, questions).await;
+            }
             let options = permission_options(&ask.question);
             let question = ask.question;
             let mut fields = ToolCallUpdateFields::new()

@@ -1,9 +1,10 @@
-//! How a permission ask is put and answered, whoever answers it: the
-//! options a prompt offers (an editor's dialog, an SDK client's
+//! How a question to the user is put and answered, whoever answers it:
+//! the options a prompt offers (an editor's dialog, an SDK client's
 //! `permission` notice), and the standing answers of the front ends that
 //! run without a person (`dsh run --approve`, `dsh sdk`'s `approvals`).
 
 use dsh_protocol::log::{PermissionOutcome, PlanOutcome};
+use dsh_protocol::question::{AnswerNote, QuestionAnswer, QuestionOutcome, UserQuestion};
 
 use super::{Choices, Remember};
 
@@ -96,15 +97,23 @@ pub enum Question {
     Permission(Vec<AnswerOption>),
     /// Start on this plan (`exit_plan_mode`), and how — or keep planning?
     Plan,
+    /// The model's own questions (`ask_user_question`): choices and free
+    /// text, answered per question.
+    User(Vec<UserQuestion>),
 }
 
 /// An answer to a [`Question`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {
     /// One of a permission question's options.
     Permission(PermissionOutcome),
     /// One of a plan review's choices.
     Plan(PlanOutcome),
+    /// The answers to the model's questions (one per question; see
+    /// [`dsh_protocol::question::settle`]).
+    Questions(Vec<QuestionAnswer>),
+    /// The user declined to answer the model's questions.
+    Declined,
     /// The question was cancelled (the turn is).
     Cancelled,
     /// No answer could be had: denied (fail closed).
@@ -150,15 +159,17 @@ impl Hint {
 }
 
 impl Question {
-    /// What is asked: `permission` or `plan`.
+    /// What is asked: `permission`, `plan` or `question`.
     pub fn kind(&self) -> &'static str {
         match self {
             Question::Permission(_) => "permission",
             Question::Plan => "plan",
+            Question::User(_) => "question",
         }
     }
 
-    /// The options offered, in menu order.
+    /// The options offered, in menu order (the model's questions have
+    /// their own, per question).
     pub fn options(&self) -> Vec<Offered> {
         match self {
             Question::Permission(options) => options
@@ -191,6 +202,7 @@ impl Question {
                     },
                 })
                 .collect(),
+            Question::User(_) => Vec::new(),
         }
     }
 
@@ -203,12 +215,14 @@ impl Question {
                 .into_iter()
                 .find(|outcome| outcome.as_str() == id)
                 .map(Answer::Plan),
+            Question::User(_) => None,
         }
     }
 
     /// The standing answer of `approvals` (no person answers); `None` for
     /// [`Approvals::Client`]. A plan starts in `ask` mode under `all` and
-    /// stays a plan otherwise, as a permission is allowed or rejected.
+    /// stays a plan otherwise, as a permission is allowed or rejected; the
+    /// model's questions are told no one is there to answer.
     pub fn standing_answer(&self, approvals: Approvals) -> Option<Answer> {
         let allows = match approvals {
             Approvals::All => true,
@@ -220,6 +234,14 @@ impl Question {
             (Question::Permission(_), false) => PermissionOutcome::RejectOnce.into(),
             (Question::Plan, true) => Answer::Plan(PlanOutcome::AskEach),
             (Question::Plan, false) => Answer::Plan(PlanOutcome::KeepPlanning),
+            (Question::User(questions), _) => Answer::Questions(
+                questions
+                    .iter()
+                    .map(|question| {
+                        QuestionAnswer::unanswered(&question.id, Some(AnswerNote::NoUser))
+                    })
+                    .collect(),
+            ),
         })
     }
 }
@@ -237,42 +259,65 @@ impl From<PermissionOutcome> for Answer {
 }
 
 impl Answer {
-    /// The answer to a permission question as its outcome: a plan's
-    /// answer is no answer to it (denied).
-    pub fn permission_outcome(self) -> PermissionOutcome {
+    /// The answer to a permission question as its outcome: another
+    /// question's answer is no answer to it (denied).
+    pub fn permission_outcome(&self) -> PermissionOutcome {
         match self {
-            Answer::Permission(outcome) => outcome,
+            Answer::Permission(outcome) => *outcome,
             Answer::Cancelled => PermissionOutcome::Cancelled,
-            Answer::Plan(_) | Answer::Unavailable => PermissionOutcome::Unavailable,
+            Answer::Plan(_) | Answer::Questions(_) | Answer::Declined | Answer::Unavailable => {
+                PermissionOutcome::Unavailable
+            }
         }
     }
 
-    /// The answer to a plan review as its outcome: a permission's answer
-    /// is no answer to it (plan mode stays).
-    pub fn plan_outcome(self) -> PlanOutcome {
+    /// The answer to a plan review as its outcome: another question's
+    /// answer is no answer to it (plan mode stays).
+    pub fn plan_outcome(&self) -> PlanOutcome {
         match self {
-            Answer::Plan(outcome) => outcome,
+            Answer::Plan(outcome) => *outcome,
             Answer::Cancelled => PlanOutcome::Cancelled,
-            Answer::Permission(_) | Answer::Unavailable => PlanOutcome::Unavailable,
+            Answer::Permission(_)
+            | Answer::Questions(_)
+            | Answer::Declined
+            | Answer::Unavailable => PlanOutcome::Unavailable,
         }
     }
 
-    /// Whether it lets the call (or the plan) go ahead.
-    pub fn allows(self) -> bool {
+    /// The answer to the model's questions as its outcome and answers:
+    /// another question's answer is no answer to them (unavailable).
+    pub fn question_outcome(self) -> (QuestionOutcome, Vec<QuestionAnswer>) {
+        match self {
+            Answer::Questions(answers) => (QuestionOutcome::Answered, answers),
+            Answer::Declined => (QuestionOutcome::Declined, Vec::new()),
+            Answer::Cancelled => (QuestionOutcome::Cancelled, Vec::new()),
+            Answer::Permission(_) | Answer::Plan(_) | Answer::Unavailable => {
+                (QuestionOutcome::Unavailable, Vec::new())
+            }
+        }
+    }
+
+    /// Whether it lets the call (or the plan) go ahead; answered questions
+    /// do (the model goes on with the answers).
+    pub fn allows(&self) -> bool {
         match self {
             Answer::Permission(outcome) => outcome.allows(),
             Answer::Plan(outcome) => {
                 matches!(outcome, PlanOutcome::AcceptEdits | PlanOutcome::AskEach)
             }
-            Answer::Cancelled | Answer::Unavailable => false,
+            Answer::Questions(_) => true,
+            Answer::Declined | Answer::Cancelled | Answer::Unavailable => false,
         }
     }
 
-    /// Its id on the wires (`allow_once`, `accept_edits`, `cancelled`, ...).
-    pub fn id(self) -> &'static str {
+    /// Its id on the wires (`allow_once`, `accept_edits`, `answered`,
+    /// `cancelled`, ...).
+    pub fn id(&self) -> &'static str {
         match self {
-            Answer::Permission(outcome) => outcome_id(outcome),
+            Answer::Permission(outcome) => outcome_id(*outcome),
             Answer::Plan(outcome) => outcome.as_str(),
+            Answer::Questions(_) => "answered",
+            Answer::Declined => "declined",
             Answer::Cancelled => "cancelled",
             Answer::Unavailable => "unavailable",
         }

@@ -15,11 +15,10 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use dsh_protocol::log::{Event, StopReason};
-use dsh_protocol::tool::{FileLocation, ToolContent, ToolKind};
-use dsh_protocol::{ToolCallId, UserContent};
+use dsh_protocol::log::StopReason;
+use dsh_protocol::question::QuestionAnswer;
+use dsh_protocol::UserContent;
 use futures::future::BoxFuture;
-use serde::Serialize;
 use serde_json::value::RawValue;
 use tokio::sync::{broadcast, oneshot};
 
@@ -28,6 +27,8 @@ use crate::error::AgentError;
 use crate::frontend::{Delta, Frontend, Output};
 use crate::mcp::McpServerConfig;
 use crate::permission::{Answer, Approvals, Question};
+
+pub use super::item::{AskedCall, Item, OfferedOption};
 
 /// A connection: 0 is stdio; WebSocket connections count from 1.
 pub type ConnId = usize;
@@ -59,95 +60,6 @@ pub struct Notice {
     pub after: u64,
     /// `{"kind": ...}`.
     pub json: Box<RawValue>,
-}
-
-/// What `session.event` notifications carry.
-#[derive(Serialize)]
-#[serde(
-    tag = "kind",
-    rename_all = "camelCase",
-    rename_all_fields = "camelCase"
-)]
-pub enum Item<'a> {
-    /// A logged event, as stored.
-    Event {
-        /// The event.
-        event: &'a Event,
-    },
-    /// Streamed text or reasoning.
-    Delta {
-        /// `text` or `thought`.
-        channel: &'static str,
-        /// The chunk.
-        text: &'a str,
-    },
-    /// Whether a prompt runs.
-    Status {
-        /// `running`, `idle` or `closed`.
-        status: &'static str,
-        /// The prompt's receipt.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        message_id: Option<&'a str>,
-        /// How the prompt ended (idle after a prompt).
-        #[serde(skip_serializing_if = "Option::is_none")]
-        stop_reason: Option<StopReason>,
-        /// Why it failed (idle after a failed prompt).
-        #[serde(skip_serializing_if = "Option::is_none")]
-        error: Option<serde_json::Value>,
-    },
-    /// A question for a client to answer with `session/respond`: a
-    /// permission, or a plan review (`question`).
-    Permission {
-        /// The ask's id.
-        request_id: &'a str,
-        /// `permission` or `plan`.
-        question: &'static str,
-        /// The call.
-        tool_call: AskedCall<'a>,
-        /// The answers offered.
-        options: Vec<OfferedOption>,
-    },
-}
-
-/// The tool call a question is about, as the SDK shows it.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AskedCall<'a> {
-    /// Its id.
-    pub call_id: &'a ToolCallId,
-    /// Its title.
-    pub title: &'a str,
-    /// Its kind.
-    pub kind: ToolKind,
-    /// Its arguments.
-    pub raw_input: &'a serde_json::Value,
-    /// The files it touches.
-    pub locations: &'a [FileLocation],
-    /// What it will do.
-    pub content: &'a [ToolContent],
-}
-
-/// One answer a question offers, as the SDK shows it.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct OfferedOption {
-    /// What `session/respond` answers with.
-    pub option_id: &'static str,
-    /// What to show.
-    pub label: String,
-    /// `allow_once`, `allow_always`, `reject_once` or `reject_always`: a
-    /// hint for the UI; the id carries the meaning.
-    pub kind: &'static str,
-}
-
-impl Item<'_> {
-    /// Serializes the item (a bug if it fails: every part is plain data).
-    pub fn to_raw(&self) -> Box<RawValue> {
-        serde_json::value::to_raw_value(self).unwrap_or_else(|err| {
-            tracing::error!(%err, "cannot serialize an SDK notice");
-            RawValue::from_string("{\"kind\":\"error\"}".to_owned()).unwrap_or_default()
-        })
-    }
 }
 
 /// The running prompt.
@@ -277,6 +189,11 @@ impl SdkSession {
                 self.id
             ))
         })?;
+        if let Question::User(_) = ask.question {
+            return Err(AgentError::InvalidParams(format!(
+                "{request_id:?} is a question: answer it with session/answer"
+            )));
+        }
         let outcome = ask.question.answer(option_id).ok_or_else(|| {
             let offered: Vec<&str> = ask.question.options().iter().map(|o| o.id).collect();
             AgentError::InvalidParams(format!(
@@ -285,6 +202,28 @@ impl SdkSession {
         })?;
         if let Some(ask) = live.asks.remove(request_id) {
             let _ = ask.answer.send(outcome);
+        }
+        Ok(())
+    }
+
+    /// Answers an open question (`ask_user_question`).
+    fn answer(&self, request_id: &str, given: Vec<QuestionAnswer>) -> Result<(), AgentError> {
+        let mut live = lock(&self.live);
+        let ask = live.asks.get(request_id).ok_or_else(|| {
+            AgentError::InvalidParams(format!(
+                "no open question {request_id:?} in session {}",
+                self.id
+            ))
+        })?;
+        let Question::User(questions) = &ask.question else {
+            return Err(AgentError::InvalidParams(format!(
+                "{request_id:?} is a permission request: answer it with session/respond"
+            )));
+        };
+        let answers =
+            dsh_protocol::question::settle(questions, given).map_err(AgentError::InvalidParams)?;
+        if let Some(ask) = live.asks.remove(request_id) {
+            let _ = ask.answer.send(Answer::Questions(answers));
         }
         Ok(())
     }
@@ -301,7 +240,7 @@ impl SdkSession {
         for id in ids {
             if let Some(ask) = live.asks.remove(&id) {
                 tracing::info!(session = %self.id, request = %id, ?outcome, "permission ask denied");
-                let _ = ask.answer.send(outcome);
+                let _ = ask.answer.send(outcome.clone());
             }
         }
     }
@@ -396,29 +335,39 @@ impl Frontend for SdkSession {
         let id = {
             let mut live = lock(&self.live);
             live.next_ask += 1;
-            let id = format!("perm-{}", live.next_ask);
-            let options = ask
-                .question
-                .options()
-                .into_iter()
-                .map(|option| OfferedOption {
-                    option_id: option.id,
-                    label: option.label,
-                    kind: option.hint.as_str(),
-                })
-                .collect();
-            let item = Item::Permission {
-                request_id: &id,
-                question: ask.question.kind(),
-                tool_call: AskedCall {
-                    call_id: &ask.call_id,
-                    title: &ask.title,
-                    kind: ask.kind,
-                    raw_input: &ask.raw_input,
-                    locations: &ask.locations,
-                    content: &ask.content,
+            let id = match ask.question {
+                Question::User(_) => format!("question-{}", live.next_ask),
+                Question::Permission(_) | Question::Plan => format!("perm-{}", live.next_ask),
+            };
+            let tool_call = AskedCall {
+                call_id: &ask.call_id,
+                title: &ask.title,
+                kind: ask.kind,
+                raw_input: &ask.raw_input,
+                locations: &ask.locations,
+                content: &ask.content,
+            };
+            let item = match &ask.question {
+                Question::User(questions) => Item::Question {
+                    request_id: &id,
+                    tool_call,
+                    questions,
                 },
-                options,
+                Question::Permission(_) | Question::Plan => Item::Permission {
+                    request_id: &id,
+                    question: ask.question.kind(),
+                    tool_call,
+                    options: ask
+                        .question
+                        .options()
+                        .into_iter()
+                        .map(|option| OfferedOption {
+                            option_id: option.id,
+                            label: option.label,
+                            kind: option.hint.as_str(),
+                        })
+                        .collect(),
+                },
             };
             let notice = self.notify(&live, NoticeKind::Ask(id.clone()), &item);
             let conn = live.running.as_ref().map_or(0, |run| run.conn);
@@ -620,6 +569,21 @@ impl Hub {
         self.live(id)
             .ok_or_else(|| AgentError::SessionNotFound(id.to_owned()))?
             .respond(request_id, option_id)
+    }
+
+    /// `session/answer`.
+    ///
+    /// # Errors
+    /// Unknown session or question, or answers that fit no question.
+    pub fn answer(
+        &self,
+        id: &str,
+        request_id: &str,
+        answers: Vec<QuestionAnswer>,
+    ) -> Result<(), AgentError> {
+        self.live(id)
+            .ok_or_else(|| AgentError::SessionNotFound(id.to_owned()))?
+            .answer(request_id, answers)
     }
 
     /// `session/close`.

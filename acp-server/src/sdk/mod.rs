@@ -5,6 +5,7 @@
 //! ([`hub`], [`subscribe`]). docs/sdk.md is the protocol's reference.
 
 pub mod hub;
+mod item;
 mod stdio;
 mod subscribe;
 pub mod ws;
@@ -239,6 +240,36 @@ struct RespondParams {
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct AnswerParams {
+    session_id: String,
+    request_id: String,
+    answers: Vec<AnswerItem>,
+}
+
+/// One question's answer: the labels chosen, and free text.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AnswerItem {
+    id: String,
+    #[serde(default)]
+    selected: Vec<String>,
+    #[serde(default)]
+    custom: Option<String>,
+}
+
+impl From<AnswerItem> for dsh_protocol::question::QuestionAnswer {
+    fn from(item: AnswerItem) -> Self {
+        dsh_protocol::question::QuestionAnswer {
+            id: item.id,
+            selected: item.selected,
+            custom: item.custom,
+            note: None,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct ListParams {
     #[serde(default)]
     cwd: Option<PathBuf>,
@@ -347,6 +378,14 @@ fn register(module: &mut RpcModule<Hub>) -> Result<(), jsonrpsee::core::Register
         let params: RespondParams = parse(&params)?;
         answer(
             hub.respond(&params.session_id, &params.request_id, &params.option_id)
+                .map(|()| json!({})),
+        )
+    })?;
+    module.register_method("session/answer", |params, hub, _ext| -> Answer {
+        let params: AnswerParams = parse(&params)?;
+        let answers = params.answers.into_iter().map(Into::into).collect();
+        answer(
+            hub.answer(&params.session_id, &params.request_id, answers)
                 .map(|()| json!({})),
         )
     })?;

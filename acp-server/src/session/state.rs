@@ -249,6 +249,7 @@ impl SessionState {
             | EventData::JobEnd { .. }
             | EventData::PermissionDecision { .. }
             | EventData::PlanDecision { .. }
+            | EventData::QuestionDecision { .. }
             | EventData::Plan { .. }
             | EventData::CompactionStart { .. }
             | EventData::CompactionFailed { .. }

@@ -1,12 +1,14 @@
 //! The model's tools. Names and parameters are the seeds' contract: `read`,
 //! `write`, `edit`, `glob`, `grep`, `bash`, `todo_write`, `exit_plan_mode`,
-//! `lsp`, `job_output`, `job_kill`, `job_list`, `web_fetch`, `web_search`.
+//! `ask_user_question`, `lsp`, `job_output`, `job_kill`, `job_list`,
+//! `web_fetch`, `web_search`.
 //!
 //! A call goes through two steps: [`plan`] parses the raw arguments,
 //! resolves paths and presents the call (title, kind, locations, what it
 //! touches for the permission policy) without side effects; [`run`] executes
 //! it. Failures are results the model sees, never a failed turn.
 
+mod ask_user;
 mod bash;
 mod fs;
 mod jobs;
@@ -28,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 use crate::frontend::Frontend;
 use crate::permission::Access;
 
+pub use ask_user::NO_USER;
 pub use paths::{canonical_roots, display_path};
 pub use table::{schemas, touches_files, Class, Spec, Tool, TABLE};
 
@@ -84,6 +87,31 @@ impl Planned {
             _ => None,
         }
     }
+
+    /// The questions, for a call to `ask_user_question` (the turn asks
+    /// the user).
+    pub fn questions(&self) -> Option<&[dsh_protocol::question::UserQuestion]> {
+        match &self.call {
+            Call::AskUser(args) => Some(&args.questions),
+            _ => None,
+        }
+    }
+}
+
+/// What the model is told, and the call's final view, for the answers to
+/// its questions (one per question, in order, when answered).
+pub fn question_result(
+    questions: &[dsh_protocol::question::UserQuestion],
+    outcome: dsh_protocol::question::QuestionOutcome,
+    answers: &[dsh_protocol::question::QuestionAnswer],
+) -> ToolOutcome {
+    ask_user::result(questions, outcome, answers)
+}
+
+/// The free-text field of a question with options, in an editor's form
+/// (`<id>_other`).
+pub fn other_field(id: &str) -> String {
+    ask_user::other_field(id)
 }
 
 /// A parsed, presented call, with what the turn loop needs to know of it
@@ -117,6 +145,7 @@ enum Call {
     Mcp(crate::mcp::McpTool, String),
     TodoWrite(todo::TodoArgs),
     ExitPlanMode(String),
+    AskUser(ask_user::AskArgs),
     JobOutput(jobs::OutputArgs),
     JobKill(jobs::KillArgs),
     JobList,
@@ -299,6 +328,12 @@ pub fn plan(name: &str, arguments: &str, env: &PlanEnv<'_>) -> Result<Planned, R
             let view = plan_mode::present(&args);
             (Call::ExitPlanMode(args.plan), view, Access::None)
         }
+        Tool::AskUserQuestion => {
+            let args: ask_user::AskArgs = parse(name, arguments)?;
+            ask_user::validate(&args)?;
+            let view = ask_user::present(&args);
+            (Call::AskUser(args), view, Access::None)
+        }
         Tool::JobOutput | Tool::JobKill | Tool::JobList => {
             let (call, title) = match tool {
                 Tool::JobOutput => {
@@ -413,9 +448,10 @@ pub async fn run(planned: &Planned, env: &ToolEnv<'_>) -> ToolOutcome {
         Call::JobList => jobs::list(env),
         Call::WebFetch(args) => web::fetch(args, env).await,
         Call::WebSearch(args) => web::search(args, env).await,
-        // The turn runs it (see [`Planned::submitted_plan`]).
-        Call::ExitPlanMode(_) => {
-            ToolOutcome::failed(ErrorCode::Internal, "exit_plan_mode runs in the turn")
+        // The turn runs them (see [`Planned::submitted_plan`] and
+        // [`Planned::questions`]).
+        Call::ExitPlanMode(_) | Call::AskUser(_) => {
+            ToolOutcome::failed(ErrorCode::Internal, "this tool runs in the turn")
         }
     }
 }

@@ -6,11 +6,13 @@
 
 use dsh_protocol::model::ToolSchema;
 
-use super::{bash, fs, jobs, lsp, plan_mode, search, todo, web, Offer};
+use super::{ask_user, bash, fs, jobs, lsp, plan_mode, search, todo, web, Offer};
 
 /// A built-in tool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Tool {
+    /// `ask_user_question`.
+    AskUserQuestion,
     /// `bash`.
     Bash,
     /// `edit`.
@@ -91,7 +93,19 @@ pub struct Spec {
 }
 
 /// The table, by name.
-pub const TABLE: [Spec; 14] = [
+pub const TABLE: [Spec; 15] = [
+    Spec {
+        tool: Tool::AskUserQuestion,
+        name: "ask_user_question",
+        class: Class::Nothing,
+        touches_files: false,
+        parallel: false,
+        stops_itself: false,
+        edits_files: false,
+        when: When::Always,
+        description: |_| ask_user::DESCRIPTION,
+        parameters: |_| ask_user::schema(),
+    },
     Spec {
         tool: Tool::Bash,
         name: "bash",
@@ -353,12 +367,19 @@ mod tests {
             web_fetch: true,
             web_search: true,
         };
-        assert_eq!(schemas(none).len(), 9);
-        assert_eq!(schemas(all).len(), 14);
+        assert_eq!(schemas(none).len(), 10);
+        assert_eq!(schemas(all).len(), 15);
         assert_eq!(Tool::offered("job_output", none), None);
         assert_eq!(Tool::offered("job_output", all), Some(Tool::JobOutput));
-        assert!(schemas(all)[0].description.contains("run_in_background"));
-        assert!(!schemas(none)[0].description.contains("run_in_background"));
+        let bash = |offer| {
+            schemas(offer)
+                .into_iter()
+                .find(|schema| schema.name == "bash")
+                .unwrap()
+                .description
+        };
+        assert!(bash(all).contains("run_in_background"));
+        assert!(!bash(none).contains("run_in_background"));
         assert!(touches_files("lsp") && !touches_files("bash") && !touches_files("mcp__a__b"));
     }
 }

@@ -232,6 +232,9 @@ impl Turn<'_> {
             if let Some(plan) = planned.submitted_plan() {
                 return self.submit_plan(call, planned, plan).await;
             }
+            if let Some(questions) = planned.questions() {
+                return self.ask_user(call, planned, questions).await;
+            }
             let scan = self.before_change(planned).await;
             let mut outcome = tokio::select! {
                 biased;
@@ -407,6 +410,58 @@ impl Turn<'_> {
                 "The plan could not be shown to the user (the editor did not answer): plan mode stays on. Stop and tell the user the plan is ready.",
             ),
         }
+    }
+
+    /// `ask_user_question`: the front end asks (no permission is needed:
+    /// asking is the point), the answers are logged as
+    /// `question/decision`, and the model gets them as the call's result.
+    /// A cancel cancels the turn, as a cancelled permission does; no answer
+    /// (no editor, a broken channel, answers that fit no question) tells
+    /// the model to ask in its reply.
+    async fn ask_user(
+        &self,
+        call: &ToolCallRequest,
+        planned: &Planned,
+        questions: &[dsh_protocol::question::UserQuestion],
+    ) -> ToolOutcome {
+        use dsh_protocol::question::{settle, QuestionOutcome};
+        let ask = Ask {
+            call_id: call.id.clone(),
+            title: planned.view.title.clone(),
+            kind: ToolKind::Other,
+            raw_input: serde_json::from_str(&call.arguments)
+                .unwrap_or(serde_json::Value::String(call.arguments.clone())),
+            locations: Vec::new(),
+            content: planned.view.content.clone(),
+            question: permission::Question::User(questions.to_vec()),
+        };
+        let answer = tokio::select! {
+            biased;
+            () = self.cancel.cancelled() => permission::Answer::Cancelled,
+            answer = self.frontend.ask(ask) => answer,
+        };
+        let (mut outcome, answers) = answer.question_outcome();
+        let answers = if outcome == QuestionOutcome::Answered {
+            settle(questions, answers).unwrap_or_else(|error| {
+                tracing::warn!(%error, "the front end's answers fit no question; unavailable");
+                outcome = QuestionOutcome::Unavailable;
+                Vec::new()
+            })
+        } else {
+            answers
+        };
+        tracing::info!(?outcome, "questions answered");
+        if outcome == QuestionOutcome::Cancelled {
+            self.cancel.cancel();
+        }
+        if let Err(error) = self.record(EventData::QuestionDecision {
+            call_id: call.id.clone(),
+            outcome,
+            answers: answers.clone(),
+        }) {
+            return ToolOutcome::failed(error.code(), error.to_string());
+        }
+        tools::question_result(questions, outcome, &answers)
     }
 
     /// After an edit, a language server already running for the file is

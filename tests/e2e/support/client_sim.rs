@@ -1,5 +1,6 @@
-//! A scripted editor for tool tests: it answers permission prompts from a
-//! queue (recording each request), serves `fs/*` from an in-memory buffer
+//! A scripted editor for tool tests: it answers permission prompts and
+//! forms (`elicitation/create`) from queues (recording each request),
+//! serves `fs/*` from an in-memory buffer
 //! map over the disk (recording writes, never touching the disk), and runs
 //! `terminal/*` commands as real local processes.
 
@@ -9,12 +10,13 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
 use agent_client_protocol::v1::schema::{
-    ClientCapabilities, CreateTerminalRequest, CreateTerminalResponse, FileSystemCapabilities,
-    KillTerminalRequest, KillTerminalResponse, PermissionOptionKind, ReadTextFileRequest,
-    ReadTextFileResponse, ReleaseTerminalRequest, ReleaseTerminalResponse,
-    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
-    SelectedPermissionOutcome, SetSessionConfigOptionRequest, TerminalExitStatus,
-    TerminalOutputRequest, TerminalOutputResponse, WaitForTerminalExitRequest,
+    ClientCapabilities, CreateElicitationRequest, CreateElicitationResponse, CreateTerminalRequest,
+    CreateTerminalResponse, ElicitationAcceptAction, ElicitationAction, ElicitationCapabilities,
+    ElicitationFormCapabilities, FileSystemCapabilities, KillTerminalRequest, KillTerminalResponse,
+    PermissionOptionKind, ReadTextFileRequest, ReadTextFileResponse, ReleaseTerminalRequest,
+    ReleaseTerminalResponse, RequestPermissionOutcome, RequestPermissionRequest,
+    RequestPermissionResponse, SelectedPermissionOutcome, SetSessionConfigOptionRequest,
+    TerminalExitStatus, TerminalOutputRequest, TerminalOutputResponse, WaitForTerminalExitRequest,
     WaitForTerminalExitResponse, WriteTextFileRequest, WriteTextFileResponse,
 };
 use agent_client_protocol::v1::ConnectionTo;
@@ -43,6 +45,17 @@ pub enum Answer {
     SwitchModeThenSelect(String, PermissionOptionKind),
 }
 
+/// How to answer a form.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Elicit {
+    /// Submit it with this content (an object of field → value).
+    Accept(serde_json::Value),
+    /// Decline it.
+    Decline,
+    /// Cancel it.
+    Cancel,
+}
+
 struct Terminal {
     output: Arc<Mutex<String>>,
     exit: tokio::sync::watch::Receiver<Option<(Option<u32>, Option<String>)>>,
@@ -56,6 +69,12 @@ pub struct ClientSim {
     pub fs: bool,
     /// Advertise `terminal`.
     pub terminal: bool,
+    /// Advertise `elicitation.form`.
+    pub elicitation: bool,
+    /// Answers to forms, in order; when empty, forms are declined.
+    pub elicit_answers: Mutex<VecDeque<Elicit>>,
+    /// Every `elicitation/create` received.
+    pub elicitations: Mutex<Vec<CreateElicitationRequest>>,
     /// Answers, in order; when empty, prompts are answered `reject_once`.
     pub answers: Mutex<VecDeque<Answer>>,
     /// Every permission request received.
@@ -105,6 +124,53 @@ impl ClientSim {
                 .read_text_file(self.fs)
                 .write_text_file(self.fs))
             .terminal(self.terminal)
+            .elicitation(
+                self.elicitation.then(|| {
+                    ElicitationCapabilities::new().form(ElicitationFormCapabilities::new())
+                }),
+            )
+    }
+
+    /// A scripted editor with forms (and nothing else).
+    pub fn with_forms() -> Arc<ClientSim> {
+        Arc::new(ClientSim {
+            elicitation: true,
+            ..ClientSim::default()
+        })
+    }
+
+    pub fn elicit(&self, answer: Elicit) {
+        self.elicit_answers.lock().unwrap().push_back(answer);
+    }
+
+    pub fn on_elicitation(
+        self: &Arc<Self>,
+        request: CreateElicitationRequest,
+        responder: Responder<CreateElicitationResponse, V1>,
+    ) -> Result<(), agent_client_protocol::Error> {
+        if !self.elicitation {
+            self.violations
+                .lock()
+                .unwrap()
+                .push("elicitation/create".into());
+        }
+        self.elicitations.lock().unwrap().push(request);
+        let answer = self
+            .elicit_answers
+            .lock()
+            .unwrap()
+            .pop_front()
+            .unwrap_or(Elicit::Decline);
+        let action = match answer {
+            Elicit::Accept(content) => {
+                ElicitationAction::Accept(ElicitationAcceptAction::new().content(
+                    serde_json::from_value::<std::collections::BTreeMap<_, _>>(content).unwrap(),
+                ))
+            }
+            Elicit::Decline => ElicitationAction::Decline,
+            Elicit::Cancel => ElicitationAction::Cancel,
+        };
+        responder.respond(CreateElicitationResponse::new(action))
     }
 
     pub fn on_permission(

@@ -13,7 +13,7 @@
 
 pub mod client_sim;
 
-pub use client_sim::{Answer, ClientSim};
+pub use client_sim::{Answer, ClientSim, Elicit};
 pub use dsh_test_support::mock_model::{call, calls, reply, MockModel};
 pub use dsh_test_support::procs::{self, peak_rss, pid_alive, rss};
 pub use dsh_test_support::raw::Raw;
@@ -303,6 +303,7 @@ impl Conn {
         let driver = tokio::spawn({
             let recorded = recorded.clone();
             let notify = notify.clone();
+            let s9 = sim.clone();
             let (s1, s2, s3, s4, s5, s6, s7, s8) = (
                 sim.clone(),
                 sim.clone(),
@@ -362,6 +363,12 @@ impl Conn {
                         async move |r: ReleaseTerminalRequest, responder, _cx| {
                             s8.on_release(r, responder)
                         },
+                        agent_client_protocol::on_receive_request!(),
+                    )
+                    .on_receive_request(
+                        async move |r: agent_client_protocol::v1::schema::CreateElicitationRequest,
+                                    responder,
+                                    _cx| { s9.on_elicitation(r, responder) },
                         agent_client_protocol::on_receive_request!(),
                     )
                     .on_receive_notification(

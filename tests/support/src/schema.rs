@@ -62,6 +62,7 @@ fn agent_method_def(method: &str) -> Option<&'static str> {
     Some(match method {
         "session/update" => "SessionNotification",
         "session/request_permission" => "RequestPermissionRequest",
+        "elicitation/create" => "CreateElicitationRequest",
         "fs/read_text_file" => "ReadTextFileRequest",
         "fs/write_text_file" => "WriteTextFileRequest",
         "terminal/create" => "CreateTerminalRequest",
