@@ -300,6 +300,55 @@ async fn a_declined_form_is_told_to_the_model_and_a_cancelled_one_cancels_the_tu
 }
 
 #[tokio::test]
+async fn a_cancel_while_the_form_is_open_withdraws_it_and_cancels_the_turn() {
+    let env = TestEnv::new().await;
+    env.mock
+        .push_json(call("q1", "ask_user_question", two_questions()));
+    let sim = ClientSim::with_forms();
+    sim.elicit(Elicit::Hold);
+    let conn = env.connect_with(sim.clone()).await;
+    let session = conn.start(&env.cwd()).await;
+    let prompt = conn.send_prompt(&session, "set up the app");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while sim.elicitations.lock().unwrap().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no form");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    conn.cancel(&session);
+    let stop = prompt.block_task().await.unwrap();
+    assert_eq!(stop.stop_reason, StopReason::Cancelled);
+    // The open form is withdrawn: `$/cancel_request` for its request.
+    let frames = |conn: &Conn| conn.recorded.lock().unwrap().frames.clone();
+    let form_id = frames(&conn)
+        .iter()
+        .filter_map(|f| serde_json::from_str::<Value>(f).ok())
+        .find(|f| f["method"] == "elicitation/create")
+        .unwrap()["id"]
+        .clone();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !frames(&conn)
+        .iter()
+        .filter_map(|f| serde_json::from_str::<Value>(f).ok())
+        .any(|f| f["method"] == "$/cancel_request" && f["params"]["requestId"] == form_id)
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no $/cancel_request for the form: {:?}",
+            frames(&conn)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let events = env.log_events(&session);
+    let decision = events
+        .iter()
+        .find(|e| e["type"] == "question/decision")
+        .unwrap();
+    assert_eq!(decision["data"]["outcome"], "cancelled");
+    assert_eq!(env.mock.requests().len(), 1);
+    conn.finish().await;
+}
+
+#[tokio::test]
 async fn an_sdk_client_answers_a_question_with_session_answer() {
     let env = TestEnv::new().await;
     env.mock

@@ -54,6 +54,8 @@ pub enum Elicit {
     Decline,
     /// Cancel it.
     Cancel,
+    /// Leave it open (never answer).
+    Hold,
 }
 
 struct Terminal {
@@ -75,6 +77,8 @@ pub struct ClientSim {
     pub elicit_answers: Mutex<VecDeque<Elicit>>,
     /// Every `elicitation/create` received.
     pub elicitations: Mutex<Vec<CreateElicitationRequest>>,
+    /// Forms left open ([`Elicit::Hold`]).
+    held: Mutex<Vec<Responder<CreateElicitationResponse, V1>>>,
     /// Answers, in order; when empty, prompts are answered `reject_once`.
     pub answers: Mutex<VecDeque<Answer>>,
     /// Every permission request received.
@@ -169,6 +173,10 @@ impl ClientSim {
             }
             Elicit::Decline => ElicitationAction::Decline,
             Elicit::Cancel => ElicitationAction::Cancel,
+            Elicit::Hold => {
+                self.held.lock().unwrap().push(responder);
+                return Ok(());
+            }
         };
         responder.respond(CreateElicitationResponse::new(action))
     }
