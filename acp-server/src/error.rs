@@ -15,8 +15,9 @@ pub enum AgentError {
     /// No such session.
     #[error("session {0} not found")]
     SessionNotFound(String),
-    /// A prompt is already running.
-    #[error("session {0} is already running a prompt; wait for it to finish or cancel it first")]
+    /// The session's turn is in the way (the message says how: a full
+    /// line of prompts behind it, or a load while it writes).
+    #[error("{0}")]
     SessionBusy(String),
     /// Another process writes the session's log.
     #[error("session {id} is open in another dsh process{}; close it there (or quit that editor window) first", holder.map(|pid| format!(" (pid {pid})")).unwrap_or_default())]
@@ -52,6 +53,10 @@ pub enum AgentError {
     /// A bug.
     #[error("internal error: {0}")]
     Internal(String),
+    /// The turn a steered prompt joined failed: that turn's error, as its
+    /// own prompt was answered.
+    #[error("{}", .0.message)]
+    Joined(dsh_protocol::error::ErrorInfo),
 }
 
 impl AgentError {
@@ -86,7 +91,8 @@ impl AgentError {
             | AgentError::Log(_)
             | AgentError::LogWrite { .. }
             | AgentError::Config(_)
-            | AgentError::Internal(_) => -32603,
+            | AgentError::Internal(_)
+            | AgentError::Joined(_) => -32603,
         }
     }
 
@@ -108,6 +114,7 @@ impl AgentError {
             AgentError::Log(error) => error.code,
             AgentError::LogWrite { .. } => ErrorCode::SessionLogWrite,
             AgentError::Config(_) | AgentError::Internal(_) => ErrorCode::Internal,
+            AgentError::Joined(info) => info.code,
         }
     }
 }

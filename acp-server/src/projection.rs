@@ -96,7 +96,11 @@ impl Projection {
         let replay = delivery == Delivery::Replay;
         match &event.data {
             EventData::Title { title, .. } => vec![AgentUpdate::Title(title.clone())],
-            EventData::UserMessage { content, .. } if replay => content
+            // The editor shows its own prompt; a steered one lands in the
+            // running turn, so it is shown where it lands, live too.
+            EventData::UserMessage {
+                content, steered, ..
+            } if replay || *steered => content
                 .iter()
                 .cloned()
                 .map(AgentUpdate::UserChunk)

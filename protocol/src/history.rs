@@ -53,6 +53,9 @@ pub struct History {
     attachments: Vec<UserContent>,
     /// Where the current turn's prompt is in `entries`.
     turn_start: Option<usize>,
+    /// What the user steered into the current turn: kept with its prompt
+    /// when the turn's work is dropped.
+    steered: Vec<UserContent>,
     /// Workspace instructions in effect: they open the conversation again
     /// after a summary replaced the prompt that carried them.
     instructions: Vec<String>,
@@ -76,7 +79,27 @@ impl History {
     pub fn apply(&mut self, event: &Event) {
         let seq = event.seq;
         match &event.data {
+            // Steered into the running turn: after the step's tool
+            // results (with what else goes there), or after its reply.
+            EventData::UserMessage {
+                content,
+                steered: true,
+                ..
+            } => {
+                self.steered.extend(content.iter().cloned());
+                match self.entries.last() {
+                    Some((_, message)) if matches!(**message, ChatMessage::Tool { .. }) => {
+                        self.attachments.extend(content.iter().cloned());
+                    }
+                    _ => {
+                        self.flush_attachments(seq);
+                        self.entries
+                            .push((seq, Arc::new(ChatMessage::User(content.clone()))));
+                    }
+                }
+            }
             EventData::UserMessage { content, .. } => {
+                self.steered.clear();
                 self.flush_attachments(seq);
                 self.close_open_turn(NOTE_NO_REPLY);
                 self.turn_start = Some(self.entries.len());
@@ -339,6 +362,9 @@ impl History {
         };
         self.entries.truncate(start + 1);
         self.pending.clear();
+        // What was steered in stays, with the prompt (and only there).
+        let steered = std::mem::take(&mut self.steered);
+        self.attachments.retain(|block| !steered.contains(block));
         if let Some(ChatMessage::User(content)) = self
             .entries
             .get_mut(start)
@@ -359,6 +385,7 @@ impl History {
                 content.retain(is_context);
                 content.push(UserContent::text(NOTE_DROPPED_PROMPT));
             }
+            content.extend(steered);
         }
     }
 
@@ -456,6 +483,7 @@ mod tests {
         EventData::UserMessage {
             turn,
             content: vec![UserContent::text(text)],
+            steered: false,
         }
     }
 
@@ -718,6 +746,36 @@ mod tests {
                 .map(Arc::unwrap_or_clone)
                 .collect::<Vec<_>>(),
             derive_history(&events)
+        );
+    }
+
+    /// A steered prompt lands after the step's tool results, and stays
+    /// with the turn's prompt when the turn's work is dropped.
+    #[test]
+    fn steered_words_follow_tool_results_and_survive_an_overflow() {
+        let steer = |text: &str| EventData::UserMessage {
+            turn: 1,
+            content: vec![UserContent::text(text)],
+            steered: true,
+        };
+        let mut events = vec![
+            mk(1, prompt(1, "one")),
+            mk(2, asks(1, vec![call("c1")])),
+            mk(3, result(1, "c1", "out")),
+            mk(4, steer("faster")),
+        ];
+        let history = derive_history(&events);
+        assert_eq!(roles(&history), ["user", "assistant", "tool", "user"]);
+        assert_eq!(
+            history[3],
+            ChatMessage::User(vec![UserContent::text("faster")])
+        );
+        events.push(mk(5, failed(1, ErrorCode::ModelContextWindowExceeded)));
+        let history = derive_history(&events);
+        assert_eq!(roles(&history), ["user", "assistant"]);
+        assert_eq!(
+            history[0],
+            ChatMessage::User(vec![UserContent::text("one"), UserContent::text("faster")])
         );
     }
 }

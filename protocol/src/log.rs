@@ -47,6 +47,19 @@ pub struct SessionHeader {
     /// MCP servers the client passed, as it passed them.
     #[serde(default)]
     pub mcp_servers: serde_json::Value,
+    /// The session this one was forked from, and how far: its events up
+    /// to `seq` (its last completed turn) begin this log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<ForkOrigin>,
+}
+
+/// Where a fork comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForkOrigin {
+    /// The parent session.
+    pub session: SessionId,
+    /// The last of its events the fork took.
+    pub seq: u64,
 }
 
 impl SessionHeader {
@@ -60,6 +73,7 @@ impl SessionHeader {
             cwd,
             roots,
             mcp_servers: serde_json::Value::Array(Vec::new()),
+            forked_from: None,
         }
     }
 }
@@ -208,10 +222,15 @@ pub enum EventData {
     /// A user prompt.
     #[serde(rename = "user/message")]
     UserMessage {
-        /// Turn number this prompt opens.
+        /// Turn number this prompt opens (a steered one: the turn it
+        /// joined).
         turn: u64,
         /// The prompt.
         content: Vec<UserContent>,
+        /// Sent while the turn ran and delivered into it at a step
+        /// boundary, after the step's tool results (it opens no turn).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        steered: bool,
     },
     /// A turn began.
     #[serde(rename = "turn/start")]

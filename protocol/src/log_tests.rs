@@ -24,6 +24,7 @@ fn user(seq: u64, text: &str) -> String {
         data: EventData::UserMessage {
             turn: 1,
             content: vec![UserContent::text(text)],
+            steered: false,
         },
     };
     format!("{}\n", serde_json::to_string(&event).unwrap())

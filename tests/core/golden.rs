@@ -98,6 +98,7 @@ fn samples() -> Vec<EventData> {
                     name: "main.rs".into(),
                 },
             ],
+            steered: false,
         },
         EventData::TurnStart { turn: 1 },
         EventData::TurnEnd {

@@ -20,6 +20,7 @@ mod plan_mode;
 mod projection;
 mod protocol;
 mod questions;
+mod queue;
 mod registry;
 mod robustness;
 mod run;

@@ -371,18 +371,38 @@ async fn interrupt_cancels_the_turn_and_denies_its_open_ask() {
             items.iter().filter(|i| i["kind"] == "delta").count() >= 3
         })
         .await;
-    // A second prompt while one runs is refused, as over ACP.
-    let busy = client
-        .call(
+    // A second prompt while one runs waits in line, as over ACP; the
+    // interrupt ends both.
+    let queued = client
+        .ok(
             "session/prompt",
             json!({"sessionId": session, "text": "more"}),
         )
         .await;
-    assert_eq!(busy["error"]["data"]["code"], "session.busy");
+    let queued = queued["messageId"].as_str().unwrap().to_owned();
+    client
+        .wait_items(&sub, "the queued status", |items| {
+            items.iter().any(|i| {
+                i["kind"] == "status"
+                    && i["status"] == "queued"
+                    && i["messageId"] == queued.as_str()
+            })
+        })
+        .await;
     client
         .ok("session/interrupt", json!({"sessionId": session}))
         .await;
     assert_eq!(client.wait_idle(&sub).await["stopReason"], "cancelled");
+    client
+        .wait_items(&sub, "the queued prompt answered", |items| {
+            items.iter().any(|i| {
+                i["status"] == "answered"
+                    && i["messageId"] == queued.as_str()
+                    && i["stopReason"] == "cancelled"
+            })
+        })
+        .await;
+    assert_eq!(env.mock.requests().len(), 1, "the queued prompt never ran");
 
     // An open ask is denied by an interrupt, and nothing runs.
     env.mock.push_json(call(
@@ -837,4 +857,78 @@ async fn websocket_answers_a_message_over_the_frame_limit_with_a_null_id_and_liv
     assert_eq!(stray[0]["id"], Value::Null, "{stray:?}");
     client.ok("initialize", json!({})).await;
     assert!(!client.closed());
+}
+
+#[tokio::test]
+async fn a_steered_prompt_joins_the_turn_and_a_fork_carries_the_conversation() {
+    let env = TestEnv::new().await;
+    env.mock.push_json(json!({
+        "chunks":[{"tool_call":{"index":0,"id":"r1","name":"read","arguments":"{\"file_path\":\"hello.txt\"}"}}],
+        "finish":"tool_calls","delay_ms":300
+    }));
+    env.mock
+        .push_json(json!({"chunks":[{"text":"Fait."}],"finish":"stop"}));
+    let sdk = SdkProcess::stdio(&env);
+    let client = &sdk.client;
+    let session = new_session(client, &env, json!({})).await;
+    let sub = client.subscribe(&session, None).await;
+    let first = client.prompt(&session, "read hello.txt").await;
+    while env.mock.requests().is_empty() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let steered = client
+        .ok(
+            "session/prompt",
+            json!({"sessionId": session, "text": "in French", "delivery": "steer"}),
+        )
+        .await;
+    let steered = steered["messageId"].as_str().unwrap().to_owned();
+    let idle = client.wait_idle(&sub).await;
+    assert_eq!(idle["messageId"], first.as_str());
+    assert_eq!(idle["stopReason"], "end_turn");
+    client
+        .wait_items(&sub, "the steer answered with its turn", |items| {
+            items.iter().any(|i| {
+                i["status"] == "answered"
+                    && i["messageId"] == steered.as_str()
+                    && i["stopReason"] == "end_turn"
+            })
+        })
+        .await;
+    let items = client.items(&sub);
+    let statuses: Vec<&str> = items
+        .iter()
+        .filter(|i| i["messageId"] == steered.as_str())
+        .map(|i| i["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["steering", "answered"]);
+    let second = &env.mock.requests()[1];
+    let last = second["messages"].as_array().unwrap().last().unwrap();
+    assert_eq!(last["role"], "user");
+    assert!(last.to_string().contains("in French"), "{last}");
+    let bad = client
+        .call(
+            "session/prompt",
+            json!({"sessionId": session, "text": "x", "delivery": "later"}),
+        )
+        .await;
+    assert_eq!(bad["error"]["code"], -32602, "{bad}");
+
+    // The fork (in the parent's cwd) starts from the same conversation.
+    let fork = client
+        .ok("session/fork", json!({"sessionId": session}))
+        .await;
+    let fork = fork["sessionId"].as_str().unwrap().to_owned();
+    assert_ne!(fork, session);
+    env.mock.push_json(reply("Oui."));
+    let fork_sub = client.subscribe(&fork, None).await;
+    client.prompt(&fork, "encore?").await;
+    client.wait_idle(&fork_sub).await;
+    let third = env.mock.requests()[2].to_string();
+    assert!(
+        third.contains("read hello.txt")
+            && third.contains("in French")
+            && third.contains("encore?")
+    );
+    assert!(sdk.exit().await.success());
 }

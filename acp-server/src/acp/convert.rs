@@ -324,3 +324,23 @@ pub fn session_update(update: AgentUpdate) -> acp::SessionUpdate {
         }
     }
 }
+
+/// How a prompt is delivered when a turn runs: `_meta.dsh.delivery`
+/// (`"queue"`, the default, or `"steer"`).
+///
+/// # Errors
+/// A `delivery` that is not one of those words.
+pub(super) fn prompt_delivery(
+    meta: Option<&acp::Meta>,
+) -> Result<crate::session::PromptDelivery, AgentError> {
+    let word = meta
+        .and_then(|meta| meta.get("dsh"))
+        .and_then(|dsh| dsh.get("delivery"));
+    match word {
+        None | Some(serde_json::Value::Null) => Ok(crate::session::PromptDelivery::Queue),
+        Some(serde_json::Value::String(word)) => crate::session::PromptDelivery::parse(word),
+        Some(other) => Err(AgentError::InvalidParams(format!(
+            "_meta.dsh.delivery must be \"queue\" or \"steer\", got {other}"
+        ))),
+    }
+}

@@ -8,12 +8,13 @@ use std::sync::{Arc, RwLock};
 
 use agent_client_protocol::v1::schema::{
     AuthenticateRequest, AuthenticateResponse, CancelNotification, CloseSessionRequest,
-    CloseSessionResponse, DeleteSessionRequest, DeleteSessionResponse, InitializeRequest,
-    InitializeResponse, ListSessionsRequest, ListSessionsResponse, LoadSessionRequest,
-    LoadSessionResponse, LogoutRequest, LogoutResponse, NewSessionRequest, NewSessionResponse,
-    PromptRequest, PromptResponse, ResumeSessionRequest, ResumeSessionResponse, SessionId,
-    SessionInfo, SessionNotification, SetSessionConfigOptionRequest,
-    SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse,
+    CloseSessionResponse, DeleteSessionRequest, DeleteSessionResponse, ForkSessionRequest,
+    ForkSessionResponse, InitializeRequest, InitializeResponse, ListSessionsRequest,
+    ListSessionsResponse, LoadSessionRequest, LoadSessionResponse, LogoutRequest, LogoutResponse,
+    NewSessionRequest, NewSessionResponse, PromptRequest, PromptResponse, ResumeSessionRequest,
+    ResumeSessionResponse, SessionId, SessionInfo, SessionNotification,
+    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest,
+    SetSessionModeResponse,
 };
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::{Client, Error, Responder, V1};
@@ -180,6 +181,53 @@ pub(super) fn new_session(
                 let id = SessionId::new(session.id.as_str());
                 responder.respond(
                     NewSessionResponse::new(id.clone())
+                        .modes(convert::mode_state(mode))
+                        .config_options(convert::config_options(options)),
+                )?;
+                notify(&cx, &backlog, &id, notices);
+                Ok(())
+            }
+            Err(error) => responder.respond_with_error(to_acp(&error)),
+        }
+    })
+}
+
+/// `session/fork` (ACP's unstable fork): a new session with the parent's
+/// history up to its last completed turn.
+pub(super) fn fork_session(
+    ctx: &Ctx,
+    request: ForkSessionRequest,
+    responder: Responder<ForkSessionResponse, V1>,
+    cx: ConnectionTo<Client>,
+) -> Result<(), Error> {
+    let mcp = match convert::mcp_servers(&request.mcp_servers) {
+        Ok(mcp) => mcp,
+        Err(error) => return responder.respond_with_error(to_acp(&error)),
+    };
+    let agent = ctx.agent.clone();
+    let backlog = ctx.backlog.clone();
+    cx.clone().spawn(async move {
+        let opened = spawned(async move {
+            agent
+                .fork_session(
+                    &request.session_id.0,
+                    &request.cwd,
+                    &request.additional_directories,
+                    mcp,
+                )
+                .await
+        })
+        .await;
+        match opened {
+            Ok(Opened {
+                session,
+                options,
+                mode,
+                notices,
+            }) => {
+                let id = SessionId::new(session.id.as_str());
+                responder.respond(
+                    ForkSessionResponse::new(id.clone())
                         .modes(convert::mode_state(mode))
                         .config_options(convert::config_options(options)),
                 )?;
@@ -368,21 +416,26 @@ pub(super) fn prompt(
         Ok(content) => content,
         Err(error) => return responder.respond_with_error(to_acp(&error)),
     };
-    // Reserve the session now, inside the dispatch loop, so a
-    // session/cancel right behind this request finds the turn.
-    let ticket = match ctx.agent.begin_prompt(&request.session_id.0) {
-        Ok(ticket) => ticket,
+    let delivery = match convert::prompt_delivery(request.meta.as_ref()) {
+        Ok(delivery) => delivery,
         Err(error) => return responder.respond_with_error(to_acp(&error)),
     };
-    let cancel = ticket.cancel_token();
-    let request_cancelled = responder.cancellation();
-    let agent = ctx.agent.clone();
+    // Admitted now, inside the dispatch loop, so a session/cancel right
+    // behind this request finds it (running, queued or steered).
     let sink = ctx.sink(&cx, &request.session_id);
-    let mut work = tokio::spawn(async move {
-        agent
-            .prompt(ticket, content, std::sync::Arc::new(sink))
-            .await
-    });
+    let submitted = match ctx.agent.submit(
+        &request.session_id.0,
+        content,
+        delivery,
+        std::sync::Arc::new(sink),
+        Box::new(|| {}),
+    ) {
+        Ok(submitted) => submitted,
+        Err(error) => return responder.respond_with_error(to_acp(&error)),
+    };
+    let cancel = submitted.cancel;
+    let request_cancelled = responder.cancellation();
+    let mut work = tokio::spawn(submitted.done);
     cx.spawn(async move {
         let joined = tokio::select! {
             joined = &mut work => joined,

@@ -18,13 +18,13 @@ use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::AuthMethodTerminal;
 use agent_client_protocol::v1::schema::{
     AgentAuthCapabilities, AgentCapabilities, AuthMethod, AuthMethodAgent, AuthenticateRequest,
-    CancelNotification, CloseSessionRequest, DeleteSessionRequest, Implementation,
-    InitializeRequest, InitializeResponse, ListSessionsRequest, LoadSessionRequest,
+    CancelNotification, CloseSessionRequest, DeleteSessionRequest, ForkSessionRequest,
+    Implementation, InitializeRequest, InitializeResponse, ListSessionsRequest, LoadSessionRequest,
     LogoutCapabilities, LogoutRequest, McpCapabilities, NewSessionRequest, PromptCapabilities,
     PromptRequest, ResumeSessionRequest, SessionAdditionalDirectoriesCapabilities,
     SessionCapabilities, SessionCloseCapabilities, SessionDeleteCapabilities,
-    SessionListCapabilities, SessionResumeCapabilities, SetSessionConfigOptionRequest,
-    SetSessionModeRequest,
+    SessionForkCapabilities, SessionListCapabilities, SessionResumeCapabilities,
+    SetSessionConfigOptionRequest, SetSessionModeRequest,
 };
 use agent_client_protocol::{Agent as AgentRole, ConnectTo};
 
@@ -92,7 +92,8 @@ pub fn initialize_response(request: &InitializeRequest, agent: &Agent) -> Initia
                         .delete(SessionDeleteCapabilities::new())
                         .additional_directories(SessionAdditionalDirectoriesCapabilities::new())
                         .resume(SessionResumeCapabilities::new())
-                        .close(SessionCloseCapabilities::new()),
+                        .close(SessionCloseCapabilities::new())
+                        .fork(SessionForkCapabilities::new()),
                 ),
         )
 }
@@ -112,7 +113,7 @@ pub async fn serve(
         caps: Arc::new(RwLock::new(ClientCaps::default())),
         backlog: backlog.clone(),
     };
-    let [c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13] =
+    let [c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14] =
         std::array::from_fn(|_| ctx.clone());
     let served = AgentRole
         .v1()
@@ -150,6 +151,12 @@ pub async fn serve(
         .on_receive_request(
             async move |request: ResumeSessionRequest, responder, cx| {
                 handlers::resume_session(&c5, request, responder, cx)
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: ForkSessionRequest, responder, cx| {
+                handlers::fork_session(&c14, request, responder, cx)
             },
             agent_client_protocol::on_receive_request!(),
         )

@@ -8,6 +8,7 @@
 //! Blocking work (reading and creating logs) runs off the async workers,
 //! so a front end's dispatch loop never waits on the disk.
 
+mod fork;
 mod listing;
 
 pub use listing::{SessionListing, SessionPage};
@@ -30,7 +31,7 @@ use crate::frontend::Frontend;
 use crate::mcp::{McpHub, McpServerConfig};
 use crate::model::Provider;
 use crate::session::state::SessionState;
-use crate::session::{Session, TurnTicket};
+use crate::session::{Admission, PromptDelivery, Session, TurnTicket, Waited};
 use crate::settings::Settings;
 use crate::store::{now_ms, SessionStore};
 use crate::update::ConfigOption;
@@ -43,6 +44,16 @@ const SHUTDOWN_BUDGET: Duration = Duration::from_secs(2);
 
 /// How often turns give free memory back to the system, at most.
 const GIVE_BACK_EVERY: Duration = Duration::from_secs(20);
+
+/// A submitted prompt ([`Agent::submit`]).
+pub struct Submitted {
+    /// Cancels it, waiting or running (the request's own cancel).
+    pub cancel: CancellationToken,
+    /// It waits behind a running turn (queued, or steered into it).
+    pub waiting: bool,
+    /// Waits for its turn and runs it: the stop reason.
+    pub done: futures::future::BoxFuture<'static, Result<StopReason, AgentError>>,
+}
 
 /// A session a front end opened.
 pub struct Opened {
@@ -354,7 +365,10 @@ impl Agent {
             return Ok(session);
         };
         if session.is_busy() {
-            return Err(AgentError::SessionBusy(session.id.to_string()));
+            return Err(AgentError::SessionBusy(format!(
+                "session {} is running a prompt; load it again when the prompt ends",
+                session.id
+            )));
         }
         let (store, replayed) = (self.store.clone(), session.clone());
         blocking(move || replayed.replay(&store, &*out)).await?;
@@ -546,6 +560,63 @@ impl Agent {
     pub fn begin_prompt(&self, id: &str) -> Result<TurnTicket, AgentError> {
         self.check_config()?;
         self.session(id)?.begin_turn()
+    }
+
+    /// Submits a prompt the way every front end that queues does: it runs
+    /// now, waits in line behind the running turn, or (`Steer`) joins that
+    /// turn ([`crate::session::inbox`]). The admission happens here, inside
+    /// the caller's dispatch loop (so a `session/cancel` right behind the
+    /// request finds it); the returned future waits and runs, and resolves
+    /// to the prompt's stop reason (a steer: its turn's). `on_start` is
+    /// called when the prompt's own turn starts (never for a steer the
+    /// running turn takes in, nor for a prompt cancelled in line).
+    ///
+    /// # Errors
+    /// Unknown session, bad content, or a full line (`session.busy`).
+    pub fn submit(
+        self: &Arc<Self>,
+        id: &str,
+        content: Vec<UserContent>,
+        delivery: PromptDelivery,
+        frontend: Arc<dyn Frontend>,
+        on_start: Box<dyn FnOnce() + Send>,
+    ) -> Result<Submitted, AgentError> {
+        self.check_config()?;
+        self.check_prompt(&content)?;
+        let session = self.session(id)?;
+        // A slash command is never steered: it is a turn of its own.
+        let steer = (delivery == PromptDelivery::Steer
+            && crate::context::commands::parse(&content).is_none())
+        .then(|| content.clone());
+        let agent = self.clone();
+        Ok(match session.admit(steer)? {
+            Admission::Now(ticket) => Submitted {
+                cancel: ticket.cancel_token(),
+                waiting: false,
+                done: Box::pin(async move {
+                    on_start();
+                    agent.prompt(ticket, content, frontend).await
+                }),
+            },
+            Admission::Waiting(waiting) => Submitted {
+                cancel: waiting.cancel_token(),
+                waiting: true,
+                done: Box::pin(async move {
+                    match waiting.wait().await {
+                        // Cancelled as the turn came: it passes on.
+                        Waited::Turn(ticket) if ticket.cancel.is_cancelled() => {
+                            Ok(StopReason::Cancelled)
+                        }
+                        Waited::Turn(ticket) => {
+                            on_start();
+                            agent.prompt(ticket, content, frontend).await
+                        }
+                        Waited::Joined(outcome) => outcome.map_err(AgentError::Joined),
+                        Waited::Cancelled => Ok(StopReason::Cancelled),
+                    }
+                }),
+            },
+        })
     }
 
     /// Runs one prompt to completion. The ticket's token cancels it.

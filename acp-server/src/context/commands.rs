@@ -49,6 +49,11 @@ pub const COMMANDS: &[Command] = &[
         hint: None,
     },
     Command {
+        name: "fork",
+        description: "Copy this conversation (up to its last completed turn) into a new session, to try another way there",
+        hint: None,
+    },
+    Command {
         name: "help",
         description: "List the commands",
         hint: None,
@@ -82,6 +87,8 @@ pub enum Invocation {
     },
     /// `/undo`.
     Undo,
+    /// `/fork`.
+    Fork,
     /// `/help`.
     Help,
 }
@@ -143,6 +150,7 @@ pub fn parse(content: &[UserContent]) -> Option<Invocation> {
         }),
         "help" => Some(Invocation::Help),
         "undo" => Some(Invocation::Undo),
+        "fork" => Some(Invocation::Fork),
         _ => None,
     }
 }

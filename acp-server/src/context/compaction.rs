@@ -321,6 +321,7 @@ mod tests {
             EventData::UserMessage {
                 turn: 1,
                 content: vec![UserContent::text("read it")],
+                steered: false,
             },
             answer(1, 1, "", vec![call]),
             EventData::ToolResult {
@@ -338,6 +339,7 @@ mod tests {
             EventData::UserMessage {
                 turn: 2,
                 content: vec![UserContent::text("and now?")],
+                steered: false,
             },
             answer(2, 1, "now this", Vec::new()),
         ];

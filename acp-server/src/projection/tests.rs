@@ -111,6 +111,7 @@ fn the_prompt_is_replayed_but_not_echoed_live() {
     let prompt = EventData::UserMessage {
         turn: 1,
         content: vec![UserContent::text("first"), UserContent::text("second")],
+        steered: false,
     };
     assert_eq!(project(prompt.clone(), Live), []);
     assert_eq!(

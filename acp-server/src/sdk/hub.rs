@@ -256,19 +256,59 @@ impl SdkSession {
         self.notify(&live, NoticeKind::Status, &item);
     }
 
-    /// Marks the prompt finished and says how.
+    /// Marks the prompt's turn finished and says how.
     fn finished(&self, message_id: &str, outcome: &Result<StopReason, AgentError>) {
         let mut live = lock(&self.live);
-        live.running = None;
+        // The next prompt in line may have started already.
+        if live
+            .running
+            .as_ref()
+            .is_some_and(|running| running.message_id == message_id)
+        {
+            live.running = None;
+        }
+        self.ended(&live, "idle", message_id, outcome);
+    }
+
+    /// A prompt that waited ended without a turn of its own: cancelled in
+    /// line, or steered into a turn that ended.
+    fn answered(&self, message_id: &str, outcome: &Result<StopReason, AgentError>) {
+        let live = lock(&self.live);
+        self.ended(&live, "answered", message_id, outcome);
+    }
+
+    fn ended(
+        &self,
+        live: &MutexGuard<'_, Live>,
+        status: &'static str,
+        message_id: &str,
+        outcome: &Result<StopReason, AgentError>,
+    ) {
         let (stop_reason, error) = match outcome {
             Ok(stop) => (Some(*stop), None),
             Err(error) => (None, Some(error.rpc_data())),
         };
         let item = Item::Status {
-            status: "idle",
+            status,
             message_id: Some(message_id),
             stop_reason,
             error,
+        };
+        self.notify(live, NoticeKind::Status, &item);
+    }
+
+    /// A prompt waits behind the running turn (`queued`) or for it to take
+    /// it in (`steering`).
+    fn waiting(&self, message_id: &str, delivery: crate::session::PromptDelivery) {
+        let live = lock(&self.live);
+        let item = Item::Status {
+            status: match delivery {
+                crate::session::PromptDelivery::Queue => "queued",
+                crate::session::PromptDelivery::Steer => "steering",
+            },
+            message_id: Some(message_id),
+            stop_reason: None,
+            error: None,
         };
         self.notify(&live, NoticeKind::Status, &item);
     }
@@ -476,6 +516,30 @@ impl Hub {
         self.settle(opened, opening.approvals, &settings, conn)
     }
 
+    /// `session/fork`: a new session with `parent`'s history up to its
+    /// last completed turn, in `cwd` (the parent's by default).
+    ///
+    /// # Errors
+    /// As the agent's, and bad settings.
+    pub async fn fork(
+        &self,
+        parent: &str,
+        cwd: Option<PathBuf>,
+        opening: Opening,
+        conn: ConnId,
+    ) -> Result<Arc<SdkSession>, AgentError> {
+        let settings = self.check(&opening)?;
+        let cwd = match cwd {
+            Some(cwd) => cwd,
+            None => self.agent.stored_cwd(parent).await?,
+        };
+        let opened = self
+            .agent
+            .fork_session(parent, &cwd, &[], opening.mcp_servers)
+            .await?;
+        self.settle(opened, opening.approvals, &settings, conn)
+    }
+
     /// The settings to record, validated.
     fn check(&self, opening: &Opening) -> Result<Vec<(&'static str, String)>, AgentError> {
         let mode = opening.mode.as_deref().or(opening.approvals.mode());
@@ -525,30 +589,52 @@ impl Hub {
         self.resume(id, Opening::default(), conn).await
     }
 
-    /// `session/prompt`: starts the turn and returns its receipt.
+    /// `session/prompt`: submits the prompt (it runs now, waits in line,
+    /// or is steered into the running turn) and returns its receipt.
+    ///
+    /// It is admitted before anything is awaited when the session is live,
+    /// so prompts sent back to back line up in the order they came; a
+    /// missing credential fails the prompt's turn (its `idle` status says
+    /// so).
     ///
     /// # Errors
-    /// Unknown or busy session, bad content, missing credential.
+    /// Unknown session, bad content, a full line.
     pub async fn prompt(
         self: &Arc<Self>,
         id: &str,
         content: Vec<UserContent>,
+        delivery: crate::session::PromptDelivery,
         conn: ConnId,
     ) -> Result<String, AgentError> {
         self.agent.check_prompt(&content)?;
-        self.agent.require_credential().await?;
         let session = self.open(id, conn).await?;
-        let ticket = self.agent.begin_prompt(id)?;
         let message_id = uuid::Uuid::new_v4().to_string();
-        session.started(&message_id, conn);
-        let agent = self.agent.clone();
+        let own_turn = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let on_start = {
+            let (session, message_id, own_turn) =
+                (session.clone(), message_id.clone(), own_turn.clone());
+            Box::new(move || {
+                own_turn.store(true, Ordering::SeqCst);
+                session.started(&message_id, conn);
+            })
+        };
+        let submitted = self
+            .agent
+            .submit(id, content, delivery, session.clone(), on_start)?;
+        if submitted.waiting {
+            session.waiting(&message_id, delivery);
+        }
         let receipt = message_id.clone();
         self.tasks.spawn(async move {
-            let outcome = agent.prompt(ticket, content, session.clone()).await;
+            let outcome = submitted.done.await;
             if let Err(error) = &outcome {
                 tracing::warn!(session = %session.id, code = error.code().as_str(), "prompt failed: {error}");
             }
-            session.finished(&message_id, &outcome);
+            if own_turn.load(Ordering::SeqCst) {
+                session.finished(&message_id, &outcome);
+            } else {
+                session.answered(&message_id, &outcome);
+            }
         });
         Ok(receipt)
     }

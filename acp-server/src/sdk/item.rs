@@ -31,7 +31,8 @@ pub enum Item<'a> {
     },
     /// Whether a prompt runs.
     Status {
-        /// `running`, `idle` or `closed`.
+        /// `queued`, `steering`, `running`, `idle` (its turn ended),
+        /// `answered` (it ended without a turn of its own) or `closed`.
         status: &'static str,
         /// The prompt's receipt.
         #[serde(skip_serializing_if = "Option::is_none")]

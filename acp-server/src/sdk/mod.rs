@@ -120,7 +120,7 @@ struct InitializeParams {
     client_info: Option<Value>,
 }
 
-/// `session/new`'s and `session/resume`'s settings.
+/// `session/new`'s, `session/resume`'s and `session/fork`'s settings.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct OpenParams {
@@ -228,6 +228,9 @@ struct PromptParams {
     text: Option<String>,
     #[serde(default)]
     content: Option<Vec<UserContent>>,
+    /// `queue` (the default) or `steer`, when a turn runs.
+    #[serde(default)]
+    delivery: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -324,6 +327,20 @@ fn register(module: &mut RpcModule<Hub>) -> Result<(), jsonrpsee::core::Register
                 .map(|session| json!({ "sessionId": session.id })),
         )
     })?;
+    module.register_async_method("session/fork", |params, hub, ext| async move {
+        let params: OpenParams = parse(&params)?;
+        let id = params
+            .session_id
+            .clone()
+            .ok_or_else(|| invalid("missing field `sessionId`".to_owned()))?;
+        let cwd = params.cwd.clone();
+        let opening = params.opening()?;
+        answer(
+            hub.fork(&id, cwd, opening, conn(&ext))
+                .await
+                .map(|session| json!({ "sessionId": session.id })),
+        )
+    })?;
     module.register_async_method("session/resume", |params, hub, ext| async move {
         let params: OpenParams = parse(&params)?;
         if params.cwd.is_some() {
@@ -363,8 +380,14 @@ fn register(module: &mut RpcModule<Hub>) -> Result<(), jsonrpsee::core::Register
             (None, Some(content)) => content,
             _ => return Err(invalid("give either `text` or `content`".to_owned())),
         };
+        let delivery = match params.delivery.as_deref() {
+            None => crate::session::PromptDelivery::Queue,
+            Some(word) => {
+                crate::session::PromptDelivery::parse(word).map_err(|e| invalid(e.to_string()))?
+            }
+        };
         answer(
-            hub.prompt(&params.session_id, content, conn(&ext))
+            hub.prompt(&params.session_id, content, delivery, conn(&ext))
                 .await
                 .map(|message_id| json!({ "messageId": message_id })),
         )

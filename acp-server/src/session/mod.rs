@@ -3,9 +3,14 @@
 //! a time. Every durable fact goes through [`Session::record`]: appended to
 //! the log, folded into the state, projected into updates for the editor.
 
+pub(crate) mod fork;
+mod inbox;
 #[cfg(test)]
 pub(crate) mod scratch;
 pub(crate) mod state;
+
+pub(crate) use inbox::Joined;
+pub use inbox::{Admission, PromptDelivery, Waited, Waiting, LIMIT as QUEUE_LIMIT};
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -61,6 +66,8 @@ pub struct Session {
     locked: Mutex<Locked>,
     turn_lock: Arc<tokio::sync::Mutex<()>>,
     turn_cancel: Mutex<Option<CancellationToken>>,
+    /// Prompts waiting for the turn ([`inbox`]).
+    inbox: Mutex<inbox::Inbox>,
     /// Cancelled when the session closes (and on shutdown, its parent).
     closed: CancellationToken,
     /// The user was told that commands run without a sandbox here.
@@ -71,7 +78,8 @@ pub struct Session {
 pub struct TurnTicket {
     pub(crate) session: Arc<Session>,
     pub(crate) cancel: CancellationToken,
-    _guard: tokio::sync::OwnedMutexGuard<()>,
+    /// `None` only for a ticket whose hand-off failed (see `hand_on`).
+    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
 }
 
 impl TurnTicket {
@@ -83,8 +91,11 @@ impl TurnTicket {
 
 impl Drop for TurnTicket {
     fn drop(&mut self) {
-        *lock(&self.session.turn_cancel) = None;
+        let Some(guard) = self.guard.take() else {
+            return;
+        };
         self.session.locked().active_at = std::time::Instant::now();
+        self.session.hand_on(guard);
     }
 }
 
@@ -125,6 +136,7 @@ impl Session {
             }),
             turn_lock: Arc::new(tokio::sync::Mutex::new(())),
             turn_cancel: Mutex::new(None),
+            inbox: Mutex::default(),
             closed: parent.child_token(),
             told_unsandboxed: std::sync::atomic::AtomicBool::new(false),
         })
@@ -287,9 +299,11 @@ impl Session {
     /// since. The log stays the truth; [`Self::resident_history`] folds
     /// it again. Whether it was dropped now.
     pub(crate) fn evict_idle_history(&self, idle: std::time::Duration) -> bool {
-        let Ok(_turn) = self.turn_lock.try_lock() else {
+        // No turn starts while the inbox is held.
+        let inbox = lock(&self.inbox);
+        if inbox.running {
             return false;
-        };
+        }
         if self.jobs.list().iter().any(|job| !job.has_ended()) {
             return false;
         }
@@ -348,24 +362,36 @@ impl Session {
         }
     }
 
-    /// Reserves the session for one prompt. Call it before the turn is
-    /// spawned, so a `session/cancel` that follows at once finds the token.
+    /// Reserves the session for one prompt, now or not at all (`dsh run`,
+    /// the tests; front ends that queue call [`Self::admit`]). Call it
+    /// before the turn is spawned, so a `session/cancel` that follows at
+    /// once finds the token.
     ///
     /// # Errors
-    /// `session.busy` when a turn runs.
+    /// `session.busy` when a turn runs or prompts wait.
     pub fn begin_turn(self: &Arc<Self>) -> Result<TurnTicket, AgentError> {
-        let guard = self
-            .turn_lock
-            .clone()
-            .try_lock_owned()
-            .map_err(|_| AgentError::SessionBusy(self.id.to_string()))?;
-        let cancel = self.closed.child_token();
+        let mut inbox = lock(&self.inbox);
+        if inbox.running || !inbox.waiting_is_empty() {
+            return Err(AgentError::SessionBusy(format!(
+                "session {} is running a prompt; wait for it to finish or cancel it first",
+                self.id
+            )));
+        }
+        self.take_turn(&mut inbox)
+    }
+
+    /// The turn, held by `guard`, for a prompt cancelled by `cancel`.
+    fn ticket(
+        self: &Arc<Self>,
+        guard: tokio::sync::OwnedMutexGuard<()>,
+        cancel: CancellationToken,
+    ) -> TurnTicket {
         *lock(&self.turn_cancel) = Some(cancel.clone());
-        Ok(TurnTicket {
+        TurnTicket {
             session: self.clone(),
             cancel,
-            _guard: guard,
-        })
+            guard: Some(guard),
+        }
     }
 
     /// True the first time it is called: the session's first command
@@ -410,14 +436,13 @@ impl Session {
 
     /// Whether a turn runs now.
     pub fn is_busy(&self) -> bool {
-        self.turn_lock.try_lock().is_err()
+        lock(&self.inbox).running
     }
 
-    /// Cancels the running turn, if any.
+    /// Cancels the running turn, if any, and every prompt waiting for
+    /// the turn.
     pub fn cancel_turn(&self) {
-        if let Some(token) = lock(&self.turn_cancel).as_ref() {
-            token.cancel();
-        }
+        self.cancel_all();
     }
 
     /// What the permission policy says of a call now (mode and rules are

@@ -130,6 +130,7 @@ fn a_turn(call: &str) -> Vec<EventData> {
         EventData::UserMessage {
             turn: 1,
             content: vec![UserContent::text("Read a.txt")],
+            steered: false,
         },
         EventData::Title {
             title: "Read a.txt".to_owned(),
@@ -204,6 +205,7 @@ async fn a_recorded_prompt_reaches_the_history_but_is_not_sent_live() {
             EventData::UserMessage {
                 turn: 1,
                 content: prompt.clone(),
+                steered: false,
             },
             &out,
         )
@@ -256,6 +258,106 @@ async fn one_turn_at_a_time() {
     drop(ticket);
     assert!(!session.is_busy());
     assert!(session.begin_turn().is_ok());
+}
+
+/// The turn passes from ticket to ticket in arrival order, skipping a
+/// prompt cancelled in line, and a new arrival cannot overtake the line.
+#[tokio::test]
+async fn the_turn_is_handed_on_in_arrival_order() {
+    use super::{Admission, Waited};
+    let fixture = fixture();
+    let session = &fixture.session;
+    let Ok(Admission::Now(first)) = session.admit(None) else {
+        panic!("an idle session admits at once");
+    };
+    let wait = |admission| match admission {
+        Ok(Admission::Waiting(waiting)) => waiting,
+        _ => panic!("a busy session queues"),
+    };
+    let (second, third, fourth) = (
+        wait(session.admit(None)),
+        wait(session.admit(None)),
+        wait(session.admit(None)),
+    );
+    third.cancel_token().cancel();
+    let second = tokio::spawn(second.wait());
+    let third = tokio::spawn(third.wait());
+    assert!(matches!(third.await.unwrap(), Waited::Cancelled));
+    drop(first);
+    let Waited::Turn(ticket) = second.await.unwrap() else {
+        panic!("the second in line gets the turn");
+    };
+    // The line is not empty: a newcomer waits behind it.
+    assert!(matches!(
+        session.begin_turn(),
+        Err(AgentError::SessionBusy(_))
+    ));
+    drop(ticket);
+    let Waited::Turn(ticket) = fourth.wait().await else {
+        panic!("the fourth gets it next (the third left the line)");
+    };
+    drop(ticket);
+    assert!(!session.is_busy());
+}
+
+/// A steer is taken out of line by the running turn and answered with the
+/// turn's outcome; a steer the turn never takes runs as its own turn.
+#[tokio::test]
+async fn a_steer_joins_the_running_turn_or_runs_as_its_own() {
+    use super::{Admission, Waited};
+    use dsh_protocol::log::StopReason;
+    let fixture = fixture();
+    let session = &fixture.session;
+    let Ok(Admission::Now(running)) = session.admit(None) else {
+        panic!("an idle session admits at once");
+    };
+    let Ok(Admission::Waiting(steer)) = session.admit(Some(vec![UserContent::text("faster")]))
+    else {
+        panic!("a busy session takes the steer in line");
+    };
+    let taken = session.take_steered();
+    assert_eq!(taken.len(), 1);
+    assert_eq!(taken[0].0, [UserContent::text("faster")]);
+    for (_, joined) in taken {
+        joined.answer(Ok(StopReason::EndTurn));
+    }
+    assert!(matches!(
+        steer.wait().await,
+        Waited::Joined(Ok(StopReason::EndTurn))
+    ));
+    let Ok(Admission::Waiting(late)) = session.admit(Some(vec![UserContent::text("late")])) else {
+        panic!("queued behind the running turn");
+    };
+    drop(running);
+    assert!(matches!(late.wait().await, Waited::Turn(_)));
+}
+
+/// `session/cancel` empties the line.
+#[tokio::test]
+async fn cancel_ends_every_wait() {
+    use super::{Admission, Waited};
+    let fixture = fixture();
+    let session = &fixture.session;
+    let Ok(Admission::Now(running)) = session.admit(None) else {
+        panic!("an idle session admits at once");
+    };
+    let waits: Vec<_> = (0..super::QUEUE_LIMIT)
+        .map(|_| match session.admit(None) {
+            Ok(Admission::Waiting(waiting)) => waiting,
+            _ => panic!("room in line"),
+        })
+        .collect();
+    assert!(matches!(
+        session.admit(None),
+        Err(AgentError::SessionBusy(_))
+    ));
+    session.cancel_turn();
+    assert!(running.cancel_token().is_cancelled());
+    for waiting in waits {
+        assert!(matches!(waiting.wait().await, Waited::Cancelled));
+    }
+    drop(running);
+    assert!(!session.is_busy());
 }
 
 #[tokio::test]

@@ -442,7 +442,21 @@ impl LogWriter {
         let mut line =
             serde_json::to_vec(&event).map_err(|err| AgentError::Internal(err.to_string()))?;
         line.push(b'\n');
-        if let Err(source) = self.file.write_all(&line) {
+        self.write_line(&line, event.seq)?;
+        Ok(event)
+    }
+
+    /// Appends a line another log holds, as it is (`seq` is its seq): a
+    /// fork's copy of its parent's events. The line ends with `\n`.
+    ///
+    /// # Errors
+    /// As [`Self::append`].
+    pub fn append_line(&mut self, line: &[u8], seq: u64) -> Result<(), AgentError> {
+        self.write_line(line, seq)
+    }
+
+    fn write_line(&mut self, line: &[u8], seq: u64) -> Result<(), AgentError> {
+        if let Err(source) = self.file.write_all(line) {
             let cut = self
                 .file
                 .set_len(self.len)
@@ -456,8 +470,13 @@ impl LogWriter {
             });
         }
         self.len += line.len() as u64;
-        self.next_seq += 1;
-        Ok(event)
+        self.next_seq = seq + 1;
+        Ok(())
+    }
+
+    /// The log's file.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
     }
 
     /// The seq of the last event appended (0 before the first).

@@ -40,6 +40,8 @@ struct Turn<'a> {
     touched: std::sync::Mutex<Touched>,
     /// What the turn's changes replaced ([`crate::checkpoint`]).
     capture: Arc<std::sync::Mutex<crate::checkpoint::TurnCapture>>,
+    /// Steered prompts the turn took in: answered when it ends.
+    joined: std::sync::Mutex<Vec<crate::session::Joined>>,
 }
 
 /// Paths tools of the running step worked on.
@@ -88,6 +90,7 @@ pub(crate) async fn run(
         number,
         touched: std::sync::Mutex::default(),
         capture: Arc::default(),
+        joined: std::sync::Mutex::default(),
     };
     let title = first.then(|| UserContent::title_of(&content)).flatten();
     match crate::context::commands::parse(&content) {
@@ -122,6 +125,16 @@ pub(crate) async fn run(
         Some(Invocation::Undo) => {
             turn.undo().instrument(span).await?;
             session.sync();
+            Ok(StopReason::EndTurn)
+        }
+        Some(Invocation::Fork) => {
+            let parent = session.clone();
+            let forked = tokio::task::spawn_blocking(move || parent.fork())
+                .await
+                .map_err(|err| AgentError::bug("fork", &err))??;
+            turn.notice(&format!(
+                "Forked this conversation, up to its last completed turn, into session `{forked}`. Open it from your editor's session list (or `dsh sdk`'s session/resume) to go on there; this one is unchanged."
+            ))?;
             Ok(StopReason::EndTurn)
         }
         Some(Invocation::Help) => {
@@ -184,6 +197,7 @@ impl Turn<'_> {
         self.record(EventData::UserMessage {
             turn: self.number,
             content,
+            steered: false,
         })?;
         if let Some(title) = title {
             self.record(EventData::Title { title, usage: None })?;
@@ -239,6 +253,12 @@ impl Turn<'_> {
                 }),
             ),
         };
+        // What the prompts steered into this turn are answered.
+        let joined_outcome = match (stop, &error) {
+            (Some(stop), _) => Ok(stop),
+            (None, Some(error)) => Err(error.clone()),
+            (None, None) => Ok(StopReason::EndTurn),
+        };
         let checkpoint = self.checkpoint().await;
         let recorded = checkpoint.and_then(|()| {
             self.record(EventData::TurnEnd {
@@ -249,6 +269,10 @@ impl Turn<'_> {
         });
         self.session.sync();
         tracing::info!(?stop, "turn ended");
+        let joined = std::mem::take(&mut *self.joined.lock().unwrap_or_else(|p| p.into_inner()));
+        for prompt in joined {
+            prompt.answer(joined_outcome.clone());
+        }
         let stop = outcome?;
         recorded?;
         Ok(stop)
@@ -323,9 +347,22 @@ impl Turn<'_> {
             #[cfg(debug_assertions)]
             injected_panic(self.session);
             self.compact_if_needed().await?;
+            // Steers are taken only when a step follows to answer them
+            // (else they wait in line and run as their own turn).
+            let room = step < self.config.max_steps;
             match self.step(step).await {
+                // A prompt steered in meanwhile keeps the turn going.
+                Ok(Next::Stop(StopReason::EndTurn)) => {
+                    if !room || !self.take_steered()? {
+                        return Ok(StopReason::EndTurn);
+                    }
+                }
                 Ok(Next::Stop(stop)) => return Ok(stop),
-                Ok(Next::Continue) => {}
+                Ok(Next::Continue) => {
+                    if room {
+                        self.take_steered()?;
+                    }
+                }
                 // The provider says the conversation is too long: compact
                 // and try the step again (once by default).
                 Err(error)
@@ -345,6 +382,29 @@ impl Turn<'_> {
             step += 1;
         }
         Ok(StopReason::MaxTurnRequests)
+    }
+
+    /// Takes in the prompts steered into this turn since the last step
+    /// (recorded after the step's tool results, shown where they land).
+    /// Whether there were any.
+    fn take_steered(&self) -> Result<bool, AgentError> {
+        let steered = self.session.take_steered();
+        let any = !steered.is_empty();
+        // Each is answered with the turn's outcome, recorded or not (a
+        // failed write fails the turn).
+        let mut joined = self.joined.lock().unwrap_or_else(|p| p.into_inner());
+        let mut recorded = Ok(());
+        for (content, prompt) in steered {
+            joined.push(prompt);
+            if recorded.is_ok() {
+                recorded = self.record(EventData::UserMessage {
+                    turn: self.number,
+                    content,
+                    steered: true,
+                });
+            }
+        }
+        recorded.map(|()| any)
     }
 
     /// Records a fact in the session; the editor is shown what it projects

@@ -225,6 +225,7 @@ async fn a_turn_records_its_prompt_title_start_reply_and_end_in_order() {
         EventData::UserMessage {
             turn: 1,
             content: vec![UserContent::text("Say hi\nplease")],
+            steered: false,
         }
     );
     // The title is the prompt's first line.

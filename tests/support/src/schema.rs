@@ -82,6 +82,9 @@ fn client_method_result_def(method: &str) -> Option<&'static str> {
         "authenticate" => "AuthenticateResponse",
         "logout" => "LogoutResponse",
         "session/new" => "NewSessionResponse",
+        // Unstable (no definition in the stable schema vendored here); its
+        // response has the same fields as session/new's in schema 1.17.
+        "session/fork" => "NewSessionResponse",
         "session/load" => "LoadSessionResponse",
         "session/list" => "ListSessionsResponse",
         "session/delete" => "DeleteSessionResponse",

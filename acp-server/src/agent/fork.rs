@@ -1,0 +1,77 @@
+//! `session/fork`: a new session whose history is another's up to its
+//! last completed turn ([`crate::session::fork`] writes its log). The
+//! parent is only read: a live one as far as its log is written now.
+
+use std::path::{Path, PathBuf};
+
+use dsh_protocol::SessionId;
+
+use super::{blocking, check_dir, Agent, Opened};
+use crate::error::AgentError;
+use crate::mcp::McpServerConfig;
+
+impl Agent {
+    /// Forks `parent` into a new session in `cwd` (with `extra_roots` and
+    /// `mcp`): its events up to the last `turn/end` (a turn still running
+    /// is left out), then the title "<parent's title> (fork)".
+    /// Checkpoints stay with the parent: `/undo` in the fork reaches only
+    /// the fork's own turns.
+    ///
+    /// # Errors
+    /// Unknown or unreadable parent, invalid cwd or roots, missing
+    /// credential, unwritable store.
+    pub async fn fork_session(
+        &self,
+        parent: &str,
+        cwd: &Path,
+        extra_roots: &[PathBuf],
+        mcp: Vec<McpServerConfig>,
+    ) -> Result<Opened, AgentError> {
+        self.check_config()?;
+        let (cwd, extra_roots) = (cwd.to_path_buf(), extra_roots.to_vec());
+        let (cwd, roots) = blocking(move || {
+            let cwd = check_dir("cwd", &cwd)?;
+            let roots = extra_roots
+                .iter()
+                .map(|root| check_dir("additionalDirectories entry", root))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok((cwd, roots))
+        })
+        .await?;
+        self.require_credential().await?;
+        let mut header = crate::session::fork::header(cwd, roots);
+        header.mcp_servers = crate::mcp::recorded(&mcp);
+        let live = self.live(parent);
+        let (store, parent) = (self.store.clone(), SessionId::new(parent.to_owned()));
+        let id = blocking(move || match live {
+            Some(session) => session.fork_into(header),
+            None => {
+                let path = store.path(parent.as_str())?;
+                if !path.is_file() {
+                    return Err(AgentError::SessionNotFound(parent.to_string()));
+                }
+                let source = crate::session::fork::Source {
+                    path: &path,
+                    limit: u64::MAX,
+                };
+                crate::session::fork::write(&store, &parent, &source, header)
+            }
+        })
+        .await?;
+        // Opened as any stored session is: folded from its log.
+        let session = self.open(id.as_str(), None).await?;
+        Ok(self.opened(session, mcp).await)
+    }
+
+    /// The working directory a session was started in (live or stored).
+    ///
+    /// # Errors
+    /// Unknown or unreadable session.
+    pub async fn stored_cwd(&self, id: &str) -> Result<PathBuf, AgentError> {
+        if let Some(session) = self.live(id) {
+            return Ok(PathBuf::from(&session.header.cwd));
+        }
+        let (store, key) = (self.store.clone(), id.to_owned());
+        blocking(move || Ok(PathBuf::from(&store.read(&key, None)?.header.cwd))).await
+    }
+}
