@@ -75,7 +75,7 @@ const HOMES: &[(&str, &[&str])] = &[
         ],
     ),
     ("async_lsp", &["lsp-bridge/src/"]),
-    ("rmcp", &["acp-server/src/mcp.rs", "fixtures/test-mcp/"]),
+    ("rmcp", &["acp-server/src/mcp/mod.rs", "fixtures/test-mcp/"]),
     ("brush_parser", &["acp-server/src/permission/shell.rs"]),
     ("tower_lsp", &["fixtures/test-lsp/"]),
     ("jsonrpsee", &["acp-server/src/sdk/"]),
@@ -743,6 +743,7 @@ fn every_config_table_is_documented() {
         .iter()
         .filter(|key| {
             !docs.contains(&format!("[{key}]"))
+                && !docs.contains(&format!("[{key}."))
                 && !docs.contains(&format!("[[{key}]]"))
                 && !docs.contains(&format!("{key} ="))
         })

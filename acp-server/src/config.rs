@@ -102,6 +102,9 @@ pub struct RawConfig {
     /// Where the API key may come from.
     #[serde(default)]
     pub credentials: crate::credentials::CredentialSettings,
+    /// MCP servers every session starts (`[mcp_servers.<name>]`).
+    #[serde(default)]
+    pub mcp_servers: std::collections::BTreeMap<String, crate::mcp::RawMcpServer>,
 }
 
 /// `[env]`.
@@ -182,6 +185,8 @@ pub struct RawTitles {
 pub struct Config {
     /// `$DSH_HOME`.
     pub home: PathBuf,
+    /// MCP servers from the config file, for every session.
+    pub mcp_servers: crate::mcp::ConfiguredServers,
     /// The model client's settings.
     pub model: Arc<ModelSettings>,
     /// The models, reasoning levels and modes a session can pick, and its
@@ -306,7 +311,10 @@ impl Config {
             .map_err(|err| ConfigError::Invalid(format!("[permissions] protected_paths: {err}")))?
             .hiding(raw.sandbox.hidden_paths(&home));
         raw.compaction.validate().map_err(ConfigError::Invalid)?;
+        let mcp_servers = crate::mcp::ConfiguredServers::from_raw(raw.mcp_servers, env)
+            .map_err(ConfigError::Invalid)?;
         Ok(Config {
+            mcp_servers,
             instructions: raw.instructions,
             compaction: raw.compaction,
             sandbox: raw.sandbox,

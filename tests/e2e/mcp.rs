@@ -518,3 +518,43 @@ async fn servers_start_again_on_session_load_and_resume() {
     }
     assert_eq!(logged(&log).matches("start stdio").count(), 3);
 }
+
+/// `[mcp_servers.<name>]` in config.toml: started for `dsh run` too, with
+/// `${VAR}` in its environment taken from dsh's.
+#[tokio::test]
+async fn a_server_from_the_config_file_serves_dsh_run() {
+    let log_dir = tempfile::tempdir().unwrap();
+    let log = log_dir.path().join("mcp.log");
+    let mut env = TestEnv::with_config(&format!(
+        "[mcp_servers.fixture]\ncommand = {command:?}\nargs = [\"stdio\"]\nenv = {{ MCP_FIXTURE_LOG = \"${{DSH_TEST_MCP_LOG}}\" }}\n[mcp_servers.off]\ncommand = \"/nonexistent/never\"\nenabled = false\n",
+        command = test_mcp_binary().display().to_string(),
+    ))
+    .await;
+    env.extra_env
+        .push(("DSH_TEST_MCP_LOG".into(), log.display().to_string()));
+    env.mock.push_json(call(
+        "m1",
+        "mcp__fixture__echo",
+        json!({"text": "from config"}),
+    ));
+    env.mock.push_json(reply("Echoed."));
+    let output = env
+        .dsh(&["run", "--approve", "all", "echo it"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "Echoed.\n");
+    let offered = env.mock.requests()[0]["tools"].to_string();
+    assert!(offered.contains("mcp__fixture__echo"), "{offered}");
+    assert!(
+        !stderr.contains("never"),
+        "a disabled server is not started: {stderr}"
+    );
+    assert!(tool_result(&env, "m1").contains("from config"));
+    // Its environment came through: it logged where ${DSH_TEST_MCP_LOG} said.
+    let logged = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(logged.contains("echo"), "{logged}");
+}

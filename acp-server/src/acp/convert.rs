@@ -223,6 +223,7 @@ pub fn mcp_servers(servers: &[acp::McpServer]) -> Result<Vec<McpServerConfig>, A
                     command: stdio.command.display().to_string(),
                     args: stdio.args.clone(),
                     env: stdio.env.iter().map(|var| (var.name.clone(), var.value.clone())).collect(),
+                    cwd: None,
                 },
             }),
             acp::McpServer::Http(http) => Ok(McpServerConfig {

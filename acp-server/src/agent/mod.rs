@@ -376,17 +376,17 @@ impl Agent {
     }
 
     async fn opened(&self, session: Arc<Session>, mcp: Vec<McpServerConfig>) -> Opened {
-        let notices = if mcp.is_empty() {
-            Vec::new()
-        } else {
+        // The config file's servers, then the client's (which win).
+        let (mcp, mut notices) = self.config.mcp_servers.merged(mcp);
+        if !mcp.is_empty() {
             let cwd = PathBuf::from(&session.header.cwd);
             let (hub, failures) = McpHub::start(mcp, &cwd, &self.config.spawner).await;
             session.set_mcp(hub).await;
-            for failure in &failures {
-                tracing::warn!(session = %session.id, "{failure}");
-            }
-            failures
-        };
+            notices.extend(failures);
+        }
+        for notice in &notices {
+            tracing::warn!(session = %session.id, "{notice}");
+        }
         Opened {
             options: session.options(),
             mode: session.mode(),

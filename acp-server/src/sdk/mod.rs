@@ -185,6 +185,7 @@ impl OpenParams {
                         command,
                         args,
                         env: env.into_iter().collect(),
+                        cwd: None,
                     },
                 },
                 McpServerParam::Http { name, url, headers } => McpServerConfig {

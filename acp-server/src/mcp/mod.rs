@@ -11,6 +11,10 @@
 //! model call. A stdio server that exits is restarted with backoff, at most
 //! [`MAX_RESTARTS`] times per session.
 
+mod settings;
+
+pub use settings::{ConfiguredServers, RawMcpServer};
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -39,6 +43,8 @@ pub enum McpTransport {
         args: Vec<String>,
         /// Environment the client asked for (over a scrubbed copy of dsh's).
         env: Vec<(String, String)>,
+        /// Working directory (default: the session's).
+        cwd: Option<PathBuf>,
     },
     /// Streamable HTTP.
     Http {
@@ -70,7 +76,9 @@ pub fn recorded(servers: &[McpServerConfig]) -> serde_json::Value {
     servers
         .iter()
         .map(|server| match &server.transport {
-            McpTransport::Stdio { command, args, env } => serde_json::json!({
+            McpTransport::Stdio {
+                command, args, env, ..
+            } => serde_json::json!({
                 "name": server.name,
                 "command": command,
                 "args": args,
@@ -226,9 +234,16 @@ async fn connect(
                     .await
                     .map_err(|err| format!("the MCP handshake with {url} failed: {err}"))
             }
-            McpTransport::Stdio { command, args, env } => {
+            McpTransport::Stdio {
+                command,
+                args,
+                env,
+                cwd: own_cwd,
+            } => {
                 let mut cmd = spawner.command(command);
-                cmd.args(args).current_dir(cwd).envs(env.iter().cloned());
+                cmd.args(args)
+                    .current_dir(own_cwd.as_deref().unwrap_or(cwd))
+                    .envs(env.iter().cloned());
                 let (transport, _stderr) = TokioChildProcess::builder(cmd)
                     .stderr(std::process::Stdio::null())
                     .spawn()
