@@ -72,6 +72,9 @@ pub struct RawConfig {
     /// Session titles.
     #[serde(default)]
     pub titles: RawTitles,
+    /// The model's questions to the user.
+    #[serde(default)]
+    pub questions: RawQuestions,
     /// Language servers.
     #[serde(default)]
     pub lsp: dsh_lsp_bridge::BridgeSettings,
@@ -169,6 +172,16 @@ pub struct RawSession {
     pub idle_evict_s: Option<u64>,
 }
 
+/// `[questions]`: the model's questions to the user.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawQuestions {
+    /// Timed questions: how long a call waits for the answers by default,
+    /// seconds (the call may ask for 1 to 3600); unset: a call waits until
+    /// answered.
+    pub timeout_s: Option<u64>,
+}
+
 /// `[titles]`: session titles.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -185,6 +198,8 @@ pub struct RawTitles {
 pub struct Config {
     /// `$DSH_HOME`.
     pub home: PathBuf,
+    /// Timed questions' default wait, seconds (`[questions] timeout_s`).
+    pub question_timeout: Option<u64>,
     /// MCP servers from the config file, for every session.
     pub mcp_servers: crate::mcp::ConfiguredServers,
     /// The model client's settings.
@@ -313,7 +328,13 @@ impl Config {
         raw.compaction.validate().map_err(ConfigError::Invalid)?;
         let mcp_servers = crate::mcp::ConfiguredServers::from_raw(raw.mcp_servers, env)
             .map_err(ConfigError::Invalid)?;
+        if raw.questions.timeout_s == Some(0) {
+            return Err(ConfigError::Invalid(
+                "[questions] timeout_s must be at least 1 (leave it out for questions that wait until answered)".to_owned(),
+            ));
+        }
         Ok(Config {
+            question_timeout: raw.questions.timeout_s,
             mcp_servers,
             instructions: raw.instructions,
             compaction: raw.compaction,
@@ -375,6 +396,7 @@ impl Config {
     pub fn offer(&self) -> crate::tools::Offer {
         crate::tools::Offer {
             jobs: self.jobs.enabled,
+            question_timeout: self.question_timeout,
             web_fetch: self.web.fetch,
             web_search: self.web.search.is_some(),
         }

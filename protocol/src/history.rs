@@ -87,9 +87,16 @@ impl History {
                 ..
             } => {
                 self.steered.extend(content.iter().cloned());
-                match self.entries.last() {
+                match self.entries.last_mut() {
                     Some((_, message)) if matches!(**message, ChatMessage::Tool { .. }) => {
                         self.attachments.extend(content.iter().cloned());
+                    }
+                    // Right after a user message (the turn's prompt): one
+                    // user message, as roles must alternate.
+                    Some((_, message)) if matches!(**message, ChatMessage::User(_)) => {
+                        if let ChatMessage::User(blocks) = Arc::make_mut(message) {
+                            blocks.extend(content.iter().cloned());
+                        }
                     }
                     _ => {
                         self.flush_attachments(seq);

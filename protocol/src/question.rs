@@ -117,6 +117,11 @@ pub enum QuestionOutcome {
     Cancelled,
     /// No answer could be had (no client, a broken channel).
     Unavailable,
+    /// No answer within the call's wait (`[questions] timeout_s`): the
+    /// question stays open, and a later answer is logged then (another
+    /// `question/decision` for the call) and given to the model as a user
+    /// message before its next step.
+    Pending,
 }
 
 /// `given` as exactly one answer per question, in the questions' order: a

@@ -516,3 +516,51 @@ async fn dsh_run_answers_from_answers_or_says_no_one_is_there() {
         "Assumed Postgres.\n"
     );
 }
+
+/// Timed questions (`[questions] timeout_s`): unanswered within the wait,
+/// the call returns and the turn goes on; the question stays open, and the
+/// answer given later is logged and reaches the model as a user message
+/// before its next step.
+#[tokio::test]
+async fn a_timed_question_answered_late_reaches_the_model_before_its_next_step() {
+    let env = TestEnv::with_config("[questions]\ntimeout_s = 1").await;
+    env.mock
+        .push_json(call("q1", "ask_user_question", two_questions()));
+    env.mock.push_json(reply("Going on with Postgres for now."));
+    env.mock.push_json(reply("Switching to SQLite, as acme."));
+    let sim = ClientSim::with_forms();
+    sim.elicit(Elicit::Hold);
+    let conn = env.connect_with(sim.clone()).await;
+    let session = conn.start(&env.cwd()).await;
+    let started = std::time::Instant::now();
+    let stop = conn.prompt(&session, "set up the app").await.unwrap();
+    assert_eq!(stop.stop_reason, StopReason::EndTurn);
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    let offered = env.mock.requests()[0]["tools"].to_string();
+    assert!(offered.contains("Seconds to wait for the answers"), "the timed schema");
+    assert!(
+        env.mock.tool_result("q1").starts_with("No answer yet"),
+        "{}",
+        env.mock.tool_result("q1")
+    );
+    assert_eq!(sim.held_forms(), 1, "the question is still open");
+
+    sim.answer_held(json!({"db": "SQLite", "name": "acme"}));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !env.log_events(&session).iter().any(|event| {
+        event["type"] == "question/decision" && event["data"]["outcome"] == "answered"
+    }) {
+        assert!(std::time::Instant::now() < deadline, "the late answer is logged");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    conn.prompt(&session, "go on").await.unwrap();
+    let last = env.mock.requests().pop().unwrap();
+    let messages = last["messages"].as_array().unwrap();
+    let user = messages.last().unwrap().to_string();
+    assert!(user.contains("go on"), "{user}");
+    assert!(
+        user.contains("answered your earlier questions") && user.contains("acme"),
+        "the late answer comes with the next prompt: {user}"
+    );
+    conn.finish().await;
+}

@@ -68,6 +68,8 @@ pub struct Session {
     turn_cancel: Mutex<Option<CancellationToken>>,
     /// Prompts waiting for the turn ([`inbox`]).
     inbox: Mutex<inbox::Inbox>,
+    /// Late answers to timed questions, for the next step (any turn's).
+    late: Mutex<Vec<Vec<dsh_protocol::UserContent>>>,
     /// Cancelled when the session closes (and on shutdown, its parent).
     closed: CancellationToken,
     /// The user was told that commands run without a sandbox here.
@@ -137,6 +139,7 @@ impl Session {
             turn_lock: Arc::new(tokio::sync::Mutex::new(())),
             turn_cancel: Mutex::new(None),
             inbox: Mutex::default(),
+            late: Mutex::default(),
             closed: parent.child_token(),
             told_unsandboxed: std::sync::atomic::AtomicBool::new(false),
         })
@@ -400,6 +403,27 @@ impl Session {
         !self
             .told_unsandboxed
             .swap(true, std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Brings a late answer to the model before its next step (this
+    /// turn's, or the next turn's).
+    pub(crate) fn push_late(&self, content: Vec<dsh_protocol::UserContent>) {
+        lock(&self.late).push(content);
+    }
+
+    /// The late answers waiting for a step.
+    pub(crate) fn take_late(&self) -> Vec<Vec<dsh_protocol::UserContent>> {
+        std::mem::take(&mut *lock(&self.late))
+    }
+
+    /// The front end of the latest prompt (what outlives a turn reports to).
+    pub(crate) fn outlet(&self) -> Option<Arc<dyn Frontend>> {
+        lock(&self.outlet).clone()
+    }
+
+    /// Cancelled when the session closes.
+    pub(crate) fn closing(&self) -> CancellationToken {
+        self.closed.clone()
     }
 
     /// Makes `frontend` the one that sees what happens between turns.

@@ -27,13 +27,29 @@ const MAX_OPTIONS: usize = 30;
 pub const NO_USER: &str =
     "no user is present; proceed with your best judgement and state your assumptions";
 
-pub fn schema() -> serde_json::Value {
-    serde_json::from_str(SCHEMA).unwrap_or_else(|err| unreachable!("the schema is JSON: {err}"))
+/// The seeds' schema; with timed questions on (`[questions] timeout_s`),
+/// it also takes `timeout`, in seconds (the design's timed schema).
+pub fn schema(timeout: Option<u64>) -> serde_json::Value {
+    let mut schema: serde_json::Value = serde_json::from_str(SCHEMA)
+        .unwrap_or_else(|err| unreachable!("the schema is JSON: {err}"));
+    if let Some(default) = timeout {
+        schema["properties"]["timeout"] = serde_json::json!({
+            "type": "integer",
+            "description": format!("Seconds to wait for the answers (1 to {MAX_TIMEOUT_S}; default {default}). Unanswered by then, the call returns and the questions stay open: a later answer arrives as a user message."),
+        });
+    }
+    schema
 }
+
+/// The longest wait a call may ask for, seconds.
+pub const MAX_TIMEOUT_S: u64 = 3600;
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct AskArgs {
     pub questions: Vec<UserQuestion>,
+    /// Seconds to wait (timed questions only).
+    #[serde(default)]
+    pub timeout: Option<u64>,
 }
 
 /// The model is told what is wrong with questions that cannot be asked:
@@ -209,7 +225,19 @@ pub fn result(
             ErrorCode::PermissionUnavailable,
             "The questions could not be put to the user (the editor did not answer). Ask them in your reply instead, and stop there.",
         ),
+        QuestionOutcome::Pending => ToolOutcome::ok(
+            "No answer yet: the user did not answer within the wait. The questions stay open; if the user answers later, the answers arrive as a user message. Go on with what does not depend on them (state your assumptions), or end your turn to wait.".to_owned(),
+            ToolView::text("No answer yet: the questions stay open."),
+        ),
     }
+}
+
+/// The user message that brings a late answer to the model.
+pub fn late_answer(call: &str, outcome: &ToolOutcome) -> String {
+    format!(
+        "[dsh: the user answered your earlier questions (ask_user_question call {call}) after the call had returned]\n{}",
+        outcome.output
+    )
 }
 
 #[cfg(test)]
@@ -222,7 +250,13 @@ mod tests {
 
     #[test]
     fn the_schema_is_the_seeds() {
-        let schema = schema();
+        let schema = schema(None);
+        assert!(schema["properties"].get("timeout").is_none());
+        assert_eq!(
+            super::schema(Some(300))["properties"]["timeout"]["type"],
+            "integer",
+            "timed questions take a timeout"
+        );
         assert_eq!(schema["required"], serde_json::json!(["questions"]));
         let item = &schema["properties"]["questions"]["items"];
         assert_eq!(item["required"], serde_json::json!(["id", "question"]));

@@ -96,6 +96,20 @@ impl Planned {
             _ => None,
         }
     }
+
+    /// How long a timed question waits: the call's `timeout` (bounded) or
+    /// `default` (`[questions] timeout_s`); `None` when questions are not
+    /// timed.
+    pub fn question_wait(&self, default: Option<u64>) -> Option<std::time::Duration> {
+        let default = default?;
+        let asked = match &self.call {
+            Call::AskUser(args) => args.timeout,
+            _ => None,
+        };
+        Some(std::time::Duration::from_secs(
+            asked.unwrap_or(default).clamp(1, ask_user::MAX_TIMEOUT_S),
+        ))
+    }
 }
 
 /// What the model is told, and the call's final view, for the answers to
@@ -106,6 +120,11 @@ pub fn question_result(
     answers: &[dsh_protocol::question::QuestionAnswer],
 ) -> ToolOutcome {
     ask_user::result(questions, outcome, answers)
+}
+
+/// The user message that brings a late answer to the model.
+pub fn late_answer(call: &str, outcome: &ToolOutcome) -> String {
+    ask_user::late_answer(call, outcome)
 }
 
 /// The free-text field of a question with options, in an editor's form
@@ -158,6 +177,8 @@ enum Call {
 pub struct Offer {
     /// `run_in_background` and the job tools.
     pub jobs: bool,
+    /// Timed questions: the default wait, seconds (`[questions] timeout_s`).
+    pub question_timeout: Option<u64>,
     /// `web_fetch`.
     pub web_fetch: bool,
     /// `web_search` (a search provider is configured).

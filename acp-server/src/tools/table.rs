@@ -104,7 +104,7 @@ pub const TABLE: [Spec; 15] = [
         edits_files: false,
         when: When::Always,
         description: |_| ask_user::DESCRIPTION,
-        parameters: |_| ask_user::schema(),
+        parameters: |offer| ask_user::schema(offer.question_timeout),
     },
     Spec {
         tool: Tool::Bash,
@@ -364,6 +364,7 @@ mod tests {
         let none = Offer::default();
         let all = Offer {
             jobs: true,
+            question_timeout: Some(60),
             web_fetch: true,
             web_search: true,
         };

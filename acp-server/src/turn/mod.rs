@@ -199,6 +199,14 @@ impl Turn<'_> {
             content,
             steered: false,
         })?;
+        // Late answers to timed questions come right after the prompt.
+        for content in self.session.take_late() {
+            self.record(EventData::UserMessage {
+                turn: self.number,
+                content,
+                steered: true,
+            })?;
+        }
         if let Some(title) = title {
             self.record(EventData::Title { title, usage: None })?;
         }
@@ -388,8 +396,19 @@ impl Turn<'_> {
     /// (recorded after the step's tool results, shown where they land).
     /// Whether there were any.
     fn take_steered(&self) -> Result<bool, AgentError> {
+        // Late answers to timed questions first (they answer what the
+        // model asked before).
+        let late = self.session.take_late();
+        let any_late = !late.is_empty();
+        for content in late {
+            self.record(EventData::UserMessage {
+                turn: self.number,
+                content,
+                steered: true,
+            })?;
+        }
         let steered = self.session.take_steered();
-        let any = !steered.is_empty();
+        let any = any_late || !steered.is_empty();
         // Each is answered with the turn's outcome, recorded or not (a
         // failed write fails the turn).
         let mut joined = self.joined.lock().unwrap_or_else(|p| p.into_inner());

@@ -435,10 +435,27 @@ impl Turn<'_> {
             content: planned.view.content.clone(),
             question: permission::Question::User(questions.to_vec()),
         };
-        let answer = tokio::select! {
-            biased;
-            () = self.cancel.cancelled() => permission::Answer::Cancelled,
-            answer = self.frontend.ask(ask) => answer,
+        let wait = planned.question_wait(self.config.question_timeout);
+        let answer = match (wait, self.session.outlet()) {
+            (Some(wait), Some(outlet)) => match self.ask_timed(call, questions, ask, wait, outlet).await {
+                Some(answer) => answer,
+                None => {
+                    tracing::info!(wait_s = wait.as_secs(), "no answer within the wait; the questions stay open");
+                    if let Err(error) = self.record(EventData::QuestionDecision {
+                        call_id: call.id.clone(),
+                        outcome: QuestionOutcome::Pending,
+                        answers: Vec::new(),
+                    }) {
+                        return ToolOutcome::failed(error.code(), error.to_string());
+                    }
+                    return tools::question_result(questions, QuestionOutcome::Pending, &[]);
+                }
+            },
+            _ => tokio::select! {
+                biased;
+                () = self.cancel.cancelled() => permission::Answer::Cancelled,
+                answer = self.frontend.ask(ask) => answer,
+            },
         };
         let (mut outcome, answers) = answer.question_outcome();
         let answers = if outcome == QuestionOutcome::Answered {
@@ -462,6 +479,81 @@ impl Turn<'_> {
             return ToolOutcome::failed(error.code(), error.to_string());
         }
         tools::question_result(questions, outcome, &answers)
+    }
+
+    /// A timed question: asked on a task of its own so it outlives the
+    /// call. The answer within `wait` (or the turn's cancel, which
+    /// withdraws it), else `None`: the question stays open, and the task
+    /// logs a later answer and hands it to the model as a user message
+    /// before its next step (until the session closes).
+    async fn ask_timed(
+        &self,
+        call: &ToolCallRequest,
+        questions: &[dsh_protocol::question::UserQuestion],
+        ask: Ask,
+        wait: std::time::Duration,
+        outlet: std::sync::Arc<dyn crate::frontend::Frontend>,
+    ) -> Option<permission::Answer> {
+        let (answered, mut answer) = tokio::sync::oneshot::channel();
+        let (session, closing) = (self.session.clone(), self.session.closing());
+        let (call_id, questions) = (call.id.clone(), questions.to_vec());
+        let asking = tokio::spawn(async move {
+            let answer = tokio::select! {
+                answer = outlet.ask(ask) => answer,
+                () = closing.cancelled() => return,
+            };
+            let Err(late) = answered.send(answer) else {
+                return;
+            };
+            // The call returned without it: logged now, and given to the
+            // model before its next step.
+            let (mut outcome, answers) = late.question_outcome();
+            let answers = match outcome {
+                dsh_protocol::question::QuestionOutcome::Answered => {
+                    dsh_protocol::question::settle(&questions, answers).unwrap_or_else(|_| {
+                        outcome = dsh_protocol::question::QuestionOutcome::Unavailable;
+                        Vec::new()
+                    })
+                }
+                _ => answers,
+            };
+            if matches!(
+                outcome,
+                dsh_protocol::question::QuestionOutcome::Cancelled
+                    | dsh_protocol::question::QuestionOutcome::Unavailable
+            ) {
+                return;
+            }
+            let recorded = session.record(
+                EventData::QuestionDecision {
+                    call_id: call_id.clone(),
+                    outcome,
+                    answers: answers.clone(),
+                },
+                &*outlet,
+            );
+            if recorded.is_ok() {
+                let result = tools::question_result(&questions, outcome, &answers);
+                session.push_late(vec![dsh_protocol::UserContent::text(tools::late_answer(
+                    call_id.as_str(),
+                    &result,
+                ))]);
+            }
+        });
+        let timer = tokio::time::sleep(wait);
+        tokio::select! {
+            biased;
+            () = self.cancel.cancelled() => {
+                asking.abort();
+                Some(permission::Answer::Cancelled)
+            }
+            answer = &mut answer => Some(answer.unwrap_or(permission::Answer::Unavailable)),
+            () = timer => {
+                // An answer that came as the wait ended is still this call's.
+                answer.close();
+                answer.try_recv().ok()
+            }
+        }
     }
 
     /// After an edit, a language server already running for the file is

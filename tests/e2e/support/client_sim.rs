@@ -181,6 +181,23 @@ impl ClientSim {
         responder.respond(CreateElicitationResponse::new(action))
     }
 
+    /// Answers the oldest form left open ([`Elicit::Hold`]) with `content`.
+    pub fn answer_held(&self, content: serde_json::Value) {
+        let responder = self.held.lock().unwrap().remove(0);
+        responder
+            .respond(CreateElicitationResponse::new(ElicitationAction::Accept(
+                ElicitationAcceptAction::new().content(
+                    serde_json::from_value::<std::collections::BTreeMap<_, _>>(content).unwrap(),
+                ),
+            )))
+            .unwrap();
+    }
+
+    /// How many forms are left open.
+    pub fn held_forms(&self) -> usize {
+        self.held.lock().unwrap().len()
+    }
+
     pub fn on_permission(
         self: &Arc<Self>,
         request: RequestPermissionRequest,
