@@ -255,6 +255,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "mcp",
             "sandbox",
             "model",
+            "hooks",
         ],
     ),
     (

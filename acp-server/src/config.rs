@@ -108,6 +108,9 @@ pub struct RawConfig {
     /// MCP servers every session starts (`[mcp_servers.<name>]`).
     #[serde(default)]
     pub mcp_servers: std::collections::BTreeMap<String, crate::mcp::RawMcpServer>,
+    /// Hooks (`[hooks]`).
+    #[serde(default)]
+    pub hooks: crate::hooks::HookSettings,
 }
 
 /// `[env]`.
@@ -238,6 +241,8 @@ pub struct Config {
     pub checkpoints: crate::checkpoint::CheckpointSettings,
     /// `web_fetch` and `web_search`.
     pub web: crate::web::WebSettings,
+    /// Hooks: the settings and the user's hooks.
+    pub hooks: crate::hooks::Hooks,
 }
 
 impl Config {
@@ -333,7 +338,9 @@ impl Config {
                 "[questions] timeout_s must be at least 1 (leave it out for questions that wait until answered)".to_owned(),
             ));
         }
+        let hooks = crate::hooks::Hooks::load(raw.hooks, &home).map_err(ConfigError::Invalid)?;
         Ok(Config {
+            hooks,
             question_timeout: raw.questions.timeout_s,
             mcp_servers,
             instructions: raw.instructions,

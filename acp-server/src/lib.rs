@@ -22,6 +22,7 @@ pub mod credentials;
 pub mod demo;
 pub mod error;
 pub mod frontend;
+pub mod hooks;
 pub mod jobs;
 pub mod login;
 pub mod mcp;

@@ -205,6 +205,10 @@ impl Projection {
             EventData::Plan { entries } => vec![AgentUpdate::Plan(entries.clone())],
             // No model streamed it: shown whole, live and on replay.
             EventData::Notice { text } => vec![AgentUpdate::MessageChunk(text.clone())],
+            // A hook is shown only when it blocked or failed.
+            EventData::HookResult(run) if run.blocked || run.failed() => {
+                vec![AgentUpdate::MessageChunk(hook_note(run))]
+            }
             // An undo is shown as the tool call it acted like: the files
             // it put back, with a diff each.
             EventData::Undo { call_id, view, .. } => vec![
@@ -233,6 +237,8 @@ impl Projection {
                 updates.push(AgentUpdate::ConfigOptions(settings.options(choices)));
                 updates
             }
+            // Hooks' context (no files) is shown by its `hook/result`s.
+            EventData::Instructions { files, .. } if files.is_empty() => Vec::new(),
             EventData::Instructions { files, .. } => {
                 vec![AgentUpdate::ThoughtChunk(instructions_note(files))]
             }
@@ -308,7 +314,9 @@ impl Projection {
             | EventData::PermissionRule(_)
             | EventData::CompactionPrune { .. }
             | EventData::Checkpoint { .. }
-            | EventData::LlmRetry { .. } => Vec::new(),
+            | EventData::LlmRetry { .. }
+            | EventData::HookResult(_)
+            | EventData::HookConsent(_) => Vec::new(),
         }
     }
 }
@@ -339,6 +347,27 @@ pub fn compaction_failed_view(message: &str) -> ToolView {
         content: ToolView::text(message).content,
         ..compaction_view(None)
     }
+}
+
+/// A compact line for a hook that blocked or failed.
+fn hook_note(run: &dsh_protocol::hook::HookRun) -> String {
+    let what = match (&run.failure, run.exit_code) {
+        (Some(failure), _) => failure.clone(),
+        (None, Some(2)) | (None, Some(0)) => "blocked".to_owned(),
+        (None, Some(code)) => format!("failed (exit {code})"),
+        (None, None) => "failed".to_owned(),
+    };
+    let stderr = run.stderr.trim();
+    let detail = if stderr.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", dsh_protocol::content::visible_title(stderr, 200))
+    };
+    format!(
+        "\n\n_{} hook `{}` {what}{detail}_\n\n",
+        run.event,
+        dsh_protocol::content::visible_title(&run.command, 80)
+    )
 }
 
 /// One line naming the instruction files the model was given.

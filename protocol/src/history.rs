@@ -116,7 +116,11 @@ impl History {
                     .push((seq, Arc::new(ChatMessage::User(blocks))));
             }
             EventData::Instructions { text, .. } => {
-                self.instructions.push(text.clone());
+                // Hooks' context (no files) is for its turn only.
+                if !matches!(&event.data, EventData::Instructions { files, .. } if files.is_empty())
+                {
+                    self.instructions.push(text.clone());
+                }
                 let block = UserContent::text(text.clone());
                 let last = self.entries.len().checked_sub(1);
                 match self.entries.last_mut() {
@@ -266,7 +270,9 @@ impl History {
             | EventData::Plan { .. }
             | EventData::Notice { .. }
             | EventData::Checkpoint { .. }
-            | EventData::LlmRetry { .. } => {}
+            | EventData::LlmRetry { .. }
+            | EventData::HookResult(_)
+            | EventData::HookConsent(_) => {}
             // The model learns of an undo with the next prompt.
             // A background job's end reaches the model at its next step:
             // after the tool results of the step under way, or else

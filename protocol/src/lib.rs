@@ -13,6 +13,7 @@ pub mod context;
 pub mod decision;
 pub mod error;
 pub mod history;
+pub mod hook;
 pub mod ids;
 pub mod log;
 pub mod mode;

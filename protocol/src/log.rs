@@ -490,6 +490,13 @@ pub enum EventData {
         /// What failed.
         error: ErrorInfo,
     },
+    /// A hook ran (log-only, ignorable; shown when it blocked or failed).
+    #[serde(rename = "hook/result")]
+    HookResult(crate::hook::HookRun),
+    /// The answer to "Run this project's hooks?" for one content of the
+    /// file (ignorable: an older reader asks again).
+    #[serde(rename = "hook/consent")]
+    HookConsent(crate::hook::HookConsent),
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -521,6 +528,8 @@ pub const KNOWN_TYPES: &[&str] = &[
     "checkpoint",
     "undo",
     "llm/retry",
+    "hook/result",
+    "hook/consent",
 ];
 
 impl EventData {
@@ -535,6 +544,8 @@ impl EventData {
                 | EventData::CompactionFailed { .. }
                 | EventData::PlanDecision { .. }
                 | EventData::QuestionDecision { .. }
+                | EventData::HookResult(_)
+                | EventData::HookConsent(_)
         )
     }
 }

@@ -69,7 +69,9 @@ impl Repair {
             | EventData::Checkpoint { .. }
             | EventData::Undo { .. }
             | EventData::Notice { .. }
-            | EventData::LlmRetry { .. } => Vec::new(),
+            | EventData::LlmRetry { .. }
+            | EventData::HookResult(_)
+            | EventData::HookConsent(_) => Vec::new(),
         };
         self.last_seq = event.seq;
         closed

@@ -266,6 +266,23 @@ fn samples() -> Vec<EventData> {
                 ),
             ],
         },
+        EventData::HookResult(dsh_protocol::hook::HookRun {
+            event: "PreToolUse".into(),
+            command: "./check.sh".into(),
+            source: "project".into(),
+            call_id: Some(ToolCallId::new("call_1")),
+            exit_code: Some(2),
+            failure: None,
+            blocked: true,
+            duration_ms: 12,
+            stderr: "No rm -rf here.".into(),
+        }),
+        EventData::HookConsent(dsh_protocol::hook::HookConsent {
+            path: "/work/.dsh/hooks.json".into(),
+            hash: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08".into(),
+            allow: true,
+            read_only: false,
+        }),
     ]
 }
 

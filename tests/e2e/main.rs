@@ -10,6 +10,7 @@ mod escapes;
 mod examples;
 mod faults;
 mod fuzz;
+mod hooks;
 mod hardening;
 mod jobs;
 mod load;

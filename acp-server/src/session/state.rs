@@ -43,6 +43,8 @@ pub(crate) struct SessionState {
     /// The turns' checkpoints, oldest first, and the turns undone since.
     pub(crate) checkpoints: Vec<(u64, Vec<dsh_protocol::checkpoint::CheckpointFile>)>,
     pub(crate) undone: HashSet<u64>,
+    /// Answers about project hooks files, by content hash (the latest).
+    pub(crate) hook_consents: std::collections::HashMap<String, dsh_protocol::hook::HookConsent>,
     repair: Repair,
     projection: Projection,
     /// The history was dropped from memory: events are not folded into it
@@ -68,6 +70,7 @@ impl SessionState {
             last_context: None,
             checkpoints: Vec::new(),
             undone: HashSet::new(),
+            hook_consents: Default::default(),
             repair: Repair::default(),
             projection: Projection::default(),
             evicted: false,
@@ -241,6 +244,10 @@ impl SessionState {
             EventData::Undo { turn, .. } => {
                 self.undone.insert(*turn);
             }
+            EventData::HookConsent(consent) => {
+                self.hook_consents
+                    .insert(consent.hash.clone(), consent.clone());
+            }
             // Only the history and the projection make something of these.
             EventData::UserMessage { .. }
             | EventData::TurnEnd { .. }
@@ -254,7 +261,8 @@ impl SessionState {
             | EventData::CompactionStart { .. }
             | EventData::CompactionFailed { .. }
             | EventData::Notice { .. }
-            | EventData::LlmRetry { .. } => {}
+            | EventData::LlmRetry { .. }
+            | EventData::HookResult(_) => {}
         }
         if !self.evicted {
             self.history.apply(event);

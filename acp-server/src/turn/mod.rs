@@ -8,6 +8,7 @@
 //! [`tools`] runs the calls it asked for.
 
 mod compaction;
+mod hooks;
 mod instructions;
 mod step;
 mod tools;
@@ -42,6 +43,8 @@ struct Turn<'a> {
     capture: Arc<std::sync::Mutex<crate::checkpoint::TurnCapture>>,
     /// Steered prompts the turn took in: answered when it ends.
     joined: std::sync::Mutex<Vec<crate::session::Joined>>,
+    /// The turn's hooks ([`hooks`]).
+    hooks: hooks::TurnHooks,
 }
 
 /// Paths tools of the running step worked on.
@@ -91,6 +94,7 @@ pub(crate) async fn run(
         touched: std::sync::Mutex::default(),
         capture: Arc::default(),
         joined: std::sync::Mutex::default(),
+        hooks: hooks::TurnHooks::default(),
     };
     let title = first.then(|| UserContent::title_of(&content)).flatten();
     match crate::context::commands::parse(&content) {
@@ -182,6 +186,10 @@ impl Turn<'_> {
         content: Vec<UserContent>,
         title: Option<String>,
     ) -> Result<StopReason, AgentError> {
+        // A hook may refuse the prompt (its `hook/result` says why).
+        let Some(hook_context) = self.prompt_hooks(&content).await? else {
+            return Ok(StopReason::EndTurn);
+        };
         // The prompt first, then the title taken from it: the order the
         // editor sees them live (it shows its own prompt at once).
         let first_prompt = title.as_ref().map(|_| {
@@ -211,6 +219,7 @@ impl Turn<'_> {
             self.record(EventData::Title { title, usage: None })?;
         }
         self.instructions_at_start().await?;
+        self.record_hook_context(&hook_context)?;
         self.record(EventData::TurnStart { turn: self.number })?;
         // A panic in the turn (a bug) fails this turn, is recorded like any
         // other failure, and leaves the session usable.
@@ -361,7 +370,7 @@ impl Turn<'_> {
             match self.step(step).await {
                 // A prompt steered in meanwhile keeps the turn going.
                 Ok(Next::Stop(StopReason::EndTurn)) => {
-                    if !room || !self.take_steered()? {
+                    if !room || (!self.take_steered()? && !self.stop_hooks().await?) {
                         return Ok(StopReason::EndTurn);
                     }
                 }

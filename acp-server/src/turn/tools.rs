@@ -70,6 +70,15 @@ impl Turn<'_> {
             // The mode and rules are read per call: a change applies to the
             // very next one.
             let decision = session.decide(&planned.name, &planned.access);
+            let decision = match self.pre_tool_use(call, &planned, decision).await? {
+                Ok(decision) => decision,
+                Err(refusal) => {
+                    self.flush_batch(&cwd, &mut batch).await?;
+                    self.record_call(call, planned.view.clone())?;
+                    self.record_result(call, refusal)?;
+                    continue;
+                }
+            };
             if planned.parallel && decision == Decision::Allow {
                 self.record_call(call, planned.view.clone())?;
                 batch.push((call, planned));
@@ -250,7 +259,7 @@ impl Turn<'_> {
                 self.append_new_errors(planned, &mut outcome).await;
             }
             tracing::debug!(failed = outcome.error.is_some(), "tool finished");
-            outcome
+            self.post_tool_use(call, outcome).await
         }
         .instrument(span)
         .await

@@ -1,0 +1,248 @@
+//! Hooks (Claude Code's format) over ACP with the scripted model: a
+//! `PreToolUse` hook that blocks `bash`, a `UserPromptSubmit` hook that
+//! adds context or refuses the prompt, a project's hooks asked about once
+//! per content, and a hook that runs out of time.
+
+use agent_client_protocol::v1::schema::{PermissionOptionKind, SessionId};
+use serde_json::json;
+
+use crate::support::*;
+
+/// An environment whose `[hooks] config` is `$DSH_HOME/hooks.json`, with
+/// these hooks.
+async fn with_hooks(hooks: serde_json::Value) -> TestEnv {
+    let env = TestEnv::with_config("[hooks]\nconfig = \"hooks.json\"").await;
+    std::fs::write(
+        env.home.path().join("hooks.json"),
+        json!({ "hooks": hooks }).to_string(),
+    )
+    .unwrap();
+    env
+}
+
+fn command_hook(command: &str) -> serde_json::Value {
+    json!({"type": "command", "command": command})
+}
+
+fn hook_results(env: &TestEnv, session: &SessionId) -> Vec<serde_json::Value> {
+    env.log_events(session)
+        .into_iter()
+        .filter(|e| e["type"] == "hook/result")
+        .map(|e| e["data"].clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_pre_tool_use_hook_blocks_bash_and_its_stderr_is_the_result() {
+    let env = TestEnv::with_config("[hooks]\nconfig = \"hooks.json\"").await;
+    let home = env.home.path().display().to_string();
+    let hook = format!(
+        "cat > '{home}/input.json'; env > '{home}/env.txt'; echo 'No shell commands today.' >&2; exit 2"
+    );
+    std::fs::write(
+        env.home.path().join("hooks.json"),
+        json!({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [command_hook(&hook)]}]}})
+            .to_string(),
+    )
+    .unwrap();
+    env.mock.push_json(call(
+        "b1",
+        "bash",
+        json!({"command": "touch created.txt", "description": "make a file"}),
+    ));
+    env.mock.push_json(reply("Understood."));
+    let sim = ClientSim::new(false, false);
+    let conn = env.connect_with(sim.clone()).await;
+    let session = conn.start(&env.cwd()).await;
+    conn.prompt(&session, "make a file").await.unwrap();
+    // The command did not run, and nobody was asked about it.
+    assert!(!env.cwd().join("created.txt").exists());
+    assert!(sim.asked().is_empty(), "{:?}", sim.asked());
+    let result = tool_result(&env, "b1");
+    assert!(result.contains("No shell commands today."), "{result}");
+    // The model's next request carries it.
+    let requests = env.mock.requests();
+    assert!(requests[1].to_string().contains("No shell commands today."));
+    // The hook got the event on stdin, in the project root's terms.
+    let input: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(env.home.path().join("input.json")).unwrap())
+            .unwrap();
+    assert_eq!(input["hook_event_name"], "PreToolUse");
+    assert_eq!(input["tool_name"], "bash");
+    assert_eq!(input["tool_input"]["command"], "touch created.txt");
+    assert_eq!(input["session_id"], session.0.as_ref());
+    // Its environment is scrubbed: no API key; the project dir is set.
+    let hook_env = std::fs::read_to_string(env.home.path().join("env.txt")).unwrap();
+    assert!(!hook_env.contains("test-key-d5h"));
+    assert!(hook_env.contains("CLAUDE_PROJECT_DIR=") && hook_env.contains("DSH_PROJECT_DIR="));
+    // Logged, and shown as a notice.
+    let runs = hook_results(&env, &session);
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0]["event"], "PreToolUse");
+    assert_eq!(runs[0]["exit_code"], 2);
+    assert_eq!(runs[0]["blocked"], true);
+    assert_eq!(runs[0]["call_id"], "b1");
+    assert!(runs[0]["stderr"]
+        .as_str()
+        .unwrap()
+        .contains("No shell commands today."));
+    let shown = chunk_text(&conn.updates(), false);
+    assert!(shown.contains("PreToolUse hook"), "{shown}");
+    let frames = conn.finish().await;
+    validate_frames(&frames);
+}
+
+#[tokio::test]
+async fn a_user_prompt_submit_hook_adds_context_or_refuses_the_prompt() {
+    let hook = r#"input=$(cat); case "$input" in *forbidden*) echo 'That prompt is refused.' >&2; exit 2;; esac; printf '{"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": "The build is green today."}}'"#;
+    let env = with_hooks(json!({"UserPromptSubmit": [{"hooks": [command_hook(hook)]}]})).await;
+    env.mock.push_json(reply("Noted."));
+    env.mock.push_json(reply("Again."));
+    let conn = env.connect_with(ClientSim::new(false, false)).await;
+    let session = conn.start(&env.cwd()).await;
+    conn.prompt(&session, "how is the build?").await.unwrap();
+    let requests = env.mock.requests();
+    assert_eq!(requests.len(), 1);
+    let request = requests[0]["messages"].to_string();
+    assert!(request.contains("The build is green today."), "{request}");
+    assert!(request.contains("how is the build?"));
+    // A quiet success is not shown.
+    assert!(!chunk_text(&conn.updates(), false).contains("hook"));
+    // Refused: no model call, the reason shown.
+    conn.clear_updates();
+    let stop = conn.prompt(&session, "something forbidden").await.unwrap();
+    assert_eq!(
+        stop.stop_reason,
+        agent_client_protocol::v1::schema::StopReason::EndTurn
+    );
+    assert_eq!(env.mock.requests().len(), 1);
+    let shown = chunk_text(&conn.updates(), false);
+    assert!(shown.contains("That prompt is refused."), "{shown}");
+    // The refused prompt is not in the conversation.
+    conn.prompt(&session, "and now?").await.unwrap();
+    let last = env.mock.requests().pop().unwrap()["messages"].to_string();
+    assert!(!last.contains("something forbidden"), "{last}");
+    let runs = hook_results(&env, &session);
+    assert_eq!(runs.len(), 3);
+    assert_eq!(runs[1]["blocked"], true);
+    let frames = conn.finish().await;
+    validate_frames(&frames);
+}
+
+#[tokio::test]
+async fn a_project_hook_runs_only_once_allowed_and_the_answer_survives_a_reload() {
+    let env = TestEnv::new().await;
+    let marker = env.home.path().join("project-ran");
+    std::fs::create_dir(env.cwd().join(".dsh")).unwrap();
+    std::fs::write(
+        env.cwd().join(".dsh/hooks.json"),
+        json!({"hooks": {"UserPromptSubmit": [{"hooks": [command_hook(&format!(
+            "echo ran >> '{}'",
+            marker.display()
+        ))]}]}})
+        .to_string(),
+    )
+    .unwrap();
+    let lines = || {
+        std::fs::read_to_string(&marker)
+            .map(|text| text.lines().count())
+            .unwrap_or(0)
+    };
+    for text in ["one", "two", "three"] {
+        env.mock.push_json(reply(text));
+    }
+    let sim = ClientSim::new(false, false);
+    sim.answer(Answer::Select(PermissionOptionKind::AllowAlways));
+    let conn = env.connect_with(sim.clone()).await;
+    let session = conn.start(&env.cwd()).await;
+    conn.prompt(&session, "first").await.unwrap();
+    // Asked on first use, naming the file and its hash; then it ran.
+    let asked = sim.permission_requests.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1);
+    let title = asked[0].tool_call.fields.title.clone().unwrap_or_default();
+    assert!(title.contains("Run this project's hooks?"), "{title}");
+    assert!(
+        title.contains(".dsh/hooks.json") && title.contains("sha256"),
+        "{title}"
+    );
+    assert_eq!(lines(), 1);
+    conn.prompt(&session, "second").await.unwrap();
+    assert_eq!(sim.asked().len(), 1, "not asked again");
+    assert_eq!(lines(), 2);
+    let consent: Vec<_> = env
+        .log_events(&session)
+        .into_iter()
+        .filter(|e| e["type"] == "hook/consent")
+        .collect();
+    assert_eq!(consent.len(), 1);
+    assert_eq!(consent[0]["data"]["allow"], true);
+    assert_eq!(consent[0]["ignorable"], true);
+    conn.finish().await;
+    // Another process loads the session: the answer holds.
+    let sim = ClientSim::new(false, false);
+    let conn = env.connect_with(sim.clone()).await;
+    conn.initialize().await;
+    conn.load(&session, &env.cwd()).await;
+    conn.prompt(&session, "third").await.unwrap();
+    assert!(sim.asked().is_empty());
+    assert_eq!(lines(), 3);
+    conn.finish().await;
+}
+
+#[tokio::test]
+async fn a_project_hook_the_user_refuses_does_not_run() {
+    let env = TestEnv::new().await;
+    let marker = env.home.path().join("project-ran");
+    std::fs::create_dir(env.cwd().join(".dsh")).unwrap();
+    std::fs::write(
+        env.cwd().join(".dsh/hooks.json"),
+        json!({"hooks": {"PreToolUse": [{"hooks": [command_hook(&format!(
+            "echo ran >> '{}'",
+            marker.display()
+        ))]}]}})
+        .to_string(),
+    )
+    .unwrap();
+    env.mock.push_json(calls(&[
+        ("r1", "read", json!({"file_path": "hello.txt"})),
+        ("r2", "read", json!({"file_path": "hello.txt"})),
+    ]));
+    env.mock.push_json(reply("Read it."));
+    // The scripted editor rejects (once) what it has no answer for.
+    let sim = ClientSim::new(false, false);
+    let conn = env.connect_with(sim.clone()).await;
+    let session = conn.start(&env.cwd()).await;
+    conn.prompt(&session, "read it twice").await.unwrap();
+    assert!(!marker.exists(), "refused hooks do not run");
+    // Asked once for the turn; both reads ran.
+    assert_eq!(sim.asked().len(), 1, "{:?}", sim.asked());
+    assert!(tool_result(&env, "r2").contains("hello"));
+    assert!(hook_results(&env, &session).is_empty());
+    conn.finish().await;
+}
+
+#[tokio::test]
+async fn a_hook_that_runs_out_of_time_is_stopped_reported_and_ignored() {
+    let env = with_hooks(json!({"UserPromptSubmit": [{"hooks": [
+        {"type": "command", "command": "sleep 30", "timeout": 1}
+    ]}]}))
+    .await;
+    env.mock.push_json(reply("Still here."));
+    let conn = env.connect_with(ClientSim::new(false, false)).await;
+    let session = conn.start(&env.cwd()).await;
+    let started = std::time::Instant::now();
+    conn.prompt(&session, "hello").await.unwrap();
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    // The prompt went on to the model.
+    assert_eq!(env.mock.requests().len(), 1);
+    let runs = hook_results(&env, &session);
+    assert_eq!(runs.len(), 1);
+    assert!(runs[0]["exit_code"].is_null());
+    assert!(
+        runs[0]["failure"].as_str().unwrap().contains("timed out"),
+        "{runs:?}"
+    );
+    let shown = chunk_text(&conn.updates(), false);
+    assert!(shown.contains("timed out"), "{shown}");
+    conn.finish().await;
+}
