@@ -246,3 +246,57 @@ async fn a_hook_that_runs_out_of_time_is_stopped_reported_and_ignored() {
     assert!(shown.contains("timed out"), "{shown}");
     conn.finish().await;
 }
+
+#[tokio::test]
+async fn session_start_post_tool_use_and_stop_hooks_reach_the_model() {
+    let env = TestEnv::with_config("[hooks]\nconfig = \"hooks.json\"").await;
+    let home = env.home.path().display().to_string();
+    let stop = format!(
+        "cat > '{home}/stop-input.json'; if [ ! -e '{home}/stopped' ]; then touch '{home}/stopped'; echo 'Also run the tests.' >&2; exit 2; fi"
+    );
+    std::fs::write(
+        env.home.path().join("hooks.json"),
+        json!({"hooks": {
+            "SessionStart": [{"matcher": "startup", "hooks": [command_hook("echo 'Session context: monorepo.'")]}],
+            "PostToolUse": [{"matcher": "Read", "hooks": [command_hook(
+                r#"printf '{"hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": "Checked by a hook."}}'"#
+            )]}],
+            "Stop": [{"hooks": [command_hook(&stop)]}]
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    env.mock
+        .push_json(call("r1", "read", json!({"file_path": "hello.txt"})));
+    env.mock.push_json(reply("Done."));
+    env.mock.push_json(reply("Tests run."));
+    let conn = env.connect_with(ClientSim::new(false, false)).await;
+    let session = conn.start(&env.cwd()).await;
+    conn.prompt(&session, "read hello").await.unwrap();
+    let requests = env.mock.requests();
+    assert!(requests[0]["messages"]
+        .to_string()
+        .contains("Session context: monorepo."));
+    // The read's result carries the hook's context.
+    let result = tool_result(&env, "r1");
+    assert!(result.contains("Checked by a hook."), "{result}");
+    // The Stop hook blocked once: the model was asked to go on, then it
+    // let the turn end (and said so on stdin).
+    assert_eq!(requests.len(), 3, "{requests:?}");
+    assert!(requests[2]["messages"]
+        .to_string()
+        .contains("Also run the tests."));
+    let input: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(env.home.path().join("stop-input.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(input["hook_event_name"], "Stop");
+    assert_eq!(input["stop_hook_active"], true);
+    let events: Vec<String> = hook_results(&env, &session)
+        .iter()
+        .map(|run| run["event"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(events, ["SessionStart", "PostToolUse", "Stop", "Stop"]);
+    let frames = conn.finish().await;
+    validate_frames(&frames);
+}
