@@ -397,6 +397,9 @@ pub enum EventData {
         call_id: ToolCallId,
         /// The answer.
         outcome: PlanOutcome,
+        /// What the user wants changed (keep planning, from a form).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        feedback: Option<String>,
     },
     /// The user's answers to an `ask_user_question` call (ignorable: the
     /// model and the editor get them from the call's `tool/result`).

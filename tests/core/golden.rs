@@ -243,6 +243,7 @@ fn samples() -> Vec<EventData> {
         EventData::PlanDecision {
             call_id: ToolCallId::new("call_plan"),
             outcome: PlanOutcome::AcceptEdits,
+            feedback: None,
         },
         EventData::QuestionDecision {
             call_id: ToolCallId::new("call_ask"),

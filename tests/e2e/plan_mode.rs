@@ -227,3 +227,55 @@ async fn the_plan_review_escapes_bidi_overrides_and_terminal_escapes() {
     }
     conn.finish().await;
 }
+
+/// With a client that shows forms, the plan review is a question like the
+/// model's own (the design's plan-review intent): one choice among the
+/// three answers, or free text that keeps planning and tells the model
+/// what to change.
+#[tokio::test]
+async fn a_form_reviews_the_plan_and_its_text_tells_the_model_what_to_change() {
+    use crate::support::client_sim::Elicit;
+    let env = TestEnv::new().await;
+    env.mock
+        .push_json(call("p1", "exit_plan_mode", json!({"plan": PLAN})));
+    env.mock.push_json(reply("I will revise it."));
+    env.mock
+        .push_json(call("p2", "exit_plan_mode", json!({"plan": PLAN})));
+    env.mock.push_json(reply("Starting."));
+    let sim = ClientSim::with_forms();
+    sim.elicit(Elicit::Accept(
+        json!({"plan": "Keep planning", "plan_other": "Also update the README."}),
+    ));
+    sim.elicit(Elicit::Accept(json!({"plan": "Start, and ask for each change"})));
+    let conn = env.connect_with(sim.clone()).await;
+    let session = conn.start(&env.cwd()).await;
+    conn.set_mode(&session, "plan").await;
+    tokio::time::timeout(std::time::Duration::from_secs(20), conn.prompt(&session, "plan it"))
+        .await
+        .expect("the first turn ends")
+        .unwrap();
+    let form = serde_json::to_value(&sim.elicitations.lock().unwrap()[0]).unwrap();
+    assert!(form["message"].as_str().unwrap().contains("Greet the world"), "{form}");
+    let labels = form["requestedSchema"]["properties"]["plan"].to_string();
+    for label in ["Start, and accept edits", "Start, and ask for each change", "Keep planning"] {
+        assert!(labels.contains(label), "{labels}");
+    }
+    let told = tool_result(&env, "p1");
+    assert!(told.contains("Also update the README."), "{told}");
+    assert_eq!(mode_updates(&conn), ["plan"]);
+    let decision = env
+        .log_events(&session)
+        .into_iter()
+        .find(|e| e["type"] == "plan/decision")
+        .unwrap();
+    assert_eq!(decision["data"]["outcome"], "keep_planning");
+    assert_eq!(decision["data"]["feedback"], "Also update the README.");
+
+    tokio::time::timeout(std::time::Duration::from_secs(20), conn.prompt(&session, "now?"))
+        .await
+        .expect("the second turn ends")
+        .unwrap();
+    assert!(tool_result(&env, "p2").contains("ask"), "{}", tool_result(&env, "p2"));
+    assert_eq!(mode_updates(&conn), ["plan", "ask"]);
+    conn.finish().await;
+}

@@ -27,6 +27,9 @@ use super::sink::AcpSink;
 use crate::frontend::Ask;
 use crate::permission::Answer;
 
+/// The plan review's field in a form.
+const PLAN_FIELD: &str = "plan";
+
 /// The fallback's "Skip" option.
 const SKIP: &str = "skip";
 
@@ -38,6 +41,57 @@ impl AcpSink {
             self.elicit(&ask, &questions).await
         } else {
             self.ask_one_by_one(&ask, &questions).await
+        }
+    }
+
+    /// A plan review, for a client with forms: a question of the same kind
+    /// as the model's (the design's plan-review intent) — one choice among
+    /// the three answers, and free text that keeps planning and says what
+    /// to change. Declining keeps planning.
+    pub(super) async fn ask_plan(&self, ask: Ask) -> Answer {
+        let question = crate::permission::Question::Plan;
+        let offered = question.options();
+        let plan = ask
+            .raw_input
+            .get("plan")
+            .and_then(|plan| plan.as_str())
+            .unwrap_or_default();
+        let review = UserQuestion {
+            id: PLAN_FIELD.to_owned(),
+            question: format!(
+                "Start on this plan? Or write what to change (dsh keeps planning).\n\n{}",
+                dsh_protocol::content::head_bytes(plan, 8000)
+            ),
+            header: Some("Plan".to_owned()),
+            options: offered
+                .iter()
+                .map(|option| dsh_protocol::question::QuestionOption {
+                    label: option.label.clone(),
+                    description: None,
+                })
+                .collect(),
+            multi_select: false,
+        };
+        let questions = [review];
+        match self.elicit(&ask, &questions).await {
+            Answer::Questions(answers) => {
+                let Some(answer) = answers.into_iter().find(|a| a.id == PLAN_FIELD) else {
+                    return Answer::Unavailable;
+                };
+                if let Some(change) = answer.custom.filter(|text| !text.trim().is_empty()) {
+                    return Answer::PlanChange(change);
+                }
+                let chosen = answer.selected.first().and_then(|label| {
+                    offered.iter().find(|option| &option.label == label)
+                });
+                match chosen {
+                    Some(option) => question.answer(option.id).unwrap_or(Answer::Unavailable),
+                    // Nothing chosen, nothing written: not a go-ahead.
+                    None => Answer::Plan(dsh_protocol::log::PlanOutcome::KeepPlanning),
+                }
+            }
+            Answer::Declined => Answer::Plan(dsh_protocol::log::PlanOutcome::KeepPlanning),
+            other => other,
         }
     }
 

@@ -115,6 +115,10 @@ impl Frontend for AcpSink {
                 let questions = questions.clone();
                 return self.ask_questions(ask, questions).await;
             }
+            if matches!(ask.question, crate::permission::Question::Plan) && self.caps.elicitation_form
+            {
+                return self.ask_plan(ask).await;
+            }
             let options = permission_options(&ask.question);
             let question = ask.question;
             let mut fields = ToolCallUpdateFields::new()

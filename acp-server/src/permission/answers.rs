@@ -109,6 +109,9 @@ pub enum Answer {
     Permission(PermissionOutcome),
     /// One of a plan review's choices.
     Plan(PlanOutcome),
+    /// A plan review answered with what to change: keep planning, and
+    /// this is what the user wants changed (an editor's form).
+    PlanChange(String),
     /// The answers to the model's questions (one per question; see
     /// [`dsh_protocol::question::settle`]).
     Questions(Vec<QuestionAnswer>),
@@ -265,9 +268,11 @@ impl Answer {
         match self {
             Answer::Permission(outcome) => *outcome,
             Answer::Cancelled => PermissionOutcome::Cancelled,
-            Answer::Plan(_) | Answer::Questions(_) | Answer::Declined | Answer::Unavailable => {
-                PermissionOutcome::Unavailable
-            }
+            Answer::Plan(_)
+            | Answer::PlanChange(_)
+            | Answer::Questions(_)
+            | Answer::Declined
+            | Answer::Unavailable => PermissionOutcome::Unavailable,
         }
     }
 
@@ -276,6 +281,7 @@ impl Answer {
     pub fn plan_outcome(&self) -> PlanOutcome {
         match self {
             Answer::Plan(outcome) => *outcome,
+            Answer::PlanChange(_) => PlanOutcome::KeepPlanning,
             Answer::Cancelled => PlanOutcome::Cancelled,
             Answer::Permission(_)
             | Answer::Questions(_)
@@ -291,7 +297,7 @@ impl Answer {
             Answer::Questions(answers) => (QuestionOutcome::Answered, answers),
             Answer::Declined => (QuestionOutcome::Declined, Vec::new()),
             Answer::Cancelled => (QuestionOutcome::Cancelled, Vec::new()),
-            Answer::Permission(_) | Answer::Plan(_) | Answer::Unavailable => {
+            Answer::Permission(_) | Answer::Plan(_) | Answer::PlanChange(_) | Answer::Unavailable => {
                 (QuestionOutcome::Unavailable, Vec::new())
             }
         }
@@ -306,7 +312,9 @@ impl Answer {
                 matches!(outcome, PlanOutcome::AcceptEdits | PlanOutcome::AskEach)
             }
             Answer::Questions(_) => true,
-            Answer::Declined | Answer::Cancelled | Answer::Unavailable => false,
+            Answer::PlanChange(_) | Answer::Declined | Answer::Cancelled | Answer::Unavailable => {
+                false
+            }
         }
     }
 
@@ -316,6 +324,7 @@ impl Answer {
         match self {
             Answer::Permission(outcome) => outcome_id(*outcome),
             Answer::Plan(outcome) => outcome.as_str(),
+            Answer::PlanChange(_) => PlanOutcome::KeepPlanning.as_str(),
             Answer::Questions(_) => "answered",
             Answer::Declined => "declined",
             Answer::Cancelled => "cancelled",

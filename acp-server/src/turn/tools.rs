@@ -374,15 +374,19 @@ impl Turn<'_> {
             content: planned.view.content.clone(),
             question: permission::Question::Plan,
         };
-        let answer = tokio::select! {
+        let (answer, feedback) = tokio::select! {
             biased;
-            () = self.cancel.cancelled() => PlanOutcome::Cancelled,
-            answer = self.frontend.ask(question) => answer.plan_outcome(),
+            () = self.cancel.cancelled() => (PlanOutcome::Cancelled, None),
+            answer = self.frontend.ask(question) => match answer {
+                permission::Answer::PlanChange(feedback) => (PlanOutcome::KeepPlanning, Some(feedback)),
+                answer => (answer.plan_outcome(), None),
+            },
         };
         tracing::info!(?answer, "plan answered");
         let recorded = self.record(EventData::PlanDecision {
             call_id: call.id.clone(),
             outcome: answer,
+            feedback: feedback.clone(),
         });
         let start = |next: Mode, how: &str| -> ToolOutcome {
             // The mode changes only once the decision is in the log.
@@ -403,10 +407,16 @@ impl Turn<'_> {
         match answer {
             PlanOutcome::AcceptEdits => start(Mode::AcceptEdits, "edits in the workspace no longer ask; commands still do"),
             PlanOutcome::AskEach => start(Mode::Ask, "each change and command is asked about"),
-            PlanOutcome::KeepPlanning => ToolOutcome::failed(
-                ErrorCode::PermissionRejected,
-                "The user wants to keep planning: plan mode stays on. Ask what to change if it is not clear (their feedback may come in their next message), revise the plan, and submit it again with exit_plan_mode.",
-            ),
+            PlanOutcome::KeepPlanning => match feedback {
+                Some(feedback) => ToolOutcome::failed(
+                    ErrorCode::PermissionRejected,
+                    format!("The user wants to keep planning: plan mode stays on. What they want changed:\n{feedback}\nRevise the plan accordingly and submit it again with exit_plan_mode."),
+                ),
+                None => ToolOutcome::failed(
+                    ErrorCode::PermissionRejected,
+                    "The user wants to keep planning: plan mode stays on. Ask what to change if it is not clear (their feedback may come in their next message), revise the plan, and submit it again with exit_plan_mode.",
+                ),
+            },
             PlanOutcome::Cancelled => {
                 self.cancel.cancel();
                 ToolOutcome::failed(
