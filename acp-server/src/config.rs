@@ -406,6 +406,8 @@ impl Config {
             question_timeout: self.question_timeout,
             web_fetch: self.web.fetch,
             web_search: self.web.search.is_some(),
+            // Per session: a turn offers it once the catalog was given.
+            skills: false,
         }
     }
 

@@ -123,6 +123,9 @@ pub enum Transient {
         /// The call.
         call_id: ToolCallId,
     },
+    /// The slash commands offered changed (custom commands or skills were
+    /// added, changed or removed): the whole list.
+    Commands(Vec<crate::context::commands::Offered>),
 }
 
 impl Output<'_> {
@@ -156,6 +159,7 @@ impl Transient {
                 status: dsh_protocol::tool::ToolStatus::InProgress,
                 view: dsh_protocol::tool::ToolView::default(),
             },
+            Transient::Commands(commands) => AgentUpdate::Commands(commands),
         }
     }
 }

@@ -242,6 +242,10 @@ impl Projection {
             EventData::Instructions { files, .. } => {
                 vec![AgentUpdate::ThoughtChunk(instructions_note(files))]
             }
+            EventData::Skills { skills, .. } => vec![AgentUpdate::ThoughtChunk(format!(
+                "Skills available: {}.\n\n",
+                skills.join(", ")
+            ))],
             EventData::CompactionSummary {
                 call_id,
                 messages,

@@ -54,8 +54,9 @@ pub enum AgentUpdate {
     /// The permission mode changed (for clients that track the legacy
     /// current mode rather than config options).
     Mode(Mode),
-    /// The slash commands the session offers (when it opens).
-    Commands(&'static [crate::context::commands::Command]),
+    /// The slash commands the session offers (when it opens, and when the
+    /// files behind them changed).
+    Commands(Vec<crate::context::commands::Offered>),
 }
 
 /// One selectable value of a setting.

@@ -115,7 +115,7 @@ impl History {
                 self.entries
                     .push((seq, Arc::new(ChatMessage::User(blocks))));
             }
-            EventData::Instructions { text, .. } => {
+            EventData::Instructions { text, .. } | EventData::Skills { text, .. } => {
                 // Hooks' context (no files) is for its turn only.
                 if !matches!(&event.data, EventData::Instructions { files, .. } if files.is_empty())
                 {

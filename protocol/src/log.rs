@@ -453,6 +453,16 @@ pub enum EventData {
         /// The files, with what happened to each.
         files: Vec<InstructionFile>,
     },
+    /// The session's skill catalog (names and descriptions of the
+    /// `SKILL.md` files found), handed to the model once, with the first
+    /// prompt, as user-role context like the instructions.
+    #[serde(rename = "context/skills")]
+    Skills {
+        /// The rendered `<system-reminder>` block.
+        text: String,
+        /// The skills it lists, by name.
+        skills: Vec<String>,
+    },
     /// The files a turn changed, with their hashes before and after
     /// (recorded before its `turn/end`; `/undo` puts them back).
     #[serde(rename = "checkpoint")]
@@ -527,6 +537,7 @@ pub const KNOWN_TYPES: &[&str] = &[
     "plan/decision",
     "question/decision",
     "context/instructions",
+    "context/skills",
     "agent/notice",
     "checkpoint",
     "undo",

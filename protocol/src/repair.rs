@@ -66,6 +66,7 @@ impl Repair {
             | EventData::PlanDecision { .. }
             | EventData::QuestionDecision { .. }
             | EventData::Instructions { .. }
+            | EventData::Skills { .. }
             | EventData::Checkpoint { .. }
             | EventData::Undo { .. }
             | EventData::Notice { .. }

@@ -284,6 +284,10 @@ fn samples() -> Vec<EventData> {
             allow: true,
             read_only: false,
         }),
+        EventData::Skills {
+            text: "<system-reminder>\nThe following skills are available. …\n\n- release-notes: Write release notes from the git log.\n</system-reminder>".into(),
+            skills: vec!["release-notes".into()],
+        },
     ]
 }
 
@@ -338,7 +342,12 @@ fn every_update_keeps_its_acp_json() {
         ("title", AgentUpdate::Title("Fix the bug".into())),
         (
             "commands",
-            AgentUpdate::Commands(dsh_acp_server::context::commands::COMMANDS),
+            AgentUpdate::Commands(
+                dsh_acp_server::context::commands::COMMANDS
+                    .iter()
+                    .map(Into::into)
+                    .collect(),
+            ),
         ),
         (
             "tool_call",

@@ -390,7 +390,7 @@ async fn slash_commands_are_offered_and_compact_runs_on_demand() {
         .collect();
     assert_eq!(
         names,
-        ["compact", "init", "plan", "mode", "model", "undo", "help"]
+        ["compact", "init", "plan", "mode", "model", "undo", "fork", "skills", "help"]
     );
     conn.prompt(&session, "first").await.unwrap();
     conn.prompt(&session, "second").await.unwrap();

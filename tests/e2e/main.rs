@@ -8,6 +8,7 @@ mod confine;
 mod context;
 mod escapes;
 mod examples;
+mod extending;
 mod faults;
 mod fuzz;
 mod hooks;

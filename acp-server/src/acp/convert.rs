@@ -310,7 +310,7 @@ pub fn session_update(update: AgentUpdate) -> acp::SessionUpdate {
         AgentUpdate::Commands(commands) => {
             acp::SessionUpdate::AvailableCommandsUpdate(acp::AvailableCommandsUpdate::new(
                 commands
-                    .iter()
+                    .into_iter()
                     .map(|command| {
                         acp::AvailableCommand::new(command.name, command.description).input(
                             command.hint.map(|hint| {

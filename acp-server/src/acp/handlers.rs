@@ -78,8 +78,9 @@ fn notify(
     backlog: &super::transport::Backlog,
     session_id: &SessionId,
     notices: Vec<String>,
+    commands: Vec<crate::context::commands::Offered>,
 ) {
-    let commands = AgentUpdate::Commands(crate::context::commands::COMMANDS);
+    let commands = AgentUpdate::Commands(commands);
     let notices = notices
         .into_iter()
         .map(|notice| AgentUpdate::MessageChunk(format!("⚠ {notice}\n")));
@@ -177,6 +178,7 @@ pub(super) fn new_session(
                 options,
                 mode,
                 notices,
+                commands,
             }) => {
                 let id = SessionId::new(session.id.as_str());
                 responder.respond(
@@ -184,7 +186,7 @@ pub(super) fn new_session(
                         .modes(convert::mode_state(mode))
                         .config_options(convert::config_options(options)),
                 )?;
-                notify(&cx, &backlog, &id, notices);
+                notify(&cx, &backlog, &id, notices, commands);
                 Ok(())
             }
             Err(error) => responder.respond_with_error(to_acp(&error)),
@@ -224,6 +226,7 @@ pub(super) fn fork_session(
                 options,
                 mode,
                 notices,
+                commands,
             }) => {
                 let id = SessionId::new(session.id.as_str());
                 responder.respond(
@@ -231,7 +234,7 @@ pub(super) fn fork_session(
                         .modes(convert::mode_state(mode))
                         .config_options(convert::config_options(options)),
                 )?;
-                notify(&cx, &backlog, &id, notices);
+                notify(&cx, &backlog, &id, notices, commands);
                 Ok(())
             }
             Err(error) => responder.respond_with_error(to_acp(&error)),
@@ -262,7 +265,13 @@ pub(super) fn load_session(
                         .modes(convert::mode_state(opened.mode))
                         .config_options(convert::config_options(opened.options)),
                 )?;
-                notify(&cx, &backlog, &request.session_id, opened.notices);
+                notify(
+                    &cx,
+                    &backlog,
+                    &request.session_id,
+                    opened.notices,
+                    opened.commands,
+                );
                 Ok(())
             }
             Err(error) => responder.respond_with_error(to_acp(&error)),
@@ -291,7 +300,13 @@ pub(super) fn resume_session(
                         .modes(convert::mode_state(opened.mode))
                         .config_options(convert::config_options(opened.options)),
                 )?;
-                notify(&cx, &backlog, &request.session_id, opened.notices);
+                notify(
+                    &cx,
+                    &backlog,
+                    &request.session_id,
+                    opened.notices,
+                    opened.commands,
+                );
                 Ok(())
             }
             Err(error) => responder.respond_with_error(to_acp(&error)),

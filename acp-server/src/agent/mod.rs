@@ -66,6 +66,8 @@ pub struct Opened {
     /// One message per MCP server that failed to start (for the user; not
     /// part of the session's history).
     pub notices: Vec<String>,
+    /// The slash commands it offers (built-in, custom, skills).
+    pub commands: Vec<crate::context::commands::Offered>,
 }
 
 /// The agent: configuration, provider, store and live sessions.
@@ -387,11 +389,14 @@ impl Agent {
         for notice in &notices {
             tracing::warn!(session = %session.id, "{notice}");
         }
+        let commands = session.discover().await.offered();
+        session.offer(commands.clone());
         Opened {
             options: session.options(),
             mode: session.mode(),
             session,
             notices,
+            commands,
         }
     }
 

@@ -1,7 +1,9 @@
 //! Slash commands: a prompt whose first text block starts with a known
 //! `/name` runs the command instead of going to the model as typed; an
-//! unknown `/name` is plain text. The editor learns the list from an
-//! `available_commands_update` when a session opens.
+//! unknown `/name` is plain text — unless it names a custom command or a
+//! skill ([`Offered`]). The editor learns the list from an
+//! `available_commands_update` when a session opens, and again when the
+//! files behind it changed.
 
 use dsh_protocol::UserContent;
 
@@ -54,6 +56,11 @@ pub const COMMANDS: &[Command] = &[
         hint: None,
     },
     Command {
+        name: "skills",
+        description: "List the skills the model can load",
+        hint: None,
+    },
+    Command {
         name: "help",
         description: "List the commands",
         hint: None,
@@ -89,8 +96,72 @@ pub enum Invocation {
     Undo,
     /// `/fork`.
     Fork,
+    /// `/skills`.
+    Skills,
     /// `/help`.
     Help,
+}
+
+/// A command offered to the editor: a built-in one, a custom command or a
+/// skill.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Offered {
+    /// Name, without the slash.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// Hint for the text after the name, when it takes any.
+    pub hint: Option<String>,
+}
+
+impl From<&Command> for Offered {
+    fn from(command: &Command) -> Offered {
+        Offered {
+            name: command.name.to_owned(),
+            description: command.description.to_owned(),
+            hint: command.hint.map(str::to_owned),
+        }
+    }
+}
+
+/// What a session offers: the built-in commands, then the custom ones,
+/// then the skills, each name once (the first wins).
+pub fn offered(
+    custom: &[super::custom_commands::CustomCommand],
+    skills: &[super::skills::Skill],
+) -> Vec<Offered> {
+    let mut offered: Vec<Offered> = COMMANDS.iter().map(Offered::from).collect();
+    let more = custom
+        .iter()
+        .map(|command| Offered {
+            name: command.name.clone(),
+            description: command.description.clone(),
+            hint: command.hint.clone(),
+        })
+        .chain(skills.iter().map(|skill| Offered {
+            name: skill.name.clone(),
+            description: format!("Skill: {}", super::files::one_line(&skill.description, 200)),
+            hint: Some("optional task".to_owned()),
+        }));
+    for command in more {
+        if !offered.iter().any(|known| known.name == command.name) {
+            offered.push(command);
+        }
+    }
+    offered
+}
+
+/// The name and the text after it of a prompt that starts with `/name`
+/// (for commands from files; [`parse`] has the built-in ones first).
+pub fn named(content: &[UserContent]) -> Option<(&str, &str)> {
+    let UserContent::Text { text } = content.first()? else {
+        return None;
+    };
+    let rest = text.trim_start().strip_prefix('/')?;
+    let (name, args) = rest
+        .split_once(char::is_whitespace)
+        .map_or((rest, ""), |(name, args)| (name, args.trim()));
+    Some((name, args)).filter(|(name, _)| !name.is_empty())
 }
 
 /// `/help`'s answer: every command with its line.
@@ -114,13 +185,7 @@ pub const INIT_PROMPT: &str = include_str!("../../prompts/init.md");
 
 /// The command a prompt invokes, if it is one.
 pub fn parse(content: &[UserContent]) -> Option<Invocation> {
-    let UserContent::Text { text } = content.first()? else {
-        return None;
-    };
-    let rest = text.trim_start().strip_prefix('/')?;
-    let (name, args) = rest
-        .split_once(char::is_whitespace)
-        .map_or((rest, ""), |(name, args)| (name, args.trim()));
+    let (name, args) = named(content)?;
     match name {
         "compact" => Some(Invocation::Compact {
             focus: args.to_owned(),
@@ -149,6 +214,7 @@ pub fn parse(content: &[UserContent]) -> Option<Invocation> {
             value: args.to_owned(),
         }),
         "help" => Some(Invocation::Help),
+        "skills" => Some(Invocation::Skills),
         "undo" => Some(Invocation::Undo),
         "fork" => Some(Invocation::Fork),
         _ => None,
@@ -199,5 +265,44 @@ mod tests {
         assert_eq!(parse(&[UserContent::text("/unknown thing")]), None);
         assert_eq!(parse(&[UserContent::text("/compacted")]), None);
         assert_eq!(parse(&[UserContent::text("please /compact")]), None);
+        assert_eq!(
+            parse(&[UserContent::text("/skills")]),
+            Some(Invocation::Skills)
+        );
+        assert_eq!(
+            named(&[UserContent::text(" /fix-issue 42  high ")]),
+            Some(("fix-issue", "42  high"))
+        );
+        assert_eq!(named(&[UserContent::text("/")]), None);
+    }
+
+    #[test]
+    fn built_in_commands_win_a_name_clash() {
+        let custom = |name: &str| super::super::custom_commands::CustomCommand {
+            name: name.to_owned(),
+            description: format!("custom {name}"),
+            hint: None,
+            body: "x".to_owned(),
+        };
+        let skill = |name: &str| super::super::skills::Skill {
+            name: name.to_owned(),
+            description: format!("skill {name}"),
+            dir: std::path::PathBuf::from("/s"),
+            user: false,
+        };
+        let offered = offered(
+            &[custom("help"), custom("fix")],
+            &[skill("fix"), skill("pdf")],
+        );
+        let find = |name: &str| {
+            offered
+                .iter()
+                .filter(|o| o.name == name)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(find("help")[0].description, "List the commands");
+        assert_eq!(find("fix").len(), 1);
+        assert_eq!(find("fix")[0].description, "custom fix");
+        assert_eq!(find("pdf")[0].description, "Skill: skill pdf");
     }
 }

@@ -174,7 +174,7 @@ pub fn nested(
 }
 
 /// The first directory from cwd up holding a root marker; cwd if none.
-fn project_root(settings: &InstructionSettings, cwd: &Path) -> PathBuf {
+pub fn project_root(settings: &InstructionSettings, cwd: &Path) -> PathBuf {
     cwd.ancestors()
         .find(|dir| {
             settings

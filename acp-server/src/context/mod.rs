@@ -1,8 +1,13 @@
 //! What the model is given besides the conversation, and how the
 //! conversation is kept within its window: workspace instructions
-//! ([`instructions`]), compaction ([`compaction`]), and the slash commands
-//! that run instead of a prompt ([`commands`]).
+//! ([`instructions`]), compaction ([`compaction`]), the slash commands
+//! that run instead of a prompt ([`commands`]), and what users add from
+//! files: skills ([`skills`]) and custom commands ([`custom_commands`]),
+//! read as [`files`] says.
 
 pub mod commands;
 pub mod compaction;
+pub mod custom_commands;
+pub mod files;
 pub mod instructions;
+pub mod skills;

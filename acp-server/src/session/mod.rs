@@ -3,6 +3,7 @@
 //! a time. Every durable fact goes through [`Session::record`]: appended to
 //! the log, folded into the state, projected into updates for the editor.
 
+pub(crate) mod extensions;
 pub(crate) mod fork;
 mod inbox;
 #[cfg(test)]
@@ -70,6 +71,8 @@ pub struct Session {
     inbox: Mutex<inbox::Inbox>,
     /// Late answers to timed questions, for the next step (any turn's).
     late: Mutex<Vec<Vec<dsh_protocol::UserContent>>>,
+    /// The slash commands the editor was last offered ([`extensions`]).
+    offered: Mutex<Option<Vec<crate::context::commands::Offered>>>,
     /// Cancelled when the session closes (and on shutdown, its parent).
     closed: CancellationToken,
     /// The user was told that commands run without a sandbox here.
@@ -140,6 +143,7 @@ impl Session {
             turn_cancel: Mutex::new(None),
             inbox: Mutex::default(),
             late: Mutex::default(),
+            offered: Mutex::default(),
             closed: parent.child_token(),
             told_unsandboxed: std::sync::atomic::AtomicBool::new(false),
         })

@@ -37,6 +37,9 @@ pub(crate) struct SessionState {
     pub(crate) history: History,
     /// Instruction files given to the model, with their fingerprints.
     pub(crate) instructions: crate::context::instructions::Known,
+    /// The skills of the catalog given to the model (`context/skills`,
+    /// once per session); `None` until it was given.
+    pub(crate) skills: Option<Vec<String>>,
     /// Tokens in the context window at the last model call (the
     /// provider's usage, else dsh's estimate); unknown after a compaction.
     pub(crate) last_context: Option<u64>,
@@ -67,6 +70,7 @@ impl SessionState {
             call_ids: HashSet::new(),
             history: History::default(),
             instructions: Default::default(),
+            skills: None,
             last_context: None,
             checkpoints: Vec::new(),
             undone: HashSet::new(),
@@ -235,6 +239,7 @@ impl SessionState {
                     }
                 }
             }
+            EventData::Skills { skills, .. } => self.skills = Some(skills.clone()),
             EventData::CompactionSummary { .. } | EventData::CompactionPrune { .. } => {
                 self.last_context = None;
             }

@@ -1,7 +1,7 @@
 //! The model's tools. Names and parameters are the seeds' contract: `read`,
 //! `write`, `edit`, `glob`, `grep`, `bash`, `todo_write`, `exit_plan_mode`,
 //! `ask_user_question`, `lsp`, `job_output`, `job_kill`, `job_list`,
-//! `web_fetch`, `web_search`.
+//! `web_fetch`, `web_search`, `skill`.
 //!
 //! A call goes through two steps: [`plan`] parses the raw arguments,
 //! resolves paths and presents the call (title, kind, locations, what it
@@ -16,6 +16,7 @@ mod lsp;
 mod paths;
 mod plan_mode;
 mod search;
+mod skill;
 mod table;
 mod todo;
 mod web;
@@ -77,6 +78,8 @@ pub struct ToolEnv<'a> {
     pub web: &'a crate::web::WebSettings,
     /// Secret locations walks skip (`Protected::hidden`).
     pub hidden: &'a [PathBuf],
+    /// Where the session's skills are (`skill` loads them from there).
+    pub skills: &'a crate::context::files::Roots,
 }
 
 impl Planned {
@@ -170,6 +173,7 @@ enum Call {
     JobList,
     WebFetch(web::FetchArgs),
     WebSearch(web::SearchArgs),
+    Skill(skill::SkillArgs),
 }
 
 /// Which of the optional tools a session offers.
@@ -183,6 +187,8 @@ pub struct Offer {
     pub web_fetch: bool,
     /// `web_search` (a search provider is configured).
     pub web_search: bool,
+    /// `skill` (the session was given a skill catalog).
+    pub skills: bool,
 }
 
 /// Why a call could not be planned (unknown tool, bad arguments, bad path).
@@ -397,6 +403,13 @@ pub fn plan(name: &str, arguments: &str, env: &PlanEnv<'_>) -> Result<Planned, R
             };
             (Call::WebSearch(args), view, Access::Web { host: None })
         }
+        Tool::Skill => {
+            let args: skill::SkillArgs = parse(name, arguments)?;
+            let view = skill::present(&args);
+            // Read by dsh with the skills' own path policy, not the
+            // model's file access.
+            (Call::Skill(args), view, Access::None)
+        }
     };
     let view = ToolView {
         title: dsh_protocol::content::visible_title(&view.title, 200),
@@ -468,6 +481,7 @@ pub async fn run(planned: &Planned, env: &ToolEnv<'_>) -> ToolOutcome {
         Call::JobKill(args) => jobs::kill(args, env),
         Call::JobList => jobs::list(env),
         Call::WebFetch(args) => web::fetch(args, env).await,
+        Call::Skill(args) => skill::run(args, env.skills).await,
         Call::WebSearch(args) => web::search(args, env).await,
         // The turn runs them (see [`Planned::submitted_plan`] and
         // [`Planned::questions`]).

@@ -6,7 +6,7 @@
 
 use dsh_protocol::model::ToolSchema;
 
-use super::{ask_user, bash, fs, jobs, lsp, plan_mode, search, todo, web, Offer};
+use super::{ask_user, bash, fs, jobs, lsp, plan_mode, search, skill, todo, web, Offer};
 
 /// A built-in tool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -33,6 +33,8 @@ pub enum Tool {
     Lsp,
     /// `read`.
     Read,
+    /// `skill`.
+    Skill,
     /// `todo_write`.
     TodoWrite,
     /// `web_fetch`.
@@ -67,6 +69,7 @@ enum When {
     Jobs,
     WebFetch,
     WebSearch,
+    Skills,
 }
 
 /// One row of the table.
@@ -93,7 +96,7 @@ pub struct Spec {
 }
 
 /// The table, by name.
-pub const TABLE: [Spec; 15] = [
+pub const TABLE: [Spec; 16] = [
     Spec {
         tool: Tool::AskUserQuestion,
         name: "ask_user_question",
@@ -233,6 +236,18 @@ pub const TABLE: [Spec; 15] = [
         parameters: |_| fs::read_schema(),
     },
     Spec {
+        tool: Tool::Skill,
+        name: "skill",
+        class: Class::Nothing,
+        touches_files: false,
+        parallel: true,
+        stops_itself: false,
+        edits_files: false,
+        when: When::Skills,
+        description: |_| skill::DESCRIPTION,
+        parameters: |_| skill::schema(),
+    },
+    Spec {
         tool: Tool::TodoWrite,
         name: "todo_write",
         class: Class::Nothing,
@@ -320,6 +335,7 @@ impl Spec {
             When::Jobs => offer.jobs,
             When::WebFetch => offer.web_fetch,
             When::WebSearch => offer.web_search,
+            When::Skills => offer.skills,
         }
     }
 }
@@ -367,9 +383,10 @@ mod tests {
             question_timeout: Some(60),
             web_fetch: true,
             web_search: true,
+            skills: true,
         };
         assert_eq!(schemas(none).len(), 10);
-        assert_eq!(schemas(all).len(), 15);
+        assert_eq!(schemas(all).len(), 16);
         assert_eq!(Tool::offered("job_output", none), None);
         assert_eq!(Tool::offered("job_output", all), Some(Tool::JobOutput));
         let bash = |offer| {

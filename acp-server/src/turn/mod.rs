@@ -8,6 +8,7 @@
 //! [`tools`] runs the calls it asked for.
 
 mod compaction;
+mod extensions;
 mod hooks;
 mod instructions;
 mod step;
@@ -43,6 +44,8 @@ struct Turn<'a> {
     capture: Arc<std::sync::Mutex<crate::checkpoint::TurnCapture>>,
     /// Steered prompts the turn took in: answered when it ends.
     joined: std::sync::Mutex<Vec<crate::session::Joined>>,
+    /// The session's skills and custom commands ([`extensions`]).
+    found: crate::session::extensions::Found,
     /// The turn's hooks ([`hooks`]).
     hooks: hooks::TurnHooks,
 }
@@ -94,6 +97,7 @@ pub(crate) async fn run(
         touched: std::sync::Mutex::default(),
         capture: Arc::default(),
         joined: std::sync::Mutex::default(),
+        found: extensions::look(session, frontend).await,
         hooks: hooks::TurnHooks::default(),
     };
     let title = first.then(|| UserContent::title_of(&content)).flatten();
@@ -141,11 +145,19 @@ pub(crate) async fn run(
             ))?;
             Ok(StopReason::EndTurn)
         }
+        Some(Invocation::Skills) => {
+            turn.list_skills()?;
+            Ok(StopReason::EndTurn)
+        }
         Some(Invocation::Help) => {
             turn.notice(&crate::context::commands::help())?;
             Ok(StopReason::EndTurn)
         }
-        None => turn.run(content, title).instrument(span).await,
+        None => {
+            // A custom command or a skill runs as a normal turn.
+            let content = turn.prompt_from_files(&content).unwrap_or(content);
+            turn.run(content, title).instrument(span).await
+        }
     }
 }
 
@@ -219,6 +231,7 @@ impl Turn<'_> {
             self.record(EventData::Title { title, usage: None })?;
         }
         self.instructions_at_start().await?;
+        self.skills_at_start()?;
         self.record_hook_context(&hook_context)?;
         self.record(EventData::TurnStart { turn: self.number })?;
         // A panic in the turn (a bug) fails this turn, is recorded like any

@@ -174,7 +174,7 @@ impl Turn<'_> {
             .ok_or_else(|| {
                 AgentError::Internal(format!("model {} left the catalog", settings.model))
             })?;
-        let mut tools = crate::tools::schemas(self.config.offer());
+        let mut tools = crate::tools::schemas(self.offer_in(&locked.state));
         if let Some(hub) = &mcp {
             tools.extend(hub.schemas());
         }

@@ -40,7 +40,7 @@ impl Turn<'_> {
             cwd: &cwd,
             roots: &session.roots,
             lsp: &self.config.lsp,
-            offer: self.config.offer(),
+            offer: self.offer(),
         };
         let mut batch: Vec<(&ToolCallRequest, Planned)> = Vec::new();
         for call in calls {
@@ -237,6 +237,7 @@ impl Turn<'_> {
                 on_job_end: &|| session.on_job_end(),
                 web: &self.config.web,
                 hidden: self.config.protected.hidden(),
+                skills: &self.found.roots,
             };
             if let Some(plan) = planned.submitted_plan() {
                 return self.submit_plan(call, planned, plan).await;
