@@ -64,13 +64,12 @@ impl Session {
     }
 
     /// Notes `offered` as what the editor was offered; `Some` (the list)
-    /// when it differs from what it was offered before.
+    /// when it differs from what it was offered before (the first list is
+    /// the one a front end sends when the session opens).
     pub(crate) fn offer(&self, offered: Vec<Offered>) -> Option<Vec<Offered>> {
         let mut last = lock(&self.offered);
-        if last.as_ref() == Some(&offered) {
-            return None;
-        }
+        let changed = last.as_ref().is_some_and(|last| *last != offered);
         *last = Some(offered.clone());
-        Some(offered)
+        changed.then_some(offered)
     }
 }
