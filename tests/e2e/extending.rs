@@ -212,6 +212,16 @@ async fn skills_are_catalogued_loaded_with_the_tool_and_offered_as_commands() {
         "{thoughts}"
     );
     let before = requests.last().unwrap()["messages"].clone();
+    // `/skills` lists them, with where they are (a notice: no model call).
+    conn.clear_updates();
+    conn.prompt(&session, "/skills").await.unwrap();
+    let listing = chunk_text(&conn.updates(), false);
+    assert!(
+        listing.contains("- `pdf-forms` — Fill PDF forms"),
+        "{listing}"
+    );
+    assert!(listing.contains(".dsh/skills/release-notes"), "{listing}");
+    assert_eq!(env.mock.requests().len(), requests.len());
     conn.finish().await;
 
     // A new process derives the same conversation.
