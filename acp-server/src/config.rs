@@ -331,7 +331,7 @@ impl Config {
             .map_err(|err| ConfigError::Invalid(format!("[permissions] protected_paths: {err}")))?
             .hiding(raw.sandbox.hidden_paths(&home));
         raw.compaction.validate().map_err(ConfigError::Invalid)?;
-        let mcp_servers = crate::mcp::ConfiguredServers::from_raw(raw.mcp_servers, env)
+        let mcp_servers = crate::mcp::ConfiguredServers::from_raw(raw.mcp_servers, &home, env)
             .map_err(ConfigError::Invalid)?;
         if raw.questions.timeout_s == Some(0) {
             return Err(ConfigError::Invalid(

@@ -86,9 +86,9 @@ impl History {
                 steered: true,
                 ..
             } => {
-                self.steered.extend(content.iter().cloned());
                 match self.entries.last_mut() {
                     Some((_, message)) if matches!(**message, ChatMessage::Tool { .. }) => {
+                        self.steered.extend(content.iter().cloned());
                         self.attachments.extend(content.iter().cloned());
                     }
                     // Right after a user message (the turn's prompt): one
@@ -99,6 +99,7 @@ impl History {
                         }
                     }
                     _ => {
+                        self.steered.extend(content.iter().cloned());
                         self.flush_attachments(seq);
                         self.entries
                             .push((seq, Arc::new(ChatMessage::User(content.clone()))));

@@ -246,18 +246,33 @@ async fn a_form_reviews_the_plan_and_its_text_tells_the_model_what_to_change() {
     sim.elicit(Elicit::Accept(
         json!({"plan": "Keep planning", "plan_other": "Also update the README."}),
     ));
-    sim.elicit(Elicit::Accept(json!({"plan": "Start, and ask for each change"})));
+    sim.elicit(Elicit::Accept(
+        json!({"plan": "Start, and ask for each change"}),
+    ));
     let conn = env.connect_with(sim.clone()).await;
     let session = conn.start(&env.cwd()).await;
     conn.set_mode(&session, "plan").await;
-    tokio::time::timeout(std::time::Duration::from_secs(20), conn.prompt(&session, "plan it"))
-        .await
-        .expect("the first turn ends")
-        .unwrap();
+    tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        conn.prompt(&session, "plan it"),
+    )
+    .await
+    .expect("the first turn ends")
+    .unwrap();
     let form = serde_json::to_value(&sim.elicitations.lock().unwrap()[0]).unwrap();
-    assert!(form["message"].as_str().unwrap().contains("Greet the world"), "{form}");
+    assert!(
+        form["message"]
+            .as_str()
+            .unwrap()
+            .contains("Greet the world"),
+        "{form}"
+    );
     let labels = form["requestedSchema"]["properties"]["plan"].to_string();
-    for label in ["Start, and accept edits", "Start, and ask for each change", "Keep planning"] {
+    for label in [
+        "Start, and accept edits",
+        "Start, and ask for each change",
+        "Keep planning",
+    ] {
         assert!(labels.contains(label), "{labels}");
     }
     let told = tool_result(&env, "p1");
@@ -271,11 +286,18 @@ async fn a_form_reviews_the_plan_and_its_text_tells_the_model_what_to_change() {
     assert_eq!(decision["data"]["outcome"], "keep_planning");
     assert_eq!(decision["data"]["feedback"], "Also update the README.");
 
-    tokio::time::timeout(std::time::Duration::from_secs(20), conn.prompt(&session, "now?"))
-        .await
-        .expect("the second turn ends")
-        .unwrap();
-    assert!(tool_result(&env, "p2").contains("ask"), "{}", tool_result(&env, "p2"));
+    tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        conn.prompt(&session, "now?"),
+    )
+    .await
+    .expect("the second turn ends")
+    .unwrap();
+    assert!(
+        tool_result(&env, "p2").contains("ask"),
+        "{}",
+        tool_result(&env, "p2")
+    );
     assert_eq!(mode_updates(&conn), ["plan", "ask"]);
     conn.finish().await;
 }

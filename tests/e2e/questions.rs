@@ -537,7 +537,10 @@ async fn a_timed_question_answered_late_reaches_the_model_before_its_next_step()
     assert_eq!(stop.stop_reason, StopReason::EndTurn);
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
     let offered = env.mock.requests()[0]["tools"].to_string();
-    assert!(offered.contains("Seconds to wait for the answers"), "the timed schema");
+    assert!(
+        offered.contains("Seconds to wait for the answers"),
+        "the timed schema"
+    );
     assert!(
         env.mock.tool_result("q1").starts_with("No answer yet"),
         "{}",
@@ -547,10 +550,15 @@ async fn a_timed_question_answered_late_reaches_the_model_before_its_next_step()
 
     sim.answer_held(json!({"db": "SQLite", "name": "acme"}));
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !env.log_events(&session).iter().any(|event| {
-        event["type"] == "question/decision" && event["data"]["outcome"] == "answered"
-    }) {
-        assert!(std::time::Instant::now() < deadline, "the late answer is logged");
+    while !env
+        .log_events(&session)
+        .iter()
+        .any(|event| event["type"] == "question/decision" && event["data"]["outcome"] == "answered")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the late answer is logged"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     conn.prompt(&session, "go on").await.unwrap();

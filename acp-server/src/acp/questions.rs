@@ -30,6 +30,13 @@ use crate::permission::Answer;
 /// The plan review's field in a form.
 const PLAN_FIELD: &str = "plan";
 
+/// How much of the plan the form's message carries (the tool call shows it
+/// whole).
+const PLAN_SHOWN_BYTES: usize = 8000;
+
+/// How much of the user's "what to change" is kept.
+const FEEDBACK_BYTES: usize = 16 * 1024;
+
 /// The fallback's "Skip" option.
 const SKIP: &str = "skip";
 
@@ -58,10 +65,17 @@ impl AcpSink {
             .unwrap_or_default();
         let review = UserQuestion {
             id: PLAN_FIELD.to_owned(),
-            question: format!(
-                "Start on this plan? Or write what to change (dsh keeps planning).\n\n{}",
-                dsh_protocol::content::head_bytes(plan, 8000)
-            ),
+            question: {
+                let shown = dsh_protocol::content::head_bytes(plan, PLAN_SHOWN_BYTES);
+                format!(
+                    "Start on this plan? Or write what to change (dsh keeps planning).\n\n{shown}{}",
+                    if shown.len() < plan.len() {
+                        "\n\n[… the plan goes on: read it whole in the tool call before you start it]"
+                    } else {
+                        ""
+                    }
+                )
+            },
             header: Some("Plan".to_owned()),
             options: offered
                 .iter()
@@ -79,11 +93,13 @@ impl AcpSink {
                     return Answer::Unavailable;
                 };
                 if let Some(change) = answer.custom.filter(|text| !text.trim().is_empty()) {
-                    return Answer::PlanChange(change);
+                    let kept = dsh_protocol::content::head_bytes(&change, FEEDBACK_BYTES);
+                    return Answer::PlanChange(kept.to_owned());
                 }
-                let chosen = answer.selected.first().and_then(|label| {
-                    offered.iter().find(|option| &option.label == label)
-                });
+                let chosen = answer
+                    .selected
+                    .first()
+                    .and_then(|label| offered.iter().find(|option| &option.label == label));
                 match chosen {
                     Some(option) => question.answer(option.id).unwrap_or(Answer::Unavailable),
                     // Nothing chosen, nothing written: not a go-ahead.

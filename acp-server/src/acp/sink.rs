@@ -115,7 +115,8 @@ impl Frontend for AcpSink {
                 let questions = questions.clone();
                 return self.ask_questions(ask, questions).await;
             }
-            if matches!(ask.question, crate::permission::Question::Plan) && self.caps.elicitation_form
+            if matches!(ask.question, crate::permission::Question::Plan)
+                && self.caps.elicitation_form
             {
                 return self.ask_plan(ask).await;
             }

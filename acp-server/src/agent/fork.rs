@@ -58,8 +58,16 @@ impl Agent {
             }
         })
         .await?;
-        // Opened as any stored session is: folded from its log.
-        let session = self.open(id.as_str(), None).await?;
+        // Opened as any stored session is: folded from its log (a fork that
+        // cannot be opened is removed).
+        let session = match self.open(id.as_str(), None).await {
+            Ok(session) => session,
+            Err(error) => {
+                let store = self.store.clone();
+                let _ = blocking(move || store.delete(id.as_str())).await;
+                return Err(error);
+            }
+        };
         Ok(self.opened(session, mcp).await)
     }
 

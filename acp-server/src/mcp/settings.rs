@@ -28,7 +28,8 @@ pub struct RawMcpServer {
     /// values may name variables of dsh's as `${VAR}`.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
-    /// Its working directory (default: the session's).
+    /// Its working directory (absolute; default: `$DSH_HOME`, never the
+    /// session's workspace).
     #[serde(default)]
     pub cwd: Option<PathBuf>,
     /// Endpoint of a Streamable HTTP server.
@@ -60,6 +61,7 @@ impl ConfiguredServers {
     /// (`url`), or is both, or has fields of the other kind.
     pub fn from_raw(
         raw: BTreeMap<String, RawMcpServer>,
+        home: &std::path::Path,
         env: &dyn Env,
     ) -> Result<ConfiguredServers, String> {
         let mut servers = Vec::new();
@@ -71,11 +73,22 @@ impl ConfiguredServers {
                 |pairs: &BTreeMap<String, String>| -> Result<Vec<(String, String)>, String> {
                     pairs
                         .iter()
-                        .map(|(key, value)| Ok((key.clone(), expand(value, env)?)))
+                        .map(|(key, value)| {
+                            expand(value, env)
+                                .map(|value| (key.clone(), value))
+                                .map_err(|why| format!("{key}: {why}"))
+                        })
                         .collect()
                 };
             let transport = match (server.command, server.url) {
                 (Some(command), None) => {
+                    // Never a program of the workspace the session opens.
+                    if command.contains('/') && !std::path::Path::new(&command).is_absolute() {
+                        return Err(format!("[mcp_servers.{name}]: `command` is a relative path; give a program name (found on PATH) or an absolute path"));
+                    }
+                    if server.cwd.as_ref().is_some_and(|cwd| !cwd.is_absolute()) {
+                        return Err(format!("[mcp_servers.{name}]: `cwd` must be an absolute path"));
+                    }
                     if !server.headers.is_empty() {
                         return Err(format!("[mcp_servers.{name}]: `headers` is for HTTP servers (`url`), not stdio ones (`command`)"));
                     }
@@ -83,7 +96,9 @@ impl ConfiguredServers {
                         command,
                         args: server.args,
                         env,
-                        cwd: server.cwd,
+                        // Not the session's workspace by default: a
+                        // launcher (npx, python -m) would run its code.
+                        cwd: Some(server.cwd.unwrap_or_else(|| home.to_path_buf())),
                     })
                 }
                 (None, Some(url)) => {
@@ -148,8 +163,11 @@ fn expand(value: &str, env: &dyn Env) -> Result<String, String> {
         let after = &rest[at + 2..];
         let end = after
             .find('}')
-            .ok_or_else(|| format!("a `${{` without its `}}` in {value:?}"))?;
+            .ok_or_else(|| "a `${` without its `}`".to_owned())?;
         let name = &after[..end];
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err("a `${…}` that is not a variable name".to_owned());
+        }
         let found = env
             .var(name)
             .ok_or_else(|| format!("the environment variable {name} is not set"))?;
@@ -177,7 +195,7 @@ mod tests {
             mcp_servers: BTreeMap<String, RawMcpServer>,
         }
         let file: File = toml::from_str(text).map_err(|err| err.to_string())?;
-        ConfiguredServers::from_raw(file.mcp_servers, &Vars)
+        ConfiguredServers::from_raw(file.mcp_servers, std::path::Path::new("/dsh-home"), &Vars)
     }
 
     fn stdio(name: &str) -> McpServerConfig {
@@ -227,6 +245,20 @@ mod tests {
             notices[0].contains("MISSING") && !notices[0].contains("s3cret"),
             "{notices:?}"
         );
+        assert!(
+            matches!(&servers[0].transport, McpTransport::Stdio { cwd: Some(cwd), .. } if cwd == std::path::Path::new("/dsh-home")),
+            "a configured server starts in $DSH_HOME, not the workspace"
+        );
+        // A broken value is reported by its key, never shown.
+        let leaky = parse(
+            "[mcp_servers.x]\nurl = \"http://h\"\nheaders = { Authorization = \"Bearer sk-123${\" }",
+        )
+        .unwrap();
+        let (_, notices) = leaky.merged(Vec::new());
+        assert!(
+            notices[0].contains("Authorization") && !notices[0].contains("sk-123"),
+            "{notices:?}"
+        );
         let (servers, _) = configured.merged(Vec::new());
         assert!(
             matches!(&servers[1].transport, McpTransport::Http { headers, .. } if headers[0].1 == "Bearer s3cret")
@@ -241,6 +273,8 @@ mod tests {
             "[mcp_servers.x]\ncommand = \"a\"\nheaders = { A = \"b\" }",
             "[mcp_servers.x]\nurl = \"http://b\"\ncwd = \"/tmp\"",
             "[mcp_servers.x]\ncommand = \"a\"\nshell = true",
+            "[mcp_servers.x]\ncommand = \"./server\"",
+            "[mcp_servers.x]\ncommand = \"a\"\ncwd = \"rel\"",
         ] {
             assert!(parse(bad).is_err(), "{bad}");
         }

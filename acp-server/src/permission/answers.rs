@@ -297,9 +297,10 @@ impl Answer {
             Answer::Questions(answers) => (QuestionOutcome::Answered, answers),
             Answer::Declined => (QuestionOutcome::Declined, Vec::new()),
             Answer::Cancelled => (QuestionOutcome::Cancelled, Vec::new()),
-            Answer::Permission(_) | Answer::Plan(_) | Answer::PlanChange(_) | Answer::Unavailable => {
-                (QuestionOutcome::Unavailable, Vec::new())
-            }
+            Answer::Permission(_)
+            | Answer::Plan(_)
+            | Answer::PlanChange(_)
+            | Answer::Unavailable => (QuestionOutcome::Unavailable, Vec::new()),
         }
     }
 

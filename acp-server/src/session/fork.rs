@@ -104,6 +104,11 @@ pub(crate) fn write(
             let Ok(head) = serde_json::from_slice::<Head>(&line) else {
                 continue;
             };
+            // Only lines that are events (a garbled one is left behind, as
+            // a reader of the parent skips or refuses it).
+            if dsh_protocol::log::Event::from_json(&line).is_err() {
+                continue;
+            }
             match head.kind.as_str() {
                 "session/title" => {
                     if let Ok(mut event) = serde_json::from_slice::<Event>(&line) {

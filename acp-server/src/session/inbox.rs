@@ -165,6 +165,9 @@ impl Session {
         self: &Arc<Self>,
         steer: Option<Vec<UserContent>>,
     ) -> Result<Admission, AgentError> {
+        if self.closed.is_cancelled() {
+            return Err(AgentError::SessionClosed(self.id.to_string()));
+        }
         let mut inbox = lock(&self.inbox);
         if !inbox.running && inbox.waiting.is_empty() {
             return self.take_turn(&mut inbox).map(Admission::Now);
@@ -199,6 +202,11 @@ impl Session {
     /// # Errors
     /// `session.busy` while the session closes (its close holds the lock).
     pub(super) fn take_turn(self: &Arc<Self>, inbox: &mut Inbox) -> Result<TurnTicket, AgentError> {
+        // A closing session takes no new turn (close cancels `closed`
+        // first).
+        if self.closed.is_cancelled() {
+            return Err(AgentError::SessionClosed(self.id.to_string()));
+        }
         let guard = self
             .turn_lock
             .clone()

@@ -70,7 +70,7 @@ pub struct Session {
     /// Prompts waiting for the turn ([`inbox`]).
     inbox: Mutex<inbox::Inbox>,
     /// Late answers to timed questions, for the next step (any turn's).
-    late: Mutex<Vec<Vec<dsh_protocol::UserContent>>>,
+    late: Mutex<Vec<String>>,
     /// The slash commands the editor was last offered ([`extensions`]).
     offered: Mutex<Option<Vec<crate::context::commands::Offered>>>,
     /// Cancelled when the session closes (and on shutdown, its parent).
@@ -409,14 +409,32 @@ impl Session {
             .swap(true, std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Brings a late answer to the model before its next step (this
-    /// turn's, or the next turn's).
-    pub(crate) fn push_late(&self, content: Vec<dsh_protocol::UserContent>) {
-        lock(&self.late).push(content);
+    /// Brings a late answer (`text`, a context block) to the model
+    /// before its next step: recorded now when no turn runs (it opens the
+    /// next prompt: the log keeps it), else at the running turn's next
+    /// step boundary ([`Self::take_late`]).
+    ///
+    /// # Errors
+    /// The log cannot be written.
+    pub(crate) fn deliver_late(&self, text: String, out: &dyn Frontend) -> Result<(), AgentError> {
+        // No turn starts while the inbox is held.
+        let inbox = lock(&self.inbox);
+        if inbox.running {
+            lock(&self.late).push(text);
+            return Ok(());
+        }
+        self.record(
+            EventData::Instructions {
+                text,
+                files: Vec::new(),
+            },
+            out,
+        )
+        .map(drop)
     }
 
-    /// The late answers waiting for a step.
-    pub(crate) fn take_late(&self) -> Vec<Vec<dsh_protocol::UserContent>> {
+    /// The late answers waiting for the running turn's next step.
+    pub(crate) fn take_late(&self) -> Vec<String> {
         std::mem::take(&mut *lock(&self.late))
     }
 

@@ -219,12 +219,11 @@ impl Turn<'_> {
             content,
             steered: false,
         })?;
-        // Late answers to timed questions come right after the prompt.
-        for content in self.session.take_late() {
-            self.record(EventData::UserMessage {
-                turn: self.number,
-                content,
-                steered: true,
+        // Late answers to timed questions that came as the turn started.
+        for text in self.session.take_late() {
+            self.record(EventData::Instructions {
+                text,
+                files: Vec::new(),
             })?;
         }
         if let Some(title) = title {
@@ -419,18 +418,16 @@ impl Turn<'_> {
     /// Whether there were any.
     fn take_steered(&self) -> Result<bool, AgentError> {
         // Late answers to timed questions first (they answer what the
-        // model asked before).
-        let late = self.session.take_late();
-        let any_late = !late.is_empty();
-        for content in late {
-            self.record(EventData::UserMessage {
-                turn: self.number,
-                content,
-                steered: true,
+        // model asked before): after the step's tool results, or, after a
+        // finished reply, with the next prompt (they keep no turn going).
+        for text in self.session.take_late() {
+            self.record(EventData::Instructions {
+                text,
+                files: Vec::new(),
             })?;
         }
         let steered = self.session.take_steered();
-        let any = any_late || !steered.is_empty();
+        let any = !steered.is_empty();
         // Each is answered with the turn's outcome, recorded or not (a
         // failed write fails the turn).
         let mut joined = self.joined.lock().unwrap_or_else(|p| p.into_inner());

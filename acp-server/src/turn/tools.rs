@@ -457,20 +457,27 @@ impl Turn<'_> {
         };
         let wait = planned.question_wait(self.config.question_timeout);
         let answer = match (wait, self.session.outlet()) {
-            (Some(wait), Some(outlet)) => match self.ask_timed(call, questions, ask, wait, outlet).await {
-                Some(answer) => answer,
-                None => {
-                    tracing::info!(wait_s = wait.as_secs(), "no answer within the wait; the questions stay open");
-                    if let Err(error) = self.record(EventData::QuestionDecision {
-                        call_id: call.id.clone(),
-                        outcome: QuestionOutcome::Pending,
-                        answers: Vec::new(),
-                    }) {
-                        return ToolOutcome::failed(error.code(), error.to_string());
+            (Some(wait), Some(outlet)) => {
+                match self.ask_timed(call, questions, ask, wait, outlet).await {
+                    Ok(answer) => answer,
+                    Err(pending) => {
+                        tracing::info!(
+                            wait_s = wait.as_secs(),
+                            "no answer within the wait; the questions stay open"
+                        );
+                        if let Err(error) = self.record(EventData::QuestionDecision {
+                            call_id: call.id.clone(),
+                            outcome: QuestionOutcome::Pending,
+                            answers: Vec::new(),
+                        }) {
+                            return ToolOutcome::failed(error.code(), error.to_string());
+                        }
+                        // A late answer is logged after this.
+                        let _ = pending.send(());
+                        return tools::question_result(questions, QuestionOutcome::Pending, &[]);
                     }
-                    return tools::question_result(questions, QuestionOutcome::Pending, &[]);
                 }
-            },
+            }
             _ => tokio::select! {
                 biased;
                 () = self.cancel.cancelled() => permission::Answer::Cancelled,
@@ -503,9 +510,10 @@ impl Turn<'_> {
 
     /// A timed question: asked on a task of its own so it outlives the
     /// call. The answer within `wait` (or the turn's cancel, which
-    /// withdraws it), else `None`: the question stays open, and the task
-    /// logs a later answer and hands it to the model as a user message
-    /// before its next step (until the session closes).
+    /// withdraws it), else the question stays open: the task logs a later
+    /// answer (once the caller has logged the call pending, through the
+    /// returned sender) and hands it to the model before its next step
+    /// (until the session closes).
     async fn ask_timed(
         &self,
         call: &ToolCallRequest,
@@ -513,8 +521,9 @@ impl Turn<'_> {
         ask: Ask,
         wait: std::time::Duration,
         outlet: std::sync::Arc<dyn crate::frontend::Frontend>,
-    ) -> Option<permission::Answer> {
+    ) -> Result<permission::Answer, tokio::sync::oneshot::Sender<()>> {
         let (answered, mut answer) = tokio::sync::oneshot::channel();
+        let (pending, logged) = tokio::sync::oneshot::channel::<()>();
         let (session, closing) = (self.session.clone(), self.session.closing());
         let (call_id, questions) = (call.id.clone(), questions.to_vec());
         let asking = tokio::spawn(async move {
@@ -525,6 +534,8 @@ impl Turn<'_> {
             let Err(late) = answered.send(answer) else {
                 return;
             };
+            // After the call's own "pending" (or its failure to log it).
+            let _ = logged.await;
             // The call returned without it: logged now, and given to the
             // model before its next step.
             let (mut outcome, answers) = late.question_outcome();
@@ -554,10 +565,14 @@ impl Turn<'_> {
             );
             if recorded.is_ok() {
                 let result = tools::question_result(&questions, outcome, &answers);
-                session.push_late(vec![dsh_protocol::UserContent::text(tools::late_answer(
-                    call_id.as_str(),
-                    &result,
-                ))]);
+                let text = format!(
+                    "{}\n{}\n</system-reminder>",
+                    dsh_protocol::history::CONTEXT_OPEN,
+                    tools::late_answer(call_id.as_str(), &result)
+                );
+                if let Err(error) = session.deliver_late(text, &*outlet) {
+                    tracing::warn!(%error, "a late answer was not recorded");
+                }
             }
         });
         let timer = tokio::time::sleep(wait);
@@ -565,13 +580,13 @@ impl Turn<'_> {
             biased;
             () = self.cancel.cancelled() => {
                 asking.abort();
-                Some(permission::Answer::Cancelled)
+                Ok(permission::Answer::Cancelled)
             }
-            answer = &mut answer => Some(answer.unwrap_or(permission::Answer::Unavailable)),
+            answer = &mut answer => Ok(answer.unwrap_or(permission::Answer::Unavailable)),
             () = timer => {
                 // An answer that came as the wait ended is still this call's.
                 answer.close();
-                answer.try_recv().ok()
+                answer.try_recv().map_err(|_| pending)
             }
         }
     }
