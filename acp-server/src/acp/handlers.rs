@@ -172,26 +172,47 @@ pub(super) fn new_session(
                 .await
         })
         .await;
-        match opened {
-            Ok(Opened {
-                session,
-                options,
-                mode,
-                notices,
-                commands,
-            }) => {
-                let id = SessionId::new(session.id.as_str());
-                responder.respond(
-                    NewSessionResponse::new(id.clone())
-                        .modes(convert::mode_state(mode))
-                        .config_options(convert::config_options(options)),
-                )?;
-                notify(&cx, &backlog, &id, notices, commands);
-                Ok(())
-            }
-            Err(error) => responder.respond_with_error(to_acp(&error)),
-        }
+        answer_opened(opened, responder, &cx, &backlog, |id, modes, options| {
+            NewSessionResponse::new(id)
+                .modes(modes)
+                .config_options(options)
+        })
     })
+}
+
+/// Answers a request that made a session (`session/new`, `session/fork`)
+/// with `answer(id, modes, options)`, then sends the editor what it should
+/// know of it (notices, commands).
+fn answer_opened<T: agent_client_protocol::JsonRpcResponse>(
+    opened: Result<Opened, AgentError>,
+    responder: Responder<T, V1>,
+    cx: &ConnectionTo<Client>,
+    backlog: &Arc<super::transport::Backlog>,
+    answer: impl FnOnce(
+        SessionId,
+        agent_client_protocol::v1::schema::SessionModeState,
+        Vec<agent_client_protocol::v1::schema::SessionConfigOption>,
+    ) -> T,
+) -> Result<(), Error> {
+    match opened {
+        Ok(Opened {
+            session,
+            options,
+            mode,
+            notices,
+            commands,
+        }) => {
+            let id = SessionId::new(session.id.as_str());
+            responder.respond(answer(
+                id.clone(),
+                convert::mode_state(mode),
+                convert::config_options(options),
+            ))?;
+            notify(cx, backlog, &id, notices, commands);
+            Ok(())
+        }
+        Err(error) => responder.respond_with_error(to_acp(&error)),
+    }
 }
 
 /// `session/fork` (ACP's unstable fork): a new session with the parent's
@@ -220,25 +241,11 @@ pub(super) fn fork_session(
                 .await
         })
         .await;
-        match opened {
-            Ok(Opened {
-                session,
-                options,
-                mode,
-                notices,
-                commands,
-            }) => {
-                let id = SessionId::new(session.id.as_str());
-                responder.respond(
-                    ForkSessionResponse::new(id.clone())
-                        .modes(convert::mode_state(mode))
-                        .config_options(convert::config_options(options)),
-                )?;
-                notify(&cx, &backlog, &id, notices, commands);
-                Ok(())
-            }
-            Err(error) => responder.respond_with_error(to_acp(&error)),
-        }
+        answer_opened(opened, responder, &cx, &backlog, |id, modes, options| {
+            ForkSessionResponse::new(id)
+                .modes(modes)
+                .config_options(options)
+        })
     })
 }
 

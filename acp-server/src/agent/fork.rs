@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use dsh_protocol::SessionId;
 
-use super::{blocking, check_dir, Agent, Opened};
+use super::{blocking, Agent, Opened};
 use crate::error::AgentError;
 use crate::mcp::McpServerConfig;
 
@@ -27,19 +27,8 @@ impl Agent {
         extra_roots: &[PathBuf],
         mcp: Vec<McpServerConfig>,
     ) -> Result<Opened, AgentError> {
-        self.check_config()?;
-        let (cwd, extra_roots) = (cwd.to_path_buf(), extra_roots.to_vec());
-        let (cwd, roots) = blocking(move || {
-            let cwd = check_dir("cwd", &cwd)?;
-            let roots = extra_roots
-                .iter()
-                .map(|root| check_dir("additionalDirectories entry", root))
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok((cwd, roots))
-        })
-        .await?;
-        self.require_credential().await?;
-        let mut header = crate::session::fork::header(cwd, roots);
+        let (cwd, roots) = self.workspace(cwd, extra_roots).await?;
+        let mut header = crate::session::new_header(cwd, roots);
         header.mcp_servers = crate::mcp::recorded(&mcp);
         let live = self.live(parent);
         let (store, parent) = (self.store.clone(), SessionId::new(parent.to_owned()));

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use dsh_protocol::log::{EventData, SessionHeader, StopReason};
+use dsh_protocol::log::{EventData, StopReason};
 use dsh_protocol::model::ChatMessage;
 use dsh_protocol::{SessionId, UserContent};
 use tokio_util::sync::CancellationToken;
@@ -33,7 +33,7 @@ use crate::model::Provider;
 use crate::session::state::SessionState;
 use crate::session::{Admission, PromptDelivery, Session, TurnTicket, Waited};
 use crate::settings::Settings;
-use crate::store::{now_ms, SessionStore};
+use crate::store::SessionStore;
 use crate::update::ConfigOption;
 use dsh_protocol::Mode;
 
@@ -235,20 +235,8 @@ impl Agent {
         extra_roots: &[PathBuf],
         mcp: Vec<McpServerConfig>,
     ) -> Result<Opened, AgentError> {
-        self.check_config()?;
-        let (cwd, extra_roots) = (cwd.to_path_buf(), extra_roots.to_vec());
-        let (cwd, roots) = blocking(move || {
-            let cwd = check_dir("cwd", &cwd)?;
-            let roots = extra_roots
-                .iter()
-                .map(|root| check_dir("additionalDirectories entry", root))
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok((cwd, roots))
-        })
-        .await?;
-        self.require_credential().await?;
-        let id = SessionId::new(uuid::Uuid::new_v4().to_string());
-        let mut header = SessionHeader::new(id, now_ms(), cwd, roots);
+        let (cwd, roots) = self.workspace(cwd, extra_roots).await?;
+        let mut header = crate::session::new_header(cwd, roots);
         header.mcp_servers = crate::mcp::recorded(&mcp);
         let store = self.store.clone();
         let (header, log) = blocking(move || {
@@ -265,6 +253,29 @@ impl Agent {
         );
         self.track(&session);
         Ok(self.opened(session, mcp).await)
+    }
+
+    /// Where a new session works (`session/new`, `session/fork`): its cwd
+    /// and extra roots, checked (absolute, existing directories), once the
+    /// configuration and a credential are there.
+    async fn workspace(
+        &self,
+        cwd: &Path,
+        extra_roots: &[PathBuf],
+    ) -> Result<(String, Vec<String>), AgentError> {
+        self.check_config()?;
+        let (cwd, extra_roots) = (cwd.to_path_buf(), extra_roots.to_vec());
+        let (cwd, roots) = blocking(move || {
+            let cwd = check_dir("cwd", &cwd)?;
+            let roots = extra_roots
+                .iter()
+                .map(|root| check_dir("additionalDirectories entry", root))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok((cwd, roots))
+        })
+        .await?;
+        self.require_credential().await?;
+        Ok((cwd, roots))
     }
 
     /// Opens a stored session, or finds the live one, for load or resume.

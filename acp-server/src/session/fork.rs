@@ -19,7 +19,7 @@ use serde::Deserialize;
 
 use super::Session;
 use crate::error::AgentError;
-use crate::store::{now_ms, SessionStore};
+use crate::store::SessionStore;
 
 /// The parent's log: its file and how much of it to read (a live log as
 /// far as its writer has written).
@@ -148,16 +148,6 @@ pub(crate) fn write(
     }
 }
 
-/// A new session's header: a fresh id, now.
-pub(crate) fn header(cwd: String, roots: Vec<String>) -> SessionHeader {
-    SessionHeader::new(
-        SessionId::new(uuid::Uuid::new_v4().to_string()),
-        now_ms(),
-        cwd,
-        roots,
-    )
-}
-
 impl Session {
     /// Forks this live session into `header`'s (blocking): its log as far
     /// as written now.
@@ -187,7 +177,7 @@ impl Session {
     /// # Errors
     /// As [`Self::fork_into`].
     pub(crate) fn fork(&self) -> Result<SessionId, AgentError> {
-        let mut header = header(self.header.cwd.clone(), self.header.roots.clone());
+        let mut header = super::new_header(self.header.cwd.clone(), self.header.roots.clone());
         header.mcp_servers = self.header.mcp_servers.clone();
         self.fork_into(header)
     }

@@ -30,6 +30,16 @@ use crate::store::{LogWriter, SessionStore};
 use crate::update::ConfigOption;
 use state::SessionState;
 
+/// A new session's header: a fresh id, now.
+pub(crate) fn new_header(cwd: String, roots: Vec<String>) -> SessionHeader {
+    SessionHeader::new(
+        SessionId::new(uuid::Uuid::new_v4().to_string()),
+        crate::store::now_ms(),
+        cwd,
+        roots,
+    )
+}
+
 /// The log writer and the state, behind one lock so the order of the log
 /// is the order of the fold.
 pub(crate) struct Locked {
