@@ -46,6 +46,24 @@ pub struct Ask {
     pub content: Vec<ToolContent>,
     /// What is asked, with its options.
     pub question: crate::permission::Question,
+    /// Only a person may allow it (a repository's own code, such as its
+    /// hooks): answers that stand for no one (`dsh run --approve`, an SDK
+    /// session's approvals) reject it.
+    pub person_only: bool,
+}
+
+impl Ask {
+    /// The answer `approvals` give without asking anyone; `None`: a
+    /// person (the client) answers.
+    pub fn standing_answer(&self, approvals: crate::permission::Approvals) -> Option<Answer> {
+        match approvals {
+            crate::permission::Approvals::Client => None,
+            _ if self.person_only => Some(Answer::Permission(
+                dsh_protocol::log::PermissionOutcome::RejectOnce,
+            )),
+            approvals => self.question.standing_answer(approvals),
+        }
+    }
 }
 
 /// How a client terminal run ended.

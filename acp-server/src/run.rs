@@ -400,7 +400,6 @@ impl Frontend for RunFrontend {
             )));
         }
         let outcome = ask
-            .question
             .standing_answer(self.approve)
             .unwrap_or(crate::permission::Answer::Unavailable);
         let why = format!(

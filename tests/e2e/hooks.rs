@@ -300,3 +300,38 @@ async fn session_start_post_tool_use_and_stop_hooks_reach_the_model() {
     let frames = conn.finish().await;
     validate_frames(&frames);
 }
+
+/// A repository's hooks need a person: `dsh run --approve all` (answers
+/// that stand for no one) never runs them, though it allows the tools.
+#[tokio::test]
+async fn dsh_run_never_runs_a_projects_hooks_unattended() {
+    let env = TestEnv::new().await;
+    let marker = env.home.path().join("project-ran");
+    std::fs::create_dir(env.cwd().join(".dsh")).unwrap();
+    std::fs::write(
+        env.cwd().join(".dsh/hooks.json"),
+        json!({"hooks": {"PreToolUse": [{"hooks": [command_hook(&format!(
+            "echo ran >> '{}'",
+            marker.display()
+        ))]}]}})
+        .to_string(),
+    )
+    .unwrap();
+    env.mock
+        .push_json(call("r1", "read", json!({"file_path": "hello.txt"})));
+    env.mock.push_json(reply("Read it."));
+    let output = env
+        .dsh(&["run", "--approve", "all", "read it"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(!marker.exists(), "the project's hook did not run");
+    assert!(tool_result(&env, "r1").contains("hello"), "the tool did");
+}

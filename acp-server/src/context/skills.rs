@@ -151,7 +151,8 @@ pub fn catalog(skills: &[Skill]) -> Option<(String, Vec<String>)> {
     for skill in skills {
         // A description cannot close the block it is in.
         let description = files::one_line(&skill.description, CATALOG_DESCRIPTION_CHARS)
-            .replace("system-reminder>", "system-reminder›");
+            .replace('<', "‹")
+            .replace('>', "›");
         let line = format!("- {}: {description}\n", skill.name);
         if text.len() + line.len() + reserve > CATALOG_MAX_BYTES {
             break;

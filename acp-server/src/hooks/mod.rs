@@ -243,6 +243,27 @@ impl HookSet {
     }
 
     /// Whether it has no hook at all.
+    /// Every hook as it will run, one line each: the event, the matcher,
+    /// the whole command (what a person is asked to allow: the parsed
+    /// hooks, not the file's text, which may hide what runs).
+    pub fn listing(&self) -> String {
+        let mut text = String::new();
+        for group in &self.groups {
+            let matcher = group
+                .matcher
+                .as_ref()
+                .map_or("any".to_owned(), |matcher| matcher.as_str().to_owned());
+            for hook in &group.hooks {
+                text.push_str(&format!(
+                    "- {} [{matcher}]: {}\n",
+                    group.event.as_str(),
+                    hook.command.escape_debug()
+                ));
+            }
+        }
+        text
+    }
+
     pub fn is_empty(&self) -> bool {
         self.groups.iter().all(|group| group.hooks.is_empty())
     }

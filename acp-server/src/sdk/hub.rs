@@ -367,7 +367,7 @@ impl Frontend for SdkSession {
 
     fn ask(&self, ask: crate::frontend::Ask) -> BoxFuture<'_, Answer> {
         let approvals = *lock(&self.approvals);
-        if let Some(answer) = ask.question.standing_answer(approvals) {
+        if let Some(answer) = ask.standing_answer(approvals) {
             tracing::info!(session = %self.id, call = %ask.call_id, answer = answer.id(), approvals = approvals.name(), "question answered by the session's approvals");
             return Box::pin(std::future::ready(answer));
         }

@@ -201,9 +201,9 @@ impl Turn<'_> {
             locations: Vec::new(),
             content: vec![ToolContent::Text {
                 text: format!(
-                    "{path} (sha256 {}) runs these commands on this machine:\n\n```json\n{}\n```",
+                    "{path} (sha256 {}) runs these commands on this machine, with your rights and without the sandbox (every one, in full; files they run are not covered by this answer and may change):\n\n{}",
                     project.hash,
-                    dsh_protocol::content::head_bytes(&project.text, 8000)
+                    project.set.listing()
                 ),
             }],
             question: permission::Question::Permission(vec![
@@ -218,6 +218,7 @@ impl Turn<'_> {
                     "Never run this version of them",
                 ),
             ]),
+            person_only: true,
         };
         let answer = tokio::select! {
             biased;

@@ -140,6 +140,7 @@ impl Turn<'_> {
             locations: planned.view.locations.clone(),
             content: planned.view.content.clone(),
             question: permission::Question::Permission(choices.options()),
+            person_only: false,
         };
         let answer = tokio::select! {
             biased;
@@ -374,6 +375,7 @@ impl Turn<'_> {
             locations: Vec::new(),
             content: planned.view.content.clone(),
             question: permission::Question::Plan,
+            person_only: false,
         };
         let (answer, feedback) = tokio::select! {
             biased;
@@ -454,6 +456,7 @@ impl Turn<'_> {
             locations: Vec::new(),
             content: planned.view.content.clone(),
             question: permission::Question::User(questions.to_vec()),
+            person_only: false,
         };
         let wait = planned.question_wait(self.config.question_timeout);
         let answer = match (wait, self.session.outlet()) {
