@@ -13,15 +13,7 @@ use crate::support::*;
 
 /// The text of a request message, whatever shape its content has.
 fn text_of(message: &Value) -> String {
-    match &message["content"] {
-        Value::String(text) => text.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|part| part["text"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    }
+    message_text(message)
 }
 
 /// Every message of a request as `role: text`.

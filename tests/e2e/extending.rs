@@ -25,15 +25,7 @@ fn last_user(request: &Value) -> String {
         .rev()
         .find(|m| m["role"] == "user")
         .unwrap();
-    match &message["content"] {
-        Value::String(text) => text.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|part| part["text"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    }
+    message_text(message)
 }
 
 fn tool_names(request: &Value) -> Vec<String> {

@@ -129,20 +129,27 @@ async fn a_user_prompt_submit_hook_adds_context_or_refuses_the_prompt() {
     validate_frames(&frames);
 }
 
-#[tokio::test]
-async fn a_project_hook_runs_only_once_allowed_and_the_answer_survives_a_reload() {
-    let env = TestEnv::new().await;
+/// A repository's `.dsh/hooks.json` with one `event` hook that appends a
+/// line to the returned file each time it runs.
+fn plant_project_hook(env: &TestEnv, event: &str) -> std::path::PathBuf {
     let marker = env.home.path().join("project-ran");
     std::fs::create_dir(env.cwd().join(".dsh")).unwrap();
     std::fs::write(
         env.cwd().join(".dsh/hooks.json"),
-        json!({"hooks": {"UserPromptSubmit": [{"hooks": [command_hook(&format!(
+        json!({"hooks": {event: [{"hooks": [command_hook(&format!(
             "echo ran >> '{}'",
             marker.display()
         ))]}]}})
         .to_string(),
     )
     .unwrap();
+    marker
+}
+
+#[tokio::test]
+async fn a_project_hook_runs_only_once_allowed_and_the_answer_survives_a_reload() {
+    let env = TestEnv::new().await;
+    let marker = plant_project_hook(&env, "UserPromptSubmit");
     let lines = || {
         std::fs::read_to_string(&marker)
             .map(|text| text.lines().count())
@@ -192,17 +199,7 @@ async fn a_project_hook_runs_only_once_allowed_and_the_answer_survives_a_reload(
 #[tokio::test]
 async fn a_project_hook_the_user_refuses_does_not_run() {
     let env = TestEnv::new().await;
-    let marker = env.home.path().join("project-ran");
-    std::fs::create_dir(env.cwd().join(".dsh")).unwrap();
-    std::fs::write(
-        env.cwd().join(".dsh/hooks.json"),
-        json!({"hooks": {"PreToolUse": [{"hooks": [command_hook(&format!(
-            "echo ran >> '{}'",
-            marker.display()
-        ))]}]}})
-        .to_string(),
-    )
-    .unwrap();
+    let marker = plant_project_hook(&env, "PreToolUse");
     env.mock.push_json(calls(&[
         ("r1", "read", json!({"file_path": "hello.txt"})),
         ("r2", "read", json!({"file_path": "hello.txt"})),
@@ -306,17 +303,7 @@ async fn session_start_post_tool_use_and_stop_hooks_reach_the_model() {
 #[tokio::test]
 async fn dsh_run_never_runs_a_projects_hooks_unattended() {
     let env = TestEnv::new().await;
-    let marker = env.home.path().join("project-ran");
-    std::fs::create_dir(env.cwd().join(".dsh")).unwrap();
-    std::fs::write(
-        env.cwd().join(".dsh/hooks.json"),
-        json!({"hooks": {"PreToolUse": [{"hooks": [command_hook(&format!(
-            "echo ran >> '{}'",
-            marker.display()
-        ))]}]}})
-        .to_string(),
-    )
-    .unwrap();
+    let marker = plant_project_hook(&env, "PreToolUse");
     env.mock
         .push_json(call("r1", "read", json!({"file_path": "hello.txt"})));
     env.mock.push_json(reply("Read it."));

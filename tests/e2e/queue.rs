@@ -37,16 +37,10 @@ fn messages(request: &serde_json::Value) -> Vec<(String, String)> {
         .unwrap()
         .iter()
         .map(|message| {
-            let text = match &message["content"] {
-                serde_json::Value::String(text) => text.clone(),
-                serde_json::Value::Array(parts) => parts
-                    .iter()
-                    .filter_map(|part| part["text"].as_str())
-                    .collect::<Vec<_>>()
-                    .join("\n"),
-                _ => String::new(),
-            };
-            (message["role"].as_str().unwrap_or("").to_owned(), text)
+            (
+                message["role"].as_str().unwrap_or("").to_owned(),
+                message_text(message),
+            )
         })
         .collect()
 }

@@ -646,3 +646,17 @@ pub fn plant_workspace_server(env: &mut TestEnv, script: &str) {
     std::fs::set_permissions(&server, std::fs::Permissions::from_mode(0o755)).unwrap();
     env.extra_env.push(("PATH".into(), "/usr/bin:/bin".into()));
 }
+
+/// The text of a model request's message, whatever shape its content has
+/// (a string, or parts with text).
+pub fn message_text(message: &serde_json::Value) -> String {
+    match &message["content"] {
+        serde_json::Value::String(text) => text.clone(),
+        serde_json::Value::Array(parts) => parts
+            .iter()
+            .filter_map(|part| part["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
