@@ -423,7 +423,7 @@ impl Frontend for RunFrontend {
 }
 
 /// Runs the task; the process's exit status.
-pub async fn run(agent: Arc<Agent>, args: RunArgs) -> u8 {
+pub async fn run(agent: Arc<Agent>, mut args: RunArgs) -> u8 {
     let started = Instant::now();
     let show_progress = std::io::stderr().is_terminal()
         && std::env::var_os("NO_COLOR").is_none()
@@ -436,7 +436,7 @@ pub async fn run(agent: Arc<Agent>, args: RunArgs) -> u8 {
     });
     let frontend = Arc::new(RunFrontend {
         approve: args.approve,
-        answers: args.answers.clone(),
+        answers: std::mem::take(&mut args.answers),
         json: args.json,
         seen: Mutex::new(Seen {
             text: String::new(),

@@ -140,7 +140,13 @@ pub fn offered(
         })
         .chain(skills.iter().map(|skill| Offered {
             name: skill.name.clone(),
-            description: format!("Skill: {}", super::files::one_line(&skill.description, 200)),
+            description: format!(
+                "Skill: {}",
+                super::files::one_line(
+                    &skill.description,
+                    super::custom_commands::DESCRIPTION_CHARS
+                )
+            ),
             hint: Some("optional task".to_owned()),
         }));
     for command in more {

@@ -19,7 +19,7 @@ const COMPAT: &[&str] = &[".claude"];
 /// A command name's cap, bytes.
 const MAX_NAME: usize = 64;
 /// A description's cap in the menu, characters.
-const DESCRIPTION_CHARS: usize = 200;
+pub(super) const DESCRIPTION_CHARS: usize = 200;
 
 /// One command found.
 #[derive(Debug, Clone, PartialEq, Eq)]

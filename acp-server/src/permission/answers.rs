@@ -304,6 +304,27 @@ impl Answer {
         }
     }
 
+    /// [`Self::question_outcome`], with the answers settled against
+    /// `questions` (one per question, in order): answers that fit no
+    /// question are no answer (unavailable).
+    pub fn settled_questions(
+        self,
+        questions: &[dsh_protocol::question::UserQuestion],
+    ) -> (QuestionOutcome, Vec<QuestionAnswer>) {
+        match self.question_outcome() {
+            (QuestionOutcome::Answered, answers) => {
+                match dsh_protocol::question::settle(questions, answers) {
+                    Ok(answers) => (QuestionOutcome::Answered, answers),
+                    Err(error) => {
+                        tracing::warn!(%error, "the front end's answers fit no question; unavailable");
+                        (QuestionOutcome::Unavailable, Vec::new())
+                    }
+                }
+            }
+            other => other,
+        }
+    }
+
     /// Whether it lets the call (or the plan) go ahead; answered questions
     /// do (the model goes on with the answers).
     pub fn allows(&self) -> bool {

@@ -68,8 +68,11 @@ impl Session {
     /// the one a front end sends when the session opens).
     pub(crate) fn offer(&self, offered: Vec<Offered>) -> Option<Vec<Offered>> {
         let mut last = lock(&self.offered);
-        let changed = last.as_ref().is_some_and(|last| *last != offered);
+        if last.as_ref() == Some(&offered) {
+            return None;
+        }
+        let first = last.is_none();
         *last = Some(offered.clone());
-        changed.then_some(offered)
+        (!first).then_some(offered)
     }
 }

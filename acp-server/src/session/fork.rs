@@ -101,37 +101,25 @@ pub(crate) fn write(
                 };
                 line = setting;
             }
-            let Ok(head) = serde_json::from_slice::<Head>(&line) else {
+            // Only lines that are events (a garbled one is left behind, as
+            // a reader of the parent skips or refuses it), read once.
+            let Ok(mut event) = Event::from_json(&line) else {
                 continue;
             };
-            // Only lines that are events (a garbled one is left behind, as
-            // a reader of the parent skips or refuses it).
-            if dsh_protocol::log::Event::from_json(&line).is_err() {
-                continue;
-            }
-            match head.kind.as_str() {
-                "session/title" => {
-                    if let Ok(mut event) = serde_json::from_slice::<Event>(&line) {
-                        if let EventData::Title { title, .. } = &mut event.data {
-                            title.push_str(" (fork)");
-                        }
-                        let mut retitled = serde_json::to_vec(&event)
-                            .map_err(|err| AgentError::Internal(err.to_string()))?;
-                        retitled.push(b'\n');
-                        log.append_line(&retitled, head.seq)?;
-                    }
+            let seq = event.seq;
+            match &mut event.data {
+                EventData::Title { title, .. } => {
+                    title.push_str(" (fork)");
+                    let mut retitled = serde_json::to_vec(&event)
+                        .map_err(|err| AgentError::Internal(err.to_string()))?;
+                    retitled.push(b'\n');
+                    log.append_line(&retitled, seq)?;
                 }
                 // What the user allowed in the parent's workspace.
-                "permission/rule" | "session/config" if !same_workspace => {
-                    let keep = head.kind == "session/config"
-                        && serde_json::from_slice::<Event>(&line).is_ok_and(|event| {
-                            matches!(event.data, EventData::Config { key, .. } if key != dsh_protocol::log::ConfigKey::Mode)
-                        });
-                    if keep {
-                        log.append_line(&line, head.seq)?;
-                    }
-                }
-                _ => log.append_line(&line, head.seq)?,
+                EventData::PermissionRule(_) if !same_workspace => {}
+                EventData::Config { key, .. }
+                    if !same_workspace && *key == dsh_protocol::log::ConfigKey::Mode => {}
+                _ => log.append_line(&line, seq)?,
             }
         }
     })();

@@ -107,15 +107,13 @@ impl Turn<'_> {
             let blocked = !before
                 && (verdict.block.is_some() || verdict.permission == Some(Permission::Deny));
             let stderr = report.stderr.trim();
-            let stderr = match stderr.len() > STDERR_SUMMARY {
-                true => {
-                    let mut at = stderr.len() - STDERR_SUMMARY;
-                    while !stderr.is_char_boundary(at) {
-                        at += 1;
-                    }
-                    format!("…{}", &stderr[at..])
-                }
-                false => stderr.to_owned(),
+            let stderr = if stderr.len() > STDERR_SUMMARY {
+                format!(
+                    "…{}",
+                    dsh_protocol::content::tail_bytes(stderr, STDERR_SUMMARY)
+                )
+            } else {
+                stderr.to_owned()
             };
             tracing::info!(event = event.as_str(), code = ?report.exit_code, blocked, "hook ran");
             self.record(EventData::HookResult(HookRun {

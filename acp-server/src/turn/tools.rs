@@ -446,7 +446,7 @@ impl Turn<'_> {
         planned: &Planned,
         questions: &[dsh_protocol::question::UserQuestion],
     ) -> ToolOutcome {
-        use dsh_protocol::question::{settle, QuestionOutcome};
+        use dsh_protocol::question::QuestionOutcome;
         let ask = Ask {
             call_id: call.id.clone(),
             title: planned.view.title.clone(),
@@ -487,16 +487,7 @@ impl Turn<'_> {
                 answer = self.frontend.ask(ask) => answer,
             },
         };
-        let (mut outcome, answers) = answer.question_outcome();
-        let answers = if outcome == QuestionOutcome::Answered {
-            settle(questions, answers).unwrap_or_else(|error| {
-                tracing::warn!(%error, "the front end's answers fit no question; unavailable");
-                outcome = QuestionOutcome::Unavailable;
-                Vec::new()
-            })
-        } else {
-            answers
-        };
+        let (outcome, answers) = answer.settled_questions(questions);
         tracing::info!(?outcome, "questions answered");
         if outcome == QuestionOutcome::Cancelled {
             self.cancel.cancel();
@@ -541,16 +532,7 @@ impl Turn<'_> {
             let _ = logged.await;
             // The call returned without it: logged now, and given to the
             // model before its next step.
-            let (mut outcome, answers) = late.question_outcome();
-            let answers = match outcome {
-                dsh_protocol::question::QuestionOutcome::Answered => {
-                    dsh_protocol::question::settle(&questions, answers).unwrap_or_else(|_| {
-                        outcome = dsh_protocol::question::QuestionOutcome::Unavailable;
-                        Vec::new()
-                    })
-                }
-                _ => answers,
-            };
+            let (outcome, answers) = late.settled_questions(&questions);
             if matches!(
                 outcome,
                 dsh_protocol::question::QuestionOutcome::Cancelled
