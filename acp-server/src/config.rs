@@ -18,7 +18,7 @@ use dsh_protocol::model::{ModelInfo, ThoughtLevel};
 use serde::Deserialize;
 
 use crate::credentials::{Env, KeySource};
-use crate::model::settings::{builtin_models, DEFAULT_API_KEY_ENV, DEFAULT_BASE_URL};
+use crate::model::settings::{builtin_models, KeyPolicy, DEFAULT_API_KEY_ENV, DEFAULT_BASE_URL};
 use crate::model::{ModelSettings, ProviderKind, RetryPolicy};
 use crate::settings::Choices;
 
@@ -140,7 +140,8 @@ pub struct RawProvider {
     pub kind: Option<ProviderKind>,
     /// Base URL (`{base}/chat/completions`).
     pub base_url: Option<String>,
-    /// Name of the environment variable that holds the key.
+    /// Name of the environment variable that holds the key; `""`: the
+    /// endpoint takes no key (none is looked up or sent).
     pub api_key_env: Option<String>,
     /// Script for the replay provider.
     pub replay_file: Option<PathBuf>,
@@ -290,12 +291,16 @@ impl Config {
             },
             None => raw.provider.kind.unwrap_or(ProviderKind::Deepseek),
         };
-        let base_url = env
-            .var("DEEPSEEK_BASE_URL")
-            .or(raw.provider.base_url)
-            .unwrap_or_else(|| DEFAULT_BASE_URL.to_owned())
-            .trim_end_matches('/')
-            .to_owned();
+        let (base_url, base_url_key) = match (env.var("DEEPSEEK_BASE_URL"), raw.provider.base_url) {
+            (Some(url), _) => (url, "DEEPSEEK_BASE_URL"),
+            (None, Some(url)) => (url, "[provider] base_url"),
+            (None, None) => (DEFAULT_BASE_URL.to_owned(), "the default base URL"),
+        };
+        let base_url = base_url.trim().trim_end_matches('/').to_owned();
+        if provider != ProviderKind::Replay {
+            crate::model::settings::check_base_url(&base_url, base_url_key)
+                .map_err(ConfigError::Invalid)?;
+        }
         let replay_file = env
             .var("DSH_REPLAY_FILE")
             .map(PathBuf::from)
@@ -323,10 +328,18 @@ impl Config {
         let api_key_env = raw
             .provider
             .api_key_env
-            .unwrap_or_else(|| DEFAULT_API_KEY_ENV.to_owned());
-        let env_policy =
-            dsh_process::EnvPolicy::new(&raw.env.scrub, std::slice::from_ref(&api_key_env))
-                .map_err(|err| ConfigError::Invalid(format!("[env] scrub: {err}")))?;
+            .unwrap_or_else(|| DEFAULT_API_KEY_ENV.to_owned())
+            .trim()
+            .to_owned();
+        // `api_key_env = ""`: the endpoint takes no key.
+        let keyless = api_key_env.is_empty();
+        let key_names: &[String] = if keyless {
+            &[]
+        } else {
+            std::slice::from_ref(&api_key_env)
+        };
+        let env_policy = dsh_process::EnvPolicy::new(&raw.env.scrub, key_names)
+            .map_err(|err| ConfigError::Invalid(format!("[env] scrub: {err}")))?;
         let protected = crate::permission::Protected::new(&raw.permissions.protected_paths, &home)
             .map_err(|err| ConfigError::Invalid(format!("[permissions] protected_paths: {err}")))?
             .hiding(raw.sandbox.hidden_paths(&home));
@@ -356,6 +369,7 @@ impl Config {
                     home: home.clone(),
                     name: api_key_env,
                     dotenv: raw.credentials.dotenv,
+                key_policy: KeyPolicy::of(provider, keyless, &base_url),
                 },
                 replay_file,
                 stream_idle_timeout: ms(raw.provider.stream_idle_timeout_ms.unwrap_or(300_000)),
@@ -459,6 +473,36 @@ mod tests {
         };
         assert_eq!(
             config("[session]\nidle_evict_s = 5\n").idle_evict,
+    #[test]
+    fn base_url_mistakes_name_their_key_and_keyless_is_declared() {
+        let load = |text: &str, env: &[(&'static str, &'static str)]| {
+            let raw: RawConfig = toml::from_str(text).unwrap();
+            Config::from_raw(raw, "/h".into(), &MapEnv(env.iter().copied().collect()))
+        };
+        let err = load("", &[("DEEPSEEK_BASE_URL", "localhost:8080")]).unwrap_err();
+        assert!(err.to_string().contains("DEEPSEEK_BASE_URL"), "{err}");
+        let err = load("[provider]\nbase_url = \"127.0.0.1:9\"\n", &[]).unwrap_err();
+        assert!(err.to_string().contains("[provider] base_url"), "{err}");
+        // The replay provider sends nothing: its base URL is not checked.
+        assert!(load("[provider]\nkind = \"replay\"\nbase_url = \"x\"\n", &[]).is_ok());
+
+        let config = load("", &[]).unwrap();
+        assert_eq!(config.model.key_policy, KeyPolicy::Required);
+        let config = load(
+            "[provider]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:8080/v1\"\napi_key_env = \"LOCAL_LLM_KEY\"\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(config.model.key_policy, KeyPolicy::Optional);
+        assert!(!config.model.needs_key());
+        let config = load(
+            "[provider]\nbase_url = \"https://llm.example.com/v1\"\napi_key_env = \"\"\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(config.model.key_policy, KeyPolicy::None);
+    }
+
             Some(Duration::from_secs(5))
         );
         assert_eq!(config("[session]\nidle_evict_s = 0\n").idle_evict, None);

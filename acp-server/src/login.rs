@@ -12,6 +12,13 @@ use crate::config::Config;
 pub fn login(config: &Config) -> u8 {
     let name = &config.model.key.name;
     let mut stderr = std::io::stderr();
+    if name.is_empty() {
+        let _ = writeln!(
+            stderr,
+            "dsh login: config.toml declares the endpoint keyless ([provider] api_key_env = \"\"); there is no key to store"
+        );
+        return 2;
+    }
     let key = if std::io::stdin().is_terminal() {
         let _ = writeln!(
             stderr,
@@ -55,6 +62,13 @@ pub fn login(config: &Config) -> u8 {
 /// `dsh logout`: the process's exit status.
 pub fn logout(config: &Config) -> u8 {
     let mut stderr = std::io::stderr();
+    if config.model.key.name.is_empty() {
+        let _ = writeln!(
+            stderr,
+            "No stored key: the endpoint is keyless; nothing to remove."
+        );
+        return 0;
+    }
     match crate::credentials::remove(&config.home, &config.model.key.name) {
         Ok(true) => {
             let _ = writeln!(

@@ -10,7 +10,7 @@ use dsh_protocol::model::StreamEvent;
 use dsh_protocol::ErrorCode;
 use futures::StreamExt;
 
-use super::settings::ModelSettings;
+use super::settings::{KeyPolicy, ModelSettings};
 use super::sse::{ChunkParser, SseDecoder};
 use super::{EventStream, ModelError, ModelRequest};
 
@@ -56,19 +56,25 @@ impl HttpProvider {
     }
 
     pub(super) async fn start(&self, request: &ModelRequest) -> Result<EventStream, ModelError> {
-        let key = crate::credentials::resolve_now(&self.settings.key)
-            .await
-            .ok_or_else(|| {
-                ModelError::new(
-                    ErrorCode::MissingCredential,
-                    format!(
-                        "no {}: run `dsh login`, or set {} in the environment your editor starts dsh with (for Zed: agent_servers.dsh.env in settings.json) ({})",
-                        self.settings.key_name(),
-                        self.settings.key.name,
-                        crate::credentials::missing(crate::credentials::Lookup::of(&self.settings.key))
-                    ),
-                )
-            })?;
+        let key = match self.settings.key_policy {
+            KeyPolicy::None => None,
+            KeyPolicy::Optional => crate::credentials::resolve_now(&self.settings.key).await,
+            KeyPolicy::Required => Some(
+                crate::credentials::resolve_now(&self.settings.key)
+                    .await
+                    .ok_or_else(|| {
+                        ModelError::new(
+                            ErrorCode::MissingCredential,
+                            format!(
+                                "no {}: run `dsh login`, or set {} in the environment your editor starts dsh with (for Zed: agent_servers.dsh.env in settings.json) ({})",
+                                self.settings.key_name(),
+                                self.settings.key.name,
+                                crate::credentials::missing(crate::credentials::Lookup::of(&self.settings.key))
+                            ),
+                        )
+                    })?,
+            ),
+        };
         let url = format!("{}/chat/completions", self.settings.base_url);
         let body = super::body::request_body(request, self.settings.provider).map_err(|err| {
             ModelError::new(
@@ -76,7 +82,12 @@ impl HttpProvider {
                 format!("cannot serialize the model request: {err}"),
             )
         })?;
-        let mut post = self.client()?.post(&url).bearer_auth(&key);
+        let mut post = self.client()?.post(&url);
+        if let Some(key) = &key {
+            post = post.bearer_auth(key);
+        }
+        // What error messages must never carry.
+        let key = key.unwrap_or_default();
         if self.settings.session_header {
             post = post.header("x-deepseek-harness-session-id", &request.session_id);
         }
@@ -97,11 +108,7 @@ impl HttpProvider {
                 ))
             }
             Ok(Err(err)) => {
-                let error = ModelError::new(
-                    ErrorCode::ModelTransport,
-                    format!("cannot reach the model provider at {}: {}; check the network or DEEPSEEK_BASE_URL", self.settings.base_url, error_chain(&err)),
-                )
-                .redact(&key);
+                let error = self.send_error(&err).redact(&key);
                 tracing::debug!(code = %error.code, "model request failed");
                 return Err(error);
             }
@@ -130,12 +137,89 @@ impl HttpProvider {
             tracing::debug!(code = %error.code, status = status.as_u16(), "model request failed");
             return Err(error);
         }
+        check_content_type(&response, &self.settings.base_url)?;
         Ok(event_stream(
             response,
             self.settings.stream_idle_timeout,
             key,
         ))
     }
+}
+
+impl HttpProvider {
+    /// The error for a request that got no response. A refused connection
+    /// to this machine is not retried: nothing listens there, and waiting
+    /// will not start the server.
+    fn send_error(&self, err: &reqwest::Error) -> ModelError {
+        let base = &self.settings.base_url;
+        if err.is_builder() {
+            // The config check lets no such URL through; kept for safety.
+            return ModelError::new(
+                ErrorCode::ModelInvalidRequest,
+                format!(
+                    "the base URL {base} cannot be used ({}); check DEEPSEEK_BASE_URL or [provider] base_url",
+                    error_chain(err)
+                ),
+            );
+        }
+        if err.is_connect() && super::settings::is_loopback(base) && refused(err) {
+            let mut error = ModelError::new(
+                ErrorCode::ModelTransport,
+                format!("nothing accepts connections at {base} (connection refused): is the server running at {}?", origin(base)),
+            );
+            error.retryable = false;
+            return error;
+        }
+        ModelError::new(
+            ErrorCode::ModelTransport,
+            format!(
+                "cannot reach the model provider at {base}: {}; check the network or the base URL (DEEPSEEK_BASE_URL or [provider] base_url)",
+                error_chain(err)
+            ),
+        )
+    }
+}
+
+/// Whether a connect error was a refusal (nothing listening).
+fn refused(err: &reqwest::Error) -> bool {
+    let mut source: Option<&dyn std::error::Error> = Some(err);
+    while let Some(cause) = source {
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            if io.kind() == std::io::ErrorKind::ConnectionRefused {
+                return true;
+            }
+        }
+        source = cause.source();
+    }
+    false
+}
+
+/// `scheme://host:port` of a URL, for the hint.
+fn origin(base_url: &str) -> String {
+    reqwest::Url::parse(base_url)
+        .map(|url| url.origin().ascii_serialization())
+        .unwrap_or_else(|_| base_url.to_owned())
+}
+
+/// A successful answer that is an HTML page (a proxy's login, a web UI at
+/// the base URL) is `model.malformed_response`, not a dropped connection.
+/// Other content types are left to the stream, which fails the same way
+/// when the body holds no event at all (servers label streams loosely).
+fn check_content_type(response: &reqwest::Response, base_url: &str) -> Result<(), ModelError> {
+    let Some(value) = response.headers().get(reqwest::header::CONTENT_TYPE) else {
+        return Ok(());
+    };
+    let value = value.to_str().unwrap_or("").to_ascii_lowercase();
+    let kind = value.split(';').next().unwrap_or("").trim();
+    if kind != "text/html" && kind != "application/xhtml+xml" {
+        return Ok(());
+    }
+    Err(ModelError::new(
+        ErrorCode::ModelMalformedResponse,
+        format!(
+            "{base_url}/chat/completions answered with a web page ({kind}), not an event stream: it is not an OpenAI-compatible endpoint; check the base URL (it often ends in /v1)"
+        ),
+    ))
 }
 
 fn error_chain(err: &dyn std::error::Error) -> String {
@@ -204,6 +288,8 @@ fn body_events(body: Body, idle: Duration, key: String) -> EventStream {
         events: std::collections::VecDeque::new(),
         scratch: Vec::new(),
         done: false,
+        seen_event: false,
+        head: Vec::new(),
         key,
     })
 }
@@ -228,6 +314,11 @@ struct BodyEvents {
     events: std::collections::VecDeque<StreamEvent>,
     scratch: Vec<StreamEvent>,
     done: bool,
+    /// Whether any SSE event was decoded: a body that ends without one is
+    /// not an event stream (`model.malformed_response`).
+    seen_event: bool,
+    /// The body's first bytes, to show what came instead of a stream.
+    head: Vec<u8>,
     key: String,
 }
 
@@ -238,6 +329,7 @@ impl BodyEvents {
         let Some(payload) = self.decoder.next_payload()? else {
             return Ok(false);
         };
+        self.seen_event = true;
         self.parser.parse(&payload, &mut self.scratch)?;
         self.events.extend(self.scratch.drain(..));
         if self.parser.is_done() {
@@ -253,6 +345,9 @@ impl BodyEvents {
             self.payloads.push(payload);
         }
         self.decoder.finish(&mut self.payloads);
+        if !self.seen_event && self.payloads.is_empty() && !self.head.is_empty() {
+            return Err(self.not_a_stream());
+        }
         for payload in self.payloads.drain(..) {
             self.parser.parse(&payload, &mut self.scratch)?;
         }
@@ -298,6 +393,10 @@ impl futures::Stream for BodyEvents {
                 Poll::Ready(Some(Ok(bytes))) => {
                     this.waiting_since = None;
                     this.last_look = false;
+                    if this.head.len() < HEAD_BYTES {
+                        let room = HEAD_BYTES - this.head.len();
+                        this.head.extend_from_slice(&bytes[..bytes.len().min(room)]);
+                    }
                     this.decoder.push(&bytes);
                 }
                 Poll::Ready(Some(Err(err))) => {
@@ -345,7 +444,25 @@ impl futures::Stream for BodyEvents {
     }
 }
 
+/// How much of a body that is not an event stream its error shows.
+const HEAD_BYTES: usize = 120;
+
 impl BodyEvents {
+    fn not_a_stream(&self) -> ModelError {
+        let head = String::from_utf8_lossy(&self.head);
+        let head: String = head
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
+        ModelError::new(
+            ErrorCode::ModelMalformedResponse,
+            format!(
+                "the model provider answered with something that is not an event stream (it began {:?}): not an OpenAI-compatible endpoint, or one that ignored `stream: true`; check the base URL",
+                head.trim()
+            ),
+        )
+    }
+
     fn idle_error(&self) -> ModelError {
         ModelError::new(
             ErrorCode::ModelTimeout,

@@ -73,6 +73,9 @@ pub struct ModelError {
     pub status: Option<u16>,
     /// The provider's `Retry-After`.
     pub retry_after: Option<Duration>,
+    /// False when retrying cannot help although the code is one that is
+    /// usually retried (a refused connection to this machine).
+    pub retryable: bool,
 }
 
 impl ModelError {
@@ -83,18 +86,20 @@ impl ModelError {
             message: message.into(),
             status: None,
             retry_after: None,
+            retryable: true,
         }
     }
 
     /// Whether a retry could succeed (rate limits, server faults, transport).
     pub fn is_retryable(&self) -> bool {
-        matches!(
-            self.code,
-            ErrorCode::ModelRateLimit
-                | ErrorCode::ModelServer
-                | ErrorCode::ModelTransport
-                | ErrorCode::ModelTimeout
-        )
+        self.retryable
+            && matches!(
+                self.code,
+                ErrorCode::ModelRateLimit
+                    | ErrorCode::ModelServer
+                    | ErrorCode::ModelTransport
+                    | ErrorCode::ModelTimeout
+            )
     }
 
     /// Maps an HTTP error status and body to an error with advice. The
@@ -145,6 +150,7 @@ impl ModelError {
             message,
             status: Some(status),
             retry_after,
+            retryable: true,
         }
     }
 

@@ -28,7 +28,8 @@ pub enum Started {
 }
 
 /// Starts a model call, retrying retryable failures. `on_retry(attempt,
-/// delay, error)` is called before each wait.
+/// delay, error)` is called before each wait; it logs the retry (this
+/// function does not, so a retry is one line).
 ///
 /// # Errors
 /// A non-retryable error, or the last error once retries are exhausted.
@@ -69,7 +70,9 @@ pub async fn start_with_retry(
         };
         attempt += 1;
         on_retry(attempt, delay, &error);
-        tracing::info!(attempt, delay_ms = delay.as_millis() as u64, code = %error.code, "retrying model request");
+        // The caller logs the retry (once, at its level: a turn's own
+        // request at info, a side request such as a title's at debug).
+        tracing::trace!(attempt, delay_ms = delay.as_millis() as u64, code = %error.code, "retry wait");
         tokio::select! {
             biased;
             () = cancel.cancelled() => return Ok(Started::Cancelled),

@@ -71,6 +71,8 @@ pub struct ModelSettings {
     pub base_url: String,
     /// Where the API key is looked up (never the key itself).
     pub key: KeySource,
+    /// Whether requests need that key.
+    pub key_policy: KeyPolicy,
     /// The replay provider's script.
     pub replay_file: Option<PathBuf>,
     /// Longest silence inside a stream.
@@ -83,10 +85,87 @@ pub struct ModelSettings {
     pub session_header: bool,
 }
 
+/// Whether model requests carry an API key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyPolicy {
+    /// Every request needs one: a missing key fails with
+    /// `auth.missing_credential` before anything is sent.
+    Required,
+    /// Sent when one is found, else the request goes without
+    /// `Authorization`: a loopback endpoint (a local llama.cpp or Ollama).
+    Optional,
+    /// Never looked up nor sent: `api_key_env = ""`, and the replay
+    /// provider.
+    None,
+}
+
+impl KeyPolicy {
+    /// The policy for an endpoint: `keyless` when the config declares it
+    /// (`api_key_env = ""`) or the provider is the replay; optional for a
+    /// loopback base URL; required otherwise.
+    pub fn of(provider: ProviderKind, keyless: bool, base_url: &str) -> KeyPolicy {
+        if keyless || provider == ProviderKind::Replay {
+            KeyPolicy::None
+        } else if is_loopback(base_url) {
+            KeyPolicy::Optional
+        } else {
+            KeyPolicy::Required
+        }
+    }
+}
+
+/// Whether `base_url` names this machine: `localhost` (or a name under
+/// it), 127.0.0.0/8, `::1`. Nothing else counts — not a name that happens
+/// to resolve to a loopback address.
+pub fn is_loopback(base_url: &str) -> bool {
+    let Ok(url) = reqwest::Url::parse(base_url) else {
+        return false;
+    };
+    let Some(host) = url.host_str() else {
+        return false;
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    match host.parse::<std::net::IpAddr>() {
+        Ok(ip) => ip.is_loopback(),
+        Err(_) => {
+            let name = host.trim_end_matches('.').to_ascii_lowercase();
+            name == "localhost" || name.ends_with(".localhost")
+        }
+    }
+}
+
+/// Checks a base URL before any request: an absolute `http` or `https`
+/// URL with a host. The error names `key` (where the value came from:
+/// `DEEPSEEK_BASE_URL`, `[provider] base_url`) and says what to write.
+///
+/// # Errors
+/// No scheme, another scheme, no host, or not a URL at all.
+pub fn check_base_url(base_url: &str, key: &str) -> Result<(), String> {
+    let shown = format!("{key} = {base_url:?}");
+    if !base_url.contains("://") {
+        return Err(format!(
+            "{shown} has no scheme: write \"http://{base_url}\" (a local server) or \"https://{base_url}\""
+        ));
+    }
+    let url = reqwest::Url::parse(base_url)
+        .map_err(|err| format!("{shown} is not a valid URL ({err}); write it as http://HOST:PORT/PATH or https://HOST/PATH"))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!(
+            "{shown}: the scheme {:?} is not supported; use http:// or https://",
+            url.scheme()
+        ));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(format!("{shown} names no host"));
+    }
+    Ok(())
+}
+
 impl ModelSettings {
-    /// Whether this provider needs an API key at all.
+    /// Whether requests fail without an API key: false for keyless
+    /// providers and loopback endpoints (where a key is sent if found).
     pub fn needs_key(&self) -> bool {
-        self.provider != ProviderKind::Replay
+        self.key_policy == KeyPolicy::Required
     }
 
     /// What the key is, for people: "DeepSeek API key", or "API key for
@@ -105,5 +184,75 @@ impl ModelSettings {
                 format!("API key for {host}")
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_is_localhost_127_8_and_ipv6_1_only() {
+        for url in [
+            "http://127.0.0.1:8080/v1",
+            "http://127.1.2.3",
+            "http://localhost:11434/v1",
+            "http://LocalHost.",
+            "http://api.localhost/v1",
+            "http://[::1]:8080",
+        ] {
+            assert!(is_loopback(url), "{url}");
+        }
+        for url in [
+            "https://api.deepseek.com",
+            "http://10.0.0.1:8080",
+            "http://localhost.example.com",
+            "http://[::2]",
+            "localhost:8080",
+            "https://example.invalid",
+        ] {
+            assert!(!is_loopback(url), "{url}");
+        }
+    }
+
+    #[test]
+    fn base_urls_are_checked_and_the_key_named() {
+        assert!(check_base_url("http://127.0.0.1:8080/v1", "K").is_ok());
+        assert!(check_base_url("https://api.deepseek.com", "K").is_ok());
+        let err = check_base_url("localhost:8080", "DEEPSEEK_BASE_URL").unwrap_err();
+        assert!(
+            err.contains("DEEPSEEK_BASE_URL") && err.contains("no scheme"),
+            "{err}"
+        );
+        assert!(err.contains("http://localhost:8080"), "{err}");
+        let err = check_base_url("127.0.0.1:9", "[provider] base_url").unwrap_err();
+        assert!(
+            err.contains("[provider] base_url") && err.contains("no scheme"),
+            "{err}"
+        );
+        let err = check_base_url("ftp://host/v1", "K").unwrap_err();
+        assert!(
+            err.contains("\"ftp\"") && err.contains("not supported"),
+            "{err}"
+        );
+        let err = check_base_url("http://exa mple.com", "K").unwrap_err();
+        assert!(err.contains("not a valid URL"), "{err}");
+        assert!(check_base_url("http://", "K").is_err());
+    }
+
+    #[test]
+    fn key_policy_follows_the_endpoint() {
+        use KeyPolicy::*;
+        let of = KeyPolicy::of;
+        assert_eq!(
+            of(ProviderKind::Deepseek, false, DEFAULT_BASE_URL),
+            Required
+        );
+        assert_eq!(
+            of(ProviderKind::Openai, false, "http://127.0.0.1:8080/v1"),
+            Optional
+        );
+        assert_eq!(of(ProviderKind::Openai, true, "https://example.com"), None);
+        assert_eq!(of(ProviderKind::Replay, false, DEFAULT_BASE_URL), None);
     }
 }

@@ -203,6 +203,7 @@ impl Turn<'_> {
             self.config.model.retry,
             self.cancel,
             |attempt, delay, error| {
+                tracing::info!(attempt, delay_ms = delay.as_millis() as u64, code = %error.code, "retrying model request: {}", error.message);
                 let recorded = self.record(EventData::LlmRetry {
                     attempt,
                     delay_ms: delay.as_millis() as u64,
@@ -364,7 +365,9 @@ impl Turn<'_> {
             request,
             self.config.model.retry,
             self.cancel,
-            |_, _, _| {},
+            |attempt, delay, error| {
+                tracing::debug!(attempt, delay_ms = delay.as_millis() as u64, code = %error.code, "retrying a side model request");
+            },
         )
         .await?;
         let Started::Stream(mut stream) = started else {
