@@ -331,10 +331,15 @@ async fn a_workspace_env_file_never_outranks_the_users_key_and_is_opt_in() {
     assert!(stderr.contains("$DSH_HOME/.env"), "{stderr}");
     assert!(!stderr.contains("sk-users-own") && !stderr.contains("sk-repo-owner"));
 
-    // No key of the user's, dotenv off: ./.env is not read.
+    // No key of the user's, dotenv off: ./.env is not read (an endpoint
+    // away from this machine: the loopback mock would be asked without a
+    // key).
     std::fs::remove_file(&home_env).unwrap();
     let sent = env.mock.requests().len();
+    env.extra_env
+        .push(("DEEPSEEK_BASE_URL".into(), "https://example.invalid".into()));
     let output = dsh_run(&env, &["hi"], "").await;
+    env.extra_env.clear();
     let stderr = text(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert_eq!(env.mock.requests().len(), sent, "nothing was sent");
@@ -413,4 +418,297 @@ async fn json_ends_with_a_result_when_the_run_fails_before_the_turn() {
         .unwrap()
         .contains("no-such-model"));
     assert!(env.mock.requests().is_empty());
+}
+
+/// Runs `dsh run ARGS` (no stdin); `adjust` edits the command first. The
+/// output and how long the run took.
+async fn dsh_run_timed(
+    env: &TestEnv,
+    args: &[&str],
+    adjust: impl FnOnce(&mut tokio::process::Command),
+) -> (Output, Duration) {
+    let mut full = vec!["run"];
+    full.extend_from_slice(args);
+    let mut command = env.dsh(&full);
+    adjust(&mut command);
+    let started = std::time::Instant::now();
+    let child = command.spawn().expect("spawn dsh run");
+    let output = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+        .await
+        .expect("dsh run ends")
+        .unwrap();
+    (output, started.elapsed())
+}
+
+/// The `Authorization` header of the last request the mock model received.
+fn authorization(env: &TestEnv) -> Option<String> {
+    let head = env.mock.heads().last().cloned().expect("a request arrived");
+    head.lines().find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        name.eq_ignore_ascii_case("authorization")
+            .then(|| value.trim().to_owned())
+    })
+}
+
+/// README's local-server example, as written there, with only the port
+/// changed to the mock model's.
+fn readme_local_server_example(port_url: &str) -> String {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    let after = readme
+        .split_once("A local server, for example:")
+        .expect("README has the local-server example")
+        .1;
+    let block = after
+        .split_once("```toml\n")
+        .unwrap()
+        .1
+        .split_once("```")
+        .unwrap()
+        .0;
+    assert!(block.contains("http://127.0.0.1:8080/v1"), "{block}");
+    block.replace("http://127.0.0.1:8080", port_url)
+}
+
+/// A local server (llama.cpp, Ollama) needs no key: README's example works
+/// as written with no key anywhere, and the request carries no
+/// `Authorization`. A key, when configured and set, is still sent; a
+/// keyless declaration (`api_key_env = ""`) never sends one.
+#[tokio::test]
+async fn readmes_local_server_example_works_without_a_key() {
+    let mut env = TestEnv::new().await;
+    env.api_key = None;
+    let config = env.home.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "{}\n[titles]\nfrom_model = false\n",
+            readme_local_server_example(&env.mock.url)
+        ),
+    )
+    .unwrap();
+    assert!(!env.home.path().join(".credentials.yaml").exists());
+    env.mock.push_json(reply("Hi from a local model."));
+    let no_base_url = |command: &mut tokio::process::Command| {
+        command.env_remove("DEEPSEEK_BASE_URL");
+    };
+    let (output, _) = dsh_run_timed(&env, &["hi"], no_base_url).await;
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert_eq!(text(&output.stdout), "Hi from a local model.\n");
+    assert_eq!(authorization(&env), None);
+    assert_eq!(env.mock.requests()[0]["model"], "qwen2.5-coder-32b");
+
+    // A loopback server that wants a key gets the configured one.
+    let mut text_config = std::fs::read_to_string(&config).unwrap();
+    text_config = text_config.replace(
+        "kind = \"openai\"\n",
+        "kind = \"openai\"\napi_key_env = \"LOCAL_LLM_KEY\"\n",
+    );
+    std::fs::write(&config, &text_config).unwrap();
+    env.mock.push_json(reply("Hi."));
+    let (output, _) = dsh_run_timed(&env, &["hi"], |command| {
+        command
+            .env_remove("DEEPSEEK_BASE_URL")
+            .env("LOCAL_LLM_KEY", "sk-local");
+    })
+    .await;
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert_eq!(authorization(&env).as_deref(), Some("Bearer sk-local"));
+
+    // Declared keyless: a key in the environment is neither read nor sent.
+    std::fs::write(
+        &config,
+        text_config.replace("api_key_env = \"LOCAL_LLM_KEY\"", "api_key_env = \"\""),
+    )
+    .unwrap();
+    env.mock.push_json(reply("Hi."));
+    let (output, _) = dsh_run_timed(&env, &["hi"], |command| {
+        command
+            .env_remove("DEEPSEEK_BASE_URL")
+            .env("DEEPSEEK_API_KEY", "sk-not-for-this-server");
+    })
+    .await;
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert_eq!(authorization(&env), None);
+}
+
+/// Away from this machine a missing key still fails closed, before any
+/// connection (`example.invalid` never resolves: the error is the key's).
+#[tokio::test]
+async fn a_remote_endpoint_without_a_key_is_refused_before_connecting() {
+    let mut env = TestEnv::new().await;
+    env.api_key = None;
+    let (output, elapsed) = dsh_run_timed(&env, &["hi"], |command| {
+        command.env("DEEPSEEK_BASE_URL", "https://example.invalid/v1");
+    })
+    .await;
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("auth.missing_credential"), "{stderr}");
+    assert!(stderr.contains("DEEPSEEK_API_KEY"), "{stderr}");
+    assert!(!stderr.contains("model.transport"), "{stderr}");
+    assert!(elapsed < Duration::from_secs(2), "{elapsed:?}");
+}
+
+/// A base URL without `http://` is a configuration mistake, reported at
+/// once with the key that holds it — not retried and blamed on the network.
+#[tokio::test]
+async fn a_base_url_without_a_scheme_fails_at_once_naming_its_key() {
+    let env = TestEnv::new().await;
+    let (output, elapsed) = dsh_run_timed(&env, &["hi"], |command| {
+        command.env("DEEPSEEK_BASE_URL", "localhost:8080");
+    })
+    .await;
+    let stderr = text(&output.stderr);
+    // A configuration error: it fails, whatever its status.
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("DEEPSEEK_BASE_URL = \"localhost:8080\" has no scheme"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("http://localhost:8080"), "{stderr}");
+    assert!(
+        !stderr.contains("retrying") && !stderr.contains("network"),
+        "{stderr}"
+    );
+    assert!(elapsed < Duration::from_secs(1), "{elapsed:?}");
+
+    let config = env.home.path().join("config.toml");
+    let mut text_config = std::fs::read_to_string(&config).unwrap();
+    text_config = text_config.replace("[provider]\n", "[provider]\nbase_url = \"127.0.0.1:9\"\n");
+    std::fs::write(&config, text_config).unwrap();
+    let (output, elapsed) = dsh_run_timed(&env, &["--json", "hi"], |command| {
+        command.env_remove("DEEPSEEK_BASE_URL");
+    })
+    .await;
+    assert!(!output.status.success(), "{}", text(&output.stderr));
+    let message = last_json(&output)["error"]["message"].to_string();
+    assert!(message.contains("[provider] base_url"), "{message}");
+    assert!(message.contains("no scheme"), "{message}");
+    assert!(elapsed < Duration::from_secs(1), "{elapsed:?}");
+    assert!(env.mock.requests().is_empty());
+}
+
+/// Nothing listening on this machine: no retries (waiting will not start
+/// the server), an answer within 2 s with the default retry settings, and
+/// a hint naming the address.
+#[tokio::test]
+async fn a_refused_loopback_connection_fails_fast_with_a_hint() {
+    let env = TestEnv::new().await;
+    // The default retry policy (5 retries from 500 ms) and model titles on.
+    std::fs::write(env.home.path().join("config.toml"), "").unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    let (output, elapsed) = dsh_run_timed(&env, &["hi"], |command| {
+        command.env("DEEPSEEK_BASE_URL", &url);
+    })
+    .await;
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("model.transport"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("is the server running at {url}?")),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("retrying model request"), "{stderr}");
+    assert!(elapsed < Duration::from_secs(2), "{elapsed:?}");
+}
+
+/// A retry is one log line, whatever else runs beside the turn.
+#[tokio::test]
+async fn each_retry_is_logged_once() {
+    let env = TestEnv::new().await;
+    env.mock.push_json(json!({"status":503}));
+    env.mock.push_json(json!({"status":503}));
+    env.mock.push_json(reply("Done."));
+    let output = dsh_run(&env, &["go"], "").await;
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let retries: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.contains("retrying model request"))
+        .collect();
+    assert_eq!(retries.len(), 2, "{stderr}");
+    assert!(retries[0].contains("attempt=1") && retries[1].contains("attempt=2"));
+}
+
+/// Serves one canned HTTP response to every request on a loopback port.
+async fn canned_server(response: &'static str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                // Read the whole request (head and body) before answering.
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 8192];
+                loop {
+                    let text = String::from_utf8_lossy(&buf).to_ascii_lowercase();
+                    if let Some(end) = text.find("\r\n\r\n") {
+                        let length = text
+                            .lines()
+                            .find_map(|line| line.strip_prefix("content-length:"))
+                            .and_then(|value| value.trim().parse::<usize>().ok())
+                            .unwrap_or(0);
+                        if buf.len() >= end + 4 + length {
+                            break;
+                        }
+                    }
+                    match stream.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                let _ = stream.write_all(response.as_bytes()).await;
+                let _ = stream.shutdown().await;
+            });
+        }
+    });
+    url
+}
+
+/// A web page (or any body that is not an event stream) where the model
+/// should be is `model.malformed_response`, not a dropped connection.
+#[tokio::test]
+async fn an_endpoint_answering_html_is_a_malformed_response() {
+    let env = TestEnv::new().await;
+    let check = |output: &Output| {
+        let stderr = text(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{stderr}");
+        let error = &last_json(output)["error"];
+        assert_eq!(error["code"], "model.malformed_response", "{stderr}");
+        assert!(
+            error["message"].as_str().unwrap().contains("base URL"),
+            "{error}"
+        );
+        assert!(!stderr.contains("connection dropped"), "{stderr}");
+        assert!(!stderr.contains("retrying model request"), "{stderr}");
+    };
+    // Labelled as HTML.
+    let page = "<!doctype html><html><body>Welcome</body></html>";
+    let response: &'static str = Box::leak(
+        format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+            page.len()
+        )
+        .into_boxed_str(),
+    );
+    let url = canned_server(response).await;
+    let (output, _) = dsh_run_timed(&env, &["--json", "hi"], |command| {
+        command.env("DEEPSEEK_BASE_URL", &url);
+    })
+    .await;
+    check(&output);
+    // Mislabelled: a 200 whose body holds no event at all.
+    env.mock
+        .push_json(json!({"status":200,"body":"<html><body>It works!</body></html>\n"}));
+    let output = dsh_run(&env, &["--json", "hi"], "").await;
+    check(&output);
+    let message = last_json(&output)["error"]["message"].to_string();
+    assert!(message.contains("It works!"), "{message}");
 }
