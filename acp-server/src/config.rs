@@ -96,6 +96,9 @@ pub struct RawConfig {
     /// Background jobs.
     #[serde(default)]
     pub jobs: crate::jobs::JobSettings,
+    /// Subagents.
+    #[serde(default)]
+    pub subagents: crate::tools::SubagentSettings,
     /// What `/undo` keeps.
     #[serde(default)]
     pub checkpoints: crate::checkpoint::CheckpointSettings,
@@ -238,6 +241,8 @@ pub struct Config {
     pub sandbox: crate::sandbox::SandboxSettings,
     /// Background jobs.
     pub jobs: crate::jobs::JobSettings,
+    /// Subagents (`[subagents]`).
+    pub subagents: crate::tools::SubagentSettings,
     /// What `/undo` keeps.
     pub checkpoints: crate::checkpoint::CheckpointSettings,
     /// `web_fetch` and `web_search`.
@@ -360,16 +365,17 @@ impl Config {
             compaction: raw.compaction,
             sandbox: raw.sandbox,
             jobs: raw.jobs,
+            subagents: raw.subagents,
             checkpoints: raw.checkpoints,
             web: raw.web,
             model: Arc::new(ModelSettings {
+                key_policy: KeyPolicy::of(provider, keyless, &base_url),
                 provider,
                 base_url,
                 key: KeySource {
                     home: home.clone(),
                     name: api_key_env,
                     dotenv: raw.credentials.dotenv,
-                key_policy: KeyPolicy::of(provider, keyless, &base_url),
                 },
                 replay_file,
                 stream_idle_timeout: ms(raw.provider.stream_idle_timeout_ms.unwrap_or(300_000)),
@@ -422,6 +428,8 @@ impl Config {
             web_search: self.web.search.is_some(),
             // Per session: a turn offers it once the catalog was given.
             skills: false,
+            // Per session: it depends on how deep the session is.
+            subagents: false,
         }
     }
 
@@ -466,14 +474,6 @@ mod tests {
     }
 
     #[test]
-    fn idle_eviction_is_configured_in_seconds_and_0_is_never() {
-        let config = |text: &str| {
-            let raw: RawConfig = toml::from_str(text).unwrap();
-            Config::from_raw(raw, "/h".into(), &MapEnv(HashMap::new())).unwrap()
-        };
-        assert_eq!(
-            config("[session]\nidle_evict_s = 5\n").idle_evict,
-    #[test]
     fn base_url_mistakes_name_their_key_and_keyless_is_declared() {
         let load = |text: &str, env: &[(&'static str, &'static str)]| {
             let raw: RawConfig = toml::from_str(text).unwrap();
@@ -503,6 +503,14 @@ mod tests {
         assert_eq!(config.model.key_policy, KeyPolicy::None);
     }
 
+    #[test]
+    fn idle_eviction_is_configured_in_seconds_and_0_is_never() {
+        let config = |text: &str| {
+            let raw: RawConfig = toml::from_str(text).unwrap();
+            Config::from_raw(raw, "/h".into(), &MapEnv(HashMap::new())).unwrap()
+        };
+        assert_eq!(
+            config("[session]\nidle_evict_s = 5\n").idle_evict,
             Some(Duration::from_secs(5))
         );
         assert_eq!(config("[session]\nidle_evict_s = 0\n").idle_evict, None);

@@ -144,6 +144,14 @@ pub enum Transient {
     /// The slash commands offered changed (custom commands or skills were
     /// added, changed or removed): the whole list.
     Commands(Vec<crate::context::commands::Offered>),
+    /// What a running call has done so far (a subagent's steps): its view
+    /// now, replacing the last one. Its result, when it comes, is logged.
+    ToolProgress {
+        /// The call.
+        call_id: ToolCallId,
+        /// Its view so far.
+        view: dsh_protocol::tool::ToolView,
+    },
 }
 
 impl Output<'_> {
@@ -178,6 +186,11 @@ impl Transient {
                 view: dsh_protocol::tool::ToolView::default(),
             },
             Transient::Commands(commands) => AgentUpdate::Commands(commands),
+            Transient::ToolProgress { call_id, view } => AgentUpdate::ToolCallUpdate {
+                call_id,
+                status: dsh_protocol::tool::ToolStatus::InProgress,
+                view,
+            },
         }
     }
 }

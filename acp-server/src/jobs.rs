@@ -108,22 +108,38 @@ pub enum End {
     Signal(i32),
     /// It was killed: by `job_kill`, or because the session closed.
     Killed(String),
+    /// Work that is not a process (a subagent) finished.
+    Done,
+    /// Work that is not a process failed, for this reason.
+    Failed(String),
 }
 
 impl End {
-    /// `exited N`, `signal N` or `killed`.
+    /// `exited N`, `signal N`, `killed`, `done` or `failed`.
     pub fn status(&self) -> String {
         match self {
             End::Exited(code) => format!("exited {code}"),
             End::Signal(signal) => format!("signal {signal}"),
             End::Killed(_) => "killed".to_owned(),
+            End::Done => "done".to_owned(),
+            End::Failed(_) => "failed".to_owned(),
         }
     }
 
     fn failed(&self) -> bool {
-        !matches!(self, End::Exited(0))
+        !matches!(self, End::Exited(0) | End::Done)
     }
 }
+
+/// What a job runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobKind {
+    /// A `bash` command.
+    Bash,
+    /// A subagent.
+    Subagent,
+}
+
 
 /// How permissive a mode's sandbox is: read-only and plan 0, ask 1,
 /// accept-edits 2, full-access 3. A job whose mode ranks above the
@@ -160,6 +176,8 @@ pub struct JobReport {
     pub summary: String,
     /// The call's final view: the tail of the output and the status.
     pub view: ToolView,
+    /// Tokens it spent on model requests (a subagent's).
+    pub usage: Option<dsh_protocol::model::Usage>,
 }
 
 /// Called once when a job ends.
@@ -191,12 +209,16 @@ pub struct Job {
     pub id: String,
     /// The call that started it.
     pub call_id: ToolCallId,
-    /// The command line.
+    /// The command line (a subagent: its description).
     pub command: String,
     /// What it does (the model's description).
     pub description: String,
     /// The mode whose sandbox it runs in.
     pub mode: Mode,
+    /// What it runs.
+    pub kind: JobKind,
+    /// The tool that started it (`job_list` shows it).
+    tool: &'static str,
     started: Instant,
     state: Mutex<State>,
     ended: tokio::sync::watch::Sender<bool>,
@@ -244,6 +266,18 @@ impl Job {
     /// `[status: running]`, `[status: exited N]`, `[status: killed]`, …
     pub fn status_line(&self) -> String {
         status_line(&lock(&self.state).end)
+    }
+
+    /// Keeps output of work that is not a process (a subagent's progress).
+    /// (A few lines per step: within the job's own cap, not the
+    /// session's shedding, which is for floods of command output.)
+    pub fn feed(&self, text: &str) {
+        let _over = self.take(text.as_bytes());
+    }
+
+    /// Cancelled when it is asked to stop.
+    pub fn killed(&self) -> &CancellationToken {
+        &self.kill
     }
 
     /// Whether it has ended.
@@ -325,8 +359,9 @@ impl Job {
             .map_or_else(|| "running".to_owned(), End::status);
         let first = self.command.lines().next().unwrap_or("");
         format!(
-            "{}\tbash\t{status}\t{} s\t{}{}",
+            "{}\t{}\t{status}\t{} s\t{}{}",
             self.id,
+            self.tool,
             self.started.elapsed().as_secs(),
             dsh_protocol::content::visible_title(first, 80),
             if self.description.is_empty() {
@@ -340,17 +375,20 @@ impl Job {
         )
     }
 
-    fn report(&self, end: &End) -> JobReport {
+    fn report(&self, end: &End, usage: Option<dsh_protocol::model::Usage>) -> JobReport {
         let state = lock(&self.state);
         let elapsed = self.started.elapsed().as_secs_f64();
         let how = match end {
             End::Exited(code) => format!("exited with code {code}"),
             End::Signal(signal) => format!("was killed by signal {signal}"),
             End::Killed(reason) => format!("was stopped (killed: {reason})"),
+            End::Done => "finished".to_owned(),
+            End::Failed(reason) => format!("failed ({reason})"),
         };
         let unread = state.unread.len() as u64 + state.dropped + state.evicted;
         let summary = format!(
-            "[dsh: background job {} (`{}`) {how} after {elapsed:.1} s; {} unread bytes of output — read them with job_output {{\"job_id\": \"{}\"}}.]",
+            "[dsh: background {} {} (`{}`) {how} after {elapsed:.1} s; {} unread bytes of output — read them with job_output {{\"job_id\": \"{}\"}}.]",
+            if self.kind == JobKind::Bash { "job" } else { "agent job" },
             self.id,
             dsh_protocol::content::visible_title(self.command.lines().next().unwrap_or(""), 120),
             unread,
@@ -360,7 +398,8 @@ impl Job {
         let tail = dsh_protocol::content::tail_bytes(&text, TAIL_BYTES);
         let why = match end {
             End::Killed(reason) => format!("\nKilled: {reason}."),
-            End::Exited(_) | End::Signal(_) => String::new(),
+            End::Failed(reason) => format!("\nFailed: {reason}."),
+            End::Exited(_) | End::Signal(_) | End::Done => String::new(),
         };
         let view = ToolView::text(format!(
             "```\n{}{tail}\n[status: {}]\n```{why}",
@@ -378,6 +417,7 @@ impl Job {
             failed: end.failed(),
             summary,
             view,
+            usage,
         }
     }
 }
@@ -421,6 +461,10 @@ pub struct JobSpec {
     pub description: String,
     /// The mode whose sandbox it runs in (the session's when the call ran).
     pub mode: Mode,
+    /// What it runs.
+    pub kind: JobKind,
+    /// The tool that started it.
+    pub tool: &'static str,
 }
 
 impl Jobs {
@@ -440,16 +484,9 @@ impl Jobs {
         &self.settings
     }
 
-    /// Starts `command` (a guarded, sandboxed `bash -c`) as a job.
-    ///
-    /// # Errors
-    /// Too many jobs run, or the command cannot start.
-    pub fn start(
-        &self,
-        spec: JobSpec,
-        mut command: tokio::process::Command,
-        on_end: OnEnd,
-    ) -> Result<Arc<Job>, String> {
+    /// Whether a job of `spec` may start now: the session's mode has not
+    /// become stricter than the job's, and fewer than the most run.
+    fn admit(&self, spec: &JobSpec) -> Result<(), String> {
         let (running, now) = {
             let registry = lock(&self.shared.registry);
             let running = registry
@@ -461,8 +498,9 @@ impl Jobs {
         };
         if let Some(now) = now.filter(|now| rank(*now) < rank(spec.mode)) {
             return Err(format!(
-                "The session's mode changed to {} after this command was allowed, and it would run with {}'s sandbox: it was not started.",
+                "The session's mode changed to {} after this {} was allowed, and it would run with {}'s sandbox: it was not started.",
                 now.as_str(),
+                if spec.kind == JobKind::Bash { "command" } else { "agent" },
                 spec.mode.as_str()
             ));
         }
@@ -471,21 +509,20 @@ impl Jobs {
                 "{running} background jobs are running, the most a session may have; stop one with job_kill or wait for one to end."
             ));
         }
-        command
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
-        let mut child = command
-            .spawn()
-            .map_err(|err| format!("Cannot start bash: {err}"))?;
+        Ok(())
+    }
+
+    /// A new job of `spec`, registered: its number and the job.
+    fn register(&self, spec: JobSpec) -> (u64, Arc<Job>) {
         let number = self.next.fetch_add(1, Ordering::Relaxed);
-        let id = format!("j{number}");
-        let spill = self.spill_dir.join(format!("job-{id}.log"));
         let job = Arc::new(Job {
-            id,
+            id: format!("j{number}"),
             call_id: spec.call_id,
             command: spec.command,
             description: spec.description,
             mode: spec.mode,
+            kind: spec.kind,
+            tool: spec.tool,
             started: Instant::now(),
             state: Mutex::new(State::default()),
             ended: tokio::sync::watch::channel(false).0,
@@ -502,6 +539,58 @@ impl Jobs {
         if let Some(now) = stricter {
             job.kill(Some(mode_reason(job.mode, now)));
         }
+        (number, job)
+    }
+
+    /// Starts work that is not a process (a subagent) as a job: `work`
+    /// gets the job, feeds it output ([`Job::feed`]), stops when it is
+    /// killed ([`Job::killed`]), and returns how it ended and the tokens
+    /// it spent.
+    ///
+    /// # Errors
+    /// Too many jobs run, or the mode became stricter.
+    pub fn start_task<F>(
+        &self,
+        spec: JobSpec,
+        work: impl FnOnce(Arc<Job>) -> F,
+        on_end: OnEnd,
+    ) -> Result<Arc<Job>, String>
+    where
+        F: std::future::Future<Output = (End, Option<dsh_protocol::model::Usage>)> + Send + 'static,
+    {
+        self.admit(&spec)?;
+        let (_, job) = self.register(spec);
+        let running = work(job.clone());
+        let watched = job.clone();
+        self.tracker.spawn(async move {
+            let (end, usage) = running.await;
+            watched.settle_buffers();
+            lock(&watched.state).end = Some(end.clone());
+            watched.ended.send_replace(true);
+            on_end(watched.report(&end, usage));
+        });
+        Ok(job)
+    }
+
+    /// Starts `command` (a guarded, sandboxed `bash -c`) as a job.
+    ///
+    /// # Errors
+    /// Too many jobs run, or the command cannot start.
+    pub fn start(
+        &self,
+        spec: JobSpec,
+        mut command: tokio::process::Command,
+        on_end: OnEnd,
+    ) -> Result<Arc<Job>, String> {
+        self.admit(&spec)?;
+        command
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = command
+            .spawn()
+            .map_err(|err| format!("Cannot start bash: {err}"))?;
+        let (_, job) = self.register(spec);
+        let spill = self.spill_dir.join(format!("job-{}.log", job.id));
         let pgid = child.id().unwrap_or(0);
         let streams: Vec<Box<dyn tokio::io::AsyncRead + Unpin + Send>> = [
             child.stdout.take().map(|s| Box::new(s) as _),
@@ -563,7 +652,7 @@ impl Jobs {
             job.settle_buffers();
             lock(&job.state).end = Some(end.clone());
             job.ended.send_replace(true);
-            on_end(job.report(&end));
+            on_end(job.report(&end, None));
         });
         Ok(job)
     }

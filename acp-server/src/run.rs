@@ -231,10 +231,7 @@ struct Seen {
 impl Seen {
     fn add(&mut self, usage: Option<&Usage>) {
         if let Some(usage) = usage {
-            self.usage.input_tokens += usage.input_tokens;
-            self.usage.output_tokens += usage.output_tokens;
-            self.usage.cache_read_tokens += usage.cache_read_tokens;
-            self.usage.reasoning_tokens += usage.reasoning_tokens;
+            self.usage.add(usage);
         }
     }
 }
@@ -353,13 +350,17 @@ impl RunFrontend {
                 error: Some(error),
                 ..
             } => {
-                let title = self
-                    .seen()
-                    .titles
-                    .get(call_id.as_str())
-                    .cloned()
-                    .unwrap_or_default();
-                self.line(&format!("  {title}: {}", error.message));
+                // A subagent's tokens count too.
+                self.seen().add(usage.as_ref());
+                if let Some(error) = error {
+                    let title = self
+                        .seen()
+                        .titles
+                        .get(call_id.as_str())
+                        .cloned()
+                        .unwrap_or_default();
+                    self.line(&format!("  {title}: {}", error.message));
+                }
             }
             _ => {}
         }
@@ -383,6 +384,7 @@ impl Frontend for RunFrontend {
     }
 
     fn ask(&self, ask: Ask) -> BoxFuture<'_, crate::permission::Answer> {
+            EventData::JobEnd { usage, .. } => self.seen().add(usage.as_ref()),
         if let crate::permission::Question::User(questions) = &ask.question {
             let answers = answers_to(questions, self.answers.as_ref());
             for (question, answer) in questions.iter().zip(&answers) {

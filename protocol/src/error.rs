@@ -121,6 +121,10 @@ pub enum ErrorCode {
     /// cancelled.
     #[serde(rename = "run.timeout")]
     RunTimeout,
+    /// A subagent ended without an answer (its step limit, the output
+    /// limit, a refusal).
+    #[serde(rename = "subagent.no_answer")]
+    SubagentNoAnswer,
 }
 
 impl ErrorCode {
@@ -163,6 +167,7 @@ impl ErrorCode {
         ErrorCode::SessionLocked,
         ErrorCode::WebFailed,
         ErrorCode::RunTimeout,
+        ErrorCode::SubagentNoAnswer,
     ];
 
     /// The wire string, e.g. `"model.rate_limit"`.
@@ -205,6 +210,7 @@ impl ErrorCode {
             ErrorCode::SessionLocked => "session.locked",
             ErrorCode::WebFailed => "web.failed",
             ErrorCode::RunTimeout => "run.timeout",
+            ErrorCode::SubagentNoAnswer => "subagent.no_answer",
         }
     }
 }

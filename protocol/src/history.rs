@@ -536,6 +536,7 @@ mod tests {
             attachments: Vec::new(),
             live_terminal: None,
             job: None,
+            usage: None,
         }
     }
 

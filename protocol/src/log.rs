@@ -51,6 +51,23 @@ pub struct SessionHeader {
     /// to `seq` (its last completed turn) begin this log.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<ForkOrigin>,
+    /// A subagent's log: the session and call that started it (such a
+    /// session is not listed unless asked for).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subagent_of: Option<SubagentOrigin>,
+}
+
+/// Where a subagent comes from: the `subagent` call of its parent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubagentOrigin {
+    /// The parent session.
+    pub session: SessionId,
+    /// The parent's `subagent` call.
+    pub call_id: ToolCallId,
+    /// The call's description (for display).
+    pub description: String,
+    /// How deep it is: 1 for a child of a top-level session.
+    pub depth: u32,
 }
 
 /// Where a fork comes from.
@@ -74,6 +91,7 @@ impl SessionHeader {
             roots,
             mcp_servers: serde_json::Value::Array(Vec::new()),
             forked_from: None,
+            subagent_of: None,
         }
     }
 }
@@ -328,6 +346,10 @@ pub enum EventData {
         /// progress until its `job/end`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         job: Option<String>,
+        /// Tokens the call spent on model requests of its own (a
+        /// subagent's), counted in the session's usage.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<Usage>,
     },
     /// A background job ended (exited, was killed, or died with dsh's
     /// session closing).
@@ -346,6 +368,10 @@ pub enum EventData {
         /// The call's final presentation (the output's tail).
         #[serde(default)]
         view: ToolView,
+        /// Tokens the job spent on model requests (a background
+        /// subagent's), counted in the session's usage.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<Usage>,
     },
     /// A permission prompt was answered (or failed closed).
     #[serde(rename = "permission/decision")]

@@ -105,6 +105,14 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// Adds `other`'s tokens to these.
+    pub fn add(&mut self, other: &Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cache_read_tokens += other.cache_read_tokens;
+        self.reasoning_tokens += other.reasoning_tokens;
+    }
+
     /// All tokens the call put into the context window.
     pub fn context_tokens(&self) -> u64 {
         self.input_tokens + self.cache_read_tokens + self.output_tokens

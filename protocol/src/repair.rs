@@ -100,6 +100,7 @@ impl Repair {
                     attachments: Vec::new(),
                     live_terminal: None,
                     job: None,
+                    usage: None,
                 },
             })
             .collect()

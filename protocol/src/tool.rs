@@ -135,6 +135,8 @@ pub struct ToolOutcome {
     pub live_terminal: Option<String>,
     /// The background job it started (see `EventData::ToolResult::job`).
     pub job: Option<String>,
+    /// Tokens it spent on model requests of its own (a subagent's).
+    pub usage: Option<crate::model::Usage>,
 }
 
 impl ToolView {
@@ -158,6 +160,7 @@ impl ToolOutcome {
             attachments: Vec::new(),
             live_terminal: None,
             job: None,
+            usage: None,
         }
     }
 
@@ -175,6 +178,7 @@ impl ToolOutcome {
             attachments: Vec::new(),
             live_terminal: None,
             job: None,
+            usage: None,
         }
     }
 

@@ -148,6 +148,7 @@ fn samples() -> Vec<EventData> {
             attachments: Vec::new(),
             live_terminal: Some("term-1".into()),
             job: None,
+            usage: None,
         },
         EventData::PermissionDecision {
             call_id: ToolCallId::new("call_1~2"),
@@ -231,6 +232,7 @@ fn samples() -> Vec<EventData> {
             failed: false,
             summary: "[dsh: background job j1 (`npm run build`) exited with code 0 after 3.0 s]".into(),
             view: view(),
+            usage: None,
         },
         EventData::CompactionStart {
             call_id: ToolCallId::new("compact_1"),

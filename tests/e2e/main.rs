@@ -30,6 +30,7 @@ mod sandbox;
 mod sdk;
 mod sessions;
 mod streaming;
+mod subagents;
 mod titles;
 mod tools;
 mod undo;

@@ -331,7 +331,7 @@ pub(super) fn list_sessions(
     cx.spawn(async move {
         let listed = spawned(async move {
             agent
-                .list_sessions(request.cwd.as_deref(), request.cursor.as_deref())
+                .list_sessions(request.cwd.as_deref(), request.cursor.as_deref(), false)
                 .await
         })
         .await;

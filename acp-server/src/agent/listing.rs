@@ -45,6 +45,7 @@ pub(super) fn page(
     cwd: Option<&Path>,
     cursor: Option<&str>,
     page_size: usize,
+    subagents: bool,
 ) -> Result<SessionPage, AgentError> {
     let wanted = cwd.map(|cwd| {
         let canonical = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
@@ -56,6 +57,7 @@ pub(super) fn page(
     let all: Vec<SessionSummary> = store
         .list()
         .into_iter()
+        .filter(|summary| subagents || !summary.subagent)
         .filter(|summary| {
             wanted
                 .as_ref()

@@ -528,7 +528,8 @@ impl Agent {
     }
 
     /// `session/list`: newest first, optionally only sessions whose cwd is
-    /// `cwd`, paged with an opaque cursor.
+    /// `cwd`, paged with an opaque cursor; subagents' sessions only when
+    /// `subagents` asks for them.
     ///
     /// # Errors
     /// A malformed cursor.
@@ -536,11 +537,12 @@ impl Agent {
         &self,
         cwd: Option<&Path>,
         cursor: Option<&str>,
+        subagents: bool,
     ) -> Result<SessionPage, AgentError> {
         let store = self.store.clone();
         let (cwd, cursor) = (cwd.map(Path::to_path_buf), cursor.map(str::to_owned));
         let page_size = self.config.list_page_size;
-        blocking(move || listing::page(&store, cwd.as_deref(), cursor.as_deref(), page_size)).await
+        blocking(move || listing::page(&store, cwd.as_deref(), cursor.as_deref(), page_size, subagents)).await
     }
 
     /// `session/set_config_option`: validates, records (the editor is told

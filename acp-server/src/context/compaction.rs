@@ -334,6 +334,7 @@ mod tests {
                 attachments: Vec::new(),
                 live_terminal: None,
                 job: None,
+                usage: None,
             },
             answer(1, 2, "done", Vec::new()),
             EventData::UserMessage {

@@ -17,6 +17,8 @@ pub(super) fn spec(mode: Mode) -> JobSpec {
         command: "test".to_owned(),
         description: String::new(),
         mode,
+        kind: JobKind::Bash,
+        tool: "test-tool",
     }
 }
 

@@ -314,6 +314,7 @@ fn a_background_job_is_in_progress_until_its_end() {
         failed,
         summary: "done".to_owned(),
         view: text_view("Run", "tail"),
+        usage: None,
     };
     assert_eq!(
         show(end(true)),

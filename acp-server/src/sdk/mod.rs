@@ -291,6 +291,9 @@ fn answer(result: Result<Value, AgentError>) -> Answer {
 ///
 /// # Panics
 /// Never: the method names are distinct constants.
+    /// List subagents' sessions too.
+    #[serde(default)]
+    include_subagents: bool,
 pub fn module(hub: Arc<Hub>) -> RpcModule<Hub> {
     let mut module = RpcModule::from_arc(hub);
     let registered = register(&mut module);
@@ -417,7 +420,11 @@ fn register(module: &mut RpcModule<Hub>) -> Result<(), jsonrpsee::core::Register
         let params: ListParams = parse(&params)?;
         let page = hub
             .agent
-            .list_sessions(params.cwd.as_deref(), params.cursor.as_deref())
+            .list_sessions(
+                params.cwd.as_deref(),
+                params.cursor.as_deref(),
+                params.include_subagents,
+            )
             .await
             .map_err(|error| rpc_error(&error))?;
         let sessions: Vec<Value> = page

@@ -87,6 +87,9 @@ pub struct Session {
     closed: CancellationToken,
     /// The user was told that commands run without a sandbox here.
     told_unsandboxed: std::sync::atomic::AtomicBool,
+    /// Its language and MCP servers are its parent's (a subagent): they
+    /// are not stopped when it closes.
+    borrowed_servers: std::sync::atomic::AtomicBool,
 }
 
 /// A prompt that holds its session's turn lock.
@@ -156,7 +159,23 @@ impl Session {
             offered: Mutex::default(),
             closed: parent.child_token(),
             told_unsandboxed: std::sync::atomic::AtomicBool::new(false),
+            borrowed_servers: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// A subagent uses its parent's language servers and MCP servers
+    /// (the same tools, no second set of processes); closing it leaves
+    /// them running.
+    pub(crate) fn borrow_servers(&self, parent: &Arc<Session>) {
+        self.borrowed_servers
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        let _ = self.bridge.set(parent.bridge());
+        *lock(&self.mcp) = parent.mcp();
+    }
+
+    /// How deep a subagent it is: 0 for a session a front end opened.
+    pub fn depth(&self) -> u32 {
+        self.header.subagent_of.as_ref().map_or(0, |origin| origin.depth)
     }
 
     /// The log and the state (a short-held lock; never across an await).
@@ -479,6 +498,7 @@ impl Session {
                 failed: report.failed,
                 summary: report.summary,
                 view: report.view,
+                usage: report.usage,
             };
             let recorded = match &out {
                 Some(out) => session.record(data, &**out),
@@ -608,12 +628,17 @@ impl Session {
         self.jobs.shutdown("the session closed").await;
         let id = self.id.to_string();
         let _ = tokio::task::spawn_blocking(move || crate::sandbox::remove_private_tmp(&id)).await;
-        if let Some(bridge) = self.bridge.get() {
-            bridge.shutdown().await;
-        }
         let hub = lock(&self.mcp).take();
-        if let Some(hub) = hub {
-            hub.shutdown().await;
+        if !self
+            .borrowed_servers
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            if let Some(bridge) = self.bridge.get() {
+                bridge.shutdown().await;
+            }
+            if let Some(hub) = hub {
+                hub.shutdown().await;
+            }
         }
         if let Some(log) = self.locked().log.take() {
             log.sync();

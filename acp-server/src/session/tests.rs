@@ -155,6 +155,7 @@ fn a_turn(call: &str) -> Vec<EventData> {
             attachments: Vec::new(),
             live_terminal: None,
             job: None,
+            usage: None,
         },
         reply(2, "It says A.", Vec::new()),
         EventData::TurnEnd {

@@ -35,7 +35,7 @@ use super::SessionSummary;
 pub(super) const FILE: &str = "index.v2.tsv";
 
 /// The first line of the index file.
-const MAGIC: &str = "dsh-session-index\t2";
+const MAGIC: &str = "dsh-session-index\t3";
 
 /// How far into a log its title is looked for (it is written with the
 /// first prompt, near the top).
@@ -52,6 +52,8 @@ struct Entry {
     cwd: Arc<str>,
     roots: Arc<[String]>,
     title: Option<Arc<str>>,
+    /// A subagent's log (not listed unless asked for).
+    subagent: bool,
     /// The listing that last saw its log.
     seen: u64,
 }
@@ -167,6 +169,7 @@ impl Index {
                         cwd: header.cwd.into(),
                         roots: header.roots.into(),
                         title: title.map(Arc::from),
+                        subagent: header.subagent_of.is_some(),
                         seen: listing_no,
                     };
                     entries.by_id.insert(id, entry);
@@ -192,6 +195,7 @@ impl Index {
                 cwd: entry.cwd.clone(),
                 roots: entry.roots.clone(),
                 title: entry.title.clone(),
+                subagent: entry.subagent,
                 updated_at: UNIX_EPOCH
                     + Duration::from_nanos(u64::try_from(entry.mtime_ns).unwrap_or(u64::MAX)),
             })
@@ -281,6 +285,8 @@ fn write_line(text: &mut String, id: &str, entry: &Entry) {
     text.push('\t');
     text.push_str(&entry.mtime_ns.to_string());
     text.push('\t');
+    text.push(if entry.subagent { 'c' } else { 's' });
+    text.push('\t');
     escape(text, &entry.cwd);
     text.push('\t');
     match &entry.title {
@@ -311,6 +317,11 @@ fn parse_line(line: &str, shared: &mut Shared) -> Option<(Arc<str>, Entry)> {
     let id: Arc<str> = Arc::from(&*unescape(fields.next()?)?);
     let len = fields.next()?.parse().ok()?;
     let mtime_ns = fields.next()?.parse().ok()?;
+    let subagent = match fields.next()? {
+        "s" => false,
+        "c" => true,
+        _ => return None,
+    };
     let cwd = unescape(fields.next()?)?;
     let cwd = match shared.cwds.get(&*cwd) {
         Some(cwd) => cwd.clone(),
@@ -341,6 +352,7 @@ fn parse_line(line: &str, shared: &mut Shared) -> Option<(Arc<str>, Entry)> {
         cwd,
         roots,
         title,
+        subagent,
         seen: 0,
     };
     Some((id, entry))
@@ -623,7 +635,7 @@ mod tests {
         );
         // Saved: a new process reads the index, not the logs.
         let saved = std::fs::read_to_string(dir.path().join(FILE)).unwrap();
-        assert!(saved.starts_with("dsh-session-index\t2\n"), "{saved}");
+        assert!(saved.starts_with("dsh-session-index\t3\n"), "{saved}");
         assert!(saved.contains("\t/work/a\t+first\n"), "{saved}");
         // A log written since, a new log and a deleted log.
         log(dir.path(), "b", Some("now titled"));
@@ -680,6 +692,7 @@ mod tests {
             cwd: "/work/tab\there\\back\nline".into(),
             roots: vec!["/r1".to_owned(), "/r\t2".to_owned()].into(),
             title: Some("".into()),
+            subagent: true,
             seen: 0,
         };
         let mut text = String::new();
@@ -691,6 +704,7 @@ mod tests {
         let untitled = Entry {
             title: None,
             roots: Vec::new().into(),
+            subagent: false,
             ..entry
         };
         let mut text = String::new();
@@ -701,9 +715,11 @@ mod tests {
                 .1,
             untitled
         );
-        assert!(parse_line("id\t1\t2\t/cwd\tno-marker", &mut Shared::default()).is_none());
-        assert!(parse_line("id\tx\t2\t/cwd\t-", &mut Shared::default()).is_none());
-        assert!(parse_line("id\t1\t2\t/bad\\escape\t-", &mut Shared::default()).is_none());
+        assert!(parse_line("id\t1\t2\ts\t/cwd\tno-marker", &mut Shared::default()).is_none());
+        assert!(parse_line("id\tx\t2\ts\t/cwd\t-", &mut Shared::default()).is_none());
+        assert!(parse_line("id\t1\t2\ts\t/bad\\escape\t-", &mut Shared::default()).is_none());
+        // An index line of the last format (no kind) is not one.
+        assert!(parse_line("id\t1\t2\t/cwd\t-", &mut Shared::default()).is_none());
     }
 
     #[test]

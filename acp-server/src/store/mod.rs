@@ -48,6 +48,8 @@ pub struct SessionSummary {
     pub roots: std::sync::Arc<[String]>,
     /// Title (first prompt line), when there was a prompt.
     pub title: Option<std::sync::Arc<str>>,
+    /// A subagent's log (its header names its parent).
+    pub subagent: bool,
     /// Last write.
     pub updated_at: SystemTime,
 }

@@ -401,6 +401,8 @@ fn start_job(args: &BashArgs, workdir: &Path, env: &ToolEnv<'_>) -> ToolOutcome 
         command: args.command.clone(),
         description: args.description.clone(),
         mode: env.command.mode,
+        kind: crate::jobs::JobKind::Bash,
+        tool: super::Tool::Bash.name(),
     };
     match env.jobs.start(spec, command, (env.on_job_end)()) {
         Err(err) => ToolOutcome::failed(ErrorCode::Internal, err),

@@ -1,7 +1,7 @@
 //! The model's tools. Names and parameters are the seeds' contract: `read`,
 //! `write`, `edit`, `glob`, `grep`, `bash`, `todo_write`, `exit_plan_mode`,
 //! `ask_user_question`, `lsp`, `job_output`, `job_kill`, `job_list`,
-//! `web_fetch`, `web_search`, `skill`.
+//! `web_fetch`, `web_search`, `skill`, `subagent`.
 //!
 //! A call goes through two steps: [`plan`] parses the raw arguments,
 //! resolves paths and presents the call (title, kind, locations, what it
@@ -17,6 +17,7 @@ mod paths;
 mod plan_mode;
 mod search;
 mod skill;
+mod subagent;
 mod table;
 mod todo;
 mod web;
@@ -33,6 +34,7 @@ use crate::permission::Access;
 
 pub use ask_user::NO_USER;
 pub use paths::{canonical_roots, display_path};
+pub use subagent::{SubagentArgs, SubagentSettings};
 pub use table::{schemas, touches_files, Class, Spec, Tool, TABLE};
 
 /// What planning a call may look at (nothing it does has effects).
@@ -87,6 +89,14 @@ impl Planned {
     pub fn submitted_plan(&self) -> Option<&str> {
         match &self.call {
             Call::ExitPlanMode(plan) => Some(plan),
+            _ => None,
+        }
+    }
+
+    /// The task, for a call to `subagent` (the turn runs the child).
+    pub fn delegated(&self) -> Option<&SubagentArgs> {
+        match &self.call {
+            Call::Subagent(args) => Some(args),
             _ => None,
         }
     }
@@ -174,6 +184,7 @@ enum Call {
     WebFetch(web::FetchArgs),
     WebSearch(web::SearchArgs),
     Skill(skill::SkillArgs),
+    Subagent(SubagentArgs),
 }
 
 /// Which of the optional tools a session offers.
@@ -189,6 +200,8 @@ pub struct Offer {
     pub web_search: bool,
     /// `skill` (the session was given a skill catalog).
     pub skills: bool,
+    /// `subagent` (the session may start children: `[subagents]`).
+    pub subagents: bool,
 }
 
 /// Why a call could not be planned (unknown tool, bad arguments, bad path).
@@ -410,6 +423,13 @@ pub fn plan(name: &str, arguments: &str, env: &PlanEnv<'_>) -> Result<Planned, R
             // model's file access.
             (Call::Skill(args), view, Access::None)
         }
+        Tool::Subagent => {
+            let args: SubagentArgs = parse(name, arguments)?;
+            subagent::validate(&args, env.offer.jobs)?;
+            let view = subagent::present(&args);
+            // The child asks for what its own calls need.
+            (Call::Subagent(args), view, Access::None)
+        }
     };
     let view = ToolView {
         title: dsh_protocol::content::visible_title(&view.title, 200),
@@ -483,9 +503,9 @@ pub async fn run(planned: &Planned, env: &ToolEnv<'_>) -> ToolOutcome {
         Call::WebFetch(args) => web::fetch(args, env).await,
         Call::Skill(args) => skill::run(args, env.skills).await,
         Call::WebSearch(args) => web::search(args, env).await,
-        // The turn runs them (see [`Planned::submitted_plan`] and
-        // [`Planned::questions`]).
-        Call::ExitPlanMode(_) | Call::AskUser(_) => {
+        // The turn runs them (see [`Planned::submitted_plan`],
+        // [`Planned::questions`] and [`Planned::delegated`]).
+        Call::ExitPlanMode(_) | Call::AskUser(_) | Call::Subagent(_) => {
             ToolOutcome::failed(ErrorCode::Internal, "this tool runs in the turn")
         }
     }

@@ -6,7 +6,7 @@
 
 use dsh_protocol::model::ToolSchema;
 
-use super::{ask_user, bash, fs, jobs, lsp, plan_mode, search, skill, todo, web, Offer};
+use super::{ask_user, bash, fs, jobs, lsp, plan_mode, search, skill, subagent, todo, web, Offer};
 
 /// A built-in tool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -35,6 +35,8 @@ pub enum Tool {
     Read,
     /// `skill`.
     Skill,
+    /// `subagent`.
+    Subagent,
     /// `todo_write`.
     TodoWrite,
     /// `web_fetch`.
@@ -70,6 +72,7 @@ enum When {
     WebFetch,
     WebSearch,
     Skills,
+    Subagents,
 }
 
 /// One row of the table.
@@ -96,7 +99,7 @@ pub struct Spec {
 }
 
 /// The table, by name.
-pub const TABLE: [Spec; 16] = [
+pub const TABLE: [Spec; 17] = [
     Spec {
         tool: Tool::AskUserQuestion,
         name: "ask_user_question",
@@ -248,6 +251,24 @@ pub const TABLE: [Spec; 16] = [
         parameters: |_| skill::schema(),
     },
     Spec {
+        tool: Tool::Subagent,
+        name: "subagent",
+        class: Class::Nothing,
+        touches_files: false,
+        parallel: true,
+        stops_itself: true,
+        edits_files: false,
+        when: When::Subagents,
+        description: |offer| {
+            if offer.jobs {
+                subagent::DESCRIPTION
+            } else {
+                subagent::DESCRIPTION_NO_JOBS
+            }
+        },
+        parameters: |offer| subagent::schema(offer.jobs),
+    },
+    Spec {
         tool: Tool::TodoWrite,
         name: "todo_write",
         class: Class::Nothing,
@@ -336,6 +357,7 @@ impl Spec {
             When::WebFetch => offer.web_fetch,
             When::WebSearch => offer.web_search,
             When::Skills => offer.skills,
+            When::Subagents => offer.subagents,
         }
     }
 }
@@ -384,9 +406,10 @@ mod tests {
             web_fetch: true,
             web_search: true,
             skills: true,
+            subagents: true,
         };
         assert_eq!(schemas(none).len(), 10);
-        assert_eq!(schemas(all).len(), 16);
+        assert_eq!(schemas(all).len(), 17);
         assert_eq!(Tool::offered("job_output", none), None);
         assert_eq!(Tool::offered("job_output", all), Some(Tool::JobOutput));
         let bash = |offer| {

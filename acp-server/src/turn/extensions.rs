@@ -43,6 +43,7 @@ impl Turn<'_> {
             .skills
             .as_ref()
             .is_some_and(|skills| !skills.is_empty());
+        offer.subagents = self.config.subagents.may_delegate(self.session.depth());
         offer
     }
 

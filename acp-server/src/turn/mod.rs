@@ -12,6 +12,7 @@ mod extensions;
 mod hooks;
 mod instructions;
 mod step;
+mod subagent;
 mod tools;
 mod undo;
 

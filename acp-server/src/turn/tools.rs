@@ -246,6 +246,10 @@ impl Turn<'_> {
             if let Some(questions) = planned.questions() {
                 return self.ask_user(call, planned, questions).await;
             }
+            if let Some(task) = planned.delegated() {
+                let outcome = self.delegate(call, task).await;
+                return self.post_tool_use(call, outcome).await;
+            }
             let scan = self.before_change(planned).await;
             let mut outcome = tokio::select! {
                 biased;
@@ -687,6 +691,7 @@ impl Turn<'_> {
             attachments: outcome.attachments,
             live_terminal: outcome.live_terminal,
             job: outcome.job,
+            usage: outcome.usage,
         })
     }
 }

@@ -1,0 +1,133 @@
+//! `subagent` (seeds: `dsh-tool-subagent`): delegates a self-contained
+//! task to a child session with a fresh conversation. The call is parsed
+//! and presented here; the turn runs the child (`turn/subagent.rs`), since
+//! a child is a session of its own.
+
+use dsh_protocol::tool::{ToolKind, ToolView};
+use dsh_protocol::ErrorCode;
+use serde::Deserialize;
+
+use super::Refusal;
+
+/// The seeds' description.
+pub const DESCRIPTION: &str = "Delegate a self-contained task to a subagent (an independent agent in its own context). It returns a result, not intermediate steps. Give a complete, standalone prompt. It waits by default; `run_in_background: true` returns a job id (use `job_output` / `job_kill`).";
+/// Without background jobs (`[jobs] enabled = false`).
+pub const DESCRIPTION_NO_JOBS: &str = "Delegate a self-contained task to a subagent (an independent agent in its own context). It returns a result, not intermediate steps. Give a complete, standalone prompt. The call waits for its answer.";
+
+/// The design's schema; without jobs, `run_in_background` is left out.
+pub fn schema(jobs: bool) -> serde_json::Value {
+    let mut properties = serde_json::json!({
+        "description": {
+            "type": "string",
+            "description": "A short (3-5 word) description of the delegated task, for display."
+        },
+        "prompt": {
+            "type": "string",
+            "description": "The complete, self-contained task for the subagent. It does not share this conversation's context, so include everything it needs."
+        },
+        "run_in_background": {
+            "type": "boolean",
+            "description": "Whether to run as a background job and return its id. Defaults to false; collect with job_output or stop with job_kill."
+        }
+    });
+    if !jobs {
+        if let Some(properties) = properties.as_object_mut() {
+            properties.remove("run_in_background");
+        }
+    }
+    serde_json::json!({
+        "type": "object",
+        "properties": properties,
+        "required": ["description", "prompt"]
+    })
+}
+
+/// The call's arguments.
+#[derive(Debug, Clone, Deserialize)]
+pub struct SubagentArgs {
+    /// For display.
+    pub description: String,
+    /// The child's first user message.
+    pub prompt: String,
+    /// Run as a background job.
+    #[serde(default)]
+    pub run_in_background: bool,
+}
+
+/// `[subagents]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubagentSettings {
+    /// Offer `subagent`.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// The children's model (default: the parent's current one).
+    #[serde(default)]
+    pub model: Option<String>,
+    /// How deep subagents may nest: 1 (the default) lets a session start
+    /// children that cannot start their own; 0 turns subagents off.
+    #[serde(default = "one")]
+    pub max_depth: u32,
+    /// A child's step limit (default: the session's `max_steps`).
+    #[serde(default)]
+    pub max_steps: Option<u64>,
+}
+
+fn yes() -> bool {
+    true
+}
+fn one() -> u32 {
+    1
+}
+
+impl Default for SubagentSettings {
+    fn default() -> Self {
+        SubagentSettings {
+            enabled: true,
+            model: None,
+            max_depth: one(),
+            max_steps: None,
+        }
+    }
+}
+
+impl SubagentSettings {
+    /// Whether a session `depth` deep (0: top level) may start children.
+    pub fn may_delegate(&self, depth: u32) -> bool {
+        self.enabled && depth < self.max_depth
+    }
+}
+
+/// Checks the arguments.
+///
+/// # Errors
+/// An empty description or prompt.
+pub fn validate(args: &SubagentArgs, jobs: bool) -> Result<(), Refusal> {
+    if args.prompt.trim().is_empty() {
+        return Err(Refusal::new(
+            ErrorCode::InvalidToolArgs,
+            "The subagent's prompt is empty: give it the complete task, with everything it needs to know.",
+        ));
+    }
+    if args.run_in_background && !jobs {
+        return Err(Refusal::new(
+            ErrorCode::InvalidToolArgs,
+            "Background jobs are off in this session: call subagent without run_in_background.",
+        ));
+    }
+    Ok(())
+}
+
+/// The pending view: a `think` call titled with the description.
+pub fn present(args: &SubagentArgs) -> ToolView {
+    let description = args.description.trim();
+    ToolView {
+        title: if description.is_empty() {
+            "Subagent".to_owned()
+        } else {
+            description.to_owned()
+        },
+        kind: Some(ToolKind::Think),
+        ..ToolView::default()
+    }
+}
