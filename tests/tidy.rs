@@ -80,6 +80,17 @@ const HOMES: &[(&str, &[&str])] = &[
     ("tower_lsp", &["fixtures/test-lsp/"]),
     ("jsonrpsee", &["acp-server/src/sdk/"]),
     ("indicatif", &["acp-server/src/run.rs"]),
+    // The command line: main.rs and the flags of the front ends it parses.
+    (
+        "clap",
+        &[
+            "acp-server/src/main.rs",
+            "acp-server/src/run.rs",
+            "acp-server/src/sdk/mod.rs",
+        ],
+    ),
+    ("clap_complete", &["acp-server/src/main.rs"]),
+    ("clap_mangen", &["acp-server/src/main.rs"]),
 ];
 
 #[test]

@@ -2,42 +2,71 @@
 //! library so tests and other front ends can drive it.
 #![deny(clippy::print_stdout)]
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
+use clap::{CommandFactory, Parser, Subcommand};
 use dsh_acp_server::acp::transport;
 use dsh_acp_server::agent::Agent;
 use dsh_acp_server::config::Config;
 use dsh_acp_server::credentials::ProcessEnv;
 
-const HELP: &str = "\
-dsh — a coding agent for editors, served over the Agent Client Protocol (ACP)
-
-USAGE:
-    dsh acp        Serve ACP on stdin/stdout (editors run this)
-    dsh run TASK   Run one task unattended (CI): the final text on stdout, progress
-                   on stderr; flags: --approve never|edits|all, --json, --session ID,
-                   --cwd DIR, --model ID, --thought-level L, --timeout S, --max-steps N
-    dsh sdk        Serve the SDK's JSON-RPC API on stdin/stdout (programs run this);
-                   --listen 127.0.0.1:PORT serves it over WebSocket instead,
-                   --token-env VAR requires `Authorization: Bearer $VAR`
-    dsh login      Store the API key for editors that start dsh without one in the
-                   environment (read without echo; from stdin when it is not a terminal)
-    dsh logout     Remove the stored key
-    dsh demo       Run a scripted demo session (no API key needed) and print it
-    dsh --help     Show this help
-    dsh --version  Show the version
-
-ENVIRONMENT:
-    DEEPSEEK_API_KEY    API key for DeepSeek (or the variable named in config.toml)
-    DEEPSEEK_BASE_URL   OpenAI-compatible base URL (default https://api.deepseek.com)
-    DSH_HOME            State directory (default ~/.dsh); holds config.toml and sessions/
-    DSH_LOG             Log filter for stderr, e.g. info or dsh_acp_server=debug
+/// What `dsh --help` shows after the commands.
+const AFTER_HELP: &str = "\
+Environment:
+  DEEPSEEK_API_KEY   API key for DeepSeek (or the variable named in config.toml)
+  DEEPSEEK_BASE_URL  OpenAI-compatible base URL (default https://api.deepseek.com)
+  DSH_HOME           State directory (default ~/.dsh); holds config.toml and sessions/
+  DSH_LOG            Log filter for stderr, e.g. info or dsh_acp_server=debug
 
 Zed: add to settings.json
-    \"agent_servers\": { \"dsh\": { \"type\": \"custom\", \"command\": \"/path/to/dsh\", \"args\": [\"acp\"],
-                               \"env\": { \"DEEPSEEK_API_KEY\": \"sk-...\" } } }
-";
+  \"agent_servers\": { \"dsh\": { \"type\": \"custom\", \"command\": \"/path/to/dsh\", \"args\": [\"acp\"],
+                             \"env\": { \"DEEPSEEK_API_KEY\": \"sk-...\" } } }";
+
+/// A coding agent for editors, served over the Agent Client Protocol (ACP)
+#[derive(Parser)]
+#[command(name = "dsh", version = dsh_acp_server::VERSION, after_help = AFTER_HELP)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve ACP on stdin/stdout (editors run this)
+    Acp,
+    /// Run one task unattended (CI): the final text on stdout, progress on
+    /// stderr
+    ///
+    /// Exit status: 0 done, 1 failed (model error, --timeout, max tokens or
+    /// steps), 2 usage or configuration error, 130 interrupted (continue
+    /// with --session).
+    Run(dsh_acp_server::run::RunFlags),
+    /// Serve the SDK's JSON-RPC API on stdin/stdout (programs run this), or
+    /// over WebSocket with --listen
+    Sdk(dsh_acp_server::sdk::SdkFlags),
+    /// Store the API key for editors that start dsh without one in the
+    /// environment (read without echo; from stdin when it is not a terminal)
+    Login,
+    /// Remove the stored key
+    Logout,
+    /// Run a scripted demo session (no API key needed) and print it
+    Demo,
+    /// Print a shell completion script to stdout
+    ///
+    /// bash: `dsh completions bash > ~/.local/share/bash-completion/completions/dsh`;
+    /// zsh: `dsh completions zsh > ~/.zfunc/_dsh` (with ~/.zfunc in fpath);
+    /// fish: `dsh completions fish > ~/.config/fish/completions/dsh.fish`
+    Completions {
+        /// The shell
+        shell: clap_complete::Shell,
+    },
+    /// Print dsh's man page (roff) to stdout: `dsh man | man -l -`
+    Man,
+    /// Show the version
+    #[command(hide = true)]
+    Version,
+}
 
 fn main() -> ExitCode {
     // The command guard runs shell commands for a dsh process; it must not
@@ -49,51 +78,41 @@ fn main() -> ExitCode {
     {
         std::process::exit(dsh_process::guard::main(raw[1..].to_vec()));
     }
-    let args: Vec<String> = raw
-        .iter()
-        .map(|arg| arg.to_string_lossy().into_owned())
-        .collect();
+    // Help and version go to stdout (exit 0), usage errors to stderr
+    // (exit 2); either way nothing else happens.
+    let cli = Cli::parse();
     let mut stdout = std::io::stdout();
-    match args.first().map(String::as_str) {
-        Some("acp") if args.len() == 1 => run(serve_acp),
-        Some("run") => match dsh_acp_server::run::RunArgs::parse(&args[1..]) {
-            Ok(parsed) => run(|| serve_run(parsed)),
-            Err(message) => {
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "dsh run: {message}\n{}",
-                    dsh_acp_server::run::USAGE
-                );
-                ExitCode::from(2)
-            }
+    match cli.command {
+        Some(Command::Acp) => run(SERVER_LOG, serve_acp),
+        Some(Command::Run(flags)) => match flags.into_args() {
+            Ok(parsed) => run(QUIET_LOG, || serve_run(parsed)),
+            Err(message) => usage_error("run", message),
         },
-        Some("sdk") => match dsh_acp_server::sdk::SdkArgs::parse(&args[1..]) {
-            Ok(parsed) => run(|| serve_sdk(parsed)),
-            Err(message) => {
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "dsh sdk: {message}\n{}",
-                    dsh_acp_server::sdk::USAGE
-                );
-                ExitCode::from(2)
-            }
+        Some(Command::Sdk(flags)) => match flags.into_args() {
+            Ok(parsed) => run(SERVER_LOG, || serve_sdk(parsed)),
+            Err(message) => usage_error("sdk", message),
         },
-        Some(command @ ("login" | "logout")) if args.len() == 1 => {
-            init_tracing();
+        Some(command @ (Command::Login | Command::Logout)) => {
+            let name = if matches!(command, Command::Login) {
+                "login"
+            } else {
+                "logout"
+            };
+            init_tracing(QUIET_LOG);
             let config = match Config::load(&ProcessEnv) {
                 Ok(config) => config,
                 Err(err) => {
-                    let _ = writeln!(std::io::stderr(), "dsh {command}: {err}");
+                    let _ = writeln!(std::io::stderr(), "dsh {name}: {err}");
                     return ExitCode::FAILURE;
                 }
             };
-            ExitCode::from(if command == "login" {
+            ExitCode::from(if matches!(command, Command::Login) {
                 dsh_acp_server::login::login(&config)
             } else {
                 dsh_acp_server::login::logout(&config)
             })
         }
-        Some("demo") if args.len() == 1 => run(|| async move {
+        Some(Command::Demo) => run(QUIET_LOG, || async move {
             match dsh_acp_server::demo::run(Box::new(std::io::stdout())).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(err) => {
@@ -104,30 +123,95 @@ fn main() -> ExitCode {
                 }
             }
         }),
-        Some("--version" | "-V" | "version") => {
+        Some(Command::Completions { shell }) => {
+            clap_complete::generate(shell, &mut Cli::command(), "dsh", &mut stdout);
+            ExitCode::SUCCESS
+        }
+        Some(Command::Man) => match man_page(&mut stdout) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(err) => {
+                let _ = writeln!(std::io::stderr(), "dsh man: {err}");
+                ExitCode::FAILURE
+            }
+        },
+        Some(Command::Version) => {
             let _ = writeln!(stdout, "dsh {}", dsh_acp_server::VERSION);
             ExitCode::SUCCESS
         }
-        Some("--help" | "-h" | "help") | None => {
-            let _ = write!(stdout, "{HELP}");
+        None => {
+            let _ = Cli::command().print_long_help();
             ExitCode::SUCCESS
-        }
-        Some(other) => {
-            let _ = writeln!(
-                std::io::stderr(),
-                "dsh: unknown command {other:?}\n\n{HELP}"
-            );
-            ExitCode::from(2)
         }
     }
 }
 
-fn run<F, Fut>(body: F) -> ExitCode
+/// `dsh man`: one page, dsh(1), with every command's help in it (clap_mangen
+/// would refer to a page per command, which nothing installs).
+fn man_page(out: &mut dyn Write) -> std::io::Result<()> {
+    let mut command = Cli::command();
+    command.build();
+    let man = clap_mangen::Man::new(command.clone());
+    man.render_title(out)?;
+    man.render_name_section(out)?;
+    man.render_synopsis_section(out)?;
+    man.render_description_section(out)?;
+    man.render_options_section(out)?;
+    // Plain text, as `--help` shows it: escapes and control lines neutral.
+    let verbatim = |out: &mut dyn Write, text: &str| -> std::io::Result<()> {
+        writeln!(out, ".nf")?;
+        for line in text.trim_end().lines() {
+            let line = line.replace('\\', "\\e");
+            let lead = if line.starts_with(['.', '\'']) {
+                "\\&"
+            } else {
+                ""
+            };
+            writeln!(out, "{lead}{line}")?;
+        }
+        writeln!(out, ".fi")
+    };
+    writeln!(out, ".SH COMMANDS")?;
+    for sub in command.get_subcommands() {
+        if sub.is_hide_set() || sub.get_name() == "help" {
+            continue;
+        }
+        writeln!(out, ".SS \"dsh {}\"", sub.get_name())?;
+        verbatim(out, &sub.clone().render_long_help().to_string())?;
+    }
+    writeln!(out, ".SH ENVIRONMENT AND EDITORS")?;
+    verbatim(out, AFTER_HELP)?;
+    man.render_version_section(out)
+}
+
+/// A usage error found after parsing (an empty task, a missing token):
+/// the message and the subcommand's usage on stderr, exit status 2.
+fn usage_error(subcommand: &str, message: String) -> ExitCode {
+    let mut command = Cli::command();
+    command.build();
+    let usage = command
+        .find_subcommand_mut(subcommand)
+        .map(|sub| sub.render_usage().to_string())
+        .unwrap_or_default();
+    let _ = writeln!(
+        std::io::stderr(),
+        "dsh {subcommand}: {message}\n\n{usage}\n\nFor more information, try 'dsh {subcommand} --help'."
+    );
+    ExitCode::from(2)
+}
+
+/// The default log filter of the servers, whose stderr editors and
+/// programs collect.
+const SERVER_LOG: &str = "warn,dsh_acp_server=info";
+/// The default log filter of the commands a person runs in a terminal
+/// (their own lines say what happens): errors only.
+const QUIET_LOG: &str = "error";
+
+fn run<F, Fut>(log: &str, body: F) -> ExitCode
 where
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = ExitCode>,
 {
-    init_tracing();
+    init_tracing(log);
     // Many connections, language servers and logs: use the hard limit on
     // descriptors (children get the inherited one back).
     dsh_process::raise_fd_limit();
@@ -172,10 +256,11 @@ fn catch_file_size_signal() {
     }
 }
 
-fn init_tracing() {
+/// Logs on stderr: `DSH_LOG` (or `RUST_LOG`) chooses what, else `default`.
+fn init_tracing(default: &str) {
     let filter = std::env::var("DSH_LOG")
         .or_else(|_| std::env::var("RUST_LOG"))
-        .unwrap_or_else(|_| "warn,dsh_acp_server=info".to_owned());
+        .unwrap_or_else(|_| default.to_owned());
     // jsonrpsee's trace level prints whole HTTP requests, bearer token
     // included: never above debug, whatever the filter asks.
     let filter = format!("{filter},jsonrpsee-server=debug");
@@ -201,13 +286,16 @@ fn load_config() -> Result<Config, dsh_acp_server::config::ConfigError> {
 /// `dsh run`: one task, unattended.
 async fn serve_run(args: dsh_acp_server::run::RunArgs) -> ExitCode {
     dsh_process::forbid_inspection();
-    let config = load_config().map(|mut config| {
-        if let Some(steps) = args.max_steps {
-            config.max_steps = steps;
+    let config = match load_config() {
+        Ok(mut config) => {
+            if let Some(steps) = args.max_steps {
+                config.max_steps = steps;
+            }
+            config
         }
-        config
-    });
-    let agent = Agent::new(config);
+        Err(err) => return ExitCode::from(dsh_acp_server::run::misconfigured(&args, &err)),
+    };
+    let agent = Agent::new(Ok(config));
     ExitCode::from(dsh_acp_server::run::run(agent, args).await)
 }
 
@@ -253,6 +341,13 @@ fn max_frame() -> usize {
 async fn serve_acp() -> ExitCode {
     // Children of the same user must not read the API key from us.
     dsh_process::forbid_inspection();
+    if std::io::stdin().is_terminal() {
+        // An editor never gives a terminal: a person started this.
+        let _ = writeln!(
+            std::io::stderr(),
+            "dsh acp speaks the Agent Client Protocol on stdin/stdout; editors start it. Try `dsh demo`."
+        );
+    }
     let agent = Agent::new(load_config());
     let (input, output) = transport::stdio();
     let transport = transport::transport(input, output, max_frame());

@@ -75,75 +75,54 @@ pub enum GivenAnswer {
     },
 }
 
-pub const USAGE: &str = "\
-usage: dsh run [--cwd DIR] [--approve never|edits|all] [--model ID]
-               [--thought-level off|low|high|max] [--session ID] [--json]
-               [--timeout SECS] [--max-steps N] [--answers JSON|@FILE]
-               [TASK | -]";
+/// `dsh run`'s command line as written (clap parses it; values are checked
+/// as they are parsed). [`RunFlags::into_args`] makes the [`RunArgs`].
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunFlags {
+    /// Working directory (default: the current one)
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+    /// How permission asks are decided: never rejects them all, edits
+    /// accepts file edits only, all is full access
+    #[arg(long, value_name = "never|edits|all", value_parser = parse_approve)]
+    pub approve: Option<Approvals>,
+    /// Model id
+    #[arg(long, value_name = "ID")]
+    pub model: Option<String>,
+    /// Thinking level
+    #[arg(long, value_name = "off|low|high|max")]
+    pub thought_level: Option<String>,
+    /// Continue this session
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// The session log's events as NDJSON on stdout, then a result object
+    #[arg(long)]
+    pub json: bool,
+    /// Give up (and cancel) after this many seconds
+    #[arg(long, value_name = "SECS", value_parser = parse_timeout, allow_negative_numbers = true)]
+    pub timeout: Option<Duration>,
+    /// Model calls per turn
+    #[arg(long, value_name = "N", value_parser = parse_max_steps, allow_negative_numbers = true)]
+    pub max_steps: Option<u64>,
+    /// Answers to the model's questions, by question id: {"id": "label"},
+    /// ["a", "b"] or {"custom": "text"}; @FILE reads them from FILE
+    #[arg(long, value_name = "JSON|@FILE", value_parser = parse_answers)]
+    pub answers: Option<std::collections::BTreeMap<String, GivenAnswer>>,
+    /// The task (quote it); `-`, or none when stdin is not a terminal,
+    /// reads it from stdin
+    #[arg(value_name = "TASK")]
+    pub task: Option<String>,
+}
 
-impl RunArgs {
-    /// Parses the flags after `run`; reads the task from stdin when it is
-    /// `-`, or absent and stdin is not a terminal.
+impl RunFlags {
+    /// The run these flags ask for: reads the task from stdin when it is
+    /// `-`, or absent and stdin is not a terminal; resolves `--cwd`.
     ///
     /// # Errors
-    /// A usage error, as a message.
-    pub fn parse(args: &[String]) -> Result<RunArgs, String> {
-        let mut parsed = RunArgs {
-            cwd: std::env::current_dir().map_err(|err| format!("no current directory: {err}"))?,
-            approve: Approvals::Never,
-            model: None,
-            thought_level: None,
-            session: None,
-            json: false,
-            timeout: None,
-            max_steps: None,
-            answers: None,
-            task: String::new(),
-        };
-        let mut task: Option<String> = None;
-        let mut args = args.iter();
-        while let Some(arg) = args.next() {
-            let mut value = |name: &str| {
-                args.next()
-                    .cloned()
-                    .ok_or_else(|| format!("{name} needs a value"))
-            };
-            match arg.as_str() {
-                "--cwd" => parsed.cwd = PathBuf::from(value("--cwd")?),
-                "--approve" => {
-                    let text = value("--approve")?;
-                    parsed.approve = Approvals::parse(&text)
-                        .filter(|approve| *approve != Approvals::Client)
-                        .ok_or_else(|| format!("--approve {text:?}: use never, edits or all"))?;
-                }
-                "--model" => parsed.model = Some(value("--model")?),
-                "--thought-level" => parsed.thought_level = Some(value("--thought-level")?),
-                "--session" => parsed.session = Some(value("--session")?),
-                "--json" => parsed.json = true,
-                "--timeout" => {
-                    let secs: f64 = value("--timeout")?
-                        .parse()
-                        .map_err(|_| "--timeout takes seconds".to_owned())?;
-                    if !(secs > 0.0 && secs.is_finite()) {
-                        return Err("--timeout takes a positive number of seconds".to_owned());
-                    }
-                    parsed.timeout = Some(Duration::from_secs_f64(secs));
-                }
-                "--max-steps" => {
-                    parsed.max_steps = Some(
-                        value("--max-steps")?
-                            .parse()
-                            .ok()
-                            .filter(|n| *n > 0)
-                            .ok_or_else(|| "--max-steps takes a positive number".to_owned())?,
-                    )
-                }
-                "--answers" => parsed.answers = Some(parse_answers(&value("--answers")?)?),
-                flag if flag.starts_with("--") => return Err(format!("unknown flag {flag}")),
-                text if task.is_none() => task = Some(text.to_owned()),
-                _ => return Err("one task only (quote it)".to_owned()),
-            }
-        }
+    /// A usage error, as a message: an empty task, a `--cwd` that is not a
+    /// directory, stdin that cannot be read.
+    pub fn into_args(self) -> Result<RunArgs, String> {
+        let mut task = self.task;
         let from_stdin = match task.as_deref() {
             Some("-") => true,
             None => !std::io::stdin().is_terminal(),
@@ -155,29 +134,71 @@ impl RunArgs {
                 .map_err(|err| format!("cannot read the task from stdin: {err}"))?;
             task = Some(text);
         }
-        parsed.task = task.unwrap_or_default();
-        if parsed.task.trim().is_empty() {
+        let task = task.unwrap_or_default();
+        if task.trim().is_empty() {
             return Err("the task is empty".to_owned());
         }
-        parsed.cwd = parsed
-            .cwd
+        let cwd = match self.cwd {
+            Some(cwd) => cwd,
+            None => {
+                std::env::current_dir().map_err(|err| format!("no current directory: {err}"))?
+            }
+        };
+        let cwd = cwd
             .canonicalize()
             .ok()
             .filter(|dir| dir.is_dir())
-            .ok_or_else(|| format!("--cwd {}: not a directory", parsed.cwd.display()))?;
-        Ok(parsed)
+            .ok_or_else(|| format!("--cwd {}: not a directory", cwd.display()))?;
+        Ok(RunArgs {
+            cwd,
+            approve: self.approve.unwrap_or(Approvals::Never),
+            model: self.model,
+            thought_level: self.thought_level,
+            session: self.session,
+            json: self.json,
+            timeout: self.timeout,
+            max_steps: self.max_steps,
+            answers: self.answers,
+            task,
+        })
     }
+}
+
+/// `--approve`'s value (never `client`: no one is there).
+fn parse_approve(text: &str) -> Result<Approvals, String> {
+    Approvals::parse(text)
+        .filter(|approve| *approve != Approvals::Client)
+        .ok_or_else(|| "use never, edits or all".to_owned())
+}
+
+/// `--timeout`'s value: a positive number of seconds.
+fn parse_timeout(text: &str) -> Result<Duration, String> {
+    let secs: f64 = text
+        .parse()
+        .map_err(|_| "give a number of seconds".to_owned())?;
+    if !(secs > 0.0 && secs.is_finite()) {
+        return Err("give a positive number of seconds".to_owned());
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// `--max-steps`' value: a positive number.
+fn parse_max_steps(text: &str) -> Result<u64, String> {
+    text.parse()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| "give a positive number".to_owned())
 }
 
 /// `--answers`' value: JSON, or `@FILE` holding it.
 fn parse_answers(value: &str) -> Result<std::collections::BTreeMap<String, GivenAnswer>, String> {
     let text = match value.strip_prefix('@') {
         Some(path) => std::fs::read_to_string(path)
-            .map_err(|err| format!("--answers: cannot read {path}: {err}"))?,
+            .map_err(|err| format!("cannot read {path}: {err}"))?,
         None => value.to_owned(),
     };
     serde_json::from_str(&text).map_err(|err| {
-        format!("--answers: give an object of question ids to \"label\", [\"a\", \"b\"] or {{\"custom\": \"text\"}} ({err})")
+        format!("give an object of question ids to \"label\", [\"a\", \"b\"] or {{\"custom\": \"text\"}} ({err})")
     })
 }
 
@@ -347,7 +368,8 @@ impl RunFrontend {
             EventData::Title { usage, .. } => self.seen().add(usage.as_ref()),
             EventData::ToolResult {
                 call_id,
-                error: Some(error),
+                error,
+                usage,
                 ..
             } => {
                 // A subagent's tokens count too.
@@ -362,6 +384,7 @@ impl RunFrontend {
                     self.line(&format!("  {title}: {}", error.message));
                 }
             }
+            EventData::JobEnd { usage, .. } => self.seen().add(usage.as_ref()),
             _ => {}
         }
     }
@@ -384,7 +407,6 @@ impl Frontend for RunFrontend {
     }
 
     fn ask(&self, ask: Ask) -> BoxFuture<'_, crate::permission::Answer> {
-            EventData::JobEnd { usage, .. } => self.seen().add(usage.as_ref()),
         if let crate::permission::Question::User(questions) = &ask.question {
             let answers = answers_to(questions, self.answers.as_ref());
             for (question, answer) in questions.iter().zip(&answers) {
@@ -422,6 +444,27 @@ impl Frontend for RunFrontend {
         self.line(&format!("permission {why}: {}", ask.title));
         Box::pin(std::future::ready(outcome))
     }
+}
+
+/// The configuration did not load, so nothing runs: said once, plainly, on
+/// stderr (with `--json`, the result object too); exit status 2, as for a
+/// usage error.
+pub fn misconfigured(args: &RunArgs, error: &crate::config::ConfigError) -> u8 {
+    let error = AgentError::Config(error.to_string());
+    if args.json {
+        let result = result_object(
+            None,
+            "error".into(),
+            None,
+            0,
+            Some((error.code().as_str(), &error.to_string())),
+        );
+        let mut stdout = std::io::stdout().lock();
+        let _ = writeln!(stdout, "{result}");
+        let _ = stdout.flush();
+    }
+    stderr_line(&format!("dsh run: {error}"));
+    2
 }
 
 /// Runs the task; the process's exit status.

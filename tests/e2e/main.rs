@@ -4,6 +4,7 @@
 mod support;
 
 mod backpressure;
+mod cli;
 mod confine;
 mod context;
 mod escapes;
@@ -29,8 +30,8 @@ mod run;
 mod sandbox;
 mod sdk;
 mod sessions;
-mod streaming;
 mod subagents;
+mod streaming;
 mod titles;
 mod tools;
 mod undo;

@@ -42,47 +42,44 @@ pub struct SdkArgs {
     pub token: Option<String>,
 }
 
-/// `dsh sdk`'s usage line.
-pub const USAGE: &str = "usage: dsh sdk [--listen 127.0.0.1:PORT] [--token-env VAR]";
+/// `dsh sdk`'s command line as written (clap parses it).
+/// [`SdkFlags::into_args`] makes the [`SdkArgs`].
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SdkFlags {
+    /// Serve the API over WebSocket at this address instead of stdio
+    /// (`localhost:PORT` is 127.0.0.1; port 0 picks a free one)
+    #[arg(long, value_name = "ADDR:PORT", value_parser = parse_listen)]
+    pub listen: Option<SocketAddr>,
+    /// Every WebSocket connection must send `Authorization: Bearer $VAR`
+    /// (needed off loopback; the variable is removed from dsh's
+    /// environment)
+    #[arg(long, value_name = "VAR")]
+    pub token_env: Option<String>,
+}
 
-impl SdkArgs {
-    /// Parses the flags after `sdk`, reading the token from the named
-    /// environment variable.
+impl SdkFlags {
+    /// The server these flags ask for, reading the token from the named
+    /// environment variable (and removing it: call this before any thread
+    /// starts).
     ///
     /// # Errors
-    /// A usage error, as a message: an unknown flag, a bad address, a
-    /// missing token, or a non-loopback address without one.
-    pub fn parse(args: &[String]) -> Result<SdkArgs, String> {
-        let mut parsed = SdkArgs::default();
-        let mut args = args.iter();
-        while let Some(arg) = args.next() {
-            let mut value = |name: &str| {
-                args.next()
-                    .cloned()
-                    .ok_or_else(|| format!("{name} needs a value"))
-            };
-            match arg.as_str() {
-                "--listen" => {
-                    let text = value("--listen")?;
-                    parsed.listen = Some(text.parse().map_err(|_| {
-                        format!(
-                            "--listen {text:?}: give an address and port, such as 127.0.0.1:7777"
-                        )
-                    })?);
-                }
-                "--token-env" => {
-                    let name = value("--token-env")?;
-                    let token = std::env::var(&name).ok().filter(|token| !token.is_empty());
-                    parsed.token = Some(token.ok_or_else(|| {
-                        format!("--token-env {name}: the variable {name} is not set")
-                    })?);
-                    // Read once, before any thread starts: no child (a
-                    // command, a language server, an MCP server) inherits
-                    // it, whatever its name.
-                    std::env::remove_var(&name);
-                }
-                other => return Err(format!("unknown argument {other}")),
-            }
+    /// A usage error, as a message: a missing token, or a non-loopback
+    /// address without one.
+    pub fn into_args(self) -> Result<SdkArgs, String> {
+        let mut parsed = SdkArgs {
+            listen: self.listen,
+            token: None,
+        };
+        if let Some(name) = self.token_env {
+            let token = std::env::var(&name).ok().filter(|token| !token.is_empty());
+            parsed.token =
+                Some(token.ok_or_else(|| {
+                    format!("--token-env {name}: the variable {name} is not set")
+                })?);
+            // Read once, before any thread starts: no child (a command, a
+            // language server, an MCP server) inherits it, whatever its
+            // name.
+            std::env::remove_var(&name);
         }
         match (parsed.listen, &parsed.token) {
             (Some(addr), None) if !addr.ip().is_loopback() => Err(format!(
@@ -92,6 +89,21 @@ impl SdkArgs {
             _ => Ok(parsed),
         }
     }
+}
+
+/// `--listen`'s value: an IP address and port, or `localhost:PORT`
+/// (127.0.0.1; no other name is looked up).
+fn parse_listen(text: &str) -> Result<SocketAddr, String> {
+    if let Ok(addr) = text.parse() {
+        return Ok(addr);
+    }
+    text.rsplit_once(':')
+        .filter(|(host, _)| host.eq_ignore_ascii_case("localhost"))
+        .and_then(|(_, port)| port.parse::<u16>().ok())
+        .map(|port| SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, port)))
+        .ok_or_else(|| {
+            "give an address and port, such as 127.0.0.1:7777 or localhost:7777".to_owned()
+        })
 }
 
 /// An agent error as a JSON-RPC error: dsh's code and message in `data`.
@@ -279,6 +291,9 @@ struct ListParams {
     cwd: Option<PathBuf>,
     #[serde(default)]
     cursor: Option<String>,
+    /// List subagents' sessions too.
+    #[serde(default)]
+    include_subagents: bool,
 }
 
 type Answer = Result<Value, ErrorObjectOwned>;
@@ -291,9 +306,6 @@ fn answer(result: Result<Value, AgentError>) -> Answer {
 ///
 /// # Panics
 /// Never: the method names are distinct constants.
-    /// List subagents' sessions too.
-    #[serde(default)]
-    include_subagents: bool,
 pub fn module(hub: Arc<Hub>) -> RpcModule<Hub> {
     let mut module = RpcModule::from_arc(hub);
     let registered = register(&mut module);
