@@ -78,6 +78,9 @@ async fn unsupported_protocol_version_is_answered_with_1() {
 async fn missing_key_is_auth_required_at_session_new_not_startup() {
     let mut env = TestEnv::new().await;
     env.api_key = None;
+    // An endpoint away from this machine (a loopback one needs no key).
+    env.extra_env
+        .push(("DEEPSEEK_BASE_URL".into(), "https://example.invalid".into()));
     let conn = env.connect().await;
     conn.initialize().await; // startup and initialize work without a key
     let err = conn

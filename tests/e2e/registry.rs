@@ -219,8 +219,12 @@ async fn dsh_login_stores_the_key_that_sessions_then_use_and_logout_forgets_it()
     let key = "sk-login-d5h-0123456789";
 
     // Without a key: the login method is offered, and authenticating with
-    // it says what to do.
+    // it says what to do (at an endpoint away from this machine: the
+    // loopback mock would take requests without a key).
+    env.extra_env
+        .push(("DEEPSEEK_BASE_URL".into(), "https://example.invalid".into()));
     let conn = env.connect().await;
+    env.extra_env.clear();
     conn.initialize().await;
     let refused = conn
         .cx

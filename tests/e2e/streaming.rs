@@ -574,9 +574,37 @@ async fn tool_call_deltas_are_assembled_and_answered_without_failing_the_turn() 
     conn.finish().await;
 }
 
+/// A connection that breaks before the response is retried, then
+/// reported; a refused connection to this machine is reported at once
+/// (nothing listens there: waiting would not start the server).
 #[tokio::test]
 async fn unreachable_provider_is_retried_then_reported() {
     let env = TestEnv::new().await;
+    for _ in 0..4 {
+        env.mock.push_json(json!({"reset":true}));
+    }
+    let conn = env.connect().await;
+    let session = conn.start(&env.cwd()).await;
+    let err = conn.prompt(&session, "hi").await.unwrap_err();
+    assert_eq!(
+        err.data.as_ref().unwrap()["code"],
+        "model.transport",
+        "{err:?}"
+    );
+    assert!(
+        err.message.contains("cannot reach") && err.message.contains("gave up after 3 retries"),
+        "{}",
+        err.message
+    );
+    let retries = |session| {
+        env.log_events(session)
+            .iter()
+            .filter(|e| e["type"] == "llm/retry")
+            .count()
+    };
+    assert_eq!(retries(&session), 3);
+    conn.finish().await;
+
     // A port nothing listens on.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -594,15 +622,12 @@ async fn unreachable_provider_is_retried_then_reported() {
         "{err:?}"
     );
     assert!(
-        err.message.contains("cannot reach") && err.message.contains("gave up after 3 retries"),
+        err.message.contains(&format!(
+            "is the server running at http://127.0.0.1:{port}?"
+        )),
         "{}",
         err.message
     );
-    let retries = env
-        .log_events(&session)
-        .iter()
-        .filter(|e| e["type"] == "llm/retry")
-        .count();
-    assert_eq!(retries, 3);
+    assert_eq!(retries(&session), 0);
     conn.finish().await;
 }

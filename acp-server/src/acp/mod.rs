@@ -45,7 +45,7 @@ pub fn initialize_response(request: &InitializeRequest, agent: &Agent) -> Initia
     let env = &agent.config().model.key.name;
     let key = agent.config().model.key_name();
     let mut methods = Vec::new();
-    if agent.config().model.needs_key() {
+    if agent.config().model.takes_key() {
         // The terminal login, in both shapes clients read: `type:
         // "terminal"` with `args` (the auth-methods RFD; the registry's
         // verifier), and `_meta["terminal-auth"]` with the command (Zed's

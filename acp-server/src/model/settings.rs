@@ -168,6 +168,13 @@ impl ModelSettings {
         self.key_policy == KeyPolicy::Required
     }
 
+    /// Whether requests may carry a key at all (what `dsh login` and the
+    /// editor's authentication methods are for): false only for keyless
+    /// providers.
+    pub fn takes_key(&self) -> bool {
+        self.key_policy != KeyPolicy::None
+    }
+
     /// What the key is, for people: "DeepSeek API key", or "API key for
     /// 127.0.0.1:8080" with another OpenAI-compatible endpoint.
     pub fn key_name(&self) -> String {
