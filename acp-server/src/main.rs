@@ -116,8 +116,8 @@ fn main() -> ExitCode {
             match dsh_acp_server::demo::run(Box::new(std::io::stdout())).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(err) => {
-                    tracing::error!("{err:#}");
-                    // The user ran this in a terminal; tell them plainly.
+                    // The user ran this in a terminal; tell them plainly,
+                    // once (not also as a log line).
                     let _ = writeln!(std::io::stderr(), "dsh demo failed: {err:#}");
                     ExitCode::FAILURE
                 }
