@@ -7,6 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
+pub use dsh_protocol::tool::CommandLive;
 use dsh_protocol::tool::{FileLocation, ToolContent, ToolKind};
 use dsh_protocol::ToolCallId;
 use futures::future::BoxFuture;
@@ -25,6 +26,11 @@ pub struct ClientCaps {
     pub terminal: bool,
     /// `elicitation/create` in form mode (`elicitation.form`).
     pub elicitation_form: bool,
+    /// Live command output on the call in Zed's terminal convention
+    /// (`_meta.terminal_output`).
+    pub terminal_output: bool,
+    /// ... as the new bytes only (`_meta.terminal_output_delta`).
+    pub terminal_output_delta: bool,
 }
 
 /// A question to the user about one tool call: may it run (a permission),
@@ -132,6 +138,11 @@ pub enum Delta {
     Thought(String),
 }
 
+/// How much of a command's output tail the live view shows where the
+/// client has no terminal convention (a fenced block in the call's
+/// content).
+pub const LIVE_VIEW_BYTES: usize = 8000;
+
 /// Updates from no event at all (see docs/architecture.md, "One path from
 /// the log to the editor").
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -144,6 +155,14 @@ pub enum Transient {
     /// The slash commands offered changed (custom commands or skills were
     /// added, changed or removed): the whole list.
     Commands(Vec<crate::context::commands::Offered>),
+    /// A local command's progress, live (its result, when it comes, is
+    /// logged).
+    Command {
+        /// The call.
+        call_id: ToolCallId,
+        /// What happened.
+        live: CommandLive,
+    },
     /// What a running call has done so far (a subagent's steps): its view
     /// now, replacing the last one. Its result, when it comes, is logged.
     ToolProgress {
@@ -186,6 +205,26 @@ impl Transient {
                 view: dsh_protocol::tool::ToolView::default(),
             },
             Transient::Commands(commands) => AgentUpdate::Commands(commands),
+            Transient::Command { call_id, live } => AgentUpdate::ToolCallUpdate {
+                call_id,
+                status: dsh_protocol::tool::ToolStatus::InProgress,
+                view: match live {
+                    CommandLive::Output { tail, .. } => {
+                        dsh_protocol::tool::ToolView::text(format!(
+                            "```console\n{}{}\n```",
+                            if tail.len() > LIVE_VIEW_BYTES {
+                                "…"
+                            } else {
+                                ""
+                            },
+                            dsh_protocol::content::tail_bytes(&tail, LIVE_VIEW_BYTES)
+                        ))
+                    }
+                    CommandLive::Started { .. } | CommandLive::Exited { .. } => {
+                        dsh_protocol::tool::ToolView::default()
+                    }
+                },
+            },
             Transient::ToolProgress { call_id, view } => AgentUpdate::ToolCallUpdate {
                 call_id,
                 status: dsh_protocol::tool::ToolStatus::InProgress,

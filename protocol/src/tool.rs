@@ -191,3 +191,109 @@ impl ToolOutcome {
         }
     }
 }
+
+/// A running command, live: what a front end may show of it before its
+/// result is recorded (never logged). Output is sampled ([`OutputSampler`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommandLive {
+    /// It started, in `cwd`.
+    Started {
+        /// Its working directory.
+        cwd: String,
+    },
+    /// New output.
+    Output {
+        /// The output since the last sample (`…` first when some of it
+        /// was not kept).
+        delta: String,
+        /// The output so far, bounded to the tail its result keeps.
+        tail: String,
+    },
+    /// It ended.
+    Exited {
+        /// Its exit code, when it exited.
+        exit_code: Option<i32>,
+        /// The signal that killed it.
+        signal: Option<String>,
+    },
+}
+
+/// Turns a command's growing output into [`CommandLive::Output`] samples:
+/// what came since the last one, whole characters only (a character cut
+/// by the sample waits for the next).
+#[derive(Debug, Default)]
+pub struct OutputSampler {
+    /// Output bytes sampled so far.
+    sent: u64,
+}
+
+impl OutputSampler {
+    /// The sample of the output now, if any came: `total` bytes came in
+    /// all, the last of which `kept` holds; the tail is at most `max_tail`
+    /// bytes.
+    pub fn sample(&mut self, total: u64, kept: &[u8], max_tail: usize) -> Option<CommandLive> {
+        let new = total.saturating_sub(self.sent);
+        if new == 0 {
+            return None;
+        }
+        let start = kept
+            .len()
+            .saturating_sub(usize::try_from(new).unwrap_or(usize::MAX));
+        let fresh = &kept[start..];
+        let whole = match std::str::from_utf8(fresh) {
+            Ok(_) => fresh.len(),
+            // An incomplete character at the end waits; an invalid one is
+            // shown as a replacement character.
+            Err(err) if err.error_len().is_none() => err.valid_up_to(),
+            Err(_) => fresh.len(),
+        };
+        if whole == 0 {
+            return None;
+        }
+        self.sent = total - (fresh.len() - whole) as u64;
+        let mut delta = String::from_utf8_lossy(&fresh[..whole]).into_owned();
+        if new > kept.len() as u64 {
+            delta.insert(0, '…');
+        }
+        let so_far = String::from_utf8_lossy(&kept[..start + whole]);
+        let tail = crate::content::tail_bytes(&so_far, max_tail).to_owned();
+        Some(CommandLive::Output { delta, tail })
+    }
+}
+
+#[cfg(test)]
+mod sampler_tests {
+    use super::*;
+
+    #[test]
+    fn samples_are_the_new_whole_characters() {
+        let mut sampler = OutputSampler::default();
+        assert_eq!(sampler.sample(0, b"", 10), None);
+        let text = "a\u{e9}b".as_bytes(); // é is two bytes
+                                          // Cut inside é: only "a" goes.
+        assert_eq!(
+            sampler.sample(2, &text[..2], 10),
+            Some(CommandLive::Output {
+                delta: "a".into(),
+                tail: "a".into()
+            })
+        );
+        assert_eq!(
+            sampler.sample(4, text, 10),
+            Some(CommandLive::Output {
+                delta: "\u{e9}b".into(),
+                tail: "a\u{e9}b".into()
+            })
+        );
+        assert_eq!(sampler.sample(4, text, 10), None);
+        // More came than was kept: marked, and the tail is bounded.
+        let kept = b"wxyz";
+        assert_eq!(
+            sampler.sample(20, kept, 2),
+            Some(CommandLive::Output {
+                delta: "\u{2026}wxyz".into(),
+                tail: "yz".into()
+            })
+        );
+    }
+}

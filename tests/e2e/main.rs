@@ -15,6 +15,7 @@ mod fuzz;
 mod hardening;
 mod hooks;
 mod jobs;
+mod live_output;
 mod load;
 mod lsp;
 mod mcp;

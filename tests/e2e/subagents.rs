@@ -37,7 +37,10 @@ fn user_texts(request: &Value) -> Vec<String> {
 }
 
 /// The text content of every update of `call`'s tool call, in order.
-fn call_texts(updates: &[SessionNotification], call: &str) -> Vec<(Option<ToolCallStatus>, String)> {
+fn call_texts(
+    updates: &[SessionNotification],
+    call: &str,
+) -> Vec<(Option<ToolCallStatus>, String)> {
     let text = |content: &[ToolCallContent]| -> String {
         content
             .iter()
@@ -106,11 +109,15 @@ async fn a_subagent_works_in_its_own_session_and_its_answer_is_the_result() {
         "finish": "stop",
         "usage": {"prompt_tokens": 100, "completion_tokens": 7}
     }));
-    env.mock.push_json(reply("Your notes: the launch moved to Friday."));
+    env.mock
+        .push_json(reply("Your notes: the launch moved to Friday."));
     let conn = env.connect().await;
     let session = conn.start(&cwd).await;
     let response = conn
-        .prompt(&session, "PARENT-SECRET: what do my notes say? use a subagent")
+        .prompt(
+            &session,
+            "PARENT-SECRET: what do my notes say? use a subagent",
+        )
         .await
         .unwrap();
     assert_eq!(response.stop_reason, StopReason::EndTurn);
@@ -133,7 +140,9 @@ async fn a_subagent_works_in_its_own_session_and_its_answer_is_the_result() {
     let everything = requests[1]["messages"].to_string();
     assert!(!everything.contains("PARENT-SECRET"), "{everything}");
     // Its tool ran in its own conversation.
-    assert!(requests[2]["messages"].to_string().contains("the launch moved to friday"));
+    assert!(requests[2]["messages"]
+        .to_string()
+        .contains("the launch moved to friday"));
     // The parent's next request carries the child's answer as the result.
     assert_eq!(tool_result(&env, "d1"), "The launch moved to Friday.");
 
@@ -176,15 +185,25 @@ async fn a_subagent_works_in_its_own_session_and_its_answer_is_the_result() {
     assert_eq!(header["subagent_of"]["depth"], 1);
     assert!(last.contains(child.as_str()), "{last}");
     let child_log = child_events(&env, child);
-    let kinds: Vec<&str> = child_log.iter().map(|e| e["type"].as_str().unwrap()).collect();
-    assert!(kinds.contains(&"tool/call") && kinds.contains(&"turn/end"), "{kinds:?}");
+    let kinds: Vec<&str> = child_log
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
+    assert!(
+        kinds.contains(&"tool/call") && kinds.contains(&"turn/end"),
+        "{kinds:?}"
+    );
     let page = conn
         .cx
         .send_request(ListSessionsRequest::new())
         .block_task()
         .await
         .unwrap();
-    let listed: Vec<&str> = page.sessions.iter().map(|s| s.session_id.0.as_ref()).collect();
+    let listed: Vec<&str> = page
+        .sessions
+        .iter()
+        .map(|s| s.session_id.0.as_ref())
+        .collect();
     assert_eq!(listed, [session.0.as_ref()]);
     // The parent's result carries the child's tokens.
     let result = env
@@ -215,7 +234,10 @@ async fn a_subagent_works_in_its_own_session_and_its_answer_is_the_result() {
     )
     .await;
     let child_replay = chunk_text(&conn.updates(), false);
-    assert!(child_replay.contains("The launch moved to Friday."), "{child_replay}");
+    assert!(
+        child_replay.contains("The launch moved to Friday."),
+        "{child_replay}"
+    );
     conn.finish().await;
 }
 
@@ -228,8 +250,11 @@ async fn a_childs_permission_ask_reaches_the_editor_labelled_and_a_cancel_stops_
         "subagent",
         json!({"description": "Run the tests", "prompt": "Run the test suite."}),
     ));
-    env.mock
-        .push_json(call("b1", "bash", json!({"command": "echo child-ran > ran.txt"})));
+    env.mock.push_json(call(
+        "b1",
+        "bash",
+        json!({"command": "echo child-ran > ran.txt"}),
+    ));
     // After the rejection the child's next request hangs until cancelled.
     env.mock.push_json(
         json!({"chunks":[{"text":"still"},{"text":" going"}],"finish":"stop","hang_after":1}),
@@ -255,7 +280,10 @@ async fn a_childs_permission_ask_reaches_the_editor_labelled_and_a_cancel_stops_
     }
     // Rejected (the simulated editor's default): the command never ran.
     while env.mock.requests().len() < 3 {
-        assert!(std::time::Instant::now() < deadline, "the child did not go on");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the child did not go on"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(!cwd.join("ran.txt").exists());
@@ -301,7 +329,10 @@ async fn a_background_subagent_is_a_job_read_with_job_output() {
         .push_json(json!({"echo_chunks": 1, "finish": "stop"}));
     let conn = env.connect().await;
     let session = conn.start(&cwd).await;
-    let response = conn.prompt(&session, "look around in the background").await.unwrap();
+    let response = conn
+        .prompt(&session, "look around in the background")
+        .await
+        .unwrap();
     assert_eq!(response.stop_reason, StopReason::EndTurn);
     let started = tool_result(&env, "d1");
     assert!(started.contains("background job j1"), "{started}");
@@ -323,8 +354,11 @@ async fn a_background_subagent_is_a_job_read_with_job_output() {
     assert_eq!(end["data"]["call_id"], "d1", "{end}");
 
     // job_output returns its answer.
-    env.mock
-        .push_json(call("o1", "job_output", json!({"job_id": "j1", "wait": true})));
+    env.mock.push_json(call(
+        "o1",
+        "job_output",
+        json!({"job_id": "j1", "wait": true}),
+    ));
     env.mock.push_json(reply("The child said CHILD-TASK."));
     conn.prompt(&session, "what did it find?").await.unwrap();
     let output = tool_result(&env, "o1");

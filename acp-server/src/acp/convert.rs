@@ -111,7 +111,7 @@ pub fn tool_kind(kind: ToolKind) -> acp::ToolKind {
     }
 }
 
-fn tool_status(status: ToolStatus) -> acp::ToolCallStatus {
+pub(super) fn tool_status(status: ToolStatus) -> acp::ToolCallStatus {
     match status {
         ToolStatus::Pending => acp::ToolCallStatus::Pending,
         ToolStatus::InProgress => acp::ToolCallStatus::InProgress,

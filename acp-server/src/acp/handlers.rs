@@ -46,6 +46,7 @@ impl Ctx {
             session_id: session_id.clone(),
             caps: self.caps(),
             backlog: self.backlog.clone(),
+            live_terminals: std::sync::Mutex::default(),
         }
     }
 }
@@ -110,8 +111,19 @@ pub(super) fn initialize(
             .elicitation
             .as_ref()
             .is_some_and(|elicitation| elicitation.supports_form()),
+        // Zed's convention for live command output (`_meta`, not the
+        // schema's capabilities).
+        terminal_output: meta_flag(client.meta.as_ref(), "terminal_output"),
+        terminal_output_delta: meta_flag(client.meta.as_ref(), "terminal_output_delta"),
     };
     responder.respond(super::initialize_response(&request, &ctx.agent))
+}
+
+/// A `true` flag in a client's `_meta`.
+fn meta_flag(meta: Option<&serde_json::Map<String, serde_json::Value>>, key: &str) -> bool {
+    meta.and_then(|meta| meta.get(key))
+        .and_then(serde_json::Value::as_bool)
+        .unwrap_or(false)
 }
 
 pub(super) fn authenticate(

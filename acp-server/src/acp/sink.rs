@@ -9,17 +9,21 @@ use std::path::Path;
 use agent_client_protocol::v1::schema::{
     CreateTerminalRequest, KillTerminalRequest, PermissionOption, PermissionOptionKind,
     ReadTextFileRequest, ReleaseTerminalRequest, RequestPermissionOutcome,
-    RequestPermissionRequest, SessionId, SessionNotification, TerminalOutputRequest,
-    ToolCallUpdate, ToolCallUpdateFields, WaitForTerminalExitRequest, WriteTextFileRequest,
+    RequestPermissionRequest, SessionId, SessionNotification, Terminal, TerminalOutputRequest,
+    ToolCallContent, ToolCallUpdate, ToolCallUpdateFields, WaitForTerminalExitRequest,
+    WriteTextFileRequest,
 };
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::Client;
 use futures::future::BoxFuture;
 
 use super::convert;
-use crate::frontend::{Ask, ClientCaps, Frontend, Output, TerminalCommand, TerminalRun};
+use crate::frontend::{
+    Ask, ClientCaps, CommandLive, Frontend, Output, TerminalCommand, TerminalRun, Transient,
+};
 use crate::permission::{Answer, Hint};
 use crate::update::AgentUpdate;
+use serde_json::json;
 
 /// Sends a session's updates and serves the core's requests to the editor.
 pub(super) struct AcpSink {
@@ -27,6 +31,10 @@ pub(super) struct AcpSink {
     pub(super) session_id: SessionId,
     pub(super) caps: ClientCaps,
     pub(super) backlog: std::sync::Arc<super::transport::Backlog>,
+    /// Commands shown live in Zed's terminal convention, by call: the
+    /// `terminal_exit` their final update carries, once they ended.
+    pub(super) live_terminals:
+        std::sync::Mutex<std::collections::HashMap<String, Option<serde_json::Value>>>,
 }
 
 impl AcpSink {
@@ -80,12 +88,116 @@ impl AcpSink {
     }
 }
 
+impl AcpSink {
+    fn live_terminals(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Option<serde_json::Value>>>
+    {
+        self.live_terminals
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A running command, as the client can show it: in Zed's terminal
+    /// convention (`_meta.terminal_info`, then `terminal_output` or
+    /// `terminal_output_delta`, and `terminal_exit` with the final
+    /// status), else as a fenced block in the call's content. Only the
+    /// output goes without the convention.
+    fn command(&self, call_id: dsh_protocol::ToolCallId, live: CommandLive) {
+        if !self.caps.terminal_output {
+            if matches!(live, CommandLive::Output { .. }) {
+                self.send(Transient::Command { call_id, live }.into_update());
+            }
+            return;
+        }
+        let id = call_id.as_str().to_owned();
+        let (fields, meta) = match live {
+            CommandLive::Started { cwd } => {
+                self.live_terminals().insert(id.clone(), None);
+                (
+                    ToolCallUpdateFields::new()
+                        .content(vec![ToolCallContent::Terminal(Terminal::new(id.clone()))]),
+                    json!({"terminal_info": {"terminal_id": id, "cwd": cwd}}),
+                )
+            }
+            CommandLive::Output { delta, tail } => {
+                let meta = if self.caps.terminal_output_delta {
+                    json!({"terminal_output_delta": {"terminal_id": id, "data": delta}})
+                } else {
+                    json!({"terminal_output": {"terminal_id": id, "data": tail}})
+                };
+                (ToolCallUpdateFields::new(), meta)
+            }
+            CommandLive::Exited { exit_code, signal } => {
+                // Sent with the call's final status.
+                if let Some(exit) = self.live_terminals().get_mut(&id) {
+                    *exit =
+                        Some(json!({"terminal_id": id, "exit_code": exit_code, "signal": signal}));
+                }
+                return;
+            }
+        };
+        self.send_update(ToolCallUpdate::new(id, fields).meta(meta.as_object().cloned()));
+    }
+
+    /// An update of a recorded event; a command shown as a terminal ends
+    /// with its `terminal_exit` and status, its terminal left in place of
+    /// the text the call's view has (which a load shows instead).
+    fn send_terminal_aware(&self, update: AgentUpdate) {
+        let finished = match &update {
+            AgentUpdate::ToolCallUpdate {
+                call_id,
+                status:
+                    dsh_protocol::tool::ToolStatus::Completed | dsh_protocol::tool::ToolStatus::Failed,
+                ..
+            } => self.live_terminals().remove(call_id.as_str()),
+            _ => None,
+        };
+        let Some(exit) = finished else {
+            return self.send(update);
+        };
+        let AgentUpdate::ToolCallUpdate {
+            call_id, status, ..
+        } = update
+        else {
+            unreachable!("matched above")
+        };
+        let id = call_id.as_str().to_owned();
+        let exit =
+            exit.unwrap_or_else(|| json!({"terminal_id": id, "exit_code": null, "signal": null}));
+        let fields = ToolCallUpdateFields::new().status(convert::tool_status(status));
+        self.send_update(
+            ToolCallUpdate::new(id, fields)
+                .meta(json!({"terminal_exit": exit}).as_object().cloned()),
+        );
+    }
+
+    fn send_update(&self, update: ToolCallUpdate) {
+        let notification = SessionNotification::new(
+            self.session_id.clone(),
+            agent_client_protocol::v1::schema::SessionUpdate::ToolCallUpdate(update),
+        );
+        match self.cx.send_notification(notification) {
+            Ok(()) => self.backlog.queued(),
+            Err(err) => tracing::debug!(error = ?err, "client connection gone; dropping update"),
+        }
+    }
+}
+
 impl Frontend for AcpSink {
     fn emit(&self, output: Output<'_>) {
         match output {
-            Output::Recorded { updates, .. } => updates.into_iter().for_each(|u| self.send(u)),
+            Output::Recorded { updates, .. } if !self.caps.terminal_output => {
+                updates.into_iter().for_each(|u| self.send(u));
+            }
+            Output::Recorded { updates, .. } => {
+                updates
+                    .into_iter()
+                    .for_each(|u| self.send_terminal_aware(u));
+            }
             Output::Delta(delta) => self.send_direct(delta.into_update()),
             Output::Replayed(update) => self.send_direct(update),
+            Output::Transient(Transient::Command { call_id, live }) => self.command(call_id, live),
             Output::Transient(transient) => self.send(transient.into_update()),
         }
     }

@@ -17,7 +17,7 @@ use serde::Deserialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::ToolEnv;
-use crate::frontend::TerminalCommand;
+use crate::frontend::{CommandLive, Output, TerminalCommand, Transient};
 use dsh_protocol::tool::ToolOutcome;
 
 pub const DESCRIPTION: &str = "Run a bash command (bash -c) and return its stdout/stderr. Each call runs in a fresh shell: no state (cwd, variables, functions) persists between calls, so pass workdir instead of using cd. A non-zero exit is reported as [exit code: N]. Default timeout 2 minutes, at most 10 (timeoutMs). The harness environment is exposed through managed $DSH_* variables (DSH_SESSION_ID, DSH_MODE, DSH_SANDBOX); check them when needed. Commands may run in a file sandbox; a blocked file operation is reported as [sandbox: file access denied under <mode> mode]: that is a policy denial, not a defect of the command, so do not retry it another way. Long output is truncated to its tail; when available, the full output is saved to a file whose path is reported. For long-running commands set run_in_background: true: the call returns a job id at once; read the output with job_output and stop the job with job_kill.";
@@ -224,6 +224,52 @@ fn status_line(
         format!("[exit code: {code}]")
     } else {
         format!("[killed by signal {}]", signal.unwrap_or("unknown"))
+    }
+}
+
+/// How often a running command's output is shown (at most).
+const LIVE_EVERY: Duration = Duration::from_millis(100);
+
+/// What the editor has been shown of a running local command.
+struct Live<'a> {
+    env: &'a ToolEnv<'a>,
+    sampler: dsh_protocol::tool::OutputSampler,
+}
+
+impl<'a> Live<'a> {
+    /// Tells the editor the command started.
+    fn new(env: &'a ToolEnv<'a>, workdir: &Path) -> Live<'a> {
+        let live = Live {
+            env,
+            sampler: dsh_protocol::tool::OutputSampler::default(),
+        };
+        live.emit(CommandLive::Started {
+            cwd: workdir.display().to_string(),
+        });
+        live
+    }
+
+    fn emit(&self, live: CommandLive) {
+        self.env
+            .frontend
+            .emit(Output::Transient(Transient::Command {
+                call_id: self.env.call_id.clone(),
+                live,
+            }));
+    }
+
+    /// Shows the output that came since the last sample, if any.
+    fn sample(&mut self, capture: &Capture) {
+        if let Some(output) = self
+            .sampler
+            .sample(capture.total, &capture.tail, INLINE_BYTES)
+        {
+            self.emit(output);
+        }
+    }
+
+    fn exited(&self, exit_code: Option<i32>, signal: Option<String>) {
+        self.emit(CommandLive::Exited { exit_code, signal });
     }
 }
 
@@ -469,10 +515,21 @@ async fn run_locally(
             }
         }));
     }
-    let (status, timed_out, cancelled) = tokio::select! {
-        status = child.wait() => (status.ok(), false, false),
-        () = tokio::time::sleep(timeout) => (None, true, false),
-        () = env.cancel.cancelled() => (None, false, true),
+    // The editor sees the output as it comes, sampled: the readers above
+    // take it at full speed whatever the editor does.
+    let mut live = Live::new(env, workdir);
+    let mut sample = tokio::time::interval(LIVE_EVERY);
+    sample.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let deadline = tokio::time::sleep(timeout);
+    tokio::pin!(deadline);
+    let (status, timed_out, cancelled) = loop {
+        tokio::select! {
+            // Cancel-safe: waiting again picks up where it was.
+            status = child.wait() => break (status.ok(), false, false),
+            () = &mut deadline => break (None, true, false),
+            () = env.cancel.cancelled() => break (None, false, true),
+            _ = sample.tick() => live.sample(&*capture.lock().await),
+        }
     };
     // A timed-out or cancelled command: the guard kills everything it
     // started; its group is killed if it does not exit in time.
@@ -480,6 +537,7 @@ async fn run_locally(
         dsh_process::stop_guarded(&mut child, pgid, Duration::from_millis(1000)).await;
     }
     dsh_process::settle(pgid, &mut readers, Duration::from_millis(500)).await;
+    live.sample(&*capture.lock().await);
     let capture = std::mem::replace(&mut *capture.lock().await, Capture::new());
     let mut output = capture.finish().await;
     if !output.is_empty() && !output.ends_with('\n') {
@@ -488,6 +546,7 @@ async fn run_locally(
     use std::os::unix::process::ExitStatusExt;
     let code = status.and_then(|s| s.code());
     let signal = status.and_then(|s| s.signal()).map(|s| format!("{s}"));
+    live.exited(code, signal.clone());
     let note = env.command.sandbox.as_ref().and_then(|sandbox| {
         (code != Some(0))
             .then(|| crate::sandbox::denial_note(&output, env.command.mode, sandbox))

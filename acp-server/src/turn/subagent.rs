@@ -43,7 +43,11 @@ const CLOSE_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 impl Turn<'_> {
     /// Runs a `subagent` call: the child in the foreground (the call's
     /// result is its answer), or as a background job.
-    pub(super) async fn delegate(&self, call: &ToolCallRequest, args: &SubagentArgs) -> ToolOutcome {
+    pub(super) async fn delegate(
+        &self,
+        call: &ToolCallRequest,
+        args: &SubagentArgs,
+    ) -> ToolOutcome {
         let description = present_description(args);
         let child = match start_child(self.session, &call.id, &description).await {
             Ok(child) => child,
@@ -122,10 +126,7 @@ impl Turn<'_> {
                     job: Some(job.id.clone()),
                     ..ToolOutcome::ok(
                         output,
-                        ToolView::text(format!(
-                            "Running in the background as job {}",
-                            job.id
-                        )),
+                        ToolView::text(format!("Running in the background as job {}", job.id)),
                     )
                 }
             }
@@ -367,10 +368,9 @@ impl<'a> Relay<'a> {
                 ),
                 ToolView::default(),
             ),
-            Err(error) => ToolOutcome::failed(
-                error.code(),
-                format!("The subagent failed: {error}"),
-            ),
+            Err(error) => {
+                ToolOutcome::failed(error.code(), format!("The subagent failed: {error}"))
+            }
         };
         let failed = outcome.error.is_some();
         outcome.view = ToolView {
@@ -432,7 +432,10 @@ impl Frontend for Relay<'_> {
         };
         match &event.data {
             EventData::ToolCall { view, .. } => {
-                self.step(dsh_protocol::content::visible_title(&view.title, LINE_CHARS));
+                self.step(dsh_protocol::content::visible_title(
+                    &view.title,
+                    LINE_CHARS,
+                ));
             }
             EventData::ToolResult {
                 status: ToolStatus::Failed,

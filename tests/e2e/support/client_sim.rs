@@ -73,6 +73,10 @@ pub struct ClientSim {
     pub terminal: bool,
     /// Advertise `elicitation.form`.
     pub elicitation: bool,
+    /// Advertise `_meta.terminal_output` (Zed's live command output).
+    pub terminal_output: bool,
+    /// Advertise `_meta.terminal_output_delta` too.
+    pub terminal_output_delta: bool,
     /// Answers to forms, in order; when empty, forms are declined.
     pub elicit_answers: Mutex<VecDeque<Elicit>>,
     /// Every `elicitation/create` received.
@@ -133,6 +137,27 @@ impl ClientSim {
                     ElicitationCapabilities::new().form(ElicitationFormCapabilities::new())
                 }),
             )
+            .meta(
+                (self.terminal_output || self.terminal_output_delta).then(|| {
+                    serde_json::json!({
+                        "terminal_output": self.terminal_output,
+                        "terminal_output_delta": self.terminal_output_delta,
+                    })
+                    .as_object()
+                    .cloned()
+                    .unwrap()
+                }),
+            )
+    }
+
+    /// A scripted editor with Zed's live command output (`delta`: as
+    /// the new bytes only), and nothing else.
+    pub fn with_terminal_output(delta: bool) -> Arc<ClientSim> {
+        Arc::new(ClientSim {
+            terminal_output: true,
+            terminal_output_delta: delta,
+            ..ClientSim::default()
+        })
     }
 
     /// A scripted editor with forms (and nothing else).
