@@ -280,6 +280,11 @@ impl Job {
         &self.kill
     }
 
+    /// Why it was asked to stop, if it was.
+    pub fn kill_reason(&self) -> Option<String> {
+        lock(&self.state).kill_reason.clone()
+    }
+
     /// Whether it has ended.
     pub fn has_ended(&self) -> bool {
         lock(&self.state).end.is_some()

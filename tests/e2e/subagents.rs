@@ -239,6 +239,60 @@ async fn a_subagent_works_in_its_own_session_and_its_answer_is_the_result() {
         "{child_replay}"
     );
     conn.finish().await;
+
+    // Deleting the parent deletes the child's log too.
+    let conn = env.connect().await;
+    conn.initialize().await;
+    conn.cx
+        .send_request(agent_client_protocol::v1::schema::DeleteSessionRequest::new(session.clone()))
+        .block_task()
+        .await
+        .unwrap();
+    assert!(!env.log_path(&session).exists());
+    assert!(children(&env).is_empty());
+    conn.finish().await;
+}
+
+#[tokio::test]
+async fn a_subagents_changes_are_undone_with_the_parent_turn() {
+    let env = TestEnv::new().await;
+    let cwd = env.cwd();
+    std::fs::write(cwd.join("config.txt"), "mode = slow\n").unwrap();
+    env.mock.push_json(call(
+        "d1",
+        "subagent",
+        json!({"description": "Speed it up", "prompt": "Set mode = fast in config.txt."}),
+    ));
+    env.mock.push_json(call(
+        "w1",
+        "write",
+        json!({"file_path": "config.txt", "content": "mode = fast\n"}),
+    ));
+    // A reply that calls tools is not the answer: only the last one is.
+    env.mock.push_json(reply("Done: mode = fast."));
+    env.mock.push_json(reply("The subagent set it."));
+    let conn = env.connect().await;
+    let session = conn.start(&cwd).await;
+    conn.set_mode(&session, "accept-edits").await;
+    conn.prompt(&session, "speed it up").await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(cwd.join("config.txt")).unwrap(),
+        "mode = fast\n"
+    );
+    assert_eq!(tool_result(&env, "d1"), "Done: mode = fast.");
+    // The parent's turn recorded the child's change; the child none.
+    let checkpoints = env
+        .log_events(&session)
+        .into_iter()
+        .filter(|e| e["type"] == "checkpoint")
+        .count();
+    assert_eq!(checkpoints, 1);
+    conn.prompt(&session, "/undo").await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(cwd.join("config.txt")).unwrap(),
+        "mode = slow\n"
+    );
+    conn.finish().await;
 }
 
 #[tokio::test]
@@ -260,6 +314,13 @@ async fn a_childs_permission_ask_reaches_the_editor_labelled_and_a_cancel_stops_
         json!({"chunks":[{"text":"still"},{"text":" going"}],"finish":"stop","hang_after":1}),
     );
     let sim = client_sim::ClientSim::new(false, false);
+    // The user makes the parent read-only while the child's prompt is
+    // open, then allows: the child follows the parent's mode, so the
+    // command runs in the read-only sandbox.
+    sim.answer(client_sim::Answer::SwitchModeThenSelect(
+        "read-only".into(),
+        agent_client_protocol::v1::schema::PermissionOptionKind::AllowOnce,
+    ));
     let conn = env.connect_with(sim.clone()).await;
     let session = conn.start(&cwd).await;
     let prompt = conn.send_prompt(&session, "run the tests in a subagent");
@@ -275,10 +336,14 @@ async fn a_childs_permission_ask_reaches_the_editor_labelled_and_a_cancel_stops_
         let request = &asked[0];
         assert_eq!(request.tool_call.tool_call_id.0.as_ref(), "d1");
         let title = request.tool_call.fields.title.clone().unwrap_or_default();
-        assert!(title.starts_with("Run the tests: "), "{title}");
-        assert!(title.contains("echo child-ran"), "{title}");
+        assert!(title.starts_with("Subagent: Run echo child-ran"), "{title}");
+        let content = serde_json::to_string(&request.tool_call.fields.content).unwrap();
+        assert!(
+            content.contains("Asked for the subagent's task: Run the tests"),
+            "{content}"
+        );
     }
-    // Rejected (the simulated editor's default): the command never ran.
+    // Allowed after the switch: confined by the new mode, it wrote nothing.
     while env.mock.requests().len() < 3 {
         assert!(
             std::time::Instant::now() < deadline,
@@ -296,7 +361,27 @@ async fn a_childs_permission_ask_reaches_the_editor_labelled_and_a_cancel_stops_
     assert_eq!(response.stop_reason, StopReason::Cancelled);
     let found = children(&env);
     assert_eq!(found.len(), 1);
-    let ends: Vec<Value> = child_events(&env, &found[0].0)
+    let child_log = child_events(&env, &found[0].0);
+    let modes: Vec<&Value> = child_log
+        .iter()
+        .filter(|e| e["type"] == "session/config" && e["data"]["key"] == "mode")
+        .map(|e| &e["data"]["value"])
+        .collect();
+    assert_eq!(
+        modes.last().unwrap().as_str(),
+        Some("read-only"),
+        "{modes:?}"
+    );
+    let confined = child_log
+        .iter()
+        .find(|e| e["type"] == "tool/result" && e["data"]["call_id"] == "b1")
+        .unwrap();
+    let output = confined["data"]["output"].as_str().unwrap();
+    assert!(
+        output.contains("file access denied under read-only mode") || output.contains("denied"),
+        "{confined}"
+    );
+    let ends: Vec<Value> = child_log
         .into_iter()
         .filter(|e| e["type"] == "turn/end")
         .collect();

@@ -57,7 +57,7 @@ pub(super) fn page(
     let all: Vec<SessionSummary> = store
         .list()
         .into_iter()
-        .filter(|summary| subagents || !summary.subagent)
+        .filter(|summary| subagents || summary.parent.is_none())
         .filter(|summary| {
             wanted
                 .as_ref()

@@ -507,7 +507,7 @@ impl Agent {
     }
 
     /// `session/delete`: closes the session if open and removes its log
-    /// and its checkpoints.
+    /// and its checkpoints, and its subagents' logs and checkpoints.
     ///
     /// # Errors
     /// Unknown or locked session, or the file cannot be removed.
@@ -516,12 +516,26 @@ impl Agent {
         if self.live(id).is_some() {
             self.close_session(id).await?;
         }
-        let store = self.store.clone();
-        let checkpoints = crate::checkpoint::Store::new(&self.config.home, id);
+        let (store, home) = (self.store.clone(), self.config.home.clone());
         let id = id.to_owned();
         blocking(move || {
             store.delete(&id)?;
-            checkpoints.remove();
+            crate::checkpoint::Store::new(&home, &id).remove();
+            // Its subagents' logs (and theirs) go with it: they hold its
+            // work, and no editor lists them.
+            let mut parents = vec![id];
+            while let Some(parent) = parents.pop() {
+                for child in store.list() {
+                    if child.parent.as_deref() == Some(parent.as_str()) {
+                        if let Err(error) = store.delete(&child.id) {
+                            tracing::warn!(session = %child.id, %error, "a subagent's log was not deleted");
+                            continue;
+                        }
+                        crate::checkpoint::Store::new(&home, &child.id).remove();
+                        parents.push(child.id.to_string());
+                    }
+                }
+            }
             Ok(())
         })
         .await
@@ -542,7 +556,16 @@ impl Agent {
         let store = self.store.clone();
         let (cwd, cursor) = (cwd.map(Path::to_path_buf), cursor.map(str::to_owned));
         let page_size = self.config.list_page_size;
-        blocking(move || listing::page(&store, cwd.as_deref(), cursor.as_deref(), page_size, subagents)).await
+        blocking(move || {
+            listing::page(
+                &store,
+                cwd.as_deref(),
+                cursor.as_deref(),
+                page_size,
+                subagents,
+            )
+        })
+        .await
     }
 
     /// `session/set_config_option`: validates, records (the editor is told

@@ -90,6 +90,8 @@ pub struct Session {
     /// Its language and MCP servers are its parent's (a subagent): they
     /// are not stopped when it closes.
     borrowed_servers: std::sync::atomic::AtomicBool,
+    /// Its subagents while they live: they follow its mode.
+    children: Mutex<Vec<std::sync::Weak<Session>>>,
 }
 
 /// A prompt that holds its session's turn lock.
@@ -160,7 +162,16 @@ impl Session {
             closed: parent.child_token(),
             told_unsandboxed: std::sync::atomic::AtomicBool::new(false),
             borrowed_servers: std::sync::atomic::AtomicBool::new(false),
+            children: Mutex::default(),
         })
+    }
+
+    /// `child` is a subagent of this session: while it lives, every change
+    /// of this session's mode is its change too.
+    pub(crate) fn adopt(&self, child: &Arc<Session>) {
+        let mut children = lock(&self.children);
+        children.retain(|child| child.strong_count() > 0);
+        children.push(Arc::downgrade(child));
     }
 
     /// A subagent uses its parent's language servers and MCP servers
@@ -175,7 +186,10 @@ impl Session {
 
     /// How deep a subagent it is: 0 for a session a front end opened.
     pub fn depth(&self) -> u32 {
-        self.header.subagent_of.as_ref().map_or(0, |origin| origin.depth)
+        self.header
+            .subagent_of
+            .as_ref()
+            .map_or(0, |origin| origin.depth)
     }
 
     /// The log and the state (a short-held lock; never across an await).
@@ -218,6 +232,24 @@ impl Session {
     /// background jobs started in a looser mode than the new one are
     /// killed (their sandbox is the old mode's), and the user is told.
     fn mode_changed(&self, from: Mode, to: Mode, out: &dyn Frontend) {
+        // Its subagents' calls are decided, and their commands confined,
+        // by the mode the user chose now (their looser jobs stop too).
+        let children: Vec<Arc<Session>> = lock(&self.children)
+            .iter()
+            .filter_map(std::sync::Weak::upgrade)
+            .collect();
+        for child in children {
+            let changed = child.record(
+                EventData::Config {
+                    key: dsh_protocol::log::ConfigKey::Mode,
+                    value: to.as_str().to_owned(),
+                },
+                &crate::frontend::Nobody,
+            );
+            if let Err(err) = changed {
+                tracing::debug!(session = %child.id, %err, "a subagent's mode did not follow");
+            }
+        }
         let killed = self.jobs.mode_changed(from, to);
         if killed.is_empty() {
             return;

@@ -2,13 +2,14 @@
 //! title), keyed by the log's size and modification time, so a listing
 //! reads the directory and one `stat` per log and opens only the logs
 //! written since the index was saved. It is a cache: kept in memory after
-//! the first listing, saved next to the logs (`index.v2.tsv`, 0600,
+//! the first listing, saved next to the logs (`index.v3.tsv`, 0600,
 //! replaced atomically; processes that race each write a whole, valid
 //! index), rebuilt from the logs when missing, stale or unreadable. The
 //! logs stay the truth.
 //!
 //! The file is one line per log, tab-separated and escaped (`\\`, `\t`,
-//! `\n`, `\r`): id, size, mtime (ns), cwd, title (`-` none, `+` and the
+//! `\n`, `\r`): id, size, mtime (ns), parent (`-` none, `^` and the
+//! session a subagent's log belongs to), cwd, title (`-` none, `+` and the
 //! title), then the extra roots. A new process reads it in a pass over its
 //! bytes, without a JSON parser (a JSON index of 10,000 sessions took
 //! longer to parse than the directory took to `stat`), while the directory
@@ -32,7 +33,7 @@ use serde::Deserialize;
 use super::SessionSummary;
 
 /// The index's file name in the sessions directory.
-pub(super) const FILE: &str = "index.v2.tsv";
+pub(super) const FILE: &str = "index.v3.tsv";
 
 /// The first line of the index file.
 const MAGIC: &str = "dsh-session-index\t3";
@@ -52,8 +53,8 @@ struct Entry {
     cwd: Arc<str>,
     roots: Arc<[String]>,
     title: Option<Arc<str>>,
-    /// A subagent's log (not listed unless asked for).
-    subagent: bool,
+    /// A subagent's log: its parent session (not listed unless asked for).
+    parent: Option<Arc<str>>,
     /// The listing that last saw its log.
     seen: u64,
 }
@@ -169,7 +170,9 @@ impl Index {
                         cwd: header.cwd.into(),
                         roots: header.roots.into(),
                         title: title.map(Arc::from),
-                        subagent: header.subagent_of.is_some(),
+                        parent: header
+                            .subagent_of
+                            .map(|origin| Arc::from(origin.session.as_str())),
                         seen: listing_no,
                     };
                     entries.by_id.insert(id, entry);
@@ -195,7 +198,7 @@ impl Index {
                 cwd: entry.cwd.clone(),
                 roots: entry.roots.clone(),
                 title: entry.title.clone(),
-                subagent: entry.subagent,
+                parent: entry.parent.clone(),
                 updated_at: UNIX_EPOCH
                     + Duration::from_nanos(u64::try_from(entry.mtime_ns).unwrap_or(u64::MAX)),
             })
@@ -285,7 +288,13 @@ fn write_line(text: &mut String, id: &str, entry: &Entry) {
     text.push('\t');
     text.push_str(&entry.mtime_ns.to_string());
     text.push('\t');
-    text.push(if entry.subagent { 'c' } else { 's' });
+    match &entry.parent {
+        None => text.push('-'),
+        Some(parent) => {
+            text.push('^');
+            escape(text, parent);
+        }
+    }
     text.push('\t');
     escape(text, &entry.cwd);
     text.push('\t');
@@ -317,10 +326,9 @@ fn parse_line(line: &str, shared: &mut Shared) -> Option<(Arc<str>, Entry)> {
     let id: Arc<str> = Arc::from(&*unescape(fields.next()?)?);
     let len = fields.next()?.parse().ok()?;
     let mtime_ns = fields.next()?.parse().ok()?;
-    let subagent = match fields.next()? {
-        "s" => false,
-        "c" => true,
-        _ => return None,
+    let parent = match fields.next()? {
+        "-" => None,
+        parent => Some(Arc::from(&*unescape(parent.strip_prefix('^')?)?)),
     };
     let cwd = unescape(fields.next()?)?;
     let cwd = match shared.cwds.get(&*cwd) {
@@ -352,7 +360,7 @@ fn parse_line(line: &str, shared: &mut Shared) -> Option<(Arc<str>, Entry)> {
         cwd,
         roots,
         title,
-        subagent,
+        parent,
         seen: 0,
     };
     Some((id, entry))
@@ -692,7 +700,7 @@ mod tests {
             cwd: "/work/tab\there\\back\nline".into(),
             roots: vec!["/r1".to_owned(), "/r\t2".to_owned()].into(),
             title: Some("".into()),
-            subagent: true,
+            parent: Some("parent-1".into()),
             seen: 0,
         };
         let mut text = String::new();
@@ -704,7 +712,7 @@ mod tests {
         let untitled = Entry {
             title: None,
             roots: Vec::new().into(),
-            subagent: false,
+            parent: None,
             ..entry
         };
         let mut text = String::new();
@@ -715,9 +723,9 @@ mod tests {
                 .1,
             untitled
         );
-        assert!(parse_line("id\t1\t2\ts\t/cwd\tno-marker", &mut Shared::default()).is_none());
-        assert!(parse_line("id\tx\t2\ts\t/cwd\t-", &mut Shared::default()).is_none());
-        assert!(parse_line("id\t1\t2\ts\t/bad\\escape\t-", &mut Shared::default()).is_none());
+        assert!(parse_line("id\t1\t2\t-\t/cwd\tno-marker", &mut Shared::default()).is_none());
+        assert!(parse_line("id\tx\t2\t-\t/cwd\t-", &mut Shared::default()).is_none());
+        assert!(parse_line("id\t1\t2\t-\t/bad\\escape\t-", &mut Shared::default()).is_none());
         // An index line of the last format (no kind) is not one.
         assert!(parse_line("id\t1\t2\t/cwd\t-", &mut Shared::default()).is_none());
     }

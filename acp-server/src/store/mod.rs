@@ -48,8 +48,8 @@ pub struct SessionSummary {
     pub roots: std::sync::Arc<[String]>,
     /// Title (first prompt line), when there was a prompt.
     pub title: Option<std::sync::Arc<str>>,
-    /// A subagent's log (its header names its parent).
-    pub subagent: bool,
+    /// A subagent's log: its parent session.
+    pub parent: Option<std::sync::Arc<str>>,
     /// Last write.
     pub updated_at: SystemTime,
 }

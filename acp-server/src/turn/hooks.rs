@@ -44,6 +44,22 @@ pub(super) struct TurnHooks {
     stops: AtomicU32,
 }
 
+impl TurnHooks {
+    /// A turn's hooks, with the answer about the project's hooks its
+    /// parent turn gave (a subagent's).
+    pub(super) fn answered(answer: Option<bool>) -> TurnHooks {
+        TurnHooks {
+            answered: std::sync::Mutex::new(answer),
+            ..TurnHooks::default()
+        }
+    }
+
+    /// This turn's answer about the project's hooks, if it gave one.
+    pub(super) fn answer(&self) -> Option<bool> {
+        *self.answered.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
 impl Turn<'_> {
     fn project_root(&self) -> PathBuf {
         self.session
@@ -252,6 +268,11 @@ impl Turn<'_> {
         content: &[UserContent],
     ) -> Result<Option<Vec<String>>, AgentError> {
         let mut context = Vec::new();
+        // A subagent's prompt is the model's, not the user's: the parent's
+        // turn ran these.
+        if self.delegated.is_some() {
+            return Ok(Some(context));
+        }
         if self.number == 1 {
             let mut input = self.hook_input(HookEvent::SessionStart);
             input.insert("source".into(), json!("startup"));
@@ -391,6 +412,9 @@ impl Turn<'_> {
     /// `Stop`: whether a hook asks the model to go on (its reason recorded
     /// as a message for the model), at most [`MAX_STOP_BLOCKS`] times a turn.
     pub(super) async fn stop_hooks(&self) -> Result<bool, AgentError> {
+        if self.delegated.is_some() {
+            return Ok(false);
+        }
         let stops = self.hooks.stops.load(Ordering::Relaxed);
         if stops >= MAX_STOP_BLOCKS {
             return Ok(false);

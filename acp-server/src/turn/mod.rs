@@ -49,6 +49,21 @@ struct Turn<'a> {
     found: crate::session::extensions::Found,
     /// The turn's hooks ([`hooks`]).
     hooks: hooks::TurnHooks,
+    /// A subagent's turn: what it shares with its parent's.
+    delegated: Option<Delegation>,
+}
+
+/// What a subagent's turn shares with the parent turn that started it.
+pub(super) struct Delegation {
+    /// The parent turn's capture and checkpoint store: the child's changes
+    /// are the parent turn's, and `/undo` of it undoes them (a background
+    /// child, which outlives the turn, keeps its own: `None`).
+    checkpoint: Option<(
+        Arc<std::sync::Mutex<crate::checkpoint::TurnCapture>>,
+        crate::checkpoint::Store,
+    )>,
+    /// The parent turn's answer about the project's hooks, if it gave one.
+    hooks_answered: Option<bool>,
 }
 
 /// Paths tools of the running step worked on.
@@ -79,6 +94,19 @@ pub(crate) async fn run(
     content: Vec<UserContent>,
     frontend: &dyn Frontend,
 ) -> Result<StopReason, AgentError> {
+    run_turn(ticket, provider, content, frontend, None).await
+}
+
+/// [`run`], for a subagent's turn when `delegated`: its prompt is the
+/// model's task (never a slash command), and it runs no prompt, session or
+/// stop hooks (the parent's turn does).
+async fn run_turn(
+    ticket: &TurnTicket,
+    provider: Arc<Provider>,
+    content: Vec<UserContent>,
+    frontend: &dyn Frontend,
+    delegated: Option<Delegation>,
+) -> Result<StopReason, AgentError> {
     let session = &ticket.session;
     // An idle session's history may have been evicted: folded again from
     // the log before anything reads it (the ticket keeps it until the end).
@@ -88,6 +116,16 @@ pub(crate) async fn run(
         (locked.state.turns + 1, locked.state.title.is_none())
     };
     let span = tracing::info_span!("turn", session = %session.id, turn = number);
+    let capture = delegated
+        .as_ref()
+        .and_then(|delegated| delegated.checkpoint.as_ref())
+        .map_or_else(Arc::default, |(capture, _)| capture.clone());
+    let hooks = hooks::TurnHooks::answered(
+        delegated
+            .as_ref()
+            .and_then(|delegated| delegated.hooks_answered),
+    );
+    let parse = delegated.is_none();
     let turn = Turn {
         session,
         config: session.config(),
@@ -96,13 +134,17 @@ pub(crate) async fn run(
         frontend,
         number,
         touched: std::sync::Mutex::default(),
-        capture: Arc::default(),
+        capture,
         joined: std::sync::Mutex::default(),
         found: extensions::look(session, frontend).await,
-        hooks: hooks::TurnHooks::default(),
+        hooks,
+        delegated,
     };
     let title = first.then(|| UserContent::title_of(&content)).flatten();
-    match crate::context::commands::parse(&content) {
+    let command = parse
+        .then(|| crate::context::commands::parse(&content))
+        .flatten();
+    match command {
         Some(Invocation::Compact { focus }) => {
             // Not a turn: nothing is added to the conversation but the
             // summary itself.
@@ -156,7 +198,10 @@ pub(crate) async fn run(
         }
         None => {
             // A custom command or a skill runs as a normal turn.
-            let content = turn.prompt_from_files(&content).unwrap_or(content);
+            let content = match parse {
+                true => turn.prompt_from_files(&content).unwrap_or(content),
+                false => content,
+            };
             turn.run(content, title).instrument(span).await
         }
     }
@@ -312,6 +357,10 @@ impl Turn<'_> {
     /// Each changed file is read as the tools see it (through the editor
     /// when it reads files for dsh).
     async fn checkpoint(&self) -> Result<(), AgentError> {
+        // A subagent's changes are its parent turn's, recorded there.
+        if self.shared_checkpoint().is_some() {
+            return Ok(());
+        }
         let capture = std::mem::take(&mut *self.capture.lock().unwrap_or_else(|p| p.into_inner()));
         let mut files = Vec::new();
         for (path, before, lost) in capture.take() {
@@ -358,8 +407,17 @@ impl Turn<'_> {
         }
     }
 
-    /// The session's checkpoint store.
+    /// The parent turn's checkpoint store, for a subagent that shares it.
+    fn shared_checkpoint(&self) -> Option<&crate::checkpoint::Store> {
+        let delegated = self.delegated.as_ref()?;
+        delegated.checkpoint.as_ref().map(|(_, store)| store)
+    }
+
+    /// The session's checkpoint store (a subagent's: its parent turn's).
     fn checkpoint_store(&self) -> crate::checkpoint::Store {
+        if let Some(store) = self.shared_checkpoint() {
+            return store.clone();
+        }
         crate::checkpoint::Store::new(&self.config.home, self.session.id.as_str())
             .for_turn(self.number, self.config.checkpoints.max_bytes_per_session)
     }

@@ -21,7 +21,7 @@ use dsh_protocol::{ErrorCode, ToolCallId, UserContent};
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use super::Turn;
+use super::{Delegation, Turn};
 use crate::error::AgentError;
 use crate::frontend::{Ask, ClientCaps, Frontend, Output, Transient};
 use crate::model::Provider;
@@ -49,6 +49,9 @@ impl Turn<'_> {
         args: &SubagentArgs,
     ) -> ToolOutcome {
         let description = present_description(args);
+        if args.run_in_background {
+            return self.delegate_in_background(call, args, description);
+        }
         let child = match start_child(self.session, &call.id, &description).await {
             Ok(child) => child,
             Err(error) => {
@@ -58,31 +61,43 @@ impl Turn<'_> {
                 )
             }
         };
-        if args.run_in_background {
-            return self.delegate_in_background(call, args, description, child);
-        }
-        let relay = Relay::new(self.frontend, call.id.clone(), description, None);
+        // Its changes are this turn's: `/undo` of this turn undoes them.
+        let delegation = Delegation {
+            checkpoint: Some((self.capture.clone(), self.checkpoint_store())),
+            hooks_answered: self.hooks.answer(),
+        };
+        let relay = Relay {
+            parent: self.frontend,
+            session: self.session.clone(),
+            call_id: call.id.clone(),
+            description,
+            progress: Mutex::default(),
+            job: None,
+            cancel: self.cancel.clone(),
+        };
         let ran = run_child(
             &child,
             self.provider.clone(),
             &args.prompt,
             &relay,
             self.cancel,
+            delegation,
         )
         .await;
         child.close(CLOSE_GRACE).await;
         relay.outcome(ran, &child)
     }
 
-    /// `run_in_background`: the child runs as a job of the parent's; its
-    /// steps are the job's output, its answer ends it (`job/end` carries
-    /// it and its tokens). `job_kill` or the parent closing cancels it.
+    /// `run_in_background`: the child runs as a job of the parent's (within
+    /// its limits, checked before the child exists); its steps are the
+    /// job's output, its answer ends it (`job/end` carries it and its
+    /// tokens). `job_kill`, a stricter mode or the parent closing cancels
+    /// it. Its changes are its own turn's (it outlives this one).
     fn delegate_in_background(
         &self,
         call: &ToolCallRequest,
         args: &SubagentArgs,
         description: String,
-        child: Arc<Session>,
     ) -> ToolOutcome {
         let Some(outlet) = self.session.outlet() else {
             return ToolOutcome::failed(
@@ -98,17 +113,43 @@ impl Turn<'_> {
             kind: crate::jobs::JobKind::Subagent,
             tool: crate::tools::Tool::Subagent.name(),
         };
-        let (provider, prompt, call_id) =
-            (self.provider.clone(), args.prompt.clone(), call.id.clone());
+        let (parent, provider, prompt, call_id) = (
+            self.session.clone(),
+            self.provider.clone(),
+            args.prompt.clone(),
+            call.id.clone(),
+        );
+        let hooks_answered = self.hooks.answer();
         let started = self.session.jobs.start_task(
             spec,
             move |job| {
                 Box::pin(async move {
+                    let child = match start_child(&parent, &call_id, &description).await {
+                        Ok(child) => child,
+                        Err(error) => {
+                            let why = format!("the subagent could not start: {error}");
+                            job.feed(&format!("{why}\n"));
+                            return (crate::jobs::End::Failed(why), None);
+                        }
+                    };
                     // `job_kill`, a stricter mode, or the parent closing
                     // (which kills its jobs) cancels the child's turn.
                     let cancel = job.killed().clone();
-                    let relay = Relay::new(&*outlet, call_id, description, Some(job));
-                    let ran = run_child(&child, provider, &prompt, &relay, &cancel).await;
+                    let relay = Relay {
+                        parent: &*outlet,
+                        session: parent.clone(),
+                        call_id,
+                        description,
+                        progress: Mutex::default(),
+                        job: Some(job),
+                        cancel: cancel.clone(),
+                    };
+                    let delegation = Delegation {
+                        checkpoint: None,
+                        hooks_answered,
+                    };
+                    let ran =
+                        run_child(&child, provider, &prompt, &relay, &cancel, delegation).await;
                     child.close(CLOSE_GRACE).await;
                     relay.job_end(ran, &child)
                 }) as BoxFuture<'static, _>
@@ -143,9 +184,8 @@ fn present_description(args: &SubagentArgs) -> String {
     }
 }
 
-/// Creates the child's log and session: the parent's mode, model (or
-/// `[subagents] model`), reasoning effort and permission rules are its
-/// first events, then its title (the description: no title request).
+/// Creates the child's log and session ([`seed`]); it follows the
+/// parent's mode while it lives.
 async fn start_child(
     parent: &Arc<Session>,
     call_id: &ToolCallId,
@@ -165,13 +205,19 @@ async fn start_child(
     let log = tokio::task::spawn_blocking(move || store.create(&created))
         .await
         .map_err(|err| AgentError::bug("creating a subagent's log", &err))??;
-    let child_config = match config.subagents.max_steps {
-        Some(steps) => Arc::new(crate::config::Config {
-            max_steps: steps.max(1),
-            ..(*config).clone()
-        }),
-        None => config.clone(),
-    };
+    // Its step limit is never above the parent's; it starts no background
+    // jobs of its own (they would multiply the session's budgets).
+    let child_config = Arc::new(crate::config::Config {
+        max_steps: config
+            .subagents
+            .max_steps
+            .map_or(config.max_steps, |steps| steps.clamp(1, config.max_steps)),
+        jobs: crate::jobs::JobSettings {
+            enabled: false,
+            ..config.jobs.clone()
+        },
+        ..(*config).clone()
+    });
     let child = Session::new(
         child_config,
         header,
@@ -180,9 +226,32 @@ async fn start_child(
         &parent.closing(),
     );
     child.borrow_servers(parent);
-    let (settings, rules) = {
+    parent.adopt(&child);
+    if let Err(error) = seed(&child, parent, description) {
+        // Not a session anyone can use: closed, its log left as it is.
+        child.close(CLOSE_GRACE).await;
+        return Err(error);
+    }
+    Ok(child)
+}
+
+/// A child's first events: the parent's mode, model (or `[subagents]
+/// model`), reasoning effort, permission rules and consents to the
+/// project's hooks, then its title (the description: no title request).
+fn seed(child: &Session, parent: &Session, description: &str) -> Result<(), AgentError> {
+    let config = parent.config();
+    let (settings, rules, consents) = {
         let locked = parent.locked();
-        (locked.state.settings.clone(), locked.state.rules.clone())
+        (
+            locked.state.settings.clone(),
+            locked.state.rules.clone(),
+            locked
+                .state
+                .hook_consents
+                .values()
+                .cloned()
+                .collect::<Vec<_>>(),
+        )
     };
     let model = config
         .subagents
@@ -205,6 +274,9 @@ async fn start_child(
     for rule in rules {
         child.record(EventData::PermissionRule(rule), &nobody)?;
     }
+    for consent in consents {
+        child.record(EventData::HookConsent(consent), &nobody)?;
+    }
     child.record(
         EventData::Title {
             title: description.to_owned(),
@@ -212,7 +284,7 @@ async fn start_child(
         },
         &nobody,
     )?;
-    Ok(child)
+    Ok(())
 }
 
 /// Runs the child's one turn; `cancel` (the parent's) cancels it, and the
@@ -224,11 +296,12 @@ fn run_child<'a>(
     prompt: &'a str,
     relay: &'a Relay<'_>,
     cancel: &'a CancellationToken,
+    delegation: Delegation,
 ) -> BoxFuture<'a, Result<StopReason, AgentError>> {
     Box::pin(async move {
         let ticket = child.begin_turn()?;
         let content = vec![UserContent::text(prompt)];
-        let turn = super::run(&ticket, provider, content, relay);
+        let turn = super::run_turn(&ticket, provider, content, relay, Some(delegation));
         tokio::pin!(turn);
         tokio::select! {
             stop = &mut turn => stop,
@@ -256,30 +329,22 @@ struct Progress {
 /// The child's front end: its recorded events become lines on the
 /// parent's call; asks go to the parent's editor.
 struct Relay<'a> {
+    /// The parent's front end.
     parent: &'a dyn Frontend,
+    /// The parent session (a rule the user gives the child is its too).
+    session: Arc<Session>,
+    /// The parent's `subagent` call.
     call_id: ToolCallId,
     description: String,
     progress: Mutex<Progress>,
     /// Running in the background: the lines are the job's output too.
     job: Option<Arc<crate::jobs::Job>>,
+    /// What a cancelled prompt of the child's cancels: the parent's turn
+    /// (the job, in the background).
+    cancel: CancellationToken,
 }
 
-impl<'a> Relay<'a> {
-    fn new(
-        parent: &'a dyn Frontend,
-        call_id: ToolCallId,
-        description: String,
-        job: Option<Arc<crate::jobs::Job>>,
-    ) -> Self {
-        Relay {
-            parent,
-            call_id,
-            description,
-            progress: Mutex::default(),
-            job,
-        }
-    }
-
+impl Relay<'_> {
     fn progress(&self) -> std::sync::MutexGuard<'_, Progress> {
         self.progress.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -347,7 +412,18 @@ impl<'a> Relay<'a> {
     fn outcome(&self, ran: Result<StopReason, AgentError>, child: &Session) -> ToolOutcome {
         let progress = self.progress();
         let view = self.view(&progress);
-        let answer = dsh_protocol::content::head_bytes(progress.answer.trim(), RESULT_BYTES);
+        let whole = progress.answer.trim();
+        let cut = dsh_protocol::content::head_bytes(whole, RESULT_BYTES);
+        let answer = if cut.len() < whole.len() {
+            format!(
+                "{cut}\n[… the answer was cut here: {} of its {} bytes]",
+                cut.len(),
+                whole.len()
+            )
+        } else {
+            cut.to_owned()
+        };
+        let answer = answer.as_str();
         let mut outcome = match ran {
             Ok(StopReason::Cancelled) => ToolOutcome::failed(
                 ErrorCode::ToolAborted,
@@ -405,9 +481,12 @@ impl<'a> Relay<'a> {
         }
         let end = match &outcome.error {
             None => crate::jobs::End::Done,
-            Some(error) if error.code == ErrorCode::ToolAborted => {
-                crate::jobs::End::Killed("cancelled".to_owned())
-            }
+            Some(error) if error.code == ErrorCode::ToolAborted => crate::jobs::End::Killed(
+                self.job
+                    .as_ref()
+                    .and_then(|job| job.kill_reason())
+                    .unwrap_or_else(|| "cancelled".to_owned()),
+            ),
             Some(error) => crate::jobs::End::Failed(error.message.clone()),
         };
         (end, outcome.usage)
@@ -462,14 +541,32 @@ impl Frontend for Relay<'_> {
                     if let Some(usage) = usage {
                         progress.usage.get_or_insert_with(Usage::default).add(usage);
                     }
-                    if text.trim().is_empty() {
-                        return;
-                    }
-                    progress.answer = text.clone();
-                    tool_calls.is_empty().then(|| self.view(&progress))
+                    // Only a reply that ends its work is its answer.
+                    progress.answer = match tool_calls.is_empty() {
+                        true => text.clone(),
+                        false => String::new(),
+                    };
+                    (!progress.answer.trim().is_empty()).then(|| self.view(&progress))
                 };
                 if let Some(view) = view {
                     self.show(view);
+                }
+            }
+            // What dsh tells the user about the child (no sandbox here, a
+            // hook that failed) is a line too.
+            EventData::Notice { text } => {
+                let first = text.lines().next().unwrap_or("");
+                self.step(format!(
+                    "note: {}",
+                    dsh_protocol::content::visible_title(first, LINE_CHARS)
+                ));
+            }
+            // What the user allows or refuses for good in a child's
+            // prompt holds for the parent too.
+            EventData::PermissionRule(rule) => {
+                let data = EventData::PermissionRule(rule.clone());
+                if let Err(error) = self.session.record(data, self.parent) {
+                    tracing::warn!(%error, "a subagent's permission rule was not given to its parent");
                 }
             }
             _ => {}
@@ -486,13 +583,28 @@ impl Frontend for Relay<'_> {
 
     fn ask(&self, mut ask: Ask) -> BoxFuture<'_, Answer> {
         match ask.question {
-            // On the parent's call (the one the editor knows), labelled
-            // with the task.
+            // On the parent's call (the one the editor knows), as the call
+            // is (its kind, its title), labelled with the task; the call's
+            // own view is shown again after the answer.
             Question::Permission(_) => {
-                ask.title = format!("{}: {}", self.description, ask.title);
+                ask.title = format!("Subagent: {}", ask.title);
                 ask.call_id = self.call_id.clone();
-                ask.kind = ToolKind::Think;
-                self.parent.ask(ask)
+                ask.content.insert(
+                    0,
+                    ToolContent::Text {
+                        text: format!("Asked for the subagent's task: {}", self.description),
+                    },
+                );
+                Box::pin(async move {
+                    let answer = self.parent.ask(ask).await;
+                    // A cancelled prompt cancels the turn it belongs to.
+                    if matches!(answer, Answer::Cancelled) {
+                        self.cancel.cancel();
+                    }
+                    let view = self.view(&self.progress());
+                    self.show(view);
+                    answer
+                })
             }
             // A subagent asks no one questions and submits no plans: it
             // puts them in its answer.
