@@ -345,7 +345,7 @@ impl BodyEvents {
             self.payloads.push(payload);
         }
         self.decoder.finish(&mut self.payloads);
-        if !self.seen_event && self.payloads.is_empty() && !self.head.is_empty() {
+        if !self.seen_event && self.payloads.is_empty() && !looks_like_sse(&self.head) {
             return Err(self.not_a_stream());
         }
         for payload in self.payloads.drain(..) {
@@ -447,6 +447,27 @@ impl futures::Stream for BodyEvents {
 /// How much of a body that is not an event stream its error shows.
 const HEAD_BYTES: usize = 120;
 
+/// Whether a body's first bytes could be an event stream: nothing at all
+/// (an empty body is a dropped connection), or a first line that is an
+/// SSE field or comment (`: keep-alive` before a connection broke is
+/// still a stream).
+fn looks_like_sse(head: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(head);
+    let Some(first) = text
+        .lines()
+        .map(str::trim_start)
+        .find(|line| !line.is_empty())
+    else {
+        return true;
+    };
+    first.starts_with(':')
+        || ["data", "event", "id", "retry"].iter().any(|field| {
+            first
+                .strip_prefix(field)
+                .is_some_and(|rest| rest.starts_with(':') || rest.is_empty())
+        })
+}
+
 impl BodyEvents {
     fn not_a_stream(&self) -> ModelError {
         let head = String::from_utf8_lossy(&self.head);
@@ -504,6 +525,49 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(started.elapsed(), Duration::from_millis(500));
+    }
+
+    /// A body without a single event is not a stream (malformed); one
+    /// that began as a stream and broke is a dropped connection.
+    #[tokio::test]
+    async fn a_body_without_events_is_malformed_and_a_broken_stream_is_not() {
+        let outcome = |body: &'static str| async move {
+            let chunks = vec![Ok(bytes::Bytes::from_static(body.as_bytes()))];
+            let mut events = body_events(
+                futures::stream::iter(chunks).boxed(),
+                Duration::from_secs(5),
+                String::new(),
+            );
+            loop {
+                match events.next().await {
+                    Some(Ok(_)) => continue,
+                    Some(Err(error)) => return Some(error.code),
+                    None => return None,
+                }
+            }
+        };
+        for body in [
+            "<!doctype html><html>It works!</html>\n",
+            "{\"choices\":[{\"message\":{\"content\":\"hi\"}}]}",
+            "Bad Gateway",
+        ] {
+            assert_eq!(
+                outcome(body).await,
+                Some(ErrorCode::ModelMalformedResponse),
+                "{body}"
+            );
+        }
+        for body in [
+            "",
+            ": keep-alive\n\n",
+            "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n",
+        ] {
+            assert_eq!(
+                outcome(body).await,
+                Some(ErrorCode::ModelStreamClosed),
+                "{body:?}"
+            );
+        }
     }
 
     #[test]
