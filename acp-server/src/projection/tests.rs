@@ -103,6 +103,7 @@ fn tool_result(call: &str, status: ToolStatus, job: Option<&str>) -> EventData {
         attachments: Vec::new(),
         live_terminal: None,
         job: job.map(str::to_owned),
+        usage: None,
     }
 }
 

@@ -517,6 +517,7 @@ async fn a_background_job_ends_in_the_log_and_before_the_latest_front_end() {
         failed: false,
         summary: "done".to_owned(),
         view: text_view("Run", "tail"),
+        usage: None,
     });
     assert_eq!(
         later.take(),
