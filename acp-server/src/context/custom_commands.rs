@@ -8,14 +8,15 @@
 //! ([`super::commands`]) wins over any file. Optional front matter:
 //! `description` (else the body's first line) and `argument-hint`; other
 //! keys are ignored. Files are read with [`super::files`]' policy; an
-//! invalid one is logged and skipped.
+//! invalid one is logged and skipped; [`super::discovery`] finds them
+//! all, and keeps them for a session.
 
 use std::path::Path;
 
-use super::files::{self, Roots};
+use super::files;
 
 /// The compatibility directories searched in a project after `.dsh`.
-const COMPAT: &[&str] = &[".claude"];
+pub(super) const COMPAT: &[&str] = &[".claude"];
 /// A command name's cap, bytes.
 const MAX_NAME: usize = 64;
 /// A description's cap in the menu, characters.
@@ -34,36 +35,14 @@ pub struct CustomCommand {
     pub body: String,
 }
 
-/// Every valid command, by name (shadowed ones left out). Blocking.
-pub fn discover(roots: &Roots) -> Vec<CustomCommand> {
-    let mut commands: Vec<CustomCommand> = Vec::new();
-    for place in roots.places("commands", COMPAT) {
-        for file in files::names(&place) {
-            let Some(name) = file.strip_suffix(".md") else {
-                continue;
-            };
-            if !valid_name(name) || commands.iter().any(|command| command.name == name) {
-                continue;
-            }
-            let path = place.path().join(&file);
-            let text = match files::read(&place, Path::new(&file), &roots.hidden) {
-                Ok(Some(text)) => text,
-                Ok(None) => continue,
-                Err(why) => {
-                    tracing::warn!(path = %path.display(), "command file skipped: {why}");
-                    continue;
-                }
-            };
-            match parse(name, &text) {
-                Ok(command) => commands.push(command),
-                Err(why) => {
-                    tracing::warn!(path = %path.display(), "invalid command file skipped: {why}")
-                }
-            }
-        }
-    }
-    commands.sort_by(|a, b| a.name.cmp(&b.name));
-    commands
+/// The command `name` from the file at `path` holding `text`; logs why an
+/// invalid one is skipped.
+pub(super) fn checked(path: &Path, name: &str, text: &str) -> Option<CustomCommand> {
+    parse(name, text)
+        .map_err(
+            |why| tracing::warn!(path = %path.display(), "invalid command file skipped: {why}"),
+        )
+        .ok()
 }
 
 /// A command file's content.
@@ -93,7 +72,7 @@ pub fn parse(name: &str, text: &str) -> Result<CustomCommand, String> {
 
 /// A command name: ASCII letters, digits, `-` and `_`, starting with a
 /// letter or digit.
-fn valid_name(name: &str) -> bool {
+pub(super) fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= MAX_NAME
         && name.starts_with(|c: char| c.is_ascii_alphanumeric())
@@ -171,39 +150,5 @@ mod tests {
         assert_eq!(full.hint.as_deref(), Some("<issue> [priority]"));
         assert_eq!(full.body, "Fix #$1");
         assert!(parse("x", "---\ndescription: only\n---\n  \n").is_err());
-    }
-
-    #[test]
-    fn project_commands_shadow_the_users() {
-        let tmp = tempfile::tempdir().unwrap();
-        let (home, project) = (tmp.path().join("home"), tmp.path().join("p"));
-        for (path, text) in [
-            (home.join("commands/fix.md"), "user fix"),
-            (home.join("commands/mine.md"), "mine"),
-            (project.join(".dsh/commands/fix.md"), "project fix"),
-            (project.join(".claude/commands/review.md"), "review"),
-            (project.join(".claude/commands/notes.txt"), "not a command"),
-            (project.join(".dsh/commands/bad name.md"), "no"),
-        ] {
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, text).unwrap();
-        }
-        let roots = Roots {
-            home,
-            project,
-            hidden: Vec::new(),
-        };
-        let found: Vec<(String, String)> = discover(&roots)
-            .into_iter()
-            .map(|c| (c.name, c.body))
-            .collect();
-        assert_eq!(
-            found,
-            [
-                ("fix".to_owned(), "project fix".to_owned()),
-                ("mine".to_owned(), "mine".to_owned()),
-                ("review".to_owned(), "review".to_owned())
-            ]
-        );
     }
 }

@@ -6,8 +6,9 @@
 //! `.agents/skills/` (in that order), then in `$DSH_HOME/skills/`; a name
 //! found first shadows the same name later (project skills shadow the
 //! user's). Files are read with [`super::files`]' policy; an invalid one is
-//! logged and skipped. The model is given the [`catalog`] once per session
-//! and loads a skill's body with the `skill` tool ([`load`]).
+//! logged and skipped; [`super::discovery`] finds them all, and keeps
+//! them for a session. The model is given the [`catalog`] once per
+//! session and loads a skill's body with the `skill` tool ([`load`]).
 
 use std::path::{Path, PathBuf};
 
@@ -23,7 +24,7 @@ const MAX_DESCRIPTION_CHARS: usize = 1024;
 const MAX_NAME: usize = 64;
 
 /// The compatibility directories searched in a project after `.dsh`.
-const COMPAT: &[&str] = &[".claude", ".agents"];
+pub(super) const COMPAT: &[&str] = &[".claude", ".agents"];
 
 /// One skill found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,23 +37,6 @@ pub struct Skill {
     pub dir: PathBuf,
     /// Where it was found: the user's own skills, not the project's.
     pub user: bool,
-}
-
-/// Every valid skill, by name (shadowed ones left out). Blocking.
-pub fn discover(roots: &Roots) -> Vec<Skill> {
-    let mut skills: Vec<Skill> = Vec::new();
-    for place in roots.places("skills", COMPAT) {
-        for name in files::names(&place) {
-            if skills.iter().any(|skill| skill.name == name) {
-                continue;
-            }
-            if let Some((skill, _)) = read_skill(&place, &name, &roots.hidden) {
-                skills.push(skill);
-            }
-        }
-    }
-    skills.sort_by(|a, b| a.name.cmp(&b.name));
-    skills
 }
 
 /// The skill `name` with its body; `None` when there is none (or it is
@@ -69,16 +53,22 @@ pub fn load(roots: &Roots, name: &str) -> Option<(Skill, String)> {
 
 /// Reads and checks `<place>/<name>/SKILL.md`; logs why one is skipped.
 fn read_skill(place: &Place, name: &str, hidden: &[PathBuf]) -> Option<(Skill, String)> {
-    let path = place.path().join(name).join("SKILL.md");
     let text = match files::read(place, &Path::new(name).join("SKILL.md"), hidden) {
         Ok(Some(text)) => text,
         Ok(None) => return None,
         Err(why) => {
+            let path = place.path().join(name).join("SKILL.md");
             tracing::warn!(path = %path.display(), "skill skipped: {why}");
             return None;
         }
     };
-    match parse(name, &text) {
+    checked(place, name, &text)
+}
+
+/// The skill `<place>/<name>/SKILL.md` holding `text`, and its body; logs
+/// why an invalid one is skipped.
+pub(super) fn checked(place: &Place, name: &str, text: &str) -> Option<(Skill, String)> {
+    match parse(name, text) {
         Ok((description, body)) => Some((
             Skill {
                 name: name.to_owned(),
@@ -89,6 +79,7 @@ fn read_skill(place: &Place, name: &str, hidden: &[PathBuf]) -> Option<(Skill, S
             body,
         )),
         Err(why) => {
+            let path = place.path().join(name).join("SKILL.md");
             tracing::warn!(path = %path.display(), "invalid skill skipped: {why}");
             None
         }
@@ -203,11 +194,6 @@ pub fn listing(skills: &[Skill]) -> String {
 mod tests {
     use super::*;
 
-    fn write(path: &Path, text: &str) {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    }
-
     fn skill(name: &str, description: &str) -> String {
         format!("---\nname: {name}\ndescription: {description}\n---\n# {name}\nDo it.\n")
     }
@@ -223,84 +209,6 @@ mod tests {
         assert!(parse("pdf", "---\nname: pdf\n---\nbody").is_err());
         assert!(parse("pdf", "no front matter").is_err());
         assert!(!valid_name("../x") && !valid_name("-x") && !valid_name(""));
-    }
-
-    #[test]
-    fn project_skills_shadow_the_users_and_invalid_ones_are_skipped() {
-        let tmp = tempfile::tempdir().unwrap();
-        let (home, project) = (tmp.path().join("home"), tmp.path().join("p"));
-        write(
-            &home.join("skills/deploy/SKILL.md"),
-            &skill("deploy", "user's"),
-        );
-        write(
-            &home.join("skills/mine/SKILL.md"),
-            &skill("mine", "only mine"),
-        );
-        write(
-            &project.join(".dsh/skills/deploy/SKILL.md"),
-            &skill("deploy", "project's"),
-        );
-        write(
-            &project.join(".claude/skills/review/SKILL.md"),
-            &skill("review", "reviews"),
-        );
-        write(
-            &project.join(".agents/skills/broken/SKILL.md"),
-            "---\nname: broken\n",
-        );
-        write(
-            &project.join(".dsh/skills/.hidden/SKILL.md"),
-            &skill(".hidden", "x"),
-        );
-        let roots = Roots {
-            home,
-            project: project.clone(),
-            hidden: Vec::new(),
-        };
-        let found = discover(&roots);
-        let names: Vec<(&str, &str, bool)> = found
-            .iter()
-            .map(|s| (s.name.as_str(), s.description.as_str(), s.user))
-            .collect();
-        assert_eq!(
-            names,
-            [
-                ("deploy", "project's", false),
-                ("mine", "only mine", true),
-                ("review", "reviews", false)
-            ]
-        );
-        let (deploy, body) = load(&roots, "deploy").unwrap();
-        assert_eq!(deploy.dir, project.join(".dsh/skills/deploy"));
-        assert!(body.contains("Do it."));
-        assert!(load(&roots, "broken").is_none());
-        assert!(load(&roots, "../mine").is_none());
-        let (text, listed) = catalog(&found).unwrap();
-        assert!(text.starts_with("<system-reminder>") && text.ends_with("</system-reminder>"));
-        assert!(text.contains("- review: reviews\n"));
-        assert_eq!(listed, ["deploy", "mine", "review"]);
-    }
-
-    #[test]
-    fn a_symlink_out_of_the_project_is_not_read() {
-        let tmp = tempfile::tempdir().unwrap();
-        let project = tmp.path().join("p");
-        write(&tmp.path().join("outside/SKILL.md"), &skill("evil", "x"));
-        std::fs::create_dir_all(project.join(".dsh/skills/evil")).unwrap();
-        std::os::unix::fs::symlink(
-            tmp.path().join("outside/SKILL.md"),
-            project.join(".dsh/skills/evil/SKILL.md"),
-        )
-        .unwrap();
-        std::os::unix::fs::symlink(tmp.path().join("outside"), project.join(".dsh/skills/link"))
-            .unwrap();
-        let roots = Roots {
-            home: tmp.path().join("home"),
-            project,
-            hidden: Vec::new(),
-        };
-        assert!(discover(&roots).is_empty());
     }
 
     #[test]

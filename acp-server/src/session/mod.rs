@@ -83,6 +83,9 @@ pub struct Session {
     late: Mutex<Vec<String>>,
     /// The slash commands the editor was last offered ([`extensions`]).
     offered: Mutex<Option<Vec<crate::context::commands::Offered>>>,
+    /// Its skills and custom commands as last found, and their files'
+    /// stamps ([`extensions`]).
+    discovery: Arc<Mutex<crate::context::discovery::Discovery>>,
     /// Cancelled when the session closes (and on shutdown, its parent).
     closed: CancellationToken,
     /// The user was told that commands run without a sandbox here.
@@ -159,6 +162,7 @@ impl Session {
             inbox: Mutex::default(),
             late: Mutex::default(),
             offered: Mutex::default(),
+            discovery: Arc::default(),
             closed: parent.child_token(),
             told_unsandboxed: std::sync::atomic::AtomicBool::new(false),
             borrowed_servers: std::sync::atomic::AtomicBool::new(false),

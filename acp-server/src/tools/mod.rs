@@ -80,8 +80,9 @@ pub struct ToolEnv<'a> {
     pub web: &'a crate::web::WebSettings,
     /// Secret locations walks skip (`Protected::hidden`).
     pub hidden: &'a [PathBuf],
-    /// Where the session's skills are (`skill` loads them from there).
-    pub skills: &'a crate::context::files::Roots,
+    /// Where the session's skills are (`skill` loads them from there),
+    /// with the session's cache of them.
+    pub skills: &'a crate::context::discovery::Source,
 }
 
 impl Planned {

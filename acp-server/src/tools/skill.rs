@@ -1,6 +1,7 @@
 //! `skill`: loads a skill's instructions ([`crate::context::skills`]) —
 //! its `SKILL.md` body and its directory, so the model can read the other
-//! files there. An unknown name is answered with the skills there are.
+//! files there. An unknown name is answered with the skills there are
+//! (the session's cache looks again: only changed files are read).
 //! The file is read by dsh itself, with the skills' own path policy (no
 //! symlink out of the place it was found in, no hidden location), so the
 //! call touches nothing the permission policy decides on.
@@ -9,7 +10,7 @@ use dsh_protocol::tool::{ToolKind, ToolOutcome, ToolView};
 use dsh_protocol::ErrorCode;
 use serde::Deserialize;
 
-use crate::context::files::Roots;
+use crate::context::discovery::Source;
 use crate::context::skills;
 
 /// The seeds' description (`dsh-tool-skill`).
@@ -42,11 +43,11 @@ pub fn present(args: &SkillArgs) -> ToolView {
 }
 
 /// Reads the skill (blocking work on its own thread).
-pub async fn run(args: &SkillArgs, roots: &Roots) -> ToolOutcome {
-    let (roots, name) = (roots.clone(), args.name.trim().to_owned());
-    let found = tokio::task::spawn_blocking(move || match skills::load(&roots, &name) {
+pub async fn run(args: &SkillArgs, source: &Source) -> ToolOutcome {
+    let (source, name) = (source.clone(), args.name.trim().to_owned());
+    let found = tokio::task::spawn_blocking(move || match skills::load(&source.roots, &name) {
         Some(loaded) => Ok(loaded),
-        None => Err((name, skills::discover(&roots))),
+        None => Err((name, source.refresh())),
     })
     .await;
     match found {
@@ -63,7 +64,11 @@ pub async fn run(args: &SkillArgs, roots: &Roots) -> ToolOutcome {
             ToolOutcome::ok(skills::loaded(&skill, &body), view)
         }
         Ok(Err((name, available))) => {
-            let names: Vec<&str> = available.iter().map(|skill| skill.name.as_str()).collect();
+            let names: Vec<&str> = available
+                .skills
+                .iter()
+                .map(|skill| skill.name.as_str())
+                .collect();
             let list = if names.is_empty() {
                 "There are no skills in this session.".to_owned()
             } else {

@@ -52,18 +52,18 @@ impl Turn<'_> {
     /// when the prompt is not one (built-in commands were tried first).
     pub(super) fn prompt_from_files(&self, content: &[UserContent]) -> Option<Vec<UserContent>> {
         let (name, arguments) = crate::context::commands::named(content)?;
-        let text = if let Some(command) = self.found.commands.iter().find(|c| c.name == name) {
+        let found = &self.found.files;
+        let text = if let Some(command) = found.commands.iter().find(|c| c.name == name) {
             custom_commands::expand(&command.body, arguments)
         } else {
-            let skill = self.found.skills.iter().find(|s| s.name == name)?;
-            // Read again: the catalog is names; the body is loaded now.
-            let (skill, body) = skills::load(&self.found.roots, &skill.name)?;
+            // As found at the prompt's start (the body was read then).
+            let (skill, body) = found.skill(name)?;
             let task = if arguments.is_empty() {
                 "Use this skill now.".to_owned()
             } else {
                 format!("Use this skill for this task: {arguments}")
             };
-            format!("{}\n{task}", skills::loaded(&skill, &body))
+            format!("{}\n{task}", skills::loaded(skill, body))
         };
         tracing::info!(command = name, "a prompt from files");
         let mut prompt = vec![UserContent::text(text)];
@@ -73,7 +73,7 @@ impl Turn<'_> {
 
     /// `/skills`: the skills, as a notice.
     pub(super) fn list_skills(&self) -> Result<(), AgentError> {
-        self.notice(&skills::listing(&self.found.skills))
+        self.notice(&skills::listing(&self.found.files.skills))
     }
 
     /// The skill catalog, the first time the session has skills.
@@ -81,7 +81,7 @@ impl Turn<'_> {
         if self.session.locked().state.skills.is_some() {
             return Ok(());
         }
-        let Some((text, skills)) = skills::catalog(&self.found.skills) else {
+        let Some((text, skills)) = skills::catalog(&self.found.files.skills) else {
             return Ok(());
         };
         tracing::info!(skills = skills.len(), bytes = text.len(), "skill catalog");
