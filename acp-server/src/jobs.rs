@@ -129,6 +129,16 @@ impl End {
     fn failed(&self) -> bool {
         !matches!(self, End::Exited(0) | End::Done)
     }
+
+    /// As a command's exit, for a live view.
+    fn as_exit(&self) -> dsh_protocol::tool::CommandLive {
+        let (exit_code, signal) = match self {
+            End::Exited(code) => (Some(*code), None),
+            End::Signal(signal) => (None, Some(signal.to_string())),
+            End::Killed(_) | End::Done | End::Failed(_) => (None, None),
+        };
+        dsh_protocol::tool::CommandLive::Exited { exit_code, signal }
+    }
 }
 
 /// What a job runs.
@@ -139,7 +149,6 @@ pub enum JobKind {
     /// A subagent.
     Subagent,
 }
-
 
 /// How permissive a mode's sandbox is: read-only and plan 0, ask 1,
 /// accept-edits 2, full-access 3. A job whose mode ranks above the
@@ -182,6 +191,13 @@ pub struct JobReport {
 
 /// Called once when a job ends.
 pub type OnEnd = Box<dyn FnOnce(JobReport) + Send>;
+
+/// Told a running command job's output as it comes (sampled at most every
+/// [`LIVE_EVERY`]), then how it exited, before its end is reported.
+pub type OnLive = Box<dyn Fn(dsh_protocol::tool::CommandLive) + Send + Sync>;
+
+/// How often a running job's output is sampled for [`OnLive`], at most.
+const LIVE_EVERY: Duration = Duration::from_millis(100);
 
 /// A job's output and state.
 #[derive(Default)]
@@ -266,6 +282,20 @@ impl Job {
     /// `[status: running]`, `[status: exited N]`, `[status: killed]`, …
     pub fn status_line(&self) -> String {
         status_line(&lock(&self.state).end)
+    }
+
+    /// Tells `on_live` the output since the last sample, if any came.
+    fn show(&self, sampler: &mut dsh_protocol::tool::OutputSampler, on_live: Option<&OnLive>) {
+        let Some(on_live) = on_live else {
+            return;
+        };
+        let sampled = {
+            let state = lock(&self.state);
+            sampler.sample(state.total, &state.tail, TAIL_BYTES)
+        };
+        if let Some(output) = sampled {
+            on_live(output);
+        }
     }
 
     /// Keeps output of work that is not a process (a subagent's progress).
@@ -577,7 +607,8 @@ impl Jobs {
         Ok(job)
     }
 
-    /// Starts `command` (a guarded, sandboxed `bash -c`) as a job.
+    /// Starts `command` (a guarded, sandboxed `bash -c`) as a job; its
+    /// output goes to `on_live` as it comes, if given.
     ///
     /// # Errors
     /// Too many jobs run, or the command cannot start.
@@ -586,6 +617,7 @@ impl Jobs {
         spec: JobSpec,
         mut command: tokio::process::Command,
         on_end: OnEnd,
+        on_live: Option<OnLive>,
     ) -> Result<Arc<Job>, String> {
         self.admit(&spec)?;
         command
@@ -632,25 +664,36 @@ impl Jobs {
                     }
                 }));
             }
-            let end = tokio::select! {
-                status = child.wait() => {
-                    use std::os::unix::process::ExitStatusExt;
-                    match status {
-                        Ok(status) => match (status.code(), status.signal()) {
-                            (Some(code), _) => End::Exited(code),
-                            (None, Some(signal)) => End::Signal(signal),
-                            (None, None) => End::Exited(-1),
-                        },
-                        Err(_) => End::Exited(-1),
+            let mut sampler = dsh_protocol::tool::OutputSampler::default();
+            let mut sample = tokio::time::interval(LIVE_EVERY);
+            sample.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let end = loop {
+                tokio::select! {
+                    // Cancel-safe: waiting again picks up where it was.
+                    status = child.wait() => {
+                        use std::os::unix::process::ExitStatusExt;
+                        break match status {
+                            Ok(status) => match (status.code(), status.signal()) {
+                                (Some(code), _) => End::Exited(code),
+                                (None, Some(signal)) => End::Signal(signal),
+                                (None, None) => End::Exited(-1),
+                            },
+                            Err(_) => End::Exited(-1),
+                        };
                     }
-                }
-                () = job.kill.cancelled() => {
-                    dsh_process::stop_guarded(&mut child, pgid, Duration::from_millis(1000)).await;
-                    let reason = lock(&job.state).kill_reason.clone();
-                    End::Killed(reason.unwrap_or_else(|| "by request".to_owned()))
+                    () = job.kill.cancelled() => {
+                        dsh_process::stop_guarded(&mut child, pgid, Duration::from_millis(1000)).await;
+                        let reason = lock(&job.state).kill_reason.clone();
+                        break End::Killed(reason.unwrap_or_else(|| "by request".to_owned()));
+                    }
+                    _ = sample.tick(), if on_live.is_some() => job.show(&mut sampler, on_live.as_ref()),
                 }
             };
             dsh_process::settle(pgid, &mut readers, Duration::from_millis(500)).await;
+            job.show(&mut sampler, on_live.as_ref());
+            if let Some(on_live) = &on_live {
+                on_live(end.as_exit());
+            }
             if let Some(spill) = &spill {
                 let _ = spill.lock().await.flush().await;
             }

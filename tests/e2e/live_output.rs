@@ -125,3 +125,58 @@ async fn command_output_streams_as_content_without_the_convention() {
         "no _meta without the capability: {updates:#?}"
     );
 }
+
+#[tokio::test]
+async fn a_background_jobs_output_streams_on_its_call_until_it_ends() {
+    let env = TestEnv::new().await;
+    env.mock.push_json(call(
+        "c1",
+        "bash",
+        json!({"command": COMMAND, "description": "Print three lines slowly", "run_in_background": true}),
+    ));
+    env.mock.push_json(reply("started"));
+    let conn = env
+        .connect_with(ClientSim::with_terminal_output(true))
+        .await;
+    let session = conn.start(&env.cwd()).await;
+    conn.set_mode(&session, "full-access").await;
+    conn.prompt(&session, "print three lines in the background")
+        .await
+        .unwrap();
+    conn.wait_for("the job's end", |updates| {
+        updates.iter().any(|n| {
+            matches!(&n.update, SessionUpdate::ToolCallUpdate(update)
+                if update.tool_call_id.0.as_ref() == "c1"
+                    && update.fields.status == Some(agent_client_protocol::v1::schema::ToolCallStatus::Completed))
+        })
+    })
+    .await;
+    let updates: Vec<Value> = conn
+        .updates()
+        .iter()
+        .filter_map(|n| match &n.update {
+            SessionUpdate::ToolCallUpdate(update) if update.tool_call_id.0.as_ref() == "c1" => {
+                Some(serde_json::to_value(update).unwrap())
+            }
+            _ => None,
+        })
+        .collect();
+    let running = before_completion(&updates);
+    let deltas: Vec<&str> = running
+        .iter()
+        .filter_map(|u| u["_meta"]["terminal_output_delta"]["data"].as_str())
+        .collect();
+    assert!(deltas.len() >= 2, "{updates:#?}");
+    assert_eq!(deltas.concat(), "line1\nline2\nline3\n", "{deltas:?}");
+    // The call's "running in the background" update keeps the terminal.
+    assert!(
+        running
+            .iter()
+            .filter(|u| u["_meta"].get("terminal_info").is_none())
+            .all(|u| u.get("content").is_none()),
+        "{updates:#?}"
+    );
+    let end = updates.iter().find(|u| u["status"] == "completed").unwrap();
+    assert_eq!(end["_meta"]["terminal_exit"]["exit_code"], 0, "{end}");
+    conn.finish().await;
+}

@@ -140,27 +140,45 @@ impl AcpSink {
         self.send_update(ToolCallUpdate::new(id, fields).meta(meta.as_object().cloned()));
     }
 
-    /// An update of a recorded event; a command shown as a terminal ends
-    /// with its `terminal_exit` and status, its terminal left in place of
-    /// the text the call's view has (which a load shows instead).
+    /// An update of a recorded event; a command shown as a terminal keeps
+    /// its terminal in place of the text the call's view has (which a load
+    /// shows instead), and ends with its `terminal_exit` and status.
     fn send_terminal_aware(&self, update: AgentUpdate) {
-        let finished = match &update {
-            AgentUpdate::ToolCallUpdate {
-                call_id,
-                status:
-                    dsh_protocol::tool::ToolStatus::Completed | dsh_protocol::tool::ToolStatus::Failed,
-                ..
-            } => self.live_terminals().remove(call_id.as_str()),
-            _ => None,
-        };
-        let Some(exit) = finished else {
-            return self.send(update);
-        };
+        use dsh_protocol::tool::ToolStatus;
         let AgentUpdate::ToolCallUpdate {
-            call_id, status, ..
+            call_id,
+            status,
+            mut view,
         } = update
         else {
-            unreachable!("matched above")
+            return self.send(update);
+        };
+        let exit = {
+            let mut terminals = self.live_terminals();
+            match (terminals.get(call_id.as_str()), status) {
+                (None, _) => None,
+                (Some(_), ToolStatus::Completed | ToolStatus::Failed) => {
+                    terminals.remove(call_id.as_str())
+                }
+                // Still running (a background job's call): its terminal
+                // stays.
+                (Some(_), ToolStatus::Pending | ToolStatus::InProgress) => {
+                    drop(terminals);
+                    view.content.clear();
+                    return self.send(AgentUpdate::ToolCallUpdate {
+                        call_id,
+                        status,
+                        view,
+                    });
+                }
+            }
+        };
+        let Some(exit) = exit else {
+            return self.send(AgentUpdate::ToolCallUpdate {
+                call_id,
+                status,
+                view,
+            });
         };
         let id = call_id.as_str().to_owned();
         let exit =
@@ -168,7 +186,7 @@ impl AcpSink {
         let fields = ToolCallUpdateFields::new().status(convert::tool_status(status));
         self.send_update(
             ToolCallUpdate::new(id, fields)
-                .meta(json!({"terminal_exit": exit}).as_object().cloned()),
+                .meta(json!({ "terminal_exit": exit }).as_object().cloned()),
         );
     }
 

@@ -38,6 +38,7 @@ pub(super) fn start(
         Box::new(move |report| {
             let _ = tx.send(report);
         }),
+        None,
     );
     (started, rx)
 }

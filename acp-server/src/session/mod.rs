@@ -546,6 +546,24 @@ impl Session {
         })
     }
 
+    /// Where a command job's output goes as it comes: shown on its call
+    /// by the front end of the latest prompt (transient: `job/end` keeps
+    /// its tail).
+    pub(crate) fn on_job_live(&self, call_id: &dsh_protocol::ToolCallId) -> crate::jobs::OnLive {
+        let (me, call_id) = (self.me.clone(), call_id.clone());
+        Box::new(move |live| {
+            let Some(out) = me.upgrade().and_then(|session| session.outlet()) else {
+                return;
+            };
+            out.emit(crate::frontend::Output::Transient(
+                crate::frontend::Transient::Command {
+                    call_id: call_id.clone(),
+                    live,
+                },
+            ));
+        })
+    }
+
     /// Whether a turn runs now.
     pub fn is_busy(&self) -> bool {
         lock(&self.inbox).running

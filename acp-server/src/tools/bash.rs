@@ -450,7 +450,14 @@ fn start_job(args: &BashArgs, workdir: &Path, env: &ToolEnv<'_>) -> ToolOutcome 
         kind: crate::jobs::JobKind::Bash,
         tool: super::Tool::Bash.name(),
     };
-    match env.jobs.start(spec, command, (env.on_job_end)()) {
+    let on_live = (env.on_job_live)(env.call_id);
+    on_live(CommandLive::Started {
+        cwd: workdir.display().to_string(),
+    });
+    match env
+        .jobs
+        .start(spec, command, (env.on_job_end)(), Some(on_live))
+    {
         Err(err) => ToolOutcome::failed(ErrorCode::Internal, err),
         Ok(job) => {
             let output = format!(

@@ -76,6 +76,9 @@ pub struct ToolEnv<'a> {
     pub jobs: &'a crate::jobs::Jobs,
     /// What a job calls when it ends (the session logs `job/end`).
     pub on_job_end: &'a (dyn Fn() -> crate::jobs::OnEnd + Send + Sync),
+    /// Where a command job's output goes as it comes (the front end of
+    /// the session's latest prompt), for the job's call.
+    pub on_job_live: &'a (dyn Fn(&dsh_protocol::ToolCallId) -> crate::jobs::OnLive + Send + Sync),
     /// Web settings.
     pub web: &'a crate::web::WebSettings,
     /// Secret locations walks skip (`Protected::hidden`).

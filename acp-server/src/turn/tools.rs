@@ -236,6 +236,7 @@ impl Turn<'_> {
                 command: &command,
                 jobs: &session.jobs,
                 on_job_end: &|| session.on_job_end(),
+                on_job_live: &|call| session.on_job_live(call),
                 web: &self.config.web,
                 hidden: self.config.protected.hidden(),
                 skills: &self.found.roots,
