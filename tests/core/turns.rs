@@ -100,16 +100,16 @@ async fn tools_run_through_the_pipeline_and_answers_are_remembered() {
     assert_eq!(asked, ["b1"]);
     expect![[r#"
         title "Run things"
-        usage 2376/1000000
+        usage 2578/1000000
         tool_call r1 Pending "Read hello.txt" @$WS/hello.txt:1
         tool_call_update r1 Completed
         tool_call b1 Pending "Run echo one"
         tool_call_update b1 Completed text("```⏎one⏎[exit code: 0]⏎```")
-        usage 2402/1000000
+        usage 2604/1000000
         tool_call b2 Pending "Run echo two"
         tool_call_update b2 Completed text("```⏎two⏎[exit code: 0]⏎```")
         message "Done."
-        usage 2419/1000000
+        usage 2621/1000000
     "#]]
     .assert_eq(&render(&settled(&recorder.take()), &world.cwd()));
     expect![[r#"
@@ -211,14 +211,14 @@ async fn replay_equals_live() {
         tool_call_update p1 Completed
         tool_call r1 Pending "Read hello.txt" @$WS/hello.txt:1
         tool_call_update r1 Completed
-        usage 2417/1000000
+        usage 2619/1000000
         tool_call e1 Pending "Edit hello.txt" @$WS/hello.txt:1
         tool_call_update e1 Completed diff($WS/hello.txt, 6 → 3 bytes)
-        usage 2454/1000000
+        usage 2656/1000000
         tool_call b1 Pending "Run cat hello.txt"
         tool_call_update b1 Completed text("```⏎hi⏎[exit code: 0]⏎```")
         message "Edited and checked."
-        usage 2475/1000000
+        usage 2677/1000000
         mode accept-edits
         config_options mode=accept-edits model=deepseek-v4-flash thought_level=high
         user "Text { text: \"Tell a story\" }"
@@ -240,7 +240,7 @@ async fn a_closed_session_can_be_loaded_again_in_the_same_process() {
         user "Text { text: \"hi\" }"
         title "hi"
         message "one"
-        usage 2374/1000000
+        usage 2576/1000000
     "#]]
     .assert_eq(&render(&replay, &world.cwd()));
 }

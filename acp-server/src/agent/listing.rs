@@ -1,5 +1,6 @@
 //! `session/list`: stored sessions newest first, filtered by cwd, paged
-//! with an opaque cursor (`<updated ms>:<id>` of the last entry shown).
+//! with an opaque cursor (`<updated ms>:<id>` of the last entry shown);
+//! the subagents' logs it leaves out, deleted with their parent.
 
 use std::path::Path;
 use std::time::UNIX_EPOCH;
@@ -102,4 +103,23 @@ pub(super) fn page(
         sessions,
         next_cursor,
     })
+}
+
+/// Deletes the logs and checkpoints of `parent`'s subagents, and theirs
+/// (blocking): they hold its work, and no editor lists them.
+pub(super) fn delete_subagents(store: &SessionStore, home: &Path, parent: String) {
+    let mut parents = vec![parent];
+    while let Some(parent) = parents.pop() {
+        for child in store.list() {
+            if child.parent.as_deref() != Some(parent.as_str()) {
+                continue;
+            }
+            if let Err(error) = store.delete(&child.id) {
+                tracing::warn!(session = %child.id, %error, "a subagent's log was not deleted");
+                continue;
+            }
+            crate::checkpoint::Store::new(home, &child.id).remove();
+            parents.push(child.id.to_string());
+        }
+    }
 }

@@ -521,21 +521,7 @@ impl Agent {
         blocking(move || {
             store.delete(&id)?;
             crate::checkpoint::Store::new(&home, &id).remove();
-            // Its subagents' logs (and theirs) go with it: they hold its
-            // work, and no editor lists them.
-            let mut parents = vec![id];
-            while let Some(parent) = parents.pop() {
-                for child in store.list() {
-                    if child.parent.as_deref() == Some(parent.as_str()) {
-                        if let Err(error) = store.delete(&child.id) {
-                            tracing::warn!(session = %child.id, %error, "a subagent's log was not deleted");
-                            continue;
-                        }
-                        crate::checkpoint::Store::new(&home, &child.id).remove();
-                        parents.push(child.id.to_string());
-                    }
-                }
-            }
+            listing::delete_subagents(&store, &home, id);
             Ok(())
         })
         .await

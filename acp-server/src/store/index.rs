@@ -170,9 +170,7 @@ impl Index {
                         cwd: header.cwd.into(),
                         roots: header.roots.into(),
                         title: title.map(Arc::from),
-                        parent: header
-                            .subagent_of
-                            .map(|origin| Arc::from(origin.session.as_str())),
+                        parent: header.subagent_of.map(|o| Arc::from(o.session.as_str())),
                         seen: listing_no,
                     };
                     entries.by_id.insert(id, entry);
@@ -726,7 +724,6 @@ mod tests {
         assert!(parse_line("id\t1\t2\t-\t/cwd\tno-marker", &mut Shared::default()).is_none());
         assert!(parse_line("id\tx\t2\t-\t/cwd\t-", &mut Shared::default()).is_none());
         assert!(parse_line("id\t1\t2\t-\t/bad\\escape\t-", &mut Shared::default()).is_none());
-        // An index line of the last format (no kind) is not one.
         assert!(parse_line("id\t1\t2\t/cwd\t-", &mut Shared::default()).is_none());
     }
 
