@@ -70,7 +70,7 @@ function recorded(): acp.SessionNotification[] {
     }),
     u({ sessionUpdate: "tool_call", toolCallId: "b1", title: "Run cargo test", kind: "execute", status: "pending" }),
     u({ sessionUpdate: "agent_message_chunk", content: { type: "text", text: "I changed **the greeting** in `main.rs`:\n\n" } }),
-    u({ sessionUpdate: "agent_message_chunk", content: { type: "text", text: "```rust\nprintln!(\"hi\");\n```\n<img src=x onerror=\"window.__pwned=1\">" } }),
+    u({ sessionUpdate: "agent_message_chunk", content: { type: "text", text: "```rust\nprintln!(\"hi\");\n```\nNow `cargo test`, to check that nothing else changed." } }),
     u({ sessionUpdate: "usage_update", used: 52_000, size: 1_000_000 }),
   ];
 }
@@ -164,10 +164,6 @@ test("the chat panel renders a recorded session and posts what the user does", {
     assert.match(agent, /I changed the greeting in main\.rs/);
     assert.equal(await page.$$eval(".agent strong", (n) => n.length), 1);
     assert.equal(await page.$$eval(".agent pre code", (n) => n.length), 1);
-    // Model text is text: the injected tag is shown, never run.
-    assert.equal(await page.$$eval(".agent img", (n) => n.length), 0);
-    assert.match(agent, /<img src=x/);
-    assert.equal(await page.evaluate(() => (window as unknown as { __pwned?: number }).__pwned), undefined);
     // Thoughts are collapsed.
     assert.equal(await page.$eval("details.thought", (d) => (d as HTMLDetailsElement).open), false);
     // Tool calls: kind icon, title, status; the edit's diff and locations.
@@ -186,6 +182,18 @@ test("the chat panel renders a recorded session and posts what the user does", {
 
     mkdirSync(shots, { recursive: true });
     await page.screenshot({ path: join(shots, "chat-panel.png"), fullPage: true });
+
+    // Model text is text: a tag the model writes is shown, never run (after
+    // the screenshot, which shows an ordinary session).
+    const injected = reduce(structuredClone(states().at(-1)!), {
+      sessionId: "s1",
+      update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: "\n<img src=x onerror=\"window.__pwned=1\">" } },
+    });
+    await page.evaluate((s) => window.postMessage({ type: "state", state: s }, "*"), injected as unknown as Record<string, unknown>);
+    await page.waitForFunction(() => document.querySelector(".agent")?.textContent?.includes("<img src=x"));
+    assert.equal(await page.$$eval(".agent img", (n) => n.length), 0);
+    assert.match((await text(".agent"))[0], /<img src=x/);
+    assert.equal(await page.evaluate(() => (window as unknown as { __pwned?: number }).__pwned), undefined);
 
     // What the user does reaches the extension.
     await page.click(".ask button[data-option='allow_once']");
