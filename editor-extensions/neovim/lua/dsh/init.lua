@@ -505,7 +505,7 @@ function M.sessions()
   end
 end
 
---- Sets the permission mode (`read-only`, `ask`, `accept-edits`, `full-access`).
+--- Sets the permission mode (`read-only`, `plan`, `ask`, `accept-edits`, `full-access`).
 function M.set_mode(mode)
   with_session(function()
     set_option("mode", mode)
