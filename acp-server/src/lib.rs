@@ -13,6 +13,7 @@
 #![forbid(unsafe_code)]
 
 pub mod acp;
+pub mod admin;
 pub mod agent;
 pub mod beneath;
 pub mod checkpoint;

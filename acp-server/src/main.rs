@@ -52,6 +52,19 @@ enum Command {
     Logout,
     /// Run a scripted demo session (no API key needed) and print it
     Demo,
+    /// Check $DSH_HOME/config.toml: syntax, unknown keys, wrong types
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// Check the setup: state locations, where the API key comes from,
+    /// whether the model endpoint answers, language servers, the sandbox
+    ///
+    /// Exit status 1 when something is broken (the configuration, no key
+    /// for an endpoint that needs one, an endpoint that cannot be reached).
+    /// The key itself is never printed nor sent.
+    Doctor,
+    /// List, show or delete stored sessions
+    #[command(subcommand)]
+    Sessions(SessionsCommand),
     /// Print a shell completion script to stdout
     ///
     /// bash: `dsh completions bash > ~/.local/share/bash-completion/completions/dsh`;
@@ -66,6 +79,30 @@ enum Command {
     /// Show the version
     #[command(hide = true)]
     Version,
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Load config.toml (and the environment's overrides) as dsh does and
+    /// say what is wrong, with its line and column; exit 1 when it is not
+    /// OK
+    Check,
+}
+
+#[derive(Subcommand)]
+enum SessionsCommand {
+    /// The stored sessions, newest first: id, last update, title, cwd
+    List,
+    /// A session's conversation as text: prompts, replies, tool calls
+    Show {
+        /// The session id
+        id: String,
+    },
+    /// Delete a session, its checkpoints and its subagents' logs
+    Delete {
+        /// The session id
+        id: String,
+    },
 }
 
 fn main() -> ExitCode {
@@ -123,6 +160,18 @@ fn main() -> ExitCode {
                 }
             }
         }),
+        Some(Command::Config(ConfigCommand::Check)) => {
+            init_tracing(QUIET_LOG);
+            ExitCode::from(dsh_acp_server::admin::check_config(
+                &ProcessEnv,
+                &mut stdout,
+            ))
+        }
+        Some(Command::Doctor) => {
+            init_tracing(QUIET_LOG);
+            ExitCode::from(dsh_acp_server::admin::doctor::run(&ProcessEnv, &mut stdout))
+        }
+        Some(Command::Sessions(command)) => run(QUIET_LOG, || sessions(command)),
         Some(Command::Completions { shell }) => {
             clap_complete::generate(shell, &mut Cli::command(), "dsh", &mut stdout);
             ExitCode::SUCCESS
@@ -297,6 +346,32 @@ async fn serve_run(args: dsh_acp_server::run::RunArgs) -> ExitCode {
     };
     let agent = Agent::new(Ok(config));
     ExitCode::from(dsh_acp_server::run::run(agent, args).await)
+}
+
+/// `dsh sessions …`: the stored sessions, through the agent (which a
+/// bad configuration stops, as for every command that reads sessions).
+async fn sessions(command: SessionsCommand) -> ExitCode {
+    use dsh_acp_server::admin::sessions;
+    let config = match Config::load(&ProcessEnv) {
+        Ok(config) => config,
+        Err(err) => {
+            let _ = writeln!(std::io::stderr(), "dsh sessions: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    let agent = Agent::new(Ok(config));
+    let (mut stdout, mut stderr) = (std::io::stdout(), std::io::stderr());
+    let code = match &command {
+        SessionsCommand::List => sessions::list(&agent, &mut stdout).await,
+        SessionsCommand::Show { id } => sessions::show(&agent, id, &mut stdout).await,
+        SessionsCommand::Delete { id } => sessions::delete(&agent, id, &mut stdout).await,
+    };
+    if code != 0 {
+        // The error went to stdout with the rest; nothing else to say.
+        let _ = stderr.flush();
+    }
+    agent.shutdown().await;
+    ExitCode::from(code)
 }
 
 /// `dsh sdk`: the JSON-RPC API, on stdio or WebSocket.

@@ -313,3 +313,214 @@ async fn dsh_acp_on_a_terminal_says_what_it_is_and_serves_on() {
         "{stderr}"
     );
 }
+
+/// Runs `dsh ARGS` with `config` as config.toml (None: as the test
+/// environment wrote it) and `env` added to its environment.
+async fn dsh_with(
+    env: &TestEnv,
+    config: Option<&str>,
+    vars: &[(&str, &str)],
+    args: &[&str],
+) -> (Option<i32>, String, String) {
+    if let Some(config) = config {
+        std::fs::write(env.home.path().join("config.toml"), config).unwrap();
+    }
+    let mut command = env.dsh(args);
+    for (name, value) in vars {
+        command.env(name, value);
+    }
+    let output = tokio::time::timeout(Duration::from_secs(30), command.output())
+        .await
+        .expect("dsh ends")
+        .unwrap();
+    (
+        output.status.code(),
+        text(&output.stdout),
+        text(&output.stderr),
+    )
+}
+
+/// `dsh config check`: OK and where, or the problem with its line and
+/// column, the nearest valid name for an unknown key, wrong types and the
+/// environment's overrides; exit 1 when not OK.
+#[tokio::test]
+async fn config_check_says_where_and_what() {
+    let env = TestEnv::new().await;
+    let (code, out, err) = dsh_with(&env, None, &[], &["config", "check"]).await;
+    assert_eq!(code, Some(0), "{out}{err}");
+    let path = env.home.path().join("config.toml");
+    assert!(
+        out.starts_with(&format!("config.toml: OK ({})", path.display())),
+        "{out}"
+    );
+    assert!(
+        out.contains("DEEPSEEK_BASE_URL is set: it overrides [provider] base_url"),
+        "{out}"
+    );
+
+    for (config, expect) in [
+        // An unknown key: where, and the nearest valid name.
+        (
+            "[provider]\nkind = \"openai\"\nbse_url = \"http://127.0.0.1:1\"\n",
+            &[":3:1: unknown field `bse_url`", "did you mean `base_url`?"][..],
+        ),
+        (
+            "defualt_model = \"x\"\n",
+            &[
+                ":1:1: unknown field `defualt_model`",
+                "did you mean `default_model`?",
+            ][..],
+        ),
+        // A wrong type.
+        (
+            "[session]\nmax_steps = \"ten\"\n",
+            &[":2:13: invalid type: string \"ten\", expected u64"][..],
+        ),
+        // Not TOML.
+        ("[provider\n", &[":1:10:", "  1 | [provider"][..]),
+        // A value the loader refuses.
+        (
+            "default_mode = \"yolo\"\n",
+            &["default_mode \"yolo\" is not one of"][..],
+        ),
+    ] {
+        let (code, out, err) = dsh_with(&env, Some(config), &[], &["config", "check"]).await;
+        assert_eq!(code, Some(1), "{config}: {out}{err}");
+        assert!(out.starts_with("config.toml: error\n"), "{config}: {out}");
+        for expected in expect {
+            assert!(out.contains(expected), "{config}: {expected} in {out}");
+        }
+    }
+    // An environment override the loader refuses.
+    let (code, out, _) = dsh_with(
+        &env,
+        Some(""),
+        &[("DEEPSEEK_BASE_URL", "localhost:8080")],
+        &["config", "check"],
+    )
+    .await;
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("DEEPSEEK_BASE_URL"), "{out}");
+    // No file: the defaults.
+    std::fs::remove_file(&path).unwrap();
+    let (code, out, _) = dsh_with(&env, None, &[], &["config", "check"]).await;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("does not exist: the defaults apply"), "{out}");
+    assert!(env.mock.requests().is_empty());
+}
+
+/// `dsh doctor` against the mock model: reachable, the key's source but
+/// never the key, exit 0; a refused port, a broken config and a missing
+/// key for a remote endpoint: exit 1 with what to fix. Nothing is sent
+/// to the model.
+#[tokio::test]
+async fn doctor_checks_the_setup_and_never_shows_the_key() {
+    let env = TestEnv::new().await;
+    let key = env.api_key.clone().unwrap();
+    let (code, out, err) = dsh_with(&env, None, &[], &["doctor"]).await;
+    assert_eq!(code, Some(0), "{out}{err}");
+    for expected in [
+        "config:       ",
+        "credentials:  ",
+        "sessions:     ",
+        "API key:      from the environment variable DEEPSEEK_API_KEY",
+        &format!("endpoint:     {} — reachable", env.mock.url),
+        "language servers: ",
+        "sandbox:      kernel allows ",
+    ] {
+        assert!(out.contains(expected), "{expected} in {out}");
+    }
+    assert!(!out.contains(&key) && !err.contains(&key), "{out}{err}");
+
+    // A port nothing listens on.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let refused = format!(
+        "http://127.0.0.1:{}/v1",
+        closed.local_addr().unwrap().port()
+    );
+    drop(closed);
+    let (code, out, err) =
+        dsh_with(&env, None, &[("DEEPSEEK_BASE_URL", &refused)], &["doctor"]).await;
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(out.contains("unreachable"), "{out}");
+    assert!(out.contains("To fix:\n  - the model endpoint"), "{out}");
+    assert!(!out.contains(&key) && !err.contains(&key), "{out}{err}");
+
+    // A broken config is named; the other checks still run.
+    let (code, out, _) = dsh_with(&env, Some("bogus = 1\n"), &[], &["doctor"]).await;
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("unknown field `bogus`"), "{out}");
+    assert!(out.contains("reachable"), "{out}");
+
+    // No key for an endpoint that needs one.
+    let mut keyless = TestEnv::new().await;
+    keyless.api_key = None;
+    let (code, out, _) = dsh_with(
+        &keyless,
+        None,
+        &[("DEEPSEEK_BASE_URL", "https://api.deepseek.invalid")],
+        &["doctor"],
+    )
+    .await;
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("API key:      missing (DEEPSEEK_API_KEY)"),
+        "{out}"
+    );
+    assert!(out.contains("no API key: run `dsh login`"), "{out}");
+    assert!(env.mock.requests().is_empty());
+}
+
+/// `dsh sessions list|show|delete` on a session `dsh run` made.
+#[tokio::test]
+async fn sessions_are_listed_shown_and_deleted_from_a_terminal() {
+    let env = TestEnv::new().await;
+    let (code, out, _) = dsh_with(&env, None, &[], &["sessions", "list"]).await;
+    assert_eq!((code, out.as_str()), (Some(0), "no stored sessions\n"));
+
+    env.mock.push_json(call(
+        "r1",
+        "read",
+        serde_json::json!({"file_path": "hello.txt"}),
+    ));
+    env.mock.push_json(reply("It says hello."));
+    let (code, _, err) = dsh_with(&env, None, &[], &["run", "What does hello.txt say?"]).await;
+    assert_eq!(code, Some(0), "{err}");
+    let id = err
+        .lines()
+        .find_map(|line| line.strip_prefix("session: "))
+        .unwrap()
+        .to_owned();
+
+    let (code, out, _) = dsh_with(&env, None, &[], &["sessions", "list"]).await;
+    assert_eq!(code, Some(0), "{out}");
+    let row = out.lines().nth(1).unwrap_or_default();
+    assert!(out.starts_with("ID "), "{out}");
+    assert!(row.starts_with(&id), "{out}");
+    assert!(row.contains("What does hello.txt say?"), "{out}");
+    assert!(
+        row.ends_with(&*env.cwd().canonicalize().unwrap().to_string_lossy()),
+        "{out}"
+    );
+
+    let (code, out, _) = dsh_with(&env, None, &[], &["sessions", "show", &id]).await;
+    assert_eq!(code, Some(0), "{out}");
+    for expected in [
+        &format!("session {id}"),
+        "> What does hello.txt say?",
+        "  ✓ Read hello.txt",
+        "It says hello.",
+    ] {
+        assert!(out.contains(expected), "{expected} in {out}");
+    }
+
+    let (code, out, _) = dsh_with(&env, None, &[], &["sessions", "delete", &id]).await;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(!env.sessions_dir().join(format!("{id}.jsonl")).exists());
+    let (_, out, _) = dsh_with(&env, None, &[], &["sessions", "list"]).await;
+    assert_eq!(out, "no stored sessions\n");
+    for args in [["sessions", "delete", &id], ["sessions", "show", &id]] {
+        let (code, out, _) = dsh_with(&env, None, &[], &args).await;
+        assert_eq!(code, Some(1), "{args:?}: {out}");
+    }
+}
