@@ -31,6 +31,9 @@ pub struct ClientCaps {
     pub terminal_output: bool,
     /// ... as the new bytes only (`_meta.terminal_output_delta`).
     pub terminal_output_delta: bool,
+    /// Subagents as sessions of their own (ACP's unstable `subagents`):
+    /// their updates go under their own session id.
+    pub subagents: bool,
 }
 
 /// A question to the user about one tool call: may it run (a permission),
@@ -138,6 +141,22 @@ pub enum Delta {
     Thought(String),
 }
 
+/// A subagent's life, as a client that shows it as a session sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SubagentEvent {
+    /// It started: its title and working directory.
+    Started {
+        /// The call's description.
+        title: String,
+        /// Its working directory.
+        cwd: String,
+    },
+    /// One of its updates.
+    Update(AgentUpdate),
+    /// Its turn ended.
+    Ended,
+}
+
 /// How much of a command's output tail the live view shows where the
 /// client has no terminal convention (a fenced block in the call's
 /// content).
@@ -145,7 +164,7 @@ pub const LIVE_VIEW_BYTES: usize = 8000;
 
 /// Updates from no event at all (see docs/architecture.md, "One path from
 /// the log to the editor").
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Transient {
     /// A tool call started running.
     ToolRunning {
@@ -162,6 +181,17 @@ pub enum Transient {
         call_id: ToolCallId,
         /// What happened.
         live: CommandLive,
+    },
+    /// A subagent, for a client that shows subagents as sessions of their
+    /// own ([`ClientCaps::subagents`]): the child's own updates, under its
+    /// own id (its log has them; the parent's call has its result).
+    Subagent {
+        /// The parent's `subagent` call.
+        call_id: ToolCallId,
+        /// The child session.
+        session: dsh_protocol::SessionId,
+        /// What happened.
+        event: SubagentEvent,
     },
     /// What a running call has done so far (a subagent's steps): its view
     /// now, replacing the last one. Its result, when it comes, is logged.
@@ -224,6 +254,12 @@ impl Transient {
                         dsh_protocol::tool::ToolView::default()
                     }
                 },
+            },
+            // Only a client with the capability is sent these.
+            Transient::Subagent { call_id, .. } => AgentUpdate::ToolCallUpdate {
+                call_id,
+                status: dsh_protocol::tool::ToolStatus::InProgress,
+                view: dsh_protocol::tool::ToolView::default(),
             },
             Transient::ToolProgress { call_id, view } => AgentUpdate::ToolCallUpdate {
                 call_id,

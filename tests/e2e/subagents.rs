@@ -451,3 +451,66 @@ async fn a_background_subagent_is_a_job_read_with_job_output() {
     assert!(output.contains("[status: done]"), "{output}");
     conn.finish().await;
 }
+
+#[tokio::test]
+async fn a_client_with_subagent_sessions_gets_the_child_as_a_session_of_its_own() {
+    let env = TestEnv::new().await;
+    let cwd = env.cwd();
+    env.mock.push_json(call(
+        "d1",
+        "subagent",
+        json!({"description": "Check hello", "prompt": "Read hello.txt."}),
+    ));
+    env.mock
+        .push_json(call("r1", "read", json!({"file_path": "hello.txt"})));
+    env.mock.push_json(reply("It says hello."));
+    env.mock
+        .push_json(reply("It says hello, says the subagent."));
+    let conn = env
+        .connect_with(client_sim::ClientSim::with_subagents())
+        .await;
+    let session = conn.start(&cwd).await;
+    conn.prompt(&session, "what does hello.txt say?")
+        .await
+        .unwrap();
+    let (child, _) = children(&env).pop().expect("a child log");
+    let updates = conn.updates();
+    // Announced on the parent, running, then idle.
+    let announced: Vec<Value> = updates
+        .iter()
+        .filter(|n| n.session_id == session)
+        .filter_map(|n| match &n.update {
+            SessionUpdate::SubagentUpdate(update) => Some(serde_json::to_value(update).unwrap()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(announced.len(), 2, "{announced:#?}");
+    assert_eq!(announced[0]["sessionId"], child.as_str());
+    assert_eq!(announced[0]["title"], "Check hello");
+    assert_eq!(announced[0]["state"]["state"], "running", "{announced:#?}");
+    assert_eq!(announced[1]["state"]["state"], "idle", "{announced:#?}");
+    // Its own updates under its own id: its call and its reply.
+    let own: Vec<&SessionNotification> = updates
+        .iter()
+        .filter(|n| n.session_id.0.as_ref() == child.as_str())
+        .collect();
+    assert!(
+        own.iter().any(|n| matches!(&n.update,
+            SessionUpdate::ToolCall(tool) if tool.tool_call_id.0.as_ref() == "r1")),
+        "{own:#?}"
+    );
+    let owned: Vec<SessionNotification> = own.into_iter().cloned().collect();
+    assert!(chunk_text(&owned, false).contains("It says hello."));
+    // While it runs, the parent's call carries no lines of the child's
+    // steps (its final view, which a load replays, sums them up); its
+    // result is the answer.
+    let texts = call_texts(&updates, "d1");
+    assert!(
+        !texts.iter().any(|(status, text)| {
+            *status == Some(ToolCallStatus::InProgress) && text.contains("- Read hello.txt")
+        }),
+        "{texts:#?}"
+    );
+    assert_eq!(tool_result(&env, "d1"), "It says hello.");
+    conn.finish().await;
+}

@@ -115,6 +115,7 @@ pub(super) fn initialize(
         // schema's capabilities).
         terminal_output: meta_flag(client.meta.as_ref(), "terminal_output"),
         terminal_output_delta: meta_flag(client.meta.as_ref(), "terminal_output_delta"),
+        subagents: client.subagents.is_some(),
     };
     responder.respond(super::initialize_response(&request, &ctx.agent))
 }

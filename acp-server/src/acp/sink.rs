@@ -19,7 +19,8 @@ use futures::future::BoxFuture;
 
 use super::convert;
 use crate::frontend::{
-    Ask, ClientCaps, CommandLive, Frontend, Output, TerminalCommand, TerminalRun, Transient,
+    Ask, ClientCaps, CommandLive, Frontend, Output, SubagentEvent, TerminalCommand, TerminalRun,
+    Transient,
 };
 use crate::permission::{Answer, Hint};
 use crate::update::AgentUpdate;
@@ -190,6 +191,43 @@ impl AcpSink {
         );
     }
 
+    /// A subagent as a session of its own (the client advertised
+    /// `subagents`): announced on this session, its updates under its id.
+    fn subagent(&self, child: dsh_protocol::SessionId, event: SubagentEvent) {
+        use agent_client_protocol::v1::schema::{
+            IdleStateUpdate, RunningStateUpdate, SessionUpdate, StateUpdate, SubagentUpdate,
+        };
+        if !self.caps.subagents {
+            return;
+        }
+        let id = SessionId::new(child.as_str());
+        let (session, update) = match event {
+            SubagentEvent::Started { title, cwd } => (
+                self.session_id.clone(),
+                SessionUpdate::SubagentUpdate(
+                    SubagentUpdate::new(id)
+                        .title(title)
+                        .cwd(std::path::PathBuf::from(cwd))
+                        .state(StateUpdate::Running(RunningStateUpdate::new())),
+                ),
+            ),
+            SubagentEvent::Update(update) => (id, convert::session_update(update)),
+            SubagentEvent::Ended => (
+                self.session_id.clone(),
+                SessionUpdate::SubagentUpdate(
+                    SubagentUpdate::new(id).state(StateUpdate::Idle(IdleStateUpdate::new())),
+                ),
+            ),
+        };
+        match self
+            .cx
+            .send_notification(SessionNotification::new(session, update))
+        {
+            Ok(()) => self.backlog.queued(),
+            Err(err) => tracing::debug!(error = ?err, "client connection gone; dropping update"),
+        }
+    }
+
     fn send_update(&self, update: ToolCallUpdate) {
         let notification = SessionNotification::new(
             self.session_id.clone(),
@@ -216,6 +254,9 @@ impl Frontend for AcpSink {
             Output::Delta(delta) => self.send_direct(delta.into_update()),
             Output::Replayed(update) => self.send_direct(update),
             Output::Transient(Transient::Command { call_id, live }) => self.command(call_id, live),
+            Output::Transient(Transient::Subagent { session, event, .. }) => {
+                self.subagent(session, event);
+            }
             Output::Transient(transient) => self.send(transient.into_update()),
         }
     }

@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Delegation, Turn};
 use crate::error::AgentError;
-use crate::frontend::{Ask, ClientCaps, Frontend, Output, Transient};
+use crate::frontend::{Ask, ClientCaps, Frontend, Output, SubagentEvent, Transient};
 use crate::model::Provider;
 use crate::permission::{Answer, Question};
 use crate::session::Session;
@@ -66,15 +66,14 @@ impl Turn<'_> {
             checkpoint: Some((self.capture.clone(), self.checkpoint_store())),
             hooks_answered: self.hooks.answer(),
         };
-        let relay = Relay {
-            parent: self.frontend,
-            session: self.session.clone(),
-            call_id: call.id.clone(),
-            description,
-            progress: Mutex::default(),
-            job: None,
-            cancel: self.cancel.clone(),
-        };
+        let relay = Relay::new(
+            self.frontend,
+            self.session.clone(),
+            &child,
+            (call.id.clone(), description),
+            None,
+            self.cancel.clone(),
+        );
         let ran = run_child(
             &child,
             self.provider.clone(),
@@ -135,15 +134,14 @@ impl Turn<'_> {
                     // `job_kill`, a stricter mode, or the parent closing
                     // (which kills its jobs) cancels the child's turn.
                     let cancel = job.killed().clone();
-                    let relay = Relay {
-                        parent: &*outlet,
-                        session: parent.clone(),
-                        call_id,
-                        description,
-                        progress: Mutex::default(),
-                        job: Some(job),
-                        cancel: cancel.clone(),
-                    };
+                    let relay = Relay::new(
+                        &*outlet,
+                        parent.clone(),
+                        &child,
+                        (call_id, description),
+                        Some(job),
+                        cancel.clone(),
+                    );
                     let delegation = Delegation {
                         checkpoint: None,
                         hooks_answered,
@@ -342,6 +340,53 @@ struct Relay<'a> {
     /// What a cancelled prompt of the child's cancels: the parent's turn
     /// (the job, in the background).
     cancel: CancellationToken,
+    /// The child session.
+    child: dsh_protocol::SessionId,
+    /// The client shows subagents as sessions of their own: the child's
+    /// updates go there, not as lines on the parent's call.
+    native: bool,
+}
+
+impl<'a> Relay<'a> {
+    /// The relay of `child`, for the parent's `call` (id, description);
+    /// a client that shows subagents as sessions is told of it now.
+    fn new(
+        parent: &'a dyn Frontend,
+        session: Arc<Session>,
+        child: &Session,
+        call: (ToolCallId, String),
+        job: Option<Arc<crate::jobs::Job>>,
+        cancel: CancellationToken,
+    ) -> Relay<'a> {
+        let (call_id, description) = call;
+        let relay = Relay {
+            native: parent.caps().subagents,
+            parent,
+            session,
+            call_id,
+            description,
+            progress: Mutex::default(),
+            job,
+            cancel,
+            child: child.id.clone(),
+        };
+        relay.native(SubagentEvent::Started {
+            title: relay.description.clone(),
+            cwd: child.header.cwd.clone(),
+        });
+        relay
+    }
+
+    /// Tells a client that shows subagents as sessions.
+    fn native(&self, event: SubagentEvent) {
+        if self.native {
+            self.parent.emit(Output::Transient(Transient::Subagent {
+                call_id: self.call_id.clone(),
+                session: self.child.clone(),
+                event,
+            }));
+        }
+    }
 }
 
 impl Relay<'_> {
@@ -367,6 +412,10 @@ impl Relay<'_> {
     }
 
     fn show(&self, view: ToolView) {
+        // A client that shows the child as a session shows its steps there.
+        if self.native {
+            return;
+        }
         self.parent.emit(Output::Transient(Transient::ToolProgress {
             call_id: self.call_id.clone(),
             view,
@@ -410,6 +459,7 @@ impl Relay<'_> {
 
     /// What the model is told of the child's `ran` turn, and the view.
     fn outcome(&self, ran: Result<StopReason, AgentError>, child: &Session) -> ToolOutcome {
+        self.native(SubagentEvent::Ended);
         let progress = self.progress();
         let view = self.view(&progress);
         let whole = progress.answer.trim();
@@ -505,9 +555,18 @@ fn stop_words(stop: StopReason) -> &'static str {
 
 impl Frontend for Relay<'_> {
     fn emit(&self, output: Output<'_>) {
-        let Output::Recorded { event, .. } = output else {
-            // Its streamed text, replays and transient updates are its own.
-            return;
+        let event = match output {
+            Output::Recorded { event, updates } => {
+                for update in updates {
+                    self.native(SubagentEvent::Update(update));
+                }
+                event
+            }
+            // Its streamed text only where it is a session of its own; its
+            // transient updates (commands offered, tools running) are its
+            // own.
+            Output::Delta(delta) => return self.native(SubagentEvent::Update(delta.into_update())),
+            Output::Replayed(_) | Output::Transient(_) => return,
         };
         match &event.data {
             EventData::ToolCall { view, .. } => {

@@ -77,6 +77,8 @@ pub struct ClientSim {
     pub terminal_output: bool,
     /// Advertise `_meta.terminal_output_delta` too.
     pub terminal_output_delta: bool,
+    /// Advertise `subagents` (ACP's unstable subagent sessions).
+    pub subagents: bool,
     /// Answers to forms, in order; when empty, forms are declined.
     pub elicit_answers: Mutex<VecDeque<Elicit>>,
     /// Every `elicitation/create` received.
@@ -137,6 +139,10 @@ impl ClientSim {
                     ElicitationCapabilities::new().form(ElicitationFormCapabilities::new())
                 }),
             )
+            .subagents(
+                self.subagents
+                    .then(agent_client_protocol::v1::schema::SubagentCapabilities::new),
+            )
             .meta(
                 (self.terminal_output || self.terminal_output_delta).then(|| {
                     serde_json::json!({
@@ -148,6 +154,15 @@ impl ClientSim {
                     .unwrap()
                 }),
             )
+    }
+
+    /// A scripted editor that shows subagents as sessions of their own
+    /// (and nothing else).
+    pub fn with_subagents() -> Arc<ClientSim> {
+        Arc::new(ClientSim {
+            subagents: true,
+            ..ClientSim::default()
+        })
     }
 
     /// A scripted editor with Zed's live command output (`delta`: as
