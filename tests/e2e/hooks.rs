@@ -322,3 +322,50 @@ async fn dsh_run_never_runs_a_projects_hooks_unattended() {
     assert!(!marker.exists(), "the project's hook did not run");
     assert!(tool_result(&env, "r1").contains("hello"), "the tool did");
 }
+
+#[tokio::test]
+async fn a_once_allowed_project_hook_is_asked_again_when_the_turn_turns_read_only() {
+    let env = TestEnv::new().await;
+    let marker = plant_project_hook(&env, "PreToolUse");
+    let lines = || {
+        std::fs::read_to_string(&marker)
+            .map(|text| text.lines().count())
+            .unwrap_or(0)
+    };
+    env.mock
+        .push_json(call("r1", "read", json!({"file_path": "hello.txt"})));
+    env.mock.push_json(call(
+        "b1",
+        "bash",
+        json!({"command": "true", "description": "Do nothing"}),
+    ));
+    env.mock
+        .push_json(call("r2", "read", json!({"file_path": "hello.txt"})));
+    env.mock.push_json(reply("Done."));
+    let sim = ClientSim::new(false, false);
+    // The hooks: run them this time (in ask mode).
+    sim.answer(Answer::Select(PermissionOptionKind::AllowOnce));
+    // The command: the user switches the session to read-only and says no.
+    sim.answer(Answer::SwitchModeThenSelect(
+        "read-only".into(),
+        PermissionOptionKind::RejectOnce,
+    ));
+    // Asked again about the hooks, now in read-only: rejected (the
+    // scripted editor's default).
+    let conn = env.connect_with(sim.clone()).await;
+    let session = conn.start(&env.cwd()).await;
+    conn.prompt(&session, "read, run, read").await.unwrap();
+    let asked = sim.permission_requests.lock().unwrap().clone();
+    let titles: Vec<String> = asked
+        .iter()
+        .map(|r| r.tool_call.fields.title.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(titles.len(), 3, "{titles:?}");
+    assert!(
+        titles[2].contains("Run this project's hooks?"),
+        "{titles:?}"
+    );
+    // Ran before r1 and b1, not before r2.
+    assert_eq!(lines(), 2);
+    conn.finish().await;
+}

@@ -39,15 +39,25 @@ pub(super) struct TurnHooks {
     /// The project's hooks file, read at the turn's first hook point.
     project: tokio::sync::OnceCell<Option<ProjectHooks>>,
     /// This turn's answer when it was not remembered (once, or none).
-    answered: std::sync::Mutex<Option<bool>>,
+    answered: std::sync::Mutex<Option<Answered>>,
     /// `Stop` hooks that blocked so far.
     stops: AtomicU32,
+}
+
+/// A turn's one-time answer about the project's hooks.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Answered {
+    /// Run them.
+    allow: bool,
+    /// It was given in read-only or plan mode (an allow given in another
+    /// mode does not hold once the mode is one of those: asked again).
+    read_only: bool,
 }
 
 impl TurnHooks {
     /// A turn's hooks, with the answer about the project's hooks its
     /// parent turn gave (a subagent's).
-    pub(super) fn answered(answer: Option<bool>) -> TurnHooks {
+    pub(super) fn answered(answer: Option<Answered>) -> TurnHooks {
         TurnHooks {
             answered: std::sync::Mutex::new(answer),
             ..TurnHooks::default()
@@ -55,7 +65,7 @@ impl TurnHooks {
     }
 
     /// This turn's answer about the project's hooks, if it gave one.
-    pub(super) fn answer(&self) -> Option<bool> {
+    pub(super) fn answer(&self) -> Option<Answered> {
         *self.answered.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -193,13 +203,18 @@ impl Turn<'_> {
                 return Ok(true);
             }
         }
-        if let Some(answer) = *self
+        let answered = *self
             .hooks
             .answered
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
-        {
-            return Ok(answer);
+            .unwrap_or_else(|p| p.into_inner());
+        match answered {
+            // A refusal holds; an allow given outside read-only and plan
+            // does not cover them (the mode changed during the turn).
+            Some(answer) if !answer.allow || !read_only || answer.read_only => {
+                return Ok(answer.allow)
+            }
+            Some(_) | None => {}
         }
         let path = project.path.display().to_string();
         let short = &project.hash[..12];
@@ -256,7 +271,7 @@ impl Turn<'_> {
                 .hooks
                 .answered
                 .lock()
-                .unwrap_or_else(|p| p.into_inner()) = Some(allow);
+                .unwrap_or_else(|p| p.into_inner()) = Some(Answered { allow, read_only });
         }
         Ok(allow)
     }

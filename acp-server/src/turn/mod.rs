@@ -63,7 +63,7 @@ pub(super) struct Delegation {
         crate::checkpoint::Store,
     )>,
     /// The parent turn's answer about the project's hooks, if it gave one.
-    hooks_answered: Option<bool>,
+    hooks_answered: Option<hooks::Answered>,
 }
 
 /// Paths tools of the running step worked on.
