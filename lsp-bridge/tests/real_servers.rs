@@ -39,11 +39,11 @@ fn copy(from: &Path, to: &Path) {
 fn available(command: &str) -> bool {
     let found = which::which(command).is_ok();
     if !found {
-        assert!(
-            !required(),
-            "{command} is required (DSH_REAL_LSP=1) but not on PATH"
+        dsh_test_support::skip::skip(
+            &format!("real_servers ({command})"),
+            &format!("{command} not on PATH (run .ci/install-lsp and set DSH_REAL_LSP=1)"),
+            required(),
         );
-        eprintln!("skipping: {command} not installed (run .ci/install-lsp and set DSH_REAL_LSP=1)");
     }
     found
 }
@@ -302,7 +302,10 @@ async fn a_rustup_proxy_without_the_component_does_not_count() {
     let stub =
         Path::new(&std::env::var("HOME").unwrap_or_default()).join(".cargo/bin/rust-analyzer");
     if !stub.exists() {
-        eprintln!("skipping: no rustup proxy for rust-analyzer here");
+        dsh_test_support::skip::note(
+            "real_servers::a_rustup_proxy_without_the_component_does_not_count",
+            "no rustup proxy for rust-analyzer here",
+        );
         return;
     }
     let spec = dsh_lsp_bridge::registry::builtin()
@@ -311,7 +314,10 @@ async fn a_rustup_proxy_without_the_component_does_not_count() {
         .unwrap();
     if dsh_lsp_bridge::registry::verify(&spec, &stub, &dsh_process::Spawner::default(), None).await
     {
-        eprintln!("skipping: rust-analyzer is really installed here");
+        dsh_test_support::skip::note(
+            "real_servers::a_rustup_proxy_without_the_component_does_not_count",
+            "rust-analyzer is really installed here",
+        );
         return;
     }
     let (_dir, root) = workspace("python");

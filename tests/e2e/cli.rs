@@ -524,3 +524,54 @@ async fn sessions_are_listed_shown_and_deleted_from_a_terminal() {
         assert_eq!(code, Some(1), "{args:?}: {out}");
     }
 }
+
+/// Runs only inside [`a_skip_is_said_and_listed_and_fails_under_dsh_ci`].
+#[test]
+fn skip_probe() {
+    if std::env::var_os("DSH_SKIP_PROBE").is_some() {
+        dsh_test_support::skip::skip("cli::skip_probe", "the probe skips", false);
+    }
+}
+
+/// A test that cannot run here says `SKIPPED: <test>: <reason>` and is
+/// listed in target/test-skips.txt; under `DSH_CI=1` (`.ci/run`) it fails;
+/// `CI` alone changes nothing.
+#[test]
+fn a_skip_is_said_and_listed_and_fails_under_dsh_ci() {
+    let target = tempfile::tempdir().unwrap();
+    let probe = |vars: &[(&str, &str)]| {
+        let mut command = std::process::Command::new(std::env::current_exe().unwrap());
+        command
+            .args([
+                "--exact",
+                "cli::skip_probe",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env_remove("DSH_CI")
+            .env("DSH_SKIP_PROBE", "1")
+            .env("CARGO_TARGET_DIR", target.path());
+        for (name, value) in vars {
+            command.env(name, value);
+        }
+        command.output().unwrap()
+    };
+    let output = probe(&[("CI", "true")]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stderr).contains("SKIPPED: cli::skip_probe: the probe skips"),
+        "{}",
+        text(&output.stderr)
+    );
+    let listed = std::fs::read_to_string(target.path().join("test-skips.txt")).unwrap();
+    assert_eq!(listed, "cli::skip_probe: the probe skips\n");
+
+    let output = probe(&[("DSH_CI", "1")]);
+    assert!(!output.status.success());
+    // With --nocapture the panic's message is on stderr.
+    assert!(
+        text(&output.stderr).contains("must run here"),
+        "{}",
+        text(&output.stderr)
+    );
+}

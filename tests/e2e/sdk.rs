@@ -594,7 +594,10 @@ print(s.recv(100).split(b"\r\n")[0].decode())
         assert!(said.contains("no-token"), "{said} {:?}", output.stderr);
         assert!(said.contains("401"), "{said}");
     } else {
-        eprintln!("skipped the second-uid part: the test does not run as root");
+        dsh_test_support::skip::note(
+            "sdk: the second-uid part of the token test",
+            "the test does not run as root",
+        );
     }
     let client = server.connect().await;
     client.ok("initialize", json!({})).await;

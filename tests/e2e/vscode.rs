@@ -16,12 +16,14 @@ use crate::support::DSH;
 async fn the_vscode_extension_tests_pass_against_this_dsh() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../editor-extensions/vscode");
     if !dir.join("dist/test/protocol.test.js").exists() {
-        assert!(
-            std::env::var_os("DSH_VSCODE").is_none(),
-            "the extension is not built in {}",
-            dir.display()
+        dsh_test_support::skip::skip(
+            "vscode::the_vscode_extension_tests_pass_against_this_dsh",
+            &format!(
+                "the extension is not built in {} (npm ci && npm run build)",
+                dir.display()
+            ),
+            std::env::var_os("DSH_VSCODE").is_some(),
         );
-        eprintln!("skipped: build editor-extensions/vscode first (npm ci && npm run build)");
         return;
     }
     let child = tokio::process::Command::new("node")

@@ -5,6 +5,8 @@
 //!
 //! - [`procs`]: `/proc` helpers (live processes by command line and cwd,
 //!   resident memory);
+//! - [`skip`]: tests that cannot run here say so and are listed
+//!   (`target/test-skips.txt`); under `DSH_CI=1` they fail instead;
 //! - `mock_model` (the default `mock-model` feature): the mock
 //!   OpenAI-compatible model on 127.0.0.1 and the script entries tests
 //!   queue on it.
@@ -32,3 +34,4 @@ pub mod raw;
 pub mod schema;
 #[cfg(feature = "clients")]
 pub mod sdk_client;
+pub mod skip;
