@@ -28,18 +28,6 @@ fn last_user(request: &Value) -> String {
     message_text(message)
 }
 
-fn tool_names(request: &Value) -> Vec<String> {
-    request["tools"]
-        .as_array()
-        .map(|tools| {
-            tools
-                .iter()
-                .map(|tool| tool["function"]["name"].as_str().unwrap().to_owned())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// Every offered command of the `index`th `available_commands_update`:
 /// name, description, hint.
 fn offered(conn: &Conn, index: usize) -> Vec<(String, String, Option<String>)> {

@@ -13,18 +13,6 @@ use serde_json::{json, Value};
 
 use crate::support::*;
 
-fn tool_names(request: &Value) -> Vec<String> {
-    request["tools"]
-        .as_array()
-        .map(|tools| {
-            tools
-                .iter()
-                .map(|tool| tool["function"]["name"].as_str().unwrap().to_owned())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// Every user message's text in a request.
 fn user_texts(request: &Value) -> Vec<String> {
     request["messages"]

@@ -459,19 +459,7 @@ fn start_job(args: &BashArgs, workdir: &Path, env: &ToolEnv<'_>) -> ToolOutcome 
         .start(spec, command, (env.on_job_end)(), Some(on_live))
     {
         Err(err) => ToolOutcome::failed(ErrorCode::Internal, err),
-        Ok(job) => {
-            let output = format!(
-                "Started background job {id}. Read its output with job_output {{\"job_id\": \"{id}\"}} (wait: true blocks until it ends) and stop it with job_kill. You will be told when it ends.\n[status: running]",
-                id = job.id
-            );
-            ToolOutcome {
-                job: Some(job.id.clone()),
-                ..ToolOutcome::ok(
-                    output,
-                    ToolView::text(format!("Running in the background as job {}", job.id)),
-                )
-            }
-        }
+        Ok(job) => job.started("background job", "its output"),
     }
 }
 

@@ -156,19 +156,10 @@ impl Turn<'_> {
         );
         match started {
             Err(error) => ToolOutcome::failed(ErrorCode::Internal, error),
-            Ok(job) => {
-                let output = format!(
-                    "Started the subagent as background job {id}. Read its progress and answer with job_output {{\"job_id\": \"{id}\"}} (wait: true blocks until it ends) and stop it with job_kill. You will be told when it ends.\n[status: running]",
-                    id = job.id
-                );
-                ToolOutcome {
-                    job: Some(job.id.clone()),
-                    ..ToolOutcome::ok(
-                        output,
-                        ToolView::text(format!("Running in the background as job {}", job.id)),
-                    )
-                }
-            }
+            Ok(job) => job.started(
+                "the subagent as background job",
+                "its progress and answer",
+            ),
         }
     }
 }

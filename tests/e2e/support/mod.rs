@@ -647,6 +647,19 @@ pub fn plant_workspace_server(env: &mut TestEnv, script: &str) {
     env.extra_env.push(("PATH".into(), "/usr/bin:/bin".into()));
 }
 
+/// The names of the tools a model request offers.
+pub fn tool_names(request: &serde_json::Value) -> Vec<String> {
+    request["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .map(|tool| tool["function"]["name"].as_str().unwrap().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// The text of a model request's message, whatever shape its content has
 /// (a string, or parts with text).
 pub fn message_text(message: &serde_json::Value) -> String {
