@@ -7,6 +7,7 @@ mod backpressure;
 mod cli;
 mod confine;
 mod context;
+mod docs;
 mod escapes;
 mod examples;
 mod extending;

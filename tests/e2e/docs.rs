@@ -1,0 +1,508 @@
+//! The docs as a user reads them (issue 27, §4): README's commands and
+//! examples are taken from README.md itself and run verbatim against the
+//! built `dsh` where that can be done here — `dsh demo`, `--help` and the
+//! commands it lists, `--version`, completions and the man page, Zed's
+//! `settings.json` entry, the CI step's `dsh run`, the SDK exchange — and
+//! every `config.toml` example in docs/ is loaded by dsh's own loader.
+//! README's local-server example is run by `run.rs`
+//! (`readmes_local_server_example_works_without_a_key`), not here.
+//! Not run: `cargo test --workspace` (this suite is part of it), the
+//! editor setups (`npm run package`, `code --install-extension`) and
+//! `git diff` in the CI step (no repository here).
+
+use std::path::Path;
+use std::process::Output;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+use crate::support::*;
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn read_doc(path: &str) -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path))
+        .unwrap_or_else(|err| panic!("{path}: {err}"))
+}
+
+/// The fenced blocks of a Markdown text: (info string, body), in order.
+fn fenced(markdown: &str) -> Vec<(String, String)> {
+    let mut blocks = Vec::new();
+    let mut open: Option<(String, String)> = None;
+    for line in markdown.lines() {
+        match open.as_mut() {
+            None => {
+                if let Some(info) = line.strip_prefix("```") {
+                    open = Some((info.trim().to_owned(), String::new()));
+                }
+            }
+            Some((_, body)) => {
+                if line.starts_with("```") {
+                    blocks.push(open.take().unwrap());
+                } else {
+                    body.push_str(line);
+                    body.push('\n');
+                }
+            }
+        }
+    }
+    assert!(open.is_none(), "an unclosed fence");
+    blocks
+}
+
+/// The first fenced block of kind `info` after `marker` in README.
+fn readme_block(marker: &str, info: &str) -> String {
+    let readme = read_doc("README.md");
+    let after = readme
+        .split_once(marker)
+        .unwrap_or_else(|| panic!("README has {marker:?}"))
+        .1;
+    fenced(after)
+        .into_iter()
+        .find(|(kind, _)| kind == info)
+        .unwrap_or_else(|| panic!("a ```{info} block after {marker:?}"))
+        .1
+}
+
+/// A shell line's words, for the simple lines README shows: quotes, `\`
+/// line continuations, and a comment or a redirection ending the command.
+fn words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word: Option<String> = None;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' | '\'' => {
+                let word = word.get_or_insert_with(String::new);
+                for inner in chars.by_ref() {
+                    if inner == c {
+                        break;
+                    }
+                    word.push(inner);
+                }
+            }
+            '\\' if chars.peek() == Some(&'\n') => {
+                chars.next();
+            }
+            '#' | '>' | '|' if word.is_none() => break,
+            c if c.is_whitespace() => words.extend(word.take()),
+            c => word.get_or_insert_with(String::new).push(c),
+        }
+    }
+    words.extend(word);
+    words
+}
+
+/// Runs the built `dsh ARGS…` to its end with an empty stdin.
+async fn dsh(env: &TestEnv, args: &[String]) -> Output {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let child = env.dsh(&args).spawn().expect("spawn dsh");
+    tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+        .await
+        .expect("dsh ends")
+        .unwrap()
+}
+
+/// The commands `dsh --help` lists (without `help`).
+fn help_commands(help: &str) -> Vec<String> {
+    help.split_once("Commands:\n")
+        .expect("a Commands section")
+        .1
+        .lines()
+        .take_while(|line| !line.trim().is_empty())
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .map(str::to_owned)
+        .collect()
+}
+
+/// "Run it": README's `cargo run --bin dsh -- demo` is the built `dsh`
+/// with what follows `--`; it plays the whole scripted session with no key
+/// and no network, and says so.
+#[tokio::test]
+async fn readmes_demo_runs_as_written() {
+    let block = readme_block("Run it —", "sh");
+    let words = words(block.trim());
+    assert_eq!(words[..4], ["cargo", "run", "--bin", "dsh"], "{block}");
+    let dash = words.iter().position(|word| word == "--").unwrap();
+    let mut env = TestEnv::new().await;
+    env.api_key = None;
+    let output = dsh(&env, &words[dash + 1..]).await;
+    let stdout = text(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}{}",
+        text(&output.stderr)
+    );
+    assert!(
+        stdout.starts_with(
+            "dsh demo: a scripted session over ACP (replay model, no network, no API key)"
+        ),
+        "{stdout}"
+    );
+    assert_eq!(stdout.matches("[stop: end_turn]").count(), 2, "{stdout}");
+    assert!(
+        stdout.contains("A fresh dsh process reloads the session from its log"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("session/load replayed"), "{stdout}");
+    assert!(env.mock.requests().is_empty(), "the demo asked a model");
+}
+
+/// "The command line": the commands README lists are the ones `dsh --help`
+/// lists, each takes `--help`, `--version` prints the version, and the
+/// completion and man-page lines run as written (up to their redirection).
+#[tokio::test]
+async fn readmes_command_line_is_the_programs() {
+    let readme = read_doc("README.md");
+    let listed: Vec<String> = readme
+        .split_once("`dsh --help` lists the commands (")
+        .expect("README lists the commands")
+        .1
+        .split_once(')')
+        .unwrap()
+        .0
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        // `config check`: the command is its first word.
+        .map(|listed| listed.split_whitespace().next().unwrap().to_owned())
+        .collect();
+    let env = TestEnv::new().await;
+    let help = dsh(&env, &["--help".into()]).await;
+    assert_eq!(help.status.code(), Some(0));
+    let commands = help_commands(&text(&help.stdout));
+    assert_eq!(
+        listed, commands,
+        "README's list of commands and `dsh --help`'s differ"
+    );
+    for command in &commands {
+        let output = dsh(&env, &[command.clone(), "--help".into()]).await;
+        assert_eq!(output.status.code(), Some(0), "dsh {command} --help");
+        assert!(
+            text(&output.stdout).contains(&format!("Usage: dsh {command}")),
+            "dsh {command} --help: {}",
+            text(&output.stdout)
+        );
+    }
+    let version = dsh(&env, &["--version".into()]).await;
+    assert_eq!(version.status.code(), Some(0));
+    assert_eq!(
+        text(&version.stdout),
+        format!("dsh {}\n", env!("CARGO_PKG_VERSION"))
+    );
+
+    let block = readme_block("Shell\ncompletions and the man page", "sh");
+    let mut ran = 0;
+    for line in block.lines().filter(|line| !line.trim().is_empty()) {
+        let words = words(line);
+        assert_eq!(words[0], "dsh", "{line}");
+        let output = dsh(&env, &words[1..]).await;
+        let stdout = text(&output.stdout);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{line}: {}",
+            text(&output.stderr)
+        );
+        match words[1].as_str() {
+            "completions" => {
+                assert!(stdout.contains("dsh"), "{line}: {stdout}");
+                if words[2] == "bash" {
+                    let file = env.workspace.path().join("dsh.bash");
+                    std::fs::write(&file, &stdout).unwrap();
+                    let check = std::process::Command::new("bash")
+                        .arg("-n")
+                        .arg(&file)
+                        .output()
+                        .unwrap();
+                    assert!(check.status.success(), "{}", text(&check.stderr));
+                }
+            }
+            "man" => assert!(stdout.contains(".TH"), "not a man page: {stdout}"),
+            other => panic!("an unexpected command in README: {other}"),
+        }
+        ran += 1;
+    }
+    assert_eq!(ran, 4, "{block}");
+}
+
+/// "Any editor, by hand": Zed's `settings.json` entry is JSON, and the
+/// command it names, with its args, is an ACP agent: it answers
+/// `initialize`.
+#[tokio::test]
+async fn readmes_zed_settings_start_an_acp_agent() {
+    let block = readme_block("Zed's `settings.json`:", "json");
+    let settings: serde_json::Value = serde_json::from_str(&block).expect("README's JSON");
+    let entry = &settings["agent_servers"]["dsh"];
+    assert_eq!(entry["type"], "custom");
+    assert_eq!(entry["command"], "/path/to/dsh");
+    assert!(entry["env"]["DEEPSEEK_API_KEY"].is_string());
+    let args: Vec<String> = entry["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .map(|arg| arg.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(args, ["acp"]);
+
+    let env = TestEnv::new().await;
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut child = env.dsh(&args).spawn().expect("spawn dsh");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":1,\"clientCapabilities\":{}}}\n")
+        .await
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+        .await
+        .expect("an answer")
+        .unwrap()
+        .expect("a line");
+    let answer: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(answer["id"], 1, "{line}");
+    assert_eq!(answer["result"]["protocolVersion"], 1, "{line}");
+    drop(stdin);
+    let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+        .await
+        .expect("dsh exits on EOF")
+        .unwrap();
+    assert!(status.success());
+}
+
+/// "Run it in CI": the workflow step's `dsh run` line, as written (its
+/// redirection to `dsh-review.ndjson` too), against the mock model:
+/// NDJSON events, then the result line.
+#[tokio::test]
+async fn readmes_ci_step_runs_as_written() {
+    let block = readme_block("## Run it in CI", "yaml");
+    let script = block.split_once("run: |\n").expect("a run script").1;
+    let start = script.find("dsh run").expect("a dsh run line");
+    let command = &script[start..];
+    let end = command.find(".ndjson").expect("its output file") + ".ndjson".len();
+    let command = &command[..end];
+    let words = words(command);
+    let output_file = command
+        .rsplit_once('>')
+        .expect("a redirection")
+        .1
+        .trim()
+        .to_owned();
+    assert_eq!(words[..2], ["dsh", "run"], "{command}");
+    assert!(words.contains(&"--json".to_owned()), "{command}");
+
+    let env = TestEnv::new().await;
+    env.mock.push_json(reply("The diff looks right."));
+    let output = dsh(&env, &words[1..]).await;
+    let stderr = text(&output.stderr);
+    if output.status.code() == Some(2) && stderr.contains("sandbox") {
+        // `--approve sandboxed` where the kernel cannot sandbox commands.
+        dsh_test_support::skip::skip(
+            "docs::readmes_ci_step_runs_as_written",
+            &format!("README's CI step needs the kernel sandbox: {stderr}"),
+            false,
+        );
+        return;
+    }
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    std::fs::write(env.workspace.path().join(&output_file), &output.stdout).unwrap();
+    let written = std::fs::read_to_string(env.workspace.path().join(&output_file)).unwrap();
+    let lines: Vec<serde_json::Value> = written
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("NDJSON"))
+        .collect();
+    let result = lines.last().expect("a result line");
+    assert_eq!(result["type"], "result", "{result}");
+    assert_eq!(result["stopReason"], "end_turn", "{result}");
+    assert_eq!(result["text"], "The diff looks right.", "{result}");
+    assert!(result["sessionId"].is_string(), "{result}");
+    // README's shape of the result line: every key it names is there.
+    let readme = read_doc("README.md");
+    let shape = readme
+        .split_once("`{\"type\":\"result\",")
+        .expect("README shows the result line")
+        .1
+        .split_once('}')
+        .unwrap()
+        .0;
+    for key in shape.split(',') {
+        let key = key.trim_matches('"');
+        assert!(result.get(key).is_some(), "README names {key}: {result}");
+    }
+    let task = words.last().unwrap();
+    let request = &env.mock.requests()[0];
+    assert!(
+        request.to_string().contains(&task.replace('"', "\\\"")),
+        "the task reached the model"
+    );
+}
+
+/// "Drive it from a program": README's `→` lines sent to `dsh sdk` over
+/// stdio (only the cwd and the session id are this test's) get the
+/// answers README shows: `{sessionId}`, then `session.event` deltas.
+#[tokio::test]
+async fn readmes_sdk_exchange_works() {
+    let block = readme_block("## Drive it from a program", "");
+    let sent: Vec<serde_json::Value> = block
+        .lines()
+        .filter_map(|line| line.strip_prefix("→ "))
+        .map(|line| serde_json::from_str(line).expect("README's request is JSON"))
+        .collect();
+    let shown: Vec<serde_json::Value> = block
+        .lines()
+        .filter_map(|line| line.strip_prefix("← "))
+        .map(|line| serde_json::from_str(line).expect("README's answer is JSON"))
+        .collect();
+    assert_eq!(sent.len(), 3, "{block}");
+    assert_eq!(shown.len(), 2, "{block}");
+
+    let env = TestEnv::new().await;
+    env.mock
+        .push_json(json_reply_in_chunks(&["Looking", " at the test."]));
+    let mut child = env.dsh(&["sdk"]).spawn().expect("spawn dsh sdk");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+
+    let mut new = sent[0].clone();
+    assert_eq!(new["method"], "session/new");
+    new["params"]["cwd"] = env.cwd().display().to_string().into();
+    stdin
+        .write_all(format!("{new}\n").as_bytes())
+        .await
+        .unwrap();
+    let opened = next_frame(&mut lines).await;
+    assert_eq!(opened["id"], shown[0]["id"], "{opened}");
+    let session = opened["result"]["sessionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("README's result shape: {opened}"))
+        .to_owned();
+    for request in &sent[1..] {
+        let mut request = request.clone();
+        request["params"]["sessionId"] = session.clone().into();
+        stdin
+            .write_all(format!("{request}\n").as_bytes())
+            .await
+            .unwrap();
+    }
+    let expected = &shown[1];
+    let mut text = String::new();
+    let mut answered = Vec::new();
+    while !(text == "Looking at the test." && answered.len() == 2) {
+        let frame = next_frame(&mut lines).await;
+        if let Some(id) = frame.get("id") {
+            assert!(frame.get("error").is_none(), "{frame}");
+            answered.push(id.clone());
+        } else if frame["method"] == expected["method"] {
+            let params = &frame["params"];
+            assert!(params["subscription"].is_number(), "{frame}");
+            let event = &params["result"];
+            if event["kind"] == expected["params"]["result"]["kind"]
+                && event["channel"] == expected["params"]["result"]["channel"]
+            {
+                text.push_str(event["text"].as_str().expect("a delta's text"));
+            }
+        }
+    }
+    assert_eq!(text, "Looking at the test.");
+    drop(stdin);
+    let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
+}
+
+/// The next line `dsh sdk` writes, as JSON.
+async fn next_frame(
+    lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+) -> serde_json::Value {
+    let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+        .await
+        .expect("dsh sdk answers")
+        .unwrap()
+        .expect("a line");
+    serde_json::from_str(&line).unwrap()
+}
+
+/// A reply streamed in these text chunks.
+fn json_reply_in_chunks(chunks: &[&str]) -> serde_json::Value {
+    let chunks: Vec<serde_json::Value> = chunks
+        .iter()
+        .map(|text| serde_json::json!({"text": text}))
+        .collect();
+    serde_json::json!({"chunks": chunks, "finish": "stop"})
+}
+
+/// The environment `Config::load` sees: a scratch `DSH_HOME` and nothing
+/// else.
+struct Home<'a>(&'a Path);
+
+impl dsh_acp_server::credentials::Env for Home<'_> {
+    fn var(&self, name: &str) -> Option<String> {
+        match name {
+            "DSH_HOME" | "HOME" => Some(self.0.display().to_string()),
+            _ => None,
+        }
+    }
+}
+
+/// Every `config.toml` example in docs/ is a configuration dsh loads, as
+/// written: each block is the whole file of a scratch `DSH_HOME`, read by
+/// `Config::load`, and by `dsh config check` where the command exists.
+#[tokio::test]
+async fn the_docs_config_examples_load() {
+    let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs");
+    let mut pages: Vec<_> = std::fs::read_dir(&docs)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "md"))
+        .collect();
+    pages.sort();
+    let env = TestEnv::new().await;
+    let help = text(&dsh(&env, &["--help".into()]).await.stdout);
+    let config_check = help_commands(&help).iter().any(|name| name == "config");
+    let mut loaded = Vec::new();
+    for page in pages {
+        let name = page.file_name().unwrap().to_string_lossy().into_owned();
+        for (index, (_, body)) in fenced(&std::fs::read_to_string(&page).unwrap())
+            .into_iter()
+            .filter(|(info, _)| info == "toml")
+            .enumerate()
+        {
+            let home = tempfile::tempdir().unwrap();
+            std::fs::write(home.path().join("config.toml"), &body).unwrap();
+            // `[hooks] config = "hooks.json"` names a file of the home.
+            std::fs::write(home.path().join("hooks.json"), "{\"hooks\": {}}").unwrap();
+            if let Err(error) = dsh_acp_server::config::Config::load(&Home(home.path())) {
+                panic!("{name}, toml block {}: {error}\n{body}", index + 1);
+            }
+            if config_check {
+                let output = tokio::process::Command::new(DSH)
+                    .args(["config", "check"])
+                    .env_clear()
+                    .env("PATH", std::env::var("PATH").unwrap_or_default())
+                    .env("HOME", home.path())
+                    .env("DSH_HOME", home.path())
+                    .output()
+                    .await
+                    .unwrap();
+                assert_eq!(
+                    output.status.code(),
+                    Some(0),
+                    "dsh config check on {name}, toml block {}: {}{}",
+                    index + 1,
+                    text(&output.stdout),
+                    text(&output.stderr)
+                );
+            }
+            loaded.push(format!("{name}#{}", index + 1));
+        }
+    }
+    // configuration.md's full example and its hooks block, lsp.md, mcp.md,
+    // extending.md's subagents and hooks.
+    assert!(loaded.len() >= 6, "{loaded:?}");
+    assert!(
+        loaded.contains(&"configuration.md#1".to_owned()),
+        "{loaded:?}"
+    );
+}
