@@ -102,6 +102,7 @@ fn client_method_result_def(method: &str) -> Option<&'static str> {
 /// notifications, results by the method of the client request they answer
 /// (from `sent`), error objects against `Error`.
 pub fn validate_exchange(sent: &[String], frames: &[String]) {
+    keep_for_compat_check(sent, frames);
     let mut methods = std::collections::HashMap::new();
     for line in sent {
         if let Ok(value) = serde_json::from_str::<serde_json::Value>(line) {
@@ -145,6 +146,25 @@ pub fn validate_exchange(sent: &[String], frames: &[String]) {
                 panic!("dsh answered id {id}, which the client never sent: {frame}");
             }
         }
+    }
+}
+
+/// With `DSH_ACP_FRAMES_DIR` set (`.ci/run`), the exchange is also
+/// written there, for `tests/acp-compat` to decode with the ACP schema
+/// 1.20 types once the tests have run.
+fn keep_for_compat_check(sent: &[String], frames: &[String]) {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let Some(dir) = std::env::var_os("DSH_ACP_FRAMES_DIR") else {
+        return;
+    };
+    let number = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = std::path::Path::new(&dir).join(format!("{}-{number}.txt", std::process::id()));
+    let mut text = sent.join("\n");
+    text.push_str("\n--- frames ---\n");
+    text.push_str(&frames.join("\n"));
+    text.push('\n');
+    if let Err(err) = std::fs::write(&path, text) {
+        panic!("cannot keep the exchange in {}: {err}", path.display());
     }
 }
 
