@@ -506,3 +506,37 @@ async fn the_docs_config_examples_load() {
         "{loaded:?}"
     );
 }
+
+/// A table in README or docs/ is not cut in two by a blank line (the rows
+/// after it would show as a paragraph of pipes: context.md's commands
+/// table had one).
+#[test]
+fn no_table_is_split_by_a_blank_line() {
+    let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs");
+    let mut pages: Vec<_> = std::fs::read_dir(&docs)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "md"))
+        .collect();
+    pages.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"));
+    let mut split = Vec::new();
+    for page in pages {
+        let text = std::fs::read_to_string(&page).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for at in 2..lines.len() {
+            let (row, blank, next) = (lines[at - 2], lines[at - 1], lines[at]);
+            let is_row = |line: &str| line.starts_with('|') && line.trim_end().ends_with('|');
+            // A row after a blank line that is not a new table's header.
+            let header = lines.get(at + 1).is_some_and(|line| {
+                line.starts_with("|--")
+                    || line.starts_with("|:-")
+                    || line.starts_with("| --")
+                    || line.starts_with("|---")
+            });
+            if is_row(row) && blank.trim().is_empty() && is_row(next) && !header {
+                split.push(format!("{}:{}", page.display(), at + 1));
+            }
+        }
+    }
+    assert!(split.is_empty(), "tables split by a blank line: {split:?}");
+}
