@@ -310,11 +310,49 @@ impl Config {
             .var("DSH_REPLAY_FILE")
             .map(PathBuf::from)
             .or(raw.provider.replay_file);
-        let models = if raw.models.is_empty() {
+        // DeepSeek's prices are its models' defaults on its API only
+        // (another endpoint serving a model of that name bills its own); a
+        // model's own `pricing` wins.
+        let deepseek = provider == ProviderKind::Deepseek;
+        let models: Vec<ModelInfo> = if raw.models.is_empty() {
             builtin_models()
+                .into_iter()
+                .map(|model| ModelInfo {
+                    pricing: model.pricing.filter(|_| deepseek),
+                    ..model
+                })
+                .collect()
         } else {
             raw.models
+                .into_iter()
+                .map(|model| ModelInfo {
+                    pricing: model.pricing.or_else(|| {
+                        deepseek
+                            .then(|| crate::model::settings::deepseek_pricing(&model.id))
+                            .flatten()
+                    }),
+                    ..model
+                })
+                .collect()
         };
+        for model in &models {
+            let Some(pricing) = &model.pricing else {
+                continue;
+            };
+            let prices = [pricing.input, pricing.output]
+                .into_iter()
+                .chain(pricing.input_cache_hit);
+            if prices
+                .into_iter()
+                .any(|price| !price.is_finite() || price < 0.0)
+                || pricing.currency.trim().is_empty()
+            {
+                return Err(ConfigError::Invalid(format!(
+                    "[models] {:?} pricing: prices are numbers of at least 0 per million tokens, and currency is not empty",
+                    model.id
+                )));
+            }
+        }
         let default_model = raw.default_model.unwrap_or_else(|| models[0].id.clone());
         if !models.iter().any(|model| model.id == default_model) {
             return Err(ConfigError::Invalid(format!(
@@ -501,6 +539,63 @@ mod tests {
         )
         .unwrap();
         assert_eq!(config.model.key_policy, KeyPolicy::None);
+    }
+
+    #[test]
+    fn pricing_is_configured_per_model_with_deepseek_defaults_on_deepseek() {
+        let load = |text: &str| -> Result<Config, String> {
+            let raw: RawConfig = toml::from_str(text).map_err(|err| err.to_string())?;
+            Config::from_raw(raw, "/h".into(), &MapEnv(HashMap::new()))
+                .map_err(|err| err.to_string())
+        };
+        let price = |config: &Config, id: &str| config.choices.pricing(id).cloned();
+        // The built-in catalog, on DeepSeek's API: its published prices.
+        let config = load("").unwrap();
+        let flash = price(&config, "deepseek-v4-flash").expect("a default price");
+        assert_eq!(flash.currency, "USD");
+        assert!(flash.input > 0.0 && flash.output > flash.input);
+        assert!(flash.input_cache_hit.is_some_and(|hit| hit < flash.input));
+        // Another endpoint: no price unless configured.
+        let local = "[provider]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:8080/v1\"\n";
+        assert_eq!(price(&load(local).unwrap(), "deepseek-v4-flash"), None);
+        // A configured model's own pricing, inline or as [models.pricing];
+        // a DeepSeek model without one keeps the default on DeepSeek.
+        let config = load(
+            "[[models]]\nid = \"x\"\npricing = { input = 2.0, input_cache_hit = 0.5, output = 8.0, currency = \"EUR\" }\n\
+             [[models]]\nid = \"deepseek-v4-pro\"\n\
+             [[models]]\nid = \"y\"\n[models.pricing]\ninput = 1\noutput = 3\n",
+        )
+        .unwrap();
+        let x = price(&config, "x").unwrap();
+        assert_eq!(
+            (x.input, x.input_cache_hit, x.output),
+            (2.0, Some(0.5), 8.0)
+        );
+        assert_eq!(x.currency, "EUR");
+        assert!(price(&config, "deepseek-v4-pro").is_some());
+        let y = price(&config, "y").unwrap();
+        assert_eq!(
+            (y.input, y.input_cache_hit, y.currency.as_str()),
+            (1.0, None, "USD")
+        );
+        // 1000 uncached, 3000 cached, 500 out at y's prices (a hit costs
+        // the input price when none is set).
+        let usage = dsh_protocol::model::Usage {
+            input_tokens: 1000,
+            output_tokens: 500,
+            cache_read_tokens: 3000,
+            reasoning_tokens: 0,
+        };
+        assert!((y.cost(&usage) - (4000.0 + 1500.0) / 1e6).abs() < 1e-12);
+        assert!((x.cost(&usage) - (2000.0 + 1500.0 + 4000.0) / 1e6).abs() < 1e-12);
+        // Typos and impossible prices are errors.
+        assert!(
+            load("[[models]]\nid = \"x\"\npricing = { input = 1, output = 1, cache = 1 }\n")
+                .is_err()
+        );
+        let err =
+            load("[[models]]\nid = \"x\"\npricing = { input = -1, output = 1 }\n").unwrap_err();
+        assert!(err.to_string().contains("pricing"), "{err}");
     }
 
     #[test]

@@ -135,10 +135,10 @@ pub enum Output<'a> {
 /// Streamed text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Delta {
-    /// The reply's text.
-    Message(String),
-    /// The model's reasoning.
-    Thought(String),
+    /// The reply's text, and the id of its message ([`crate::update::message_id`]).
+    Message(String, String),
+    /// The model's reasoning, and the id of its message.
+    Thought(String, String),
 }
 
 /// A subagent's life, as a client that shows it as a session sees it.
@@ -219,8 +219,8 @@ impl Delta {
     /// As an update.
     pub fn into_update(self) -> AgentUpdate {
         match self {
-            Delta::Message(text) => AgentUpdate::MessageChunk(text),
-            Delta::Thought(text) => AgentUpdate::ThoughtChunk(text),
+            Delta::Message(text, id) => AgentUpdate::MessageChunk(text, Some(id)),
+            Delta::Thought(text, id) => AgentUpdate::ThoughtChunk(text, Some(id)),
         }
     }
 }

@@ -95,7 +95,9 @@ impl Projection {
     ) -> Vec<AgentUpdate> {
         let replay = delivery == Delivery::Replay;
         match &event.data {
-            EventData::Title { title, .. } => vec![AgentUpdate::Title(title.clone())],
+            EventData::Title { title, .. } => {
+                vec![AgentUpdate::Title(title.clone(), event.time)]
+            }
             // The editor shows its own prompt; a steered one lands in the
             // running turn, so it is shown where it lands, live too.
             EventData::UserMessage {
@@ -106,6 +108,8 @@ impl Projection {
                 .map(AgentUpdate::UserChunk)
                 .collect(),
             EventData::AssistantMessage {
+                turn,
+                step,
                 text,
                 reasoning,
                 usage,
@@ -114,11 +118,12 @@ impl Projection {
                 ..
             } => {
                 let mut updates = Vec::new();
+                let id = || Some(crate::update::message_id(*turn, *step));
                 if replay && !reasoning.is_empty() {
-                    updates.push(AgentUpdate::ThoughtChunk(reasoning.clone()));
+                    updates.push(AgentUpdate::ThoughtChunk(reasoning.clone(), id()));
                 }
                 if replay && !text.is_empty() {
-                    updates.push(AgentUpdate::MessageChunk(text.clone()));
+                    updates.push(AgentUpdate::MessageChunk(text.clone(), id()));
                 }
                 if let Some(used) = usage
                     .map(|usage| usage.context_tokens())
@@ -128,7 +133,11 @@ impl Projection {
                         .model(model)
                         .map(|model| model.context_window)
                         .unwrap_or_else(|| settings.context_window(choices));
-                    updates.push(AgentUpdate::Usage { used, size });
+                    updates.push(AgentUpdate::Usage {
+                        used,
+                        size,
+                        cost: None,
+                    });
                 }
                 updates
             }
@@ -204,10 +213,10 @@ impl Projection {
             }
             EventData::Plan { entries } => vec![AgentUpdate::Plan(entries.clone())],
             // No model streamed it: shown whole, live and on replay.
-            EventData::Notice { text } => vec![AgentUpdate::MessageChunk(text.clone())],
+            EventData::Notice { text } => vec![AgentUpdate::MessageChunk(text.clone(), None)],
             // A hook is shown only when it blocked or failed.
             EventData::HookResult(run) if run.blocked || run.failed() => {
-                vec![AgentUpdate::MessageChunk(hook_note(run))]
+                vec![AgentUpdate::MessageChunk(hook_note(run), None)]
             }
             // An undo is shown as the tool call it acted like: the files
             // it put back, with a diff each.
@@ -240,12 +249,12 @@ impl Projection {
             // Hooks' context (no files) is shown by its `hook/result`s.
             EventData::Instructions { files, .. } if files.is_empty() => Vec::new(),
             EventData::Instructions { files, .. } => {
-                vec![AgentUpdate::ThoughtChunk(instructions_note(files))]
+                vec![AgentUpdate::ThoughtChunk(instructions_note(files), None)]
             }
-            EventData::Skills { skills, .. } => vec![AgentUpdate::ThoughtChunk(format!(
-                "Skills available: {}.\n\n",
-                skills.join(", ")
-            ))],
+            EventData::Skills { skills, .. } => vec![AgentUpdate::ThoughtChunk(
+                format!("Skills available: {}.\n\n", skills.join(", ")),
+                None,
+            )],
             EventData::CompactionSummary {
                 call_id,
                 messages,
@@ -257,9 +266,10 @@ impl Projection {
                 let size = settings.context_window(choices);
                 let Some(call_id) = call_id else {
                     // Summaries from before dsh showed them as a tool call.
-                    return vec![AgentUpdate::MessageChunk(format!(
-                        "Conversation compacted: {messages} messages summarised.\n\n"
-                    ))];
+                    return vec![AgentUpdate::MessageChunk(
+                        format!("Conversation compacted: {messages} messages summarised.\n\n"),
+                        None,
+                    )];
                 };
                 let view =
                     compaction_view(Some((*messages, *tokens_before, *tokens_after, summary)));
@@ -285,6 +295,7 @@ impl Projection {
                     AgentUpdate::Usage {
                         used: *tokens_after,
                         size,
+                        cost: None,
                     },
                 ]
             }

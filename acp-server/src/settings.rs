@@ -4,7 +4,7 @@
 
 use dsh_protocol::log::ConfigKey;
 
-use dsh_protocol::model::{ModelInfo, ThoughtLevel};
+use dsh_protocol::model::{ModelInfo, Pricing, ThoughtLevel};
 use dsh_protocol::Mode;
 
 use crate::error::AgentError;
@@ -27,6 +27,11 @@ impl Choices {
     /// A model from the catalog.
     pub fn model(&self, id: &str) -> Option<&ModelInfo> {
         self.models.iter().find(|model| model.id == id)
+    }
+
+    /// What a model's tokens cost, when the catalog says.
+    pub fn pricing(&self, id: &str) -> Option<&Pricing> {
+        self.model(id).and_then(|model| model.pricing.as_ref())
     }
 }
 

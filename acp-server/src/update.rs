@@ -14,19 +14,25 @@ use dsh_protocol::Mode;
 pub enum AgentUpdate {
     /// A block of the user's prompt (replay only: live, the client sent it).
     UserChunk(UserContent),
-    /// Visible model text.
-    MessageChunk(String),
-    /// Model reasoning.
-    ThoughtChunk(String),
+    /// Visible model text, with the id of the assistant message it belongs
+    /// to (none: dsh's own text, a notice).
+    MessageChunk(String, Option<String>),
+    /// Model reasoning, with the id of its assistant message (none: dsh's
+    /// own notes).
+    ThoughtChunk(String, Option<String>),
     /// Context use after a model call.
     Usage {
         /// Tokens in the context window.
         used: u64,
         /// Window size.
         size: u64,
+        /// What the session's model calls cost so far (none: no priced
+        /// model answered yet). Set by the session's fold.
+        cost: Option<dsh_protocol::model::Cost>,
     },
-    /// The session title changed.
-    Title(String),
+    /// The session title changed, and when (epoch milliseconds: the time
+    /// its event was logged).
+    Title(String, u64),
     /// A tool call appeared.
     ToolCall {
         /// Call id.
@@ -57,6 +63,13 @@ pub enum AgentUpdate {
     /// The slash commands the session offers (when it opens, and when the
     /// files behind them changed).
     Commands(Vec<crate::context::commands::Offered>),
+}
+
+/// The id of the assistant message of a turn's step: known when the step
+/// starts streaming and derived from the logged `assistant/message` on
+/// replay, so live chunks and replayed ones carry the same id.
+pub fn message_id(turn: u64, step: u64) -> String {
+    format!("{turn}-{step}")
 }
 
 /// One selectable value of a setting.

@@ -222,7 +222,7 @@ impl ThoughtLevel {
 }
 
 /// One model in the catalog.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct ModelInfo {
     /// Provider model id.
     pub id: String,
@@ -241,6 +241,52 @@ pub struct ModelInfo {
     /// Whether the model accepts images.
     #[serde(default)]
     pub images: bool,
+    /// What its tokens cost (none: the session's cost is not shown).
+    #[serde(default)]
+    pub pricing: Option<Pricing>,
+}
+
+/// A model's prices per million tokens (`[models.pricing]`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Pricing {
+    /// Uncached prompt tokens (a cache miss).
+    pub input: f64,
+    /// Prompt tokens served from the provider's cache (default: `input`).
+    #[serde(default)]
+    pub input_cache_hit: Option<f64>,
+    /// Completion tokens, reasoning included.
+    pub output: f64,
+    /// The unit of the prices: an ISO 4217 code ("USD", "CNY") or another
+    /// unit ("credits").
+    #[serde(default = "default_currency")]
+    pub currency: String,
+}
+
+fn default_currency() -> String {
+    "USD".to_owned()
+}
+
+impl Pricing {
+    /// What one call's usage cost, in [`Pricing::currency`]:
+    /// input × `input` + cache hits × `input_cache_hit` + output × `output`,
+    /// per million tokens.
+    pub fn cost(&self, usage: &Usage) -> f64 {
+        let hit = self.input_cache_hit.unwrap_or(self.input);
+        (usage.input_tokens as f64 * self.input
+            + usage.cache_read_tokens as f64 * hit
+            + usage.output_tokens as f64 * self.output)
+            / 1_000_000.0
+    }
+}
+
+/// What a session's model calls cost so far.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Cost {
+    /// The amount.
+    pub amount: f64,
+    /// Its unit ([`Pricing::currency`]).
+    pub currency: String,
 }
 
 impl ModelInfo {

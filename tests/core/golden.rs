@@ -328,20 +328,27 @@ fn every_update_keeps_its_acp_json() {
         ),
         (
             "message",
-            AgentUpdate::MessageChunk("I will edit it.".into()),
+            AgentUpdate::MessageChunk("I will edit it.".into(), Some("1-2".into())),
         ),
         (
             "thought",
-            AgentUpdate::ThoughtChunk("The bug is in main.".into()),
+            AgentUpdate::ThoughtChunk("The bug is in main.".into(), Some("1-2".into())),
         ),
         (
             "usage",
             AgentUpdate::Usage {
                 used: 1240,
                 size: 1_000_000,
+                cost: Some(dsh_protocol::model::Cost {
+                    amount: 0.0042,
+                    currency: "USD".into(),
+                }),
             },
         ),
-        ("title", AgentUpdate::Title("Fix the bug".into())),
+        (
+            "title",
+            AgentUpdate::Title("Fix the bug".into(), 1_767_225_600_000),
+        ),
         (
             "commands",
             AgentUpdate::Commands(

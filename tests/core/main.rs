@@ -203,8 +203,8 @@ pub fn settled(updates: &[AgentUpdate]) -> Vec<AgentUpdate> {
     let mut out: Vec<AgentUpdate> = Vec::new();
     for update in updates {
         match (out.last_mut(), update) {
-            (Some(AgentUpdate::MessageChunk(text)), AgentUpdate::MessageChunk(more))
-            | (Some(AgentUpdate::ThoughtChunk(text)), AgentUpdate::ThoughtChunk(more)) => {
+            (Some(AgentUpdate::MessageChunk(text, _)), AgentUpdate::MessageChunk(more, _))
+            | (Some(AgentUpdate::ThoughtChunk(text, _)), AgentUpdate::ThoughtChunk(more, _)) => {
                 text.push_str(more)
             }
             (
@@ -236,10 +236,10 @@ pub fn render(updates: &[AgentUpdate], root: &Path) -> String {
     for update in updates {
         lines.push(match update {
             AgentUpdate::UserChunk(content) => format!("user {:?}", short(&format!("{content:?}"))),
-            AgentUpdate::MessageChunk(text) => format!("message {:?}", short(text)),
-            AgentUpdate::ThoughtChunk(text) => format!("thought {:?}", short(text)),
-            AgentUpdate::Usage { used, size } => format!("usage {used}/{size}"),
-            AgentUpdate::Title(title) => format!("title {title:?}"),
+            AgentUpdate::MessageChunk(text, _) => format!("message {:?}", short(text)),
+            AgentUpdate::ThoughtChunk(text, _) => format!("thought {:?}", short(text)),
+            AgentUpdate::Usage { used, size, .. } => format!("usage {used}/{size}"),
+            AgentUpdate::Title(title, _) => format!("title {title:?}"),
             AgentUpdate::Commands(commands) => format!(
                 "commands {}",
                 commands

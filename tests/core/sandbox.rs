@@ -25,7 +25,7 @@ fn shown(recorder: &Recorder) -> (Vec<String>, Vec<String>) {
     let mut results = Vec::new();
     for update in recorder.take() {
         match update {
-            AgentUpdate::MessageChunk(text) => messages.push(text),
+            AgentUpdate::MessageChunk(text, _) => messages.push(text),
             AgentUpdate::ToolCallUpdate { view, .. } => {
                 for content in view.content {
                     if let ToolContent::Text { text } = content {

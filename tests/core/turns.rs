@@ -61,8 +61,8 @@ async fn a_reply_streams_as_it_comes_and_is_recorded_once() {
         .take()
         .iter()
         .filter_map(|update| match update {
-            AgentUpdate::ThoughtChunk(text) => Some(format!("thought {text}")),
-            AgentUpdate::MessageChunk(text) => Some(format!("message {text}")),
+            AgentUpdate::ThoughtChunk(text, _) => Some(format!("thought {text}")),
+            AgentUpdate::MessageChunk(text, _) => Some(format!("message {text}")),
             _ => None,
         })
         .collect();
@@ -189,7 +189,7 @@ async fn replay_equals_live() {
             .lock()
             .unwrap()
             .iter()
-            .any(|u| matches!(u, AgentUpdate::MessageChunk(text) if text.ends_with(" upon")))
+            .any(|u| matches!(u, AgentUpdate::MessageChunk(text, _) if text.ends_with(" upon")))
         {
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
@@ -333,7 +333,7 @@ async fn a_turn_holds_and_merges_deltas_while_the_editor_is_behind() {
         .unwrap()
         .iter()
         .filter_map(|update| match update {
-            AgentUpdate::MessageChunk(text) => Some(text.clone()),
+            AgentUpdate::MessageChunk(text, _) => Some(text.clone()),
             _ => None,
         })
         .collect();

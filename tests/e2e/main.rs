@@ -7,6 +7,7 @@ mod backpressure;
 mod cli;
 mod confine;
 mod context;
+mod cost;
 mod docs;
 mod escapes;
 mod examples;

@@ -248,17 +248,25 @@ pub fn session_update(update: AgentUpdate) -> acp::SessionUpdate {
         AgentUpdate::UserChunk(content) => {
             acp::SessionUpdate::UserMessageChunk(acp::ContentChunk::new(content_block(content)))
         }
-        AgentUpdate::MessageChunk(text) => acp::SessionUpdate::AgentMessageChunk(
-            acp::ContentChunk::new(acp::ContentBlock::Text(acp::TextContent::new(text))),
+        AgentUpdate::MessageChunk(text, id) => acp::SessionUpdate::AgentMessageChunk(
+            acp::ContentChunk::new(acp::ContentBlock::Text(acp::TextContent::new(text)))
+                .message_id(id.map(acp::MessageId::new)),
         ),
-        AgentUpdate::ThoughtChunk(text) => acp::SessionUpdate::AgentThoughtChunk(
-            acp::ContentChunk::new(acp::ContentBlock::Text(acp::TextContent::new(text))),
+        AgentUpdate::ThoughtChunk(text, id) => acp::SessionUpdate::AgentThoughtChunk(
+            acp::ContentChunk::new(acp::ContentBlock::Text(acp::TextContent::new(text)))
+                .message_id(id.map(acp::MessageId::new)),
         ),
-        AgentUpdate::Usage { used, size } => {
-            acp::SessionUpdate::UsageUpdate(acp::UsageUpdate::new(used, size))
-        }
-        AgentUpdate::Title(title) => {
-            acp::SessionUpdate::SessionInfoUpdate(acp::SessionInfoUpdate::new().title(title))
+        AgentUpdate::Usage { used, size, cost } => acp::SessionUpdate::UsageUpdate(
+            acp::UsageUpdate::new(used, size)
+                .cost(cost.map(|cost| acp::Cost::new(cost.amount, cost.currency))),
+        ),
+        AgentUpdate::Title(title, at_ms) => {
+            let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(at_ms);
+            acp::SessionUpdate::SessionInfoUpdate(
+                acp::SessionInfoUpdate::new()
+                    .title(title)
+                    .updated_at(humantime::format_rfc3339_millis(at).to_string()),
+            )
         }
         AgentUpdate::ToolCall {
             call_id,

@@ -84,7 +84,7 @@ fn notify(
     let commands = AgentUpdate::Commands(commands);
     let notices = notices
         .into_iter()
-        .map(|notice| AgentUpdate::MessageChunk(format!("⚠ {notice}\n")));
+        .map(|notice| AgentUpdate::MessageChunk(format!("⚠ {notice}\n"), None));
     for update in std::iter::once(commands).chain(notices) {
         let update = convert::session_update(update);
         match cx.send_notification(SessionNotification::new(session_id.clone(), update)) {

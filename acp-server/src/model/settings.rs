@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use dsh_protocol::model::ModelInfo;
+use dsh_protocol::model::{ModelInfo, Pricing};
 use serde::Deserialize;
 
 pub use super::retry::RetryPolicy;
@@ -39,6 +39,7 @@ pub fn builtin_models() -> Vec<ModelInfo> {
         context_window: 1_000_000,
         max_tokens: Some(256_000),
         images,
+        pricing: deepseek_pricing(id),
     };
     vec![
         model(
@@ -60,6 +61,33 @@ pub fn builtin_models() -> Vec<ModelInfo> {
             true,
         ),
     ]
+}
+
+/// DeepSeek's published prices for its models, in USD per million tokens
+/// (<https://api-docs.deepseek.com/quick_start/pricing>, as checked on
+/// 2026-11-15): `deepseek-flash` (DeepSeek-V4.1-Flash, which also serves
+/// and bills the retired names `deepseek-v4-flash`,
+/// `deepseek-v4-flash-vision-exp`, `deepseek-chat` and `deepseek-reasoner`)
+/// and `deepseek-v4-pro`. DeepSeek bills peak hours (01:00–04:00 and
+/// 06:00–10:00 UTC on weekdays) at twice the off-peak rate; dsh does not
+/// follow the clock and uses the peak rates, an upper bound. A model's
+/// `pricing` in `config.toml` replaces these.
+pub fn deepseek_pricing(id: &str) -> Option<Pricing> {
+    let (hit, miss, output) = match id {
+        "deepseek-flash"
+        | "deepseek-v4-flash"
+        | "deepseek-v4-flash-vision-exp"
+        | "deepseek-chat"
+        | "deepseek-reasoner" => (0.006, 0.30, 1.20),
+        "deepseek-v4-pro" => (0.044, 1.32, 3.96),
+        _ => return None,
+    };
+    Some(Pricing {
+        input: miss,
+        input_cache_hit: Some(hit),
+        output,
+        currency: "USD".to_owned(),
+    })
 }
 
 /// Everything a model client needs.

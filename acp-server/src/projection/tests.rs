@@ -17,6 +17,7 @@ fn choices() -> Choices {
         context_window: window,
         max_tokens: None,
         images: false,
+        pricing: None,
     };
     Choices {
         models: vec![model("small", 8_000), model("big", 128_000)],
@@ -130,20 +131,24 @@ fn a_reply_adds_only_its_usage_live_and_is_whole_on_replay() {
     let usage = AgentUpdate::Usage {
         used: 125,
         size: 8_000,
+        cost: None,
     };
     assert_eq!(project(data.clone(), Live), std::slice::from_ref(&usage));
     assert_eq!(
         project(data, Replay),
         [
-            AgentUpdate::ThoughtChunk("Thinking.".to_owned()),
-            AgentUpdate::MessageChunk("Hello.".to_owned()),
+            AgentUpdate::ThoughtChunk("Thinking.".to_owned(), Some("1-1".to_owned())),
+            AgentUpdate::MessageChunk("Hello.".to_owned(), Some("1-1".to_owned())),
             usage,
         ]
     );
     // Empty text or reasoning is not shown as an empty chunk.
     assert_eq!(
         project(reply("Only text.", "", None, "small"), Replay),
-        [AgentUpdate::MessageChunk("Only text.".to_owned())]
+        [AgentUpdate::MessageChunk(
+            "Only text.".to_owned(),
+            Some("1-1".to_owned())
+        )]
     );
 }
 
@@ -154,7 +159,8 @@ fn usage_is_measured_against_the_window_of_the_model_that_answered() {
         project(reply("", "", Some(usage(1, 0, 1)), "small"), Live),
         [AgentUpdate::Usage {
             used: 2,
-            size: 8_000
+            size: 8_000,
+            cost: None,
         }]
     );
     // A model the catalog no longer has (or an old log without one): the
@@ -163,7 +169,8 @@ fn usage_is_measured_against_the_window_of_the_model_that_answered() {
         project(reply("", "", Some(usage(1, 0, 1)), ""), Live),
         [AgentUpdate::Usage {
             used: 2,
-            size: 128_000
+            size: 128_000,
+            cost: None,
         }]
     );
     // No usage from the provider: dsh's estimate; neither: no meter.
@@ -178,7 +185,8 @@ fn usage_is_measured_against_the_window_of_the_model_that_answered() {
         project(estimated, Live),
         [AgentUpdate::Usage {
             used: 42,
-            size: 128_000
+            size: 128_000,
+            cost: None,
         }]
     );
     assert_eq!(project(reply("", "", None, "big"), Live), []);
@@ -410,6 +418,7 @@ fn a_compaction_updates_its_live_call_and_is_a_whole_call_on_replay() {
     let usage = AgentUpdate::Usage {
         used: 300,
         size: 128_000,
+        cost: None,
     };
     assert_eq!(
         project(summary(Some("k1")), Live),
@@ -438,7 +447,8 @@ fn a_compaction_updates_its_live_call_and_is_a_whole_call_on_replay() {
     assert_eq!(
         project(summary(None), Replay),
         [AgentUpdate::MessageChunk(
-            "Conversation compacted: 9 messages summarised.\n\n".to_owned()
+            "Conversation compacted: 9 messages summarised.\n\n".to_owned(),
+            None
         )]
     );
 }
@@ -482,7 +492,8 @@ fn instructions_are_one_thought_naming_the_files_by_status() {
         [AgentUpdate::ThoughtChunk(
             "Workspace instructions from: /w/AGENTS.md, /w/CLAUDE.md; cut to fit: /w/big.md; \
              Instructions removed: /w/old.md.\n\n"
-                .to_owned()
+                .to_owned(),
+            None
         )]
     );
 }
@@ -503,7 +514,7 @@ fn titles_plans_and_notices_show_alike_live_and_on_replay() {
                 },
                 delivery
             ),
-            [AgentUpdate::Title("A title".to_owned())]
+            [AgentUpdate::Title("A title".to_owned(), 0)]
         );
         assert_eq!(
             project(
@@ -521,7 +532,7 @@ fn titles_plans_and_notices_show_alike_live_and_on_replay() {
                 },
                 delivery
             ),
-            [AgentUpdate::MessageChunk("Mode set.".to_owned())]
+            [AgentUpdate::MessageChunk("Mode set.".to_owned(), None)]
         );
     }
 }

@@ -27,6 +27,7 @@ use crate::error::AgentError;
 use crate::frontend::{Delta, Frontend, Output};
 use crate::mcp::McpServerConfig;
 use crate::permission::{Answer, Approvals, Question};
+use crate::update::AgentUpdate;
 
 pub use super::item::{AskedCall, Item, OfferedOption};
 
@@ -83,6 +84,8 @@ struct Live {
     running: Option<Running>,
     asks: HashMap<String, Ask>,
     next_ask: u64,
+    /// The cost of the latest usage update (the session's so far).
+    cost: Option<dsh_protocol::model::Cost>,
 }
 
 /// What a new subscriber starts from.
@@ -151,6 +154,7 @@ impl SdkSession {
             message_id: live.running.as_ref().map(|run| run.message_id.as_str()),
             stop_reason: None,
             error: None,
+            cost: live.cost.as_ref(),
         }
     }
 
@@ -293,6 +297,7 @@ impl SdkSession {
             message_id: Some(message_id),
             stop_reason,
             error,
+            cost: live.cost.as_ref(),
         };
         self.notify(live, NoticeKind::Status, &item);
     }
@@ -309,6 +314,7 @@ impl SdkSession {
             message_id: Some(message_id),
             stop_reason: None,
             error: None,
+            cost: live.cost.as_ref(),
         };
         self.notify(&live, NoticeKind::Status, &item);
     }
@@ -321,6 +327,7 @@ impl SdkSession {
             message_id: None,
             stop_reason: None,
             error: None,
+            cost: live.cost.as_ref(),
         };
         self.notify(&live, NoticeKind::Closed, &item);
     }
@@ -342,14 +349,22 @@ impl Frontend for SdkSession {
     fn emit(&self, output: Output<'_>) {
         let (channel, text) = match output {
             // Everything durable reaches subscribers as its logged event.
-            Output::Recorded { event, .. } => {
-                let live = lock(&self.live);
+            Output::Recorded { event, updates } => {
+                let mut live = lock(&self.live);
+                for update in updates {
+                    if let AgentUpdate::Usage {
+                        cost: Some(cost), ..
+                    } = update
+                    {
+                        live.cost = Some(cost);
+                    }
+                }
                 self.last_seq.fetch_max(event.seq, Ordering::AcqRel);
                 self.notify(&live, NoticeKind::Event(event.seq), &Item::Event { event });
                 return;
             }
-            Output::Delta(Delta::Message(text)) => ("text", text),
-            Output::Delta(Delta::Thought(text)) => ("thought", text),
+            Output::Delta(Delta::Message(text, _)) => ("text", text),
+            Output::Delta(Delta::Thought(text, _)) => ("thought", text),
             // Subscribers replay from the log themselves, and see a call
             // run from its events.
             Output::Replayed(_) | Output::Transient(_) => return,

@@ -43,6 +43,10 @@ pub enum Item<'a> {
         /// Why it failed (idle after a failed prompt).
         #[serde(skip_serializing_if = "Option::is_none")]
         error: Option<serde_json::Value>,
+        /// What the session's model calls cost so far (`{amount,
+        /// currency}`), once a priced model answered.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cost: Option<&'a dsh_protocol::model::Cost>,
     },
     /// A question for a client to answer with `session/respond`: a
     /// permission, or a plan review (`question`).

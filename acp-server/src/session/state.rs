@@ -13,6 +13,7 @@ use std::collections::HashSet;
 
 use dsh_protocol::history::{History, Repair};
 use dsh_protocol::log::{Event, EventData, InstructionStatus, PermissionRule};
+use dsh_protocol::model::{Cost, Usage};
 use dsh_protocol::ToolCallId;
 
 use crate::error::AgentError;
@@ -43,6 +44,9 @@ pub(crate) struct SessionState {
     /// Tokens in the context window at the last model call (the
     /// provider's usage, else dsh's estimate); unknown after a compaction.
     pub(crate) last_context: Option<u64>,
+    /// What the session's model calls cost so far (see [`Self::charge`]);
+    /// none until a call of a priced model.
+    pub(crate) cost: Option<Cost>,
     /// The turns' checkpoints, oldest first, and the turns undone since.
     pub(crate) checkpoints: Vec<(u64, Vec<dsh_protocol::checkpoint::CheckpointFile>)>,
     pub(crate) undone: HashSet<u64>,
@@ -72,6 +76,7 @@ impl SessionState {
             instructions: Default::default(),
             skills: None,
             last_context: None,
+            cost: None,
             checkpoints: Vec::new(),
             undone: HashSet::new(),
             hook_consents: Default::default(),
@@ -207,20 +212,64 @@ impl SessionState {
         updates
     }
 
+    /// Adds one model call's usage to the session's cost, at the prices of
+    /// the model that served it. A model without pricing adds nothing; a
+    /// call priced in another currency than the session's first is not
+    /// added (the cost has one currency).
+    fn charge(&mut self, model: &str, usage: &Usage, choices: &Choices) -> bool {
+        let model = if model.is_empty() {
+            self.settings.model.as_str()
+        } else {
+            model
+        };
+        let Some(pricing) = choices.pricing(model) else {
+            return false;
+        };
+        let amount = pricing.cost(usage);
+        match &mut self.cost {
+            None => {
+                self.cost = Some(Cost {
+                    amount,
+                    currency: pricing.currency.clone(),
+                });
+                true
+            }
+            Some(cost) if cost.currency == pricing.currency => {
+                cost.amount += amount;
+                true
+            }
+            Some(_) => false,
+        }
+    }
+
     fn apply(&mut self, event: &Event, choices: &Choices, delivery: Delivery) -> Vec<AgentUpdate> {
+        // The session's cost: every model call's usage — the steps', the
+        // title's, a subagent's (on its call's result or its job's end) —
+        // at the price of the model that served it (the session's model at
+        // the time when the event does not name one).
+        let mut charged = false;
         match &event.data {
             EventData::Config { key, value } => self.settings.apply(*key, value, choices),
             EventData::PermissionRule(rule) => self.rules.push(rule.clone()),
-            EventData::Title { title, .. } => self.title = Some(title.clone()),
+            EventData::Title { title, usage } => {
+                self.title = Some(title.clone());
+                if let Some(usage) = usage {
+                    charged = self.charge("", usage, choices);
+                }
+            }
             EventData::TurnStart { turn } => self.turns = self.turns.max(*turn),
             EventData::AssistantMessage {
                 tool_calls,
                 usage,
                 estimated_context,
+                model,
                 ..
             } => {
                 self.call_ids
                     .extend(tool_calls.iter().map(|call| call.id.clone()));
+                if let Some(usage) = usage {
+                    charged = self.charge(model, usage, choices);
+                }
                 if let Some(used) = usage.map(|u| u.context_tokens()).or(*estimated_context) {
                     self.last_context = Some(used);
                 }
@@ -240,6 +289,12 @@ impl SessionState {
                 }
             }
             EventData::Skills { skills, .. } => self.skills = Some(skills.clone()),
+            EventData::ToolResult {
+                usage: Some(usage), ..
+            }
+            | EventData::JobEnd {
+                usage: Some(usage), ..
+            } => charged = self.charge("", usage, choices),
             EventData::CompactionSummary { .. } | EventData::CompactionPrune { .. } => {
                 self.last_context = None;
             }
@@ -257,8 +312,8 @@ impl SessionState {
             EventData::UserMessage { .. }
             | EventData::TurnEnd { .. }
             | EventData::ToolCall { .. }
-            | EventData::ToolResult { .. }
-            | EventData::JobEnd { .. }
+            | EventData::ToolResult { usage: None, .. }
+            | EventData::JobEnd { usage: None, .. }
             | EventData::PermissionDecision { .. }
             | EventData::PlanDecision { .. }
             | EventData::QuestionDecision { .. }
@@ -272,7 +327,27 @@ impl SessionState {
         if !self.evicted {
             self.history.apply(event);
         }
-        self.projection
-            .project(event, &self.settings, choices, delivery)
+        let mut updates = self
+            .projection
+            .project(event, &self.settings, choices, delivery);
+        // Every usage update carries the cost so far; a cost that changed
+        // without one (a title, a subagent's result) gets one of its own.
+        let mut usage_shown = false;
+        for update in &mut updates {
+            if let AgentUpdate::Usage { cost, .. } = update {
+                cost.clone_from(&self.cost);
+                usage_shown = true;
+            }
+        }
+        if charged && !usage_shown {
+            if let Some(used) = self.last_context {
+                updates.push(AgentUpdate::Usage {
+                    used,
+                    size: self.settings.context_window(choices),
+                    cost: self.cost.clone(),
+                });
+            }
+        }
+        updates
     }
 }

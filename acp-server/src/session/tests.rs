@@ -411,7 +411,9 @@ async fn replay_equals_live_but_for_the_prompt_and_the_streamed_text() {
     let only_replayed = |update: &AgentUpdate| {
         matches!(
             update,
-            AgentUpdate::UserChunk(_) | AgentUpdate::MessageChunk(_) | AgentUpdate::ThoughtChunk(_)
+            AgentUpdate::UserChunk(_)
+                | AgentUpdate::MessageChunk(_, _)
+                | AgentUpdate::ThoughtChunk(_, _)
         )
     };
     let (extra, same): (Vec<AgentUpdate>, Vec<AgentUpdate>) =
@@ -421,10 +423,10 @@ async fn replay_equals_live_but_for_the_prompt_and_the_streamed_text() {
         extra,
         [
             AgentUpdate::UserChunk(UserContent::text("Read a.txt")),
-            AgentUpdate::ThoughtChunk("thinking 1".to_owned()),
-            AgentUpdate::MessageChunk("Let me look.".to_owned()),
-            AgentUpdate::ThoughtChunk("thinking 2".to_owned()),
-            AgentUpdate::MessageChunk("It says A.".to_owned()),
+            AgentUpdate::ThoughtChunk("thinking 1".to_owned(), Some("1-1".to_owned())),
+            AgentUpdate::MessageChunk("Let me look.".to_owned(), Some("1-1".to_owned())),
+            AgentUpdate::ThoughtChunk("thinking 2".to_owned(), Some("1-2".to_owned())),
+            AgentUpdate::MessageChunk("It says A.".to_owned(), Some("1-2".to_owned())),
         ]
     );
     assert!(live.iter().all(|update| !only_replayed(update)), "{live:?}");

@@ -11,6 +11,7 @@ fn model(id: &str, name: Option<&str>, window: u64) -> ModelInfo {
         context_window: window,
         max_tokens: None,
         images: false,
+        pricing: None,
     }
 }
 

@@ -24,6 +24,8 @@ const MERGE_AT_MOST: usize = 64;
 /// The model's reply to one step, assembled from deltas.
 #[derive(Default)]
 struct Reply {
+    /// The id its chunks carry ([`crate::update::message_id`]).
+    id: String,
     text: String,
     reasoning: String,
     calls: BTreeMap<usize, ToolCallRequest>,
@@ -100,11 +102,11 @@ impl Reply {
         match next {
             Some(Ok(StreamEvent::TextDelta(text))) => {
                 self.text.push_str(&text);
-                unsent.push(Delta::Message(text));
+                unsent.push(Delta::Message(text, self.id.clone()));
             }
             Some(Ok(StreamEvent::ReasoningDelta(text))) => {
                 self.reasoning.push_str(&text);
-                unsent.push(Delta::Thought(text));
+                unsent.push(Delta::Thought(text, self.id.clone()));
             }
             Some(Ok(StreamEvent::ToolCallDelta {
                 index,
@@ -138,8 +140,8 @@ impl Unsent {
 
     fn push(&mut self, delta: Delta) {
         match (self.0.last_mut(), delta) {
-            (Some(Delta::Message(merged)), Delta::Message(text))
-            | (Some(Delta::Thought(merged)), Delta::Thought(text)) => merged.push_str(&text),
+            (Some(Delta::Message(merged, _)), Delta::Message(text, _))
+            | (Some(Delta::Thought(merged, _)), Delta::Thought(text, _)) => merged.push_str(&text),
             (_, delta) => self.0.push(delta),
         }
     }
@@ -226,7 +228,10 @@ impl Turn<'_> {
             Started::Cancelled => return Ok(Next::Stop(StopReason::Cancelled)),
         };
 
-        let mut reply = Reply::default();
+        let mut reply = Reply {
+            id: crate::update::message_id(self.number, step),
+            ..Reply::default()
+        };
         let mut unsent = Unsent::default();
         // Whether the stream made the turn wait since it last sent: a
         // stream that is always ready would otherwise keep this task

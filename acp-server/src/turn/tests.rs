@@ -54,7 +54,8 @@ impl Recorder {
 impl Frontend for Recorder {
     fn emit(&self, output: crate::frontend::Output<'_>) {
         for update in output.into_updates() {
-            if let (AgentUpdate::MessageChunk(_), Some(token)) = (&update, &self.cancel_on_text) {
+            if let (AgentUpdate::MessageChunk(_, _), Some(token)) = (&update, &self.cancel_on_text)
+            {
                 token.cancel();
             }
             self.updates.lock().unwrap().push(update);
@@ -255,14 +256,14 @@ async fn a_turn_records_its_prompt_title_start_reply_and_end_in_order() {
     // Live: the title, the streamed deltas (whatever their grouping), then
     // the reply's usage.
     let updates = out.take();
-    assert_eq!(
-        updates.first(),
-        Some(&AgentUpdate::Title("Say hi".to_owned()))
+    assert!(
+        matches!(updates.first(), Some(AgentUpdate::Title(title, _)) if title == "Say hi"),
+        "{updates:?}"
     );
     let streamed: String = updates
         .iter()
         .filter_map(|update| match update {
-            AgentUpdate::MessageChunk(text) => Some(text.as_str()),
+            AgentUpdate::MessageChunk(text, _) => Some(text.as_str()),
             _ => None,
         })
         .collect();
@@ -271,7 +272,8 @@ async fn a_turn_records_its_prompt_title_start_reply_and_end_in_order() {
         updates.last(),
         Some(&AgentUpdate::Usage {
             used: 128,
-            size: 1_000_000
+            size: 1_000_000,
+            cost: None,
         })
     );
     assert!(!world.session.is_busy());
