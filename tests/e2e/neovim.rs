@@ -146,6 +146,14 @@ async fn dsh_nvim_sets_the_mode_and_cancels_a_slow_turn() {
 {"chunks":[{"text":"Planned."}],"finish":"stop","usage":{"prompt_tokens":12100,"completion_tokens":3}}
 {"repeat":{"text":"still thinking ","count":3000},"finish":"stop","delay_ms":20}
 "#;
+    // A priced model: the winbar shows what the session cost.
+    let home = world.home.path().join("dsh");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(
+        home.join("config.toml"),
+        "[[models]]\nid = \"deepseek-v4-flash\"\npricing = { input = 1.0, output = 2.0, currency = \"EUR\" }\n",
+    )
+    .unwrap();
     world.run("cancel_spec.lua", script, &[]).await;
 }
 

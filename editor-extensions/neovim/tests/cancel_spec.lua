@@ -21,6 +21,10 @@ local wins = vim.fn.win_findbuf(H.dsh.chat_buf())
 assert(#wins > 0, "the chat is shown")
 H.contains(vim.wo[wins[1]].winbar, "full-access", "the mode in the winbar")
 H.contains(vim.wo[wins[1]].winbar, "12k/1000k tokens", "usage in the winbar")
+-- The model has a price (1 EUR per million in, 2 out): 23,900 tokens in
+-- and 43 out cost 0.023986 EUR.
+H.contains(vim.wo[wins[1]].winbar, "12k/1000k tokens · 0.0240 EUR", "the cost in the winbar")
+H.eq(H.dsh.state().usage.cost.currency, "EUR", "the cost's currency")
 H.eq(vim.wo[wins[1]].foldexpr ~= "", true, "thoughts fold")
 
 local done

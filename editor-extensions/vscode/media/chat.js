@@ -262,8 +262,13 @@
         return `<label>${escape(picker.name)} <select data-picker="${escape(picker.id)}">${options}</select></label>`;
       })
       .join("");
+    const cost = state.usage && state.usage.cost && typeof state.usage.cost.amount === "number" ? state.usage.cost : null;
+    const amount = cost ? cost.amount.toFixed(cost.amount >= 1 ? 2 : 4) : "";
+    const spent = cost
+      ? ` · <span class="cost" title="what this session cost so far">${cost.currency === "USD" ? `$${amount}` : `${amount} ${escape(cost.currency)}`}</span>`
+      : "";
     const usage = state.usage
-      ? `<span class="usage" title="context used">${Math.round((100 * state.usage.used) / state.usage.size)}% of ${Math.round(state.usage.size / 1000)}k</span>`
+      ? `<span class="usage" title="context used">${Math.round((100 * state.usage.used) / state.usage.size)}% of ${Math.round(state.usage.size / 1000)}k${spent}</span>`
       : "";
     header.innerHTML = `<span class="title">${escape(state.title || "dsh")}</span>${pickers}${usage}`;
     showQuestion(state.question);

@@ -47,6 +47,11 @@ function environment() {
   const home = mkdtempSync(join(tmpdir(), "dsh-vscode-home-"));
   const workspace = mkdtempSync(join(tmpdir(), "dsh-vscode-ws-"));
   writeFileSync(join(workspace, "hello.txt"), "hello\n");
+  // A priced model (the replay provider has no default prices).
+  writeFileSync(
+    join(home, "config.toml"),
+    '[[models]]\nid = "deepseek-v4-flash"\npricing = { input = 0.3, input_cache_hit = 0.006, output = 1.2, currency = "USD" }\n',
+  );
   const env = {
     DSH_HOME: home,
     HOME: home,
@@ -84,6 +89,9 @@ test("a session end to end, then replayed into the view model", { timeout: 60_00
   assert.deepEqual(texts(live, "agent"), ["Hello from dsh."]);
   assert.deepEqual(texts(live, "thought"), ["A greeting."]);
   assert.ok(live.usage && live.usage.used > 0);
+  // The model has a price: dsh sends the session's cost (300 in, 8 out).
+  assert.equal(live.usage.cost?.currency, "USD");
+  assert.ok(Math.abs((live.usage.cost?.amount ?? 0) - (300 * 0.3 + 8 * 1.2) / 1e6) < 1e-12);
 
   // An edit: asked about (kind edit, dsh's options), allowed, written
   // through the host; the tool call ends completed with its diff.

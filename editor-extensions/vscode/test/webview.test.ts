@@ -71,7 +71,7 @@ function recorded(): acp.SessionNotification[] {
     u({ sessionUpdate: "tool_call", toolCallId: "b1", title: "Run cargo test", kind: "execute", status: "pending" }),
     u({ sessionUpdate: "agent_message_chunk", content: { type: "text", text: "I changed **the greeting** in `main.rs`:\n\n" } }),
     u({ sessionUpdate: "agent_message_chunk", content: { type: "text", text: "```rust\nprintln!(\"hi\");\n```\nNow `cargo test`, to check that nothing else changed." } }),
-    u({ sessionUpdate: "usage_update", used: 52_000, size: 1_000_000 }),
+    u({ sessionUpdate: "usage_update", used: 52_000, size: 1_000_000, cost: { amount: 0.0123, currency: "USD" } }),
   ];
 }
 
@@ -176,6 +176,7 @@ test("the chat panel renders a recorded session and posts what the user does", {
     // The mode and model pickers, usage, and the running turn's Cancel.
     assert.deepEqual(await page.$$eval("#header select", (n) => n.map((s) => (s as HTMLSelectElement).value)), ["ask", "deepseek-v4-pro"]);
     assert.match((await text(".usage"))[0], /5% of 1000k/);
+    assert.deepEqual(await text(".cost"), ["$0.0123"]);
     assert.equal(await page.$eval("#cancel", (b) => (b as HTMLButtonElement).hidden), false);
     // The ask's answers, in dsh's order.
     assert.deepEqual(await text(".ask button"), ["Allow once", "Allow once, with network", "Always allow (cargo test)", "Reject"]);

@@ -61,6 +61,19 @@ local function option_value(id)
   end
 end
 
+--- The session's cost as the winbar shows it: `$0.0123` (USD), `0.0123 EUR`;
+--- nil when dsh sent none (no price configured for the model).
+local function cost_text(cost)
+  if type(cost) ~= "table" or type(cost.amount) ~= "number" then
+    return nil
+  end
+  local amount = (cost.amount >= 1 and "%.2f" or "%.4f"):format(cost.amount)
+  if cost.currency == "USD" then
+    return "$" .. amount
+  end
+  return amount .. " " .. tostring(cost.currency or "")
+end
+
 local function refresh_winbar()
   if not S.chat then
     return
@@ -73,6 +86,7 @@ local function refresh_winbar()
   parts[#parts + 1] = option_value("model") or "?"
   if S.usage then
     parts[#parts + 1] = string.format("%dk/%dk tokens", math.floor(S.usage.used / 1000), math.floor(S.usage.size / 1000))
+    parts[#parts + 1] = cost_text(S.usage.cost)
   end
   if S.prompts:busy() then
     local waiting = #S.prompts.waiting
@@ -183,7 +197,7 @@ local function on_update(update)
   elseif kind == "plan" then
     chat:show_plan(update.entries or {})
   elseif kind == "usage_update" then
-    S.usage = { used = update.used or 0, size = update.size or 0 }
+    S.usage = { used = update.used or 0, size = update.size or 0, cost = update.cost }
   elseif kind == "config_option_update" then
     S.config_options = update.configOptions or S.config_options
   elseif kind == "session_info_update" and update.title then

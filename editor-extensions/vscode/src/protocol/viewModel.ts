@@ -43,7 +43,8 @@ export type Item =
 export interface ChatState {
   items: Item[];
   tools: Record<string, ToolView>;
-  usage?: { used: number; size: number };
+  /** Context use, and what the session cost so far when dsh sent it. */
+  usage?: { used: number; size: number; cost?: { amount: number; currency: string } };
   mode?: string;
   title?: string;
   /** A select setting (mode, model, reasoning effort) as the pickers show it. */
@@ -171,7 +172,11 @@ export function reduce(state: ChatState, note: SessionNotification): ChatState {
       });
       break;
     case "usage_update":
-      state.usage = { used: update.used, size: update.size };
+      state.usage = {
+        used: update.used,
+        size: update.size,
+        ...(update.cost ? { cost: { amount: update.cost.amount, currency: update.cost.currency } } : {}),
+      };
       break;
     case "current_mode_update":
       state.mode = update.currentModeId;
