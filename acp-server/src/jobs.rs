@@ -310,22 +310,6 @@ impl Job {
         &self.kill
     }
 
-    /// What the model is told when it started: `what` ("background job")
-    /// with its id, and how to read `reads` ("its output").
-    pub fn started(&self, what: &str, reads: &str) -> dsh_protocol::tool::ToolOutcome {
-        let output = format!(
-            "Started {what} {id}. Read {reads} with job_output {{\"job_id\": \"{id}\"}} (wait: true blocks until it ends) and stop it with job_kill. You will be told when it ends.\n[status: running]",
-            id = self.id
-        );
-        dsh_protocol::tool::ToolOutcome {
-            job: Some(self.id.clone()),
-            ..dsh_protocol::tool::ToolOutcome::ok(
-                output,
-                ToolView::text(format!("Running in the background as job {}", self.id)),
-            )
-        }
-    }
-
     /// Why it was asked to stop, if it was.
     pub fn kill_reason(&self) -> Option<String> {
         lock(&self.state).kill_reason.clone()

@@ -459,7 +459,7 @@ fn start_job(args: &BashArgs, workdir: &Path, env: &ToolEnv<'_>) -> ToolOutcome 
         .start(spec, command, (env.on_job_end)(), Some(on_live))
     {
         Err(err) => ToolOutcome::failed(ErrorCode::Internal, err),
-        Ok(job) => job.started("background job", "its output"),
+        Ok(job) => super::jobs::started(&job, "background job", "its output"),
     }
 }
 

@@ -96,6 +96,22 @@ pub async fn output(args: &OutputArgs, env: &ToolEnv<'_>) -> ToolOutcome {
     ToolOutcome::ok(text.clone(), view(&text))
 }
 
+/// What the model is told when `job` started: `what` ("background job")
+/// with its id, and how to read `reads` ("its output").
+pub fn started(job: &crate::jobs::Job, what: &str, reads: &str) -> ToolOutcome {
+    let output = format!(
+        "Started {what} {id}. Read {reads} with job_output {{\"job_id\": \"{id}\"}} (wait: true blocks until it ends) and stop it with job_kill. You will be told when it ends.\n[status: running]",
+        id = job.id
+    );
+    ToolOutcome {
+        job: Some(job.id.clone()),
+        ..ToolOutcome::ok(
+            output,
+            ToolView::text(format!("Running in the background as job {}", job.id)),
+        )
+    }
+}
+
 pub fn kill(args: &KillArgs, env: &ToolEnv<'_>) -> ToolOutcome {
     let Some(job) = env.jobs.get(&args.job_id) else {
         return unknown(&args.job_id, env);

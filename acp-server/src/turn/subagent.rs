@@ -156,7 +156,8 @@ impl Turn<'_> {
         );
         match started {
             Err(error) => ToolOutcome::failed(ErrorCode::Internal, error),
-            Ok(job) => job.started(
+            Ok(job) => crate::tools::job_started(
+                &job,
                 "the subagent as background job",
                 "its progress and answer",
             ),
