@@ -79,7 +79,7 @@ const HOMES: &[(&str, &[&str])] = &[
     ("brush_parser", &["acp-server/src/permission/shell.rs"]),
     ("tower_lsp", &["fixtures/test-lsp/"]),
     ("jsonrpsee", &["acp-server/src/sdk/"]),
-    ("indicatif", &["acp-server/src/run.rs"]),
+    ("indicatif", &["acp-server/src/run/progress.rs"]),
     // The command line: main.rs and the flags of the front ends it parses.
     (
         "clap",

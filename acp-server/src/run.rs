@@ -23,7 +23,6 @@ use std::time::{Duration, Instant};
 
 use dsh_protocol::log::{Event, EventData, StopReason};
 use dsh_protocol::model::Usage;
-use dsh_protocol::question::{AnswerNote, QuestionAnswer, UserQuestion};
 use dsh_protocol::tool::ToolStatus;
 use dsh_protocol::UserContent;
 use futures::future::BoxFuture;
@@ -33,6 +32,12 @@ use crate::error::AgentError;
 use crate::frontend::{Ask, Frontend, Output};
 use crate::permission::Approvals;
 use crate::update::AgentUpdate;
+
+mod answers;
+mod progress;
+
+pub use answers::GivenAnswer;
+use answers::{answers_to, parse_answers};
 
 /// `dsh run`'s flags.
 #[derive(Debug, Clone)]
@@ -49,6 +54,8 @@ pub struct RunArgs {
     pub session: Option<String>,
     /// NDJSON on stdout.
     pub json: bool,
+    /// No progress on stderr (tool lines, spinner, command output).
+    pub quiet: bool,
     /// Give up (and cancel) after this long.
     pub timeout: Option<Duration>,
     /// Model calls per turn.
@@ -59,22 +66,6 @@ pub struct RunArgs {
     pub task: String,
 }
 
-/// An answer `--answers` gives a question: a label (or free text, when the
-/// question offers no such label), labels, or free text.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
-#[serde(untagged)]
-pub enum GivenAnswer {
-    /// `"label"`.
-    One(String),
-    /// `["a", "b"]`.
-    Several(Vec<String>),
-    /// `{"custom": "…"}`.
-    Custom {
-        /// The text.
-        custom: String,
-    },
-}
-
 /// `dsh run`'s command line as written (clap parses it; values are checked
 /// as they are parsed). [`RunFlags::into_args`] makes the [`RunArgs`].
 #[derive(Debug, Clone, clap::Args)]
@@ -83,8 +74,10 @@ pub struct RunFlags {
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
     /// How permission asks are decided: never rejects them all, edits
-    /// accepts file edits only, all is full access
-    #[arg(long, value_name = "never|edits|all", value_parser = parse_approve)]
+    /// accepts file edits only, sandboxed accepts edits and commands (run
+    /// in the kernel sandbox: writes in the workspace only, no network),
+    /// all is full access (no sandbox)
+    #[arg(long, value_name = "never|edits|sandboxed|all", value_parser = parse_approve)]
     pub approve: Option<Approvals>,
     /// Model id
     #[arg(long, value_name = "ID")]
@@ -98,6 +91,10 @@ pub struct RunFlags {
     /// The session log's events as NDJSON on stdout, then a result object
     #[arg(long)]
     pub json: bool,
+    /// No progress on stderr: no line per tool call, spinner or command
+    /// output (on a terminal, commands' output is shown as it comes)
+    #[arg(long, short)]
+    pub quiet: bool,
     /// Give up (and cancel) after this many seconds
     #[arg(long, value_name = "SECS", value_parser = parse_timeout, allow_negative_numbers = true)]
     pub timeout: Option<Duration>,
@@ -156,6 +153,7 @@ impl RunFlags {
             thought_level: self.thought_level,
             session: self.session,
             json: self.json,
+            quiet: self.quiet,
             timeout: self.timeout,
             max_steps: self.max_steps,
             answers: self.answers,
@@ -168,7 +166,7 @@ impl RunFlags {
 fn parse_approve(text: &str) -> Result<Approvals, String> {
     Approvals::parse(text)
         .filter(|approve| *approve != Approvals::Client)
-        .ok_or_else(|| "use never, edits or all".to_owned())
+        .ok_or_else(|| "use never, edits, sandboxed or all".to_owned())
 }
 
 /// `--timeout`'s value: a positive number of seconds.
@@ -190,61 +188,15 @@ fn parse_max_steps(text: &str) -> Result<u64, String> {
         .ok_or_else(|| "give a positive number".to_owned())
 }
 
-/// `--answers`' value: JSON, or `@FILE` holding it.
-fn parse_answers(value: &str) -> Result<std::collections::BTreeMap<String, GivenAnswer>, String> {
-    let text = match value.strip_prefix('@') {
-        Some(path) => std::fs::read_to_string(path)
-            .map_err(|err| format!("cannot read {path}: {err}"))?,
-        None => value.to_owned(),
-    };
-    serde_json::from_str(&text).map_err(|err| {
-        format!("give an object of question ids to \"label\", [\"a\", \"b\"] or {{\"custom\": \"text\"}} ({err})")
-    })
-}
-
-/// The answers `given` makes to `questions`: a label a question offers is
-/// chosen, anything else is its free text; a question `given` has nothing
-/// for (or every question, without `--answers`) is told no one is there.
-fn answers_to(
-    questions: &[UserQuestion],
-    given: Option<&std::collections::BTreeMap<String, GivenAnswer>>,
-) -> Vec<QuestionAnswer> {
-    questions
-        .iter()
-        .map(|question| {
-            let texts = match given.and_then(|given| given.get(&question.id)) {
-                None => return QuestionAnswer::unanswered(&question.id, Some(AnswerNote::NoUser)),
-                Some(GivenAnswer::One(text)) => vec![text.clone()],
-                Some(GivenAnswer::Several(texts)) => texts.clone(),
-                Some(GivenAnswer::Custom { custom }) => {
-                    return QuestionAnswer {
-                        id: question.id.clone(),
-                        custom: Some(custom.clone()),
-                        ..QuestionAnswer::default()
-                    }
-                }
-            };
-            let (mut selected, typed): (Vec<String>, Vec<String>) =
-                texts.into_iter().partition(|text| question.offers(text));
-            if !question.multi_select {
-                selected.truncate(1);
-            }
-            QuestionAnswer {
-                id: question.id.clone(),
-                selected,
-                custom: (!typed.is_empty()).then(|| typed.join("; ")),
-                note: None,
-            }
-        })
-        .collect()
-}
-
 /// What the run showed and saw.
 struct Seen {
     /// The last reply's text.
     text: String,
     /// Usage summed over the run's model calls.
     usage: Usage,
+    /// What the session's model calls cost so far (the latest usage
+    /// update's, from the session's fold).
+    cost: Option<dsh_protocol::model::Cost>,
     /// Tool call titles, until they finish.
     titles: std::collections::HashMap<String, String>,
 }
@@ -289,6 +241,7 @@ fn result_object(
         "stopReason": stop,
         "text": seen.map_or("", |seen| seen.text.as_str()),
         "usage": seen.map_or_else(Usage::default, |seen| seen.usage),
+        "cost": seen.and_then(|seen| seen.cost.clone()),
         "durationMs": duration_ms,
         "error": error.map(|(code, message)| serde_json::json!({"code": code, "message": message})),
     })
@@ -300,16 +253,12 @@ struct RunFrontend {
     answers: Option<std::collections::BTreeMap<String, GivenAnswer>>,
     json: bool,
     seen: Mutex<Seen>,
-    spinner: Option<indicatif::ProgressBar>,
+    progress: progress::Progress,
 }
 
 impl RunFrontend {
     fn line(&self, text: &str) {
-        match &self.spinner {
-            // The spinner is only shown on a terminal.
-            Some(spinner) => spinner.println(for_stream(text, true)),
-            None => stderr_line(text),
-        }
+        self.progress.line(text);
     }
 
     fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
@@ -322,9 +271,7 @@ impl RunFrontend {
     fn show_update(&self, update: AgentUpdate) {
         match update {
             AgentUpdate::ToolCall { call_id, view, .. } => {
-                if let Some(spinner) = &self.spinner {
-                    spinner.set_message(view.title.clone());
-                }
+                self.progress.waiting_for(&view.title);
                 self.seen().titles.insert(call_id.to_string(), view.title);
             }
             AgentUpdate::ToolCallUpdate {
@@ -340,7 +287,8 @@ impl RunFrontend {
                 } else {
                     "✗"
                 };
-                self.line(&format!("{mark} {title}"));
+                self.progress.tool_line(&format!("{mark} {title}"));
+                self.progress.waiting_for("waiting for the model");
             }
             _ => {}
         }
@@ -381,7 +329,8 @@ impl RunFrontend {
                         .get(call_id.as_str())
                         .cloned()
                         .unwrap_or_default();
-                    self.line(&format!("  {title}: {}", error.message));
+                    self.progress
+                        .tool_line(&format!("  {title}: {}", error.message));
                 }
             }
             EventData::JobEnd { usage, .. } => self.seen().add(usage.as_ref()),
@@ -395,9 +344,20 @@ impl Frontend for RunFrontend {
         match output {
             Output::Recorded { event, updates } => {
                 self.show_event(event);
+                for update in &updates {
+                    if let AgentUpdate::Usage {
+                        cost: Some(cost), ..
+                    } = update
+                    {
+                        self.seen().cost = Some(cost.clone());
+                    }
+                }
                 updates
                     .into_iter()
                     .for_each(|update| self.show_update(update));
+            }
+            Output::Transient(crate::frontend::Transient::Command { call_id, live }) => {
+                self.progress.command(call_id.as_str(), &live);
             }
             Output::Transient(transient) => self.show_update(transient.into_update()),
             // The final text comes from the recorded reply; a run replays
@@ -423,8 +383,8 @@ impl Frontend for RunFrontend {
                 answers,
             )));
         }
-        let outcome = ask
-            .standing_answer(self.approve)
+        let outcome = sandboxed_answer(&ask, self.approve)
+            .or_else(|| ask.standing_answer(self.approve))
             .unwrap_or(crate::permission::Answer::Unavailable);
         let why = format!(
             "{} (--approve {}{})",
@@ -434,16 +394,35 @@ impl Frontend for RunFrontend {
                 "rejected"
             },
             self.approve.name(),
-            if self.approve == Approvals::Edits {
-                " allows edits only"
-            } else {
-                ""
+            match self.approve {
+                Approvals::Edits => " allows edits only",
+                Approvals::Sandboxed => " allows edits and sandboxed commands",
+                _ => "",
             },
         );
         tracing::info!(call = %ask.call_id, title = %ask.title, ?outcome, "permission decided by --approve");
         self.line(&format!("permission {why}: {}", ask.title));
         Box::pin(std::future::ready(outcome))
     }
+}
+
+/// `--approve sandboxed`'s answer where it differs from `edits`': a
+/// command runs in accept-edits' kernel sandbox (the run refuses to start
+/// where there is none), which may also read what a read or a search
+/// outside the roots asks for (never a hidden path: refused below
+/// full-access).
+fn sandboxed_answer(ask: &Ask, approve: Approvals) -> Option<crate::permission::Answer> {
+    use dsh_protocol::tool::ToolKind;
+    (approve == Approvals::Sandboxed
+        && !ask.person_only
+        && matches!(ask.question, crate::permission::Question::Permission(_))
+        && matches!(
+            ask.kind,
+            ToolKind::Execute | ToolKind::Read | ToolKind::Search
+        ))
+    .then_some(crate::permission::Answer::Permission(
+        dsh_protocol::log::PermissionOutcome::AllowOnce,
+    ))
 }
 
 /// The configuration did not load, so nothing runs: said once, plainly, on
@@ -470,15 +449,6 @@ pub fn misconfigured(args: &RunArgs, error: &crate::config::ConfigError) -> u8 {
 /// Runs the task; the process's exit status.
 pub async fn run(agent: Arc<Agent>, mut args: RunArgs) -> u8 {
     let started = Instant::now();
-    let show_progress = std::io::stderr().is_terminal()
-        && std::env::var_os("NO_COLOR").is_none()
-        && std::env::var_os("CI").is_none();
-    let spinner = show_progress.then(|| {
-        let spinner = indicatif::ProgressBar::new_spinner();
-        spinner.enable_steady_tick(Duration::from_millis(120));
-        spinner.set_message("working");
-        spinner
-    });
     let frontend = Arc::new(RunFrontend {
         approve: args.approve,
         answers: std::mem::take(&mut args.answers),
@@ -486,14 +456,13 @@ pub async fn run(agent: Arc<Agent>, mut args: RunArgs) -> u8 {
         seen: Mutex::new(Seen {
             text: String::new(),
             usage: Usage::default(),
+            cost: None,
             titles: Default::default(),
         }),
-        spinner,
+        progress: progress::Progress::new(args.quiet),
     });
     let outcome = turn(&agent, &args, &frontend).await;
-    if let Some(spinner) = &frontend.spinner {
-        spinner.finish_and_clear();
-    }
+    frontend.progress.finish();
     let (session, result) = match outcome {
         Ok(done) => done,
         Err((session, error)) => {
@@ -579,13 +548,26 @@ async fn turn(
     args: &RunArgs,
     frontend: &Arc<RunFrontend>,
 ) -> Result<(String, Finished), (Option<String>, AgentError)> {
+    if args.approve == Approvals::Sandboxed
+        && !matches!(
+            agent.config().command_guard(),
+            crate::sandbox::Guard::Kernel { .. }
+        )
+    {
+        return Err((
+            None,
+            AgentError::InvalidParams(
+            "--approve sandboxed: this kernel cannot sandbox commands (no usable Landlock); use --approve edits, or all for full access".to_owned(),
+            ),
+        ));
+    }
     let opened = match &args.session {
         Some(id) => agent.resume_session(id, Vec::new()).await,
         None => agent.new_session(&args.cwd, &[], Vec::new()).await,
     }
     .map_err(|error| (None, error))?;
     let id = opened.session.id.to_string();
-    stderr_line(&format!("session: {id}"));
+    frontend.line(&format!("session: {id}"));
     let fail = |error| (Some(id.clone()), error);
     let mode = args.approve.mode();
     let settings = [
@@ -687,59 +669,6 @@ mod tests {
     }
 
     #[test]
-    fn answers_are_labels_free_text_or_no_one() {
-        let question = |id: &str, multi_select| UserQuestion {
-            id: id.into(),
-            question: format!("{id}?"),
-            header: None,
-            options: ["a", "b"]
-                .into_iter()
-                .map(|label| dsh_protocol::question::QuestionOption {
-                    label: label.into(),
-                    description: None,
-                })
-                .collect(),
-            multi_select,
-        };
-        let questions = [
-            question("one", false),
-            question("many", true),
-            question("typed", false),
-            question("custom", false),
-            question("missing", false),
-            question("first", false),
-        ];
-        let given = parse_answers(
-            r#"{"one": "b", "many": ["a", "b", "c"], "typed": "my own", "custom": {"custom": "a"}, "first": ["b", "a"], "other_call": "x"}"#,
-        )
-        .unwrap();
-        let answers = answers_to(&questions, Some(&given));
-        let summary: Vec<(Vec<String>, Option<String>, Option<AnswerNote>)> = answers
-            .into_iter()
-            .map(|answer| (answer.selected, answer.custom, answer.note))
-            .collect();
-        let strings = |items: &[&str]| items.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
-        assert_eq!(
-            summary,
-            [
-                (strings(&["b"]), None, None),
-                (strings(&["a", "b"]), Some("c".to_owned()), None),
-                (Vec::new(), Some("my own".to_owned()), None),
-                (Vec::new(), Some("a".to_owned()), None),
-                (Vec::new(), None, Some(AnswerNote::NoUser)),
-                (strings(&["b"]), None, None),
-            ]
-        );
-        assert!(answers_to(&questions, None)
-            .iter()
-            .all(|answer| answer.note == Some(AnswerNote::NoUser)));
-        assert!(parse_answers("[1]").unwrap_err().contains("--answers"));
-        assert!(parse_answers("@/nonexistent/answers.json")
-            .unwrap_err()
-            .contains("cannot read"));
-    }
-
-    #[test]
     fn the_result_object_has_one_shape() {
         let early = result_object(
             None,
@@ -756,6 +685,7 @@ mod tests {
                 "stopReason": "error",
                 "text": "",
                 "usage": Usage::default(),
+                "cost": null,
                 "durationMs": 7,
                 "error": {"code": "session.not_found", "message": "session x not found"},
             })

@@ -156,7 +156,7 @@ async fn unknown_flags_and_commands_exit_2_with_the_usage_on_stderr() {
     for (args, message) in [
         (
             &["run", "--approve", "maybe", "x"][..],
-            "use never, edits or all",
+            "use never, edits, sandboxed or all",
         ),
         (
             &["run", "--timeout", "-1", "x"][..],

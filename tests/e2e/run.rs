@@ -208,6 +208,15 @@ async fn sigint_cancels_cleanly_with_130() {
 /// spinner: `CI` is set; no log lines); its exit code and everything the
 /// terminal received.
 async fn dsh_run_on_a_terminal(env: &TestEnv, args: &[&str]) -> (Option<i32>, String) {
+    dsh_run_on_a_terminal_with(env, args, &[("CI", "1")]).await
+}
+
+/// [`dsh_run_on_a_terminal`] with `vars` instead of `CI=1`.
+async fn dsh_run_on_a_terminal_with(
+    env: &TestEnv,
+    args: &[&str],
+    vars: &[(&str, &str)],
+) -> (Option<i32>, String) {
     use std::io::Read;
     use std::process::Stdio;
     let pty = nix::pty::openpty(None, None).expect("openpty");
@@ -215,7 +224,7 @@ async fn dsh_run_on_a_terminal(env: &TestEnv, args: &[&str]) -> (Option<i32>, St
     full.extend_from_slice(args);
     let mut command = env.dsh(&full);
     command
-        .env("CI", "1")
+        .envs(vars.iter().copied())
         .env("DSH_LOG", "off")
         .stdin(Stdio::null())
         .stdout(Stdio::from(pty.slave.try_clone().unwrap()))
@@ -711,4 +720,127 @@ async fn an_endpoint_answering_html_is_a_malformed_response() {
     check(&output);
     let message = last_json(&output)["error"]["message"].to_string();
     assert!(message.contains("It works!"), "{message}");
+}
+
+/// `--approve sandboxed`: edits and commands are allowed, and the commands
+/// stay in accept-edits' kernel sandbox — one writing in the workspace
+/// succeeds, one writing outside it fails; an edit outside is rejected.
+/// (`--approve all` is full access: no sandbox.)
+#[tokio::test]
+async fn approve_sandboxed_runs_commands_in_the_sandbox() {
+    let env = TestEnv::new().await;
+    let outside = tempfile::tempdir().unwrap();
+    let escaped = outside.path().join("escaped.txt");
+    let edited = outside.path().join("edited.txt");
+    let note = outside.path().join("note.txt");
+    std::fs::write(&note, "read me\n").unwrap();
+    env.mock.push_json(calls(&[
+        (
+            "w1",
+            "write",
+            json!({"file_path":"new.txt","content":"x\n"}),
+        ),
+        (
+            "w2",
+            "write",
+            json!({"file_path": edited.to_string_lossy(), "content":"x\n"}),
+        ),
+        ("b1", "bash", json!({"command":"touch ran.txt"})),
+        ("r1", "read", json!({"file_path": note.to_string_lossy()})),
+        (
+            "b2",
+            "bash",
+            json!({"command": format!("touch {}", escaped.display())}),
+        ),
+    ]));
+    env.mock.push_json(reply("Done."));
+    let output = dsh_run(&env, &["--approve", "sandboxed", "write and run"], "").await;
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(env.cwd().join("new.txt").exists(), "{stderr}");
+    assert!(env.cwd().join("ran.txt").exists(), "{stderr}");
+    assert!(
+        !escaped.exists(),
+        "a sandboxed command wrote outside: {stderr}"
+    );
+    assert!(!edited.exists(), "{stderr}");
+    assert!(
+        stderr.contains(
+            "permission allowed (--approve sandboxed allows edits and sandboxed commands): Run touch ran.txt"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "permission rejected (--approve sandboxed allows edits and sandboxed commands): Write"
+        ),
+        "{stderr}"
+    );
+    assert!(tool_result(&env, "r1").contains("read me"), "{stderr}");
+    let result = tool_result(&env, "b2");
+    assert!(
+        result.contains("Permission denied") || result.contains("Read-only"),
+        "{result}"
+    );
+}
+
+/// Three lines 0.3 s apart, for the live-output tests.
+const SLOW_LINES: &str = "echo one; sleep 0.3; echo two; sleep 0.3; printf three";
+
+/// On a terminal, a command's output is shown as it comes, a line at a
+/// time under its call, before the call's line; the spinner says what the
+/// run waits for and for how long.
+#[tokio::test]
+async fn on_a_terminal_command_output_is_shown_live_with_a_spinner() {
+    let env = TestEnv::new().await;
+    env.mock
+        .push_json(call("b1", "bash", json!({ "command": SLOW_LINES })));
+    env.mock.push_json(reply("Counted."));
+    let (code, shown) = dsh_run_on_a_terminal_with(
+        &env,
+        &["--approve", "sandboxed", "count"],
+        &[("TERM", "xterm")],
+    )
+    .await;
+    assert_eq!(code, Some(0), "{shown:?}");
+    let at = |needle: &str| {
+        shown
+            .find(needle)
+            .unwrap_or_else(|| panic!("{needle:?} in {shown:?}"))
+    };
+    let (one, two, three) = (at("  │ one"), at("  │ two"), at("  │ three"));
+    let done = at("✓ Run echo one");
+    assert!(one < two && two < three && three < done, "{shown:?}");
+    // The spinner: what the run waits for, and for how long.
+    for spinner in [
+        "waiting for the model 0s",
+        "Run echo one; sleep 0.3; echo two; sleep 0.3; printf three 0s",
+    ] {
+        assert!(shown.contains(spinner), "{spinner:?} in {shown:?}");
+    }
+    assert!(shown.contains("Counted."), "{shown:?}");
+}
+
+/// `--quiet`: no line per tool call and no command output, on a terminal
+/// or piped; the answer and the session line stay.
+#[tokio::test]
+async fn quiet_keeps_only_the_outcome() {
+    let env = TestEnv::new().await;
+    for _ in 0..2 {
+        env.mock
+            .push_json(call("b1", "bash", json!({ "command": SLOW_LINES })));
+        env.mock.push_json(reply("Counted."));
+    }
+    let output = dsh_run(&env, &["--quiet", "--approve", "sandboxed", "count"], "").await;
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert_eq!(text(&output.stdout), "Counted.\n");
+    assert!(!stderr.contains("✓") && !stderr.contains("│"), "{stderr}");
+    assert!(stderr.contains("session: "), "{stderr}");
+
+    let (code, shown) =
+        dsh_run_on_a_terminal(&env, &["-q", "--approve", "sandboxed", "count"]).await;
+    assert_eq!(code, Some(0), "{shown:?}");
+    assert!(!shown.contains("│") && !shown.contains("✓"), "{shown:?}");
+    assert!(shown.contains("Counted."), "{shown:?}");
 }

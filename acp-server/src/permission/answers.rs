@@ -229,7 +229,8 @@ impl Question {
     pub fn standing_answer(&self, approvals: Approvals) -> Option<Answer> {
         let allows = match approvals {
             Approvals::All => true,
-            Approvals::Edits | Approvals::Never => false,
+            // `dsh run` allows commands itself, from the call's kind.
+            Approvals::Edits | Approvals::Never | Approvals::Sandboxed => false,
             Approvals::Client => return None,
         };
         Some(match (self, allows) {
@@ -365,17 +366,25 @@ pub enum Approvals {
     Edits,
     /// Mode `full-access`; anything that still asks is allowed.
     All,
+    /// Mode `accept-edits`, and commands that ask are allowed once: they
+    /// run in that mode's kernel sandbox (writes only in the roots and the
+    /// private temp dir, no network unless `[sandbox] network`); reads and
+    /// searches outside the roots too (what such a command may read); what
+    /// else would ask (edits outside the roots, protected paths, fetches)
+    /// is rejected. `dsh run` answers so (the SDK does not take it).
+    Sandboxed,
     /// A client answers (the SDK's `session/respond`).
     Client,
 }
 
 impl Approvals {
-    /// Parses `never`, `edits`, `all` or `client`.
+    /// Parses `never`, `edits`, `sandboxed`, `all` or `client`.
     pub fn parse(text: &str) -> Option<Approvals> {
         Some(match text {
             "never" => Approvals::Never,
             "edits" => Approvals::Edits,
             "all" => Approvals::All,
+            "sandboxed" => Approvals::Sandboxed,
             "client" => Approvals::Client,
             _ => return None,
         })
@@ -385,17 +394,18 @@ impl Approvals {
     pub fn mode(self) -> Option<&'static str> {
         match self {
             Approvals::Never | Approvals::Client => None,
-            Approvals::Edits => Some("accept-edits"),
+            Approvals::Edits | Approvals::Sandboxed => Some("accept-edits"),
             Approvals::All => Some("full-access"),
         }
     }
 
-    /// Its name: `never`, `edits`, `all` or `client`.
+    /// Its name: `never`, `edits`, `sandboxed`, `all` or `client`.
     pub fn name(self) -> &'static str {
         match self {
             Approvals::Never => "never",
             Approvals::Edits => "edits",
             Approvals::All => "all",
+            Approvals::Sandboxed => "sandboxed",
             Approvals::Client => "client",
         }
     }

@@ -176,11 +176,15 @@ impl OpenParams {
     fn opening(self) -> Result<Opening, ErrorObjectOwned> {
         let approvals = match self.approvals.as_deref() {
             None => Approvals::Never,
-            Some(text) => Approvals::parse(text).ok_or_else(|| {
-                invalid(format!(
-                    "approvals {text:?}: use never, edits, all or client"
-                ))
-            })?,
+            // `sandboxed` is `dsh run`'s, which refuses it where the kernel
+            // cannot sandbox commands.
+            Some(text) => Approvals::parse(text)
+                .filter(|approvals| *approvals != Approvals::Sandboxed)
+                .ok_or_else(|| {
+                    invalid(format!(
+                        "approvals {text:?}: use never, edits, all or client"
+                    ))
+                })?,
         };
         let mcp_servers = self
             .mcp_servers
