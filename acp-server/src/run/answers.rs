@@ -122,7 +122,9 @@ mod tests {
         assert!(answers_to(&questions, None)
             .iter()
             .all(|answer| answer.note == Some(AnswerNote::NoUser)));
-        assert!(parse_answers("[1]").unwrap_err().contains("--answers"));
+        assert!(parse_answers("[1]")
+            .unwrap_err()
+            .contains("give an object of question ids"));
         assert!(parse_answers("@/nonexistent/answers.json")
             .unwrap_err()
             .contains("cannot read"));
