@@ -432,6 +432,32 @@ async fn doctor_checks_the_setup_and_never_shows_the_key() {
     }
     assert!(!out.contains(&key) && !err.contains(&key), "{out}{err}");
 
+    // Language servers on PATH: one that answers --version, one that does
+    // not (a rustup proxy without its component, say).
+    let bin = tempfile::tempdir().unwrap();
+    for (name, status) in [("clangd", 0), ("gopls", 1)] {
+        use std::os::unix::fs::PermissionsExt;
+        let path = bin.path().join(name);
+        std::fs::write(&path, format!("#!/bin/sh\nexit {status}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let (code, out, _) = dsh_with(&env, None, &[("PATH", &path)], &["doctor"]).await;
+    assert_eq!(code, Some(0), "{out}");
+    let clangd = format!("clangd: {}\n", bin.path().join("clangd").display());
+    assert!(out.contains(&clangd), "{out}");
+    assert!(
+        out.contains(&format!(
+            "gopls: {} — does not answer --version",
+            bin.path().join("gopls").display()
+        )),
+        "{out}"
+    );
+
     // A port nothing listens on.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let refused = format!(

@@ -185,8 +185,10 @@ fn probe(base_url: &str) -> Result<(String, Duration), String> {
     Err(last)
 }
 
-/// The language servers dsh knows (built-in and configured), found on
-/// PATH or not.
+/// The language servers dsh knows (built-in and configured): found on
+/// PATH and answering `--version` (as dsh checks before it starts one), or
+/// not. A program found only in the workspace (`node_modules/.bin`, …) is
+/// named, never run: it is the repository's code.
 fn language_servers(config: &Config, out: &mut dyn Write) {
     use dsh_lsp_bridge::registry;
     let builtin = if config.lsp.builtin {
@@ -195,20 +197,51 @@ fn language_servers(config: &Config, out: &mut dyn Write) {
         Vec::new()
     };
     let cwd = std::env::current_dir().unwrap_or_else(|_| "/".into());
-    let (mut found, mut missing) = (Vec::new(), Vec::new());
+    let mut located = Vec::new();
+    let mut missing = Vec::new();
     for spec in registry::merge(builtin, &config.lsp.servers) {
         match registry::locate(&spec, &cwd, std::slice::from_ref(&cwd)) {
-            Some(located) => found.push(format!("{} ({})", spec.name, located.program.display())),
+            Some(found) => located.push((spec, found)),
             None => missing.push(format!("{} ({})", spec.name, spec.command)),
         }
     }
+    let answers: Vec<bool> = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime.block_on(futures::future::join_all(located.iter().map(
+            |(spec, found)| async move {
+                !found.in_workspace
+                    && registry::verify(spec, &found.program, &config.spawner, None).await
+            },
+        ))),
+        Err(_) => vec![false; located.len()],
+    };
+    let mut lines = Vec::new();
+    let mut working = 0;
+    for ((spec, found), answers) in located.iter().zip(answers) {
+        let program = found.program.display();
+        lines.push(if found.in_workspace {
+            format!(
+                "{}: {program} — in the workspace (started only with your permission; not run here)",
+                spec.name
+            )
+        } else if answers {
+            working += 1;
+            format!("{}: {program}", spec.name)
+        } else {
+            format!(
+                "{}: {program} — does not answer --version (a rustup proxy without its component?)",
+                spec.name
+            )
+        });
+    }
     let _ = writeln!(
         out,
-        "language servers: {} found{}",
-        found.len(),
-        if found.is_empty() { "" } else { ":" }
+        "language servers: {working} working{}",
+        if lines.is_empty() { "" } else { ":" }
     );
-    for line in &found {
+    for line in &lines {
         let _ = writeln!(out, "              {line}");
     }
     if !missing.is_empty() {
