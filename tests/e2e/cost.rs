@@ -189,3 +189,31 @@ async fn every_chunk_of_a_reply_has_its_message_id_and_a_reload_gives_the_same()
     );
     conn.finish().await;
 }
+
+#[tokio::test]
+async fn the_sdk_s_status_carries_the_session_s_cost() {
+    let env = TestEnv::with_config(PRICED).await;
+    env.mock
+        .push_json(json!({"chunks":[{"text":"Done."}],"finish":"stop",
+        "usage":{"prompt_tokens":1000,"completion_tokens":100,"prompt_cache_hit_tokens":600}}));
+    let sdk = crate::support::sdk_client::SdkProcess::stdio(&env);
+    let client = &sdk.client;
+    client
+        .ok("initialize", json!({"clientInfo": {"name": "test"}}))
+        .await;
+    let session = client.ok("session/new", json!({"cwd": env.cwd()})).await["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let sub = client.subscribe(&session, None).await;
+    client.prompt(&session, "do it").await;
+    let idle = client.wait_idle(&sub).await;
+    assert_eq!(idle["stopReason"], "end_turn", "{idle}");
+    assert_eq!(idle["cost"]["currency"], "EUR", "{idle}");
+    let amount = idle["cost"]["amount"].as_f64().unwrap();
+    assert!(
+        near(amount, (400.0 * 2.0 + 600.0 * 0.5 + 100.0 * 8.0) / 1e6),
+        "{idle}"
+    );
+    assert!(sdk.exit().await.success());
+}
