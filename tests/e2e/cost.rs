@@ -191,6 +191,39 @@ async fn every_chunk_of_a_reply_has_its_message_id_and_a_reload_gives_the_same()
 }
 
 #[tokio::test]
+async fn dsh_run_json_ends_with_the_session_s_cost() {
+    let env = TestEnv::with_config(PRICED).await;
+    env.mock
+        .push_json(json!({"chunks":[{"text":"Done."}],"finish":"stop",
+        "usage":{"prompt_tokens":1000,"completion_tokens":100,"prompt_cache_hit_tokens":600}}));
+    let output = tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        env.dsh(&["run", "--json", "do it"])
+            .stdin(std::process::Stdio::null())
+            .output(),
+    )
+    .await
+    .expect("dsh run ends")
+    .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let result: serde_json::Value =
+        serde_json::from_str(stdout.lines().last().expect("a result line")).unwrap();
+    assert_eq!(result["type"], "result", "{result}");
+    assert_eq!(result["cost"]["currency"], "EUR", "{result}");
+    let amount = result["cost"]["amount"].as_f64().unwrap();
+    assert!(
+        near(amount, (400.0 * 2.0 + 600.0 * 0.5 + 100.0 * 8.0) / 1e6),
+        "{result}"
+    );
+}
+
+#[tokio::test]
 async fn the_sdk_s_status_carries_the_session_s_cost() {
     let env = TestEnv::with_config(PRICED).await;
     env.mock
