@@ -7,8 +7,11 @@
 //! the line's keys once instead: `seq`, `time` and `ignorable` are taken
 //! aside as they come, and every other key goes on to `EventData`'s own
 //! (adjacently tagged) deserializer, which reads `type` and then `data` in
-//! place. It accepts what the derived reader accepts; the log parser falls
-//! back to that one for anything else.
+//! place. A `data` that comes before `type` (a log whose keys were sorted)
+//! is set aside as its raw text and handed over right after `type`: serde
+//! would otherwise copy it into a tree first. It accepts what the derived
+//! reader accepts; the log parser falls back to that one for anything
+//! else.
 
 use std::fmt;
 
@@ -24,11 +27,21 @@ impl Event {
     /// Not JSON, not an object, a missing `seq` or `time`, or a payload
     /// its type does not accept.
     pub fn from_json(line: &[u8]) -> serde_json::Result<Event> {
-        let mut deserializer = serde_json::Deserializer::from_slice(line);
-        let event = de::Deserializer::deserialize_map(&mut deserializer, EventVisitor)?;
-        deserializer.end()?;
-        Ok(event)
+        // UTF-8 checked once for the line, not string by string (a line
+        // that is not UTF-8 is read as bytes, as the derived reader does).
+        match std::str::from_utf8(line) {
+            Ok(line) => read(serde_json::Deserializer::from_str(line)),
+            Err(_) => read(serde_json::Deserializer::from_slice(line)),
+        }
     }
+}
+
+fn read<'de, R: serde_json::de::Read<'de>>(
+    mut deserializer: serde_json::Deserializer<R>,
+) -> serde_json::Result<Event> {
+    let event = de::Deserializer::deserialize_map(&mut deserializer, EventVisitor)?;
+    deserializer.end()?;
+    Ok(event)
 }
 
 struct EventVisitor;
@@ -55,6 +68,9 @@ impl<'de> Visitor<'de> for EventVisitor {
         let data = EventData::deserialize(de::value::MapAccessDeserializer::new(Aside {
             map,
             head: &mut head,
+            typed: false,
+            early: None,
+            early_next: false,
         }))?;
         Ok(Event {
             seq: head.seq.ok_or_else(|| de::Error::missing_field("seq"))?,
@@ -67,12 +83,18 @@ impl<'de> Visitor<'de> for EventVisitor {
 
 /// The event's map as `EventData` sees it: without `seq`, `time` and
 /// `ignorable`, which go to `head`.
-struct Aside<'h, A> {
+struct Aside<'h, 'de, A> {
     map: A,
     head: &'h mut Head,
+    /// `type` was read.
+    typed: bool,
+    /// `data` read before `type`, handed over right after it.
+    early: Option<&'de serde_json::value::RawValue>,
+    /// The next value is `early`'s.
+    early_next: bool,
 }
 
-impl<'de, A: MapAccess<'de>> MapAccess<'de> for Aside<'_, A> {
+impl<'de, A: MapAccess<'de>> MapAccess<'de> for Aside<'_, 'de, A> {
     type Error = A::Error;
 
     fn next_key_seed<K: DeserializeSeed<'de>>(
@@ -80,9 +102,28 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for Aside<'_, A> {
         seed: K,
     ) -> Result<Option<K::Value>, A::Error> {
         loop {
+            // `data` read early goes right after `type` (without one, the
+            // derived reader refuses the event).
+            if self.typed && self.early.is_some() {
+                self.early_next = true;
+                return seed
+                    .deserialize(de::value::BorrowedStrDeserializer::new("data"))
+                    .map(Some);
+            }
             let Some(key) = self.map.next_key::<Key<'de>>()? else {
                 return Ok(None);
             };
+            match key.as_str() {
+                "data" if !self.typed && self.early.is_some() => {
+                    return Err(de::Error::duplicate_field("data"))
+                }
+                "data" if !self.typed => {
+                    self.early = Some(self.map.next_value()?);
+                    continue;
+                }
+                "type" => self.typed = true,
+                _ => {}
+            }
             match key.as_str() {
                 // A repeated key is refused, as the derived reader does.
                 "seq" if self.head.seq.is_some() => return Err(de::Error::duplicate_field("seq")),
@@ -111,6 +152,15 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for Aside<'_, A> {
     }
 
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, A::Error> {
+        if self.early_next {
+            self.early_next = false;
+            if let Some(raw) = self.early.take() {
+                let mut data = serde_json::Deserializer::from_str(raw.get());
+                let value = seed.deserialize(&mut data).map_err(de::Error::custom)?;
+                data.end().map_err(de::Error::custom)?;
+                return Ok(value);
+            }
+        }
         self.map.next_value_seed(seed)
     }
 }
@@ -204,6 +254,11 @@ mod tests {
             br#"[1,2]"#,
             // A repeated key, as the derived reader refuses it.
             br#"{"seq":1,"seq":2,"time":1,"type":"turn/start","data":{"turn":2}}"#,
+            br#"{"data":{"turn":2},"data":{"turn":2},"seq":1,"time":1,"type":"turn/start"}"#,
+            br#"{"data":{"turn":2},"seq":1,"time":1,"type":"turn/start","data":{"turn":2}}"#,
+            // `data` before a `type` that does not take it, or without one.
+            br#"{"data":{"turn":"x"},"seq":1,"time":1,"type":"turn/start"}"#,
+            br#"{"data":{"turn":2},"seq":1,"time":1}"#,
             br#"{"seq":1,"time":1,"time":2,"type":"turn/start","data":{"turn":2}}"#,
         ] {
             assert!(
