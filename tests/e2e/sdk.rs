@@ -935,3 +935,46 @@ async fn a_steered_prompt_joins_the_turn_and_a_fork_carries_the_conversation() {
     );
     assert!(sdk.exit().await.success());
 }
+
+#[tokio::test]
+async fn a_running_commands_output_streams_as_output_deltas_on_its_call() {
+    let env = TestEnv::new().await;
+    env.mock.push_json(call(
+        "c1",
+        "bash",
+        json!({"command": "for i in 1 2 3; do echo line$i; sleep 0.3; done", "description": "Print three lines slowly"}),
+    ));
+    env.mock.push_json(reply("Printed."));
+    let sdk = SdkProcess::stdio(&env);
+    let client = &sdk.client;
+    client
+        .ok("initialize", json!({"clientInfo": {"name": "test"}}))
+        .await;
+    let session = new_session(client, &env, json!({"mode": "full-access"})).await;
+    let sub = client.subscribe(&session, None).await;
+    client.prompt(&session, "print three lines").await;
+    client.wait_idle(&sub).await;
+    let items = client.items(&sub);
+    let outputs: Vec<&Value> = items
+        .iter()
+        .filter(|i| i["kind"] == "delta" && i["channel"] == "output")
+        .collect();
+    assert!(outputs.len() >= 2, "{items:#?}");
+    assert!(outputs.iter().all(|i| i["callId"] == "c1"), "{outputs:#?}");
+    let text: String = outputs
+        .iter()
+        .map(|i| i["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, "line1\nline2\nline3\n");
+    // Before the call's result.
+    let result = items
+        .iter()
+        .position(|i| i["kind"] == "event" && i["event"]["type"] == "tool/result")
+        .unwrap();
+    let last_output = items
+        .iter()
+        .rposition(|i| i["kind"] == "delta" && i["channel"] == "output")
+        .unwrap();
+    assert!(last_output < result);
+    assert!(sdk.exit().await.success());
+}

@@ -24,7 +24,7 @@ use tokio::sync::{broadcast, oneshot};
 
 use crate::agent::Agent;
 use crate::error::AgentError;
-use crate::frontend::{Delta, Frontend, Output};
+use crate::frontend::{CommandLive, Delta, Frontend, Output, Transient};
 use crate::mcp::McpServerConfig;
 use crate::permission::{Answer, Approvals, Question};
 use crate::update::AgentUpdate;
@@ -347,7 +347,7 @@ impl Drop for AskGuard<'_> {
 
 impl Frontend for SdkSession {
     fn emit(&self, output: Output<'_>) {
-        let (channel, text) = match output {
+        let (channel, text, call_id) = match output {
             // Everything durable reaches subscribers as its logged event.
             Output::Recorded { event, updates } => {
                 let mut live = lock(&self.live);
@@ -363,8 +363,13 @@ impl Frontend for SdkSession {
                 self.notify(&live, NoticeKind::Event(event.seq), &Item::Event { event });
                 return;
             }
-            Output::Delta(Delta::Message(text, _)) => ("text", text),
-            Output::Delta(Delta::Thought(text, _)) => ("thought", text),
+            Output::Delta(Delta::Message(text, _)) => ("text", text, None),
+            Output::Delta(Delta::Thought(text, _)) => ("thought", text, None),
+            // A command's output as it comes (its result keeps the tail).
+            Output::Transient(Transient::Command {
+                call_id,
+                live: CommandLive::Output { delta, .. },
+            }) => ("output", delta, Some(call_id)),
             // Subscribers replay from the log themselves, and see a call
             // run from its events.
             Output::Replayed(_) | Output::Transient(_) => return,
@@ -376,6 +381,7 @@ impl Frontend for SdkSession {
             &Item::Delta {
                 channel,
                 text: &text,
+                call_id: call_id.as_ref(),
             },
         );
     }

@@ -24,10 +24,13 @@ pub enum Item<'a> {
     },
     /// Streamed text or reasoning.
     Delta {
-        /// `text` or `thought`.
+        /// `text` or `thought`, or `output`: a running command's output.
         channel: &'static str,
         /// The chunk.
         text: &'a str,
+        /// The call whose output it is (`output`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        call_id: Option<&'a ToolCallId>,
     },
     /// Whether a prompt runs.
     Status {
