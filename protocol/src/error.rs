@@ -286,6 +286,7 @@ mod tests {
             "session.locked",
             "web.failed",
             "run.timeout",
+            "subagent.no_answer",
         ];
         assert_eq!(names, expected);
         for code in ErrorCode::ALL {
