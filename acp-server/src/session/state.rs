@@ -91,7 +91,10 @@ impl SessionState {
     /// (never all held at once): every event, then the calls a crash cut
     /// off closed. With `replay`, the updates that show the session go
     /// there as they come, waiting whenever the editor is behind — call it
-    /// on a blocking thread.
+    /// on a blocking thread. A replayed session's history is not folded:
+    /// it starts evicted, and its first prompt folds it from the log
+    /// ([`Self::fold_history`]), so a load that nobody prompts after pays
+    /// neither its time nor its memory.
     ///
     /// # Errors
     /// A corrupt or unreadable log.
@@ -102,6 +105,7 @@ impl SessionState {
         running: &dyn Fn(&dsh_protocol::ToolCallId) -> bool,
     ) -> Result<SessionState, AgentError> {
         let mut state = SessionState::new(choices);
+        state.evicted = replay.is_some();
         // Replay goes out as the front end lets it (behind whatever was
         // sent before; an editor that reads slowly holds it).
         let replay = replay.map(|out| (out, tokio::runtime::Handle::current()));
