@@ -734,7 +734,16 @@ async fn approve_sandboxed_runs_commands_in_the_sandbox() {
     let edited = outside.path().join("edited.txt");
     let note = outside.path().join("note.txt");
     std::fs::write(&note, "read me\n").unwrap();
+    // dsh's own home holds the key: never read by the file tools below
+    // full-access, though reads outside the workspace are allowed here.
+    let key_file = env.home.path().join(".credentials.yaml");
+    std::fs::write(&key_file, "OTHER_KEY: SECRET-KEY-XYZ\n").unwrap();
     env.mock.push_json(calls(&[
+        (
+            "r2",
+            "read",
+            json!({"file_path": key_file.to_string_lossy()}),
+        ),
         (
             "w1",
             "write",
@@ -777,6 +786,9 @@ async fn approve_sandboxed_runs_commands_in_the_sandbox() {
         "{stderr}"
     );
     assert!(tool_result(&env, "r1").contains("read me"), "{stderr}");
+    let refused = tool_result(&env, "r2");
+    assert!(!refused.contains("SECRET-KEY-XYZ"), "{refused}");
+    assert!(refused.contains("[permission:"), "{refused}");
     let result = tool_result(&env, "b2");
     assert!(
         result.contains("Permission denied") || result.contains("Read-only"),

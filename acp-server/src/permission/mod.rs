@@ -178,6 +178,11 @@ impl Protected {
         path.starts_with(&self.home)
     }
 
+    /// dsh's own home (`$DSH_HOME`), canonical.
+    pub fn home(&self) -> &Path {
+        &self.home
+    }
+
     /// Whether changing `path` can make a program run code.
     pub fn guards(&self, path: &Path) -> bool {
         self.compiled
@@ -209,6 +214,11 @@ pub struct Context<'a> {
     pub commands: crate::sandbox::Guard,
     /// `read-only` and `plan` may reach the web (asked).
     pub web_in_read_only: bool,
+    /// What the file tools may read of dsh's own home like any other
+    /// path: the session's spilled outputs, the user's skills and commands
+    /// (the rest of `$DSH_HOME` — the key, every session's log — is a
+    /// secret location).
+    pub home_readable: &'a [PathBuf],
 }
 
 /// Whether `path` is inside one of `roots` (all canonical).
@@ -337,12 +347,17 @@ pub fn decide(
         })
     };
     // Secret locations: refused below full-access, asked (never
-    // remembered) in it — for reads and writes alike.
-    let hidden = |paths: &[PathBuf]| {
-        // dsh's own home has its own rule (below).
-        let path = paths
-            .iter()
-            .find(|path| ctx.protected.is_hidden(path) && !ctx.protected.in_home(path))?;
+    // remembered) in it — for reads and writes alike. dsh's own home is
+    // one for reads (but what `home_readable` names); writes to it have
+    // their own rule (below).
+    let hidden = |paths: &[PathBuf], reads: bool| {
+        let path = paths.iter().find(|path| {
+            if ctx.protected.in_home(path) {
+                reads && !ctx.home_readable.iter().any(|ok| path.starts_with(ok))
+            } else {
+                ctx.protected.is_hidden(path)
+            }
+        })?;
         Some(if mode == Mode::FullAccess {
             Decision::Ask(format!(
                 "touches {}, a hidden location (secrets)",
@@ -356,8 +371,13 @@ pub fn decide(
         })
     };
     match access {
-        Access::Read(paths) | Access::Write(paths) | Access::Launch { reads: paths, .. } => {
-            if let Some(decision) = hidden(paths) {
+        Access::Read(paths) | Access::Launch { reads: paths, .. } => {
+            if let Some(decision) = hidden(paths, true) {
+                return decision;
+            }
+        }
+        Access::Write(paths) => {
+            if let Some(decision) = hidden(paths, false) {
                 return decision;
             }
         }

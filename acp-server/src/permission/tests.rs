@@ -34,6 +34,7 @@ fn with_machine<T>(
         trust_workspace_servers: false,
         commands,
         web_in_read_only,
+        home_readable: &[],
     })
 }
 
@@ -471,3 +472,56 @@ fn the_web_is_asked_about_per_host_and_kept_from_read_only_unless_configured() {
 }
 
 mod code_options;
+
+#[test]
+fn the_file_tools_read_dsh_home_only_where_it_holds_no_secrets() {
+    let read = |path: &str| Access::Read(vec![PathBuf::from(path)]);
+    let readable = [
+        PathBuf::from("/home/u/.dsh/spill/s1"),
+        PathBuf::from("/home/u/.dsh/skills"),
+    ];
+    let decide_read = |mode, path: &str, roots: &[PathBuf]| {
+        let protected = protected();
+        let ctx = Context {
+            roots,
+            protected: &protected,
+            trust_workspace_servers: false,
+            commands: crate::sandbox::Guard::PromptOnly,
+            web_in_read_only: false,
+            home_readable: &readable,
+        };
+        match decide(mode, "read", &read(path), &ctx, &[]) {
+            Decision::Allow => "allow",
+            Decision::Deny(_) => "deny",
+            Decision::Ask(_) => "ask",
+        }
+    };
+    // The key and the logs: refused below full-access, asked in it —
+    // also when $DSH_HOME is inside the workspace (a cwd of $HOME).
+    for roots in [vec![PathBuf::from("/w")], vec![PathBuf::from("/home/u")]] {
+        for mode in [Mode::ReadOnly, Mode::Plan, Mode::Ask, Mode::AcceptEdits] {
+            for path in [
+                "/home/u/.dsh/.credentials.yaml",
+                "/home/u/.dsh/sessions/s2.jsonl",
+                "/home/u/.dsh/spill/s2/out.txt",
+            ] {
+                assert_eq!(decide_read(mode, path, &roots), "deny", "{mode:?} {path}");
+            }
+        }
+        assert_eq!(
+            decide_read(Mode::FullAccess, "/home/u/.dsh/.credentials.yaml", &roots),
+            "ask"
+        );
+    }
+    // The session's own spilled output and the user's skills read as any
+    // path does.
+    let home_root = [PathBuf::from("/home/u")];
+    assert_eq!(
+        decide_read(Mode::Ask, "/home/u/.dsh/spill/s1/out.txt", &home_root),
+        "allow"
+    );
+    assert_eq!(
+        decide_read(Mode::Ask, "/home/u/.dsh/skills/a/template.md", &roots()),
+        "ask"
+    );
+}

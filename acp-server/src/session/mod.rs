@@ -95,6 +95,9 @@ pub struct Session {
     borrowed_servers: std::sync::atomic::AtomicBool,
     /// Its subagents while they live: they follow its mode.
     children: Mutex<Vec<std::sync::Weak<Session>>>,
+    /// What the file tools may read of `$DSH_HOME`: its spilled outputs,
+    /// the user's skills and commands.
+    home_readable: Vec<PathBuf>,
 }
 
 /// A prompt that holds its session's turn lock.
@@ -140,6 +143,12 @@ impl Session {
         let roots = crate::tools::canonical_roots(&header.cwd, &header.roots);
         let spill_dir = config.home.join("spill").join(header.id.as_str());
         let store = SessionStore::new(config.sessions_dir());
+        let home = config.protected.home();
+        let home_readable = vec![
+            home.join("spill").join(header.id.as_str()),
+            home.join("skills"),
+            home.join("commands"),
+        ];
         Arc::new_cyclic(|me| Session {
             id: header.id.clone(),
             roots,
@@ -167,6 +176,7 @@ impl Session {
             told_unsandboxed: std::sync::atomic::AtomicBool::new(false),
             borrowed_servers: std::sync::atomic::AtomicBool::new(false),
             children: Mutex::default(),
+            home_readable,
         })
     }
 
@@ -596,6 +606,7 @@ impl Session {
             trust_workspace_servers: self.config.lsp.trust_workspace_servers,
             commands: self.config.command_guard(),
             web_in_read_only: self.config.web.fetch_in_read_only,
+            home_readable: &self.home_readable,
         }
     }
 
