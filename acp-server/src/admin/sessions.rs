@@ -4,7 +4,7 @@
 //! line per tool call), `delete` is `session/delete` (the session's
 //! checkpoints and its subagents' logs go too).
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 
 use dsh_protocol::log::EventData;
@@ -18,6 +18,7 @@ use crate::store::SessionStore;
 /// session a line, newest first. Exit status 0, or 1 when the store cannot
 /// be read.
 pub async fn list(agent: &Arc<Agent>, out: &mut dyn Write) -> u8 {
+    let tty = std::io::stdout().is_terminal();
     let mut cursor: Option<String> = None;
     let mut any = false;
     loop {
@@ -35,14 +36,16 @@ pub async fn list(agent: &Arc<Agent>, out: &mut dyn Write) -> u8 {
             }
             let updated: String = session.updated_at.chars().take(19).collect();
             let title = one_line(session.title.as_deref().unwrap_or("(untitled)"), 40);
-            let _ = writeln!(
-                out,
+            // Titles and paths come from logs (the model, a repository):
+            // escaped on a terminal.
+            let line = format!(
                 "{:<36}  {:<20}  {:<40}  {}",
                 session.id,
                 updated.replace('T', " "),
                 title,
                 session.cwd
             );
+            let _ = writeln!(out, "{}", crate::run::for_stream(&line, tty));
         }
         match page.next_cursor {
             Some(next) => cursor = Some(next),
@@ -90,8 +93,11 @@ pub async fn show(agent: &Arc<Agent>, id: &str, out: &mut (dyn Write + Send)) ->
         }
         Ok(())
     });
+    // The model's words and command output: escaped on a terminal (an
+    // escape sequence in a reply must not drive the user's terminal).
+    let tty = std::io::stdout().is_terminal();
     while let Some(text) = rx.recv().await {
-        let _ = writeln!(out, "{text}");
+        let _ = writeln!(out, "{}", crate::run::for_stream(&text, tty));
     }
     match reader.await {
         Ok(Ok(())) => 0,

@@ -98,9 +98,9 @@ pub fn present(args: &BashArgs) -> ToolView {
         }
     );
     let mut content = vec![ToolContent::Text {
-        text: format!(
-            "```sh\n{}\n```",
-            dsh_protocol::content::visible(args.command.trim_end(), true)
+        text: dsh_protocol::content::fenced(
+            &dsh_protocol::content::visible(args.command.trim_end(), true),
+            "sh",
         ),
     }];
     let description = args.description.trim();
@@ -195,7 +195,7 @@ async fn run_in_client_terminal(
 
 /// The output as the editor shows it: the tail, in a code block.
 fn output_view(output: &str) -> ToolView {
-    ToolView::text(format!("```\n{}\n```", tail(output, 8000)))
+    ToolView::text(dsh_protocol::content::fenced(&tail(output, 8000), ""))
 }
 
 /// The last `max` bytes of `text`, cut on a character boundary.

@@ -58,9 +58,9 @@ pub struct KillArgs {
 }
 
 fn view(text: &str) -> ToolView {
-    ToolView::text(format!(
-        "```\n{}\n```",
-        dsh_protocol::content::tail_bytes(text, 8000)
+    ToolView::text(dsh_protocol::content::fenced(
+        dsh_protocol::content::tail_bytes(text, 8000),
+        "",
     ))
 }
 
