@@ -570,6 +570,16 @@ async fn turn(
             ),
         ));
     }
+    // Allowed without a person, commands must be off the network for
+    // real: without a namespace of their own only TCP is stopped.
+    if args.approve == Approvals::Sandboxed && !agent.config().spawner.own_namespaces().await {
+        return Err((
+            None,
+            AgentError::InvalidParams(
+                "--approve sandboxed: commands cannot get network and mount namespaces of their own here (unprivileged user namespaces are off: a container's default profile, AppArmor or a sysctl), so the sandbox would stop TCP only and leave UDP, DNS and local sockets open; use --approve edits, or allow user namespaces".to_owned(),
+            ),
+        ));
+    }
     let opened = match &args.session {
         Some(id) => agent.resume_session(id, Vec::new()).await,
         None => agent.new_session(&args.cwd, &[], Vec::new()).await,

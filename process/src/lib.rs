@@ -176,6 +176,48 @@ impl Spawner {
             .filter(|support| support.files)
     }
 
+    /// Whether a command kept off the network gets a network (and mount)
+    /// namespace of its own: a sandboxed `sh` started by the guard is
+    /// asked for its namespaces, which must differ from this process's.
+    /// Where unprivileged user namespaces are off (container profiles,
+    /// AppArmor, a sysctl) the sandbox stops TCP only: UDP, DNS and
+    /// local sockets stay open.
+    pub async fn own_namespaces(&self) -> bool {
+        let ours = |kind: &str| std::fs::read_link(format!("/proc/self/ns/{kind}")).ok();
+        let (Some(net), Some(mnt)) = (ours("net"), ours("mnt")) else {
+            return false;
+        };
+        let sandbox = sandbox::Sandbox {
+            writable: Vec::new(),
+            hidden: Vec::new(),
+            network: false,
+        };
+        let Ok(mut command) = self.guarded(
+            "/bin/sh",
+            [
+                "-c",
+                "readlink /proc/self/ns/net; readlink /proc/self/ns/mnt",
+            ],
+            Some(&sandbox),
+        ) else {
+            return false;
+        };
+        let output = command.stderr(std::process::Stdio::null()).output();
+        let Ok(Ok(output)) = tokio::time::timeout(std::time::Duration::from_secs(5), output).await
+        else {
+            return false;
+        };
+        let text = String::from_utf8_lossy(&output.stdout);
+        let mut lines = text.lines();
+        output.status.success()
+            && lines
+                .next()
+                .is_some_and(|line| std::path::Path::new(line) != net)
+            && lines
+                .next()
+                .is_some_and(|line| std::path::Path::new(line) != mnt)
+    }
+
     /// A command that runs `program args…` under the guard when there is
     /// one, inside `sandbox` if given. The guard gets SIGTERM when dsh dies
     /// (it then kills everything the command started); stop it with
