@@ -70,23 +70,30 @@ impl AcpSink {
     /// One `session/update` of a run (once `hold` let it go): serialized
     /// here and queued straight to the writer, behind the fence.
     fn send_direct(&self, update: AgentUpdate) {
-        #[derive(serde::Serialize)]
-        struct Frame<'a> {
-            jsonrpc: &'static str,
-            method: &'static str,
-            params: &'a SessionNotification,
-        }
-        let notification =
-            SessionNotification::new(self.session_id.clone(), convert::session_update(update));
-        match serde_json::to_string(&Frame {
-            jsonrpc: "2.0",
-            method: "session/update",
-            params: &notification,
-        }) {
+        match update_frame(&self.session_id, &convert::session_update(update)) {
             Ok(frame) => self.backlog.send_direct(frame),
             Err(err) => tracing::error!(%err, "cannot serialize an update; dropped"),
         }
     }
+}
+
+/// A `session/update` notification's frame, as the SDK writes a
+/// [`SessionNotification`] without `_meta`: the frame's fixed keys are
+/// written as they are, and only the session id and the update go through
+/// serde, into a buffer sized for a typical update (a replay sends one per
+/// logged message).
+fn update_frame(
+    session_id: &SessionId,
+    update: &agent_client_protocol::v1::schema::SessionUpdate,
+) -> Result<String, serde_json::Error> {
+    let mut frame = Vec::with_capacity(512);
+    frame
+        .extend_from_slice(br#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"#);
+    serde_json::to_writer(&mut frame, session_id)?;
+    frame.extend_from_slice(br#","update":"#);
+    serde_json::to_writer(&mut frame, update)?;
+    frame.extend_from_slice(b"}}");
+    String::from_utf8(frame).map_err(serde::ser::Error::custom)
 }
 
 impl AcpSink {
@@ -487,5 +494,46 @@ fn error_detail(err: &agent_client_protocol::Error) -> String {
         None | Some(serde_json::Value::Null) => err.message.clone(),
         Some(serde_json::Value::String(data)) => format!("{}: {data}", err.message),
         Some(data) => format!("{}: {data}", err.message),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use agent_client_protocol::v1::schema::SessionUpdate;
+
+    use super::*;
+
+    /// The frame written by hand is the one serde writes for the whole
+    /// notification.
+    #[test]
+    fn an_update_frame_is_the_notification_serde_writes() {
+        #[derive(serde::Serialize)]
+        struct Frame<'a> {
+            jsonrpc: &'static str,
+            method: &'static str,
+            params: &'a SessionNotification,
+        }
+        let updates = [
+            AgentUpdate::MessageChunk("It \"parses\"\nthe input ✓".into(), Some("m-1".into())),
+            AgentUpdate::ThoughtChunk("Look first.".into(), None),
+            AgentUpdate::UserChunk(dsh_protocol::content::UserContent::text("Question 1?")),
+            AgentUpdate::Usage {
+                used: 1000,
+                size: 128_000,
+                cost: None,
+            },
+            AgentUpdate::Title("A \"title\"".into(), 1),
+        ];
+        for update in updates {
+            let update: SessionUpdate = convert::session_update(update);
+            let id = SessionId::new("sess-\u{1}\"1");
+            let expected = serde_json::to_string(&Frame {
+                jsonrpc: "2.0",
+                method: "session/update",
+                params: &SessionNotification::new(id.clone(), update.clone()),
+            })
+            .unwrap();
+            assert_eq!(update_frame(&id, &update).unwrap(), expected);
+        }
     }
 }
