@@ -221,9 +221,16 @@ pub fn for_stream(text: &str, is_tty: bool) -> Cow<'_, str> {
     }
 }
 
-/// Writes one line to stderr, escaped if it is a terminal.
+/// Writes one line to stderr, escaped: on a terminal what could drive it,
+/// and piped a line break too — a CI log reads each line on its own
+/// (`::add-mask::`, `##vso[…]`), and text from the model or a workspace
+/// must not start one. `--json` carries the text as it is.
 fn stderr_line(text: &str) {
-    let text = for_stream(text, std::io::stderr().is_terminal());
+    let text = if std::io::stderr().is_terminal() {
+        dsh_protocol::content::visible(text, true)
+    } else {
+        dsh_protocol::content::visible(text, false)
+    };
     let _ = writeln!(std::io::stderr(), "{text}");
 }
 

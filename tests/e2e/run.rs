@@ -293,9 +293,9 @@ async fn on_a_terminal_model_control_sequences_are_written_out() {
     }
 }
 
-/// Piped (a file, another program), the answer and the stderr lines stay
-/// byte for byte what dsh wrote (tool titles are escaped wherever they are
-/// shown; a tool's error names the model's path as it is).
+/// Piped (a file, another program), the answer stays byte for byte what
+/// the model wrote; the stderr lines are escaped (a CI log reads each line
+/// on its own: text from the model must not drive it or start one).
 #[tokio::test]
 async fn piped_output_stays_byte_exact() {
     let env = TestEnv::new().await;
@@ -310,7 +310,12 @@ async fn piped_output_stays_byte_exact() {
         ),
         "{stderr:?}"
     );
-    assert!(stderr.contains(HOSTILE_PATH), "{stderr:?}");
+    assert!(!stderr.contains(HOSTILE_PATH), "{stderr:?}");
+    assert!(
+        stderr.contains("missing-\\u{1b}]0;pwned\\u{7}.txt"),
+        "{stderr:?}"
+    );
+    assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
 }
 
 /// A repository's `./.env` must not choose the key: the user's
