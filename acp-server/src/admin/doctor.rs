@@ -160,10 +160,26 @@ fn probe(base_url: &str) -> Result<(String, Duration), String> {
         .ok_or("the URL has no port and no known default")?;
     let host = host.trim_start_matches('[').trim_end_matches(']');
     let started = Instant::now();
-    let addrs: Vec<_> = (host, port)
-        .to_socket_addrs()
-        .map_err(|err| format!("cannot resolve {host}: {err}"))?
-        .collect();
+    // A slow resolver is part of the same budget: the lookup runs on a
+    // thread of its own, and is left behind when it takes too long.
+    let (sender, answer) = std::sync::mpsc::channel();
+    let name = host.to_owned();
+    std::thread::spawn(move || {
+        let _ = sender.send(
+            (name.as_str(), port)
+                .to_socket_addrs()
+                .map(Iterator::collect),
+        );
+    });
+    let addrs: Vec<std::net::SocketAddr> = match answer.recv_timeout(CONNECT_TIMEOUT) {
+        Ok(resolved) => resolved.map_err(|err| format!("cannot resolve {host}: {err}"))?,
+        Err(_) => {
+            return Err(format!(
+                "cannot resolve {host} within {} s",
+                CONNECT_TIMEOUT.as_secs()
+            ))
+        }
+    };
     let mut last = format!("{host} has no address");
     for addr in addrs.iter().take(3) {
         let left = CONNECT_TIMEOUT.saturating_sub(started.elapsed());

@@ -167,7 +167,8 @@ pub fn is_loopback(base_url: &str) -> bool {
 /// `DEEPSEEK_BASE_URL`, `[provider] base_url`) and says what to write.
 ///
 /// # Errors
-/// No scheme, another scheme, no host, or not a URL at all.
+/// No scheme, another scheme, no host, credentials in the URL, or not a
+/// URL at all.
 pub fn check_base_url(base_url: &str, key: &str) -> Result<(), String> {
     let shown = format!("{key} = {base_url:?}");
     if !base_url.contains("://") {
@@ -185,6 +186,12 @@ pub fn check_base_url(base_url: &str, key: &str) -> Result<(), String> {
     }
     if url.host_str().is_none_or(str::is_empty) {
         return Err(format!("{shown} names no host"));
+    }
+    // Said without the value: it holds the secret.
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(format!(
+            "{key} carries a user name or password: dsh sends no credentials in the URL (they would show in messages and logs); remove them and give the key in the API key's variable"
+        ));
     }
     Ok(())
 }
@@ -273,6 +280,11 @@ mod tests {
         let err = check_base_url("http://exa mple.com", "K").unwrap_err();
         assert!(err.contains("not a valid URL"), "{err}");
         assert!(check_base_url("http://", "K").is_err());
+        let err = check_base_url("https://user:s3cret@proxy.example/v1", "K").unwrap_err();
+        assert!(
+            err.contains("user name or password") && !err.contains("s3cret"),
+            "{err}"
+        );
     }
 
     #[test]
