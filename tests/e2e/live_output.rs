@@ -135,6 +135,7 @@ async fn a_background_jobs_output_streams_on_its_call_until_it_ends() {
         json!({"command": COMMAND, "description": "Print three lines slowly", "run_in_background": true}),
     ));
     env.mock.push_json(reply("started"));
+    env.mock.push_json(reply("Still running."));
     let conn = env
         .connect_with(ClientSim::with_terminal_output(true))
         .await;
@@ -143,6 +144,9 @@ async fn a_background_jobs_output_streams_on_its_call_until_it_ends() {
     conn.prompt(&session, "print three lines in the background")
         .await
         .unwrap();
+    // Another prompt while it runs: its end comes through that prompt's
+    // front end, and still carries the terminal's exit.
+    conn.prompt(&session, "how is it going?").await.unwrap();
     conn.wait_for("the job's end", |updates| {
         updates.iter().any(|n| {
             matches!(&n.update, SessionUpdate::ToolCallUpdate(update)

@@ -33,6 +33,9 @@ pub(super) struct Ctx {
     pub(super) agent: Arc<Agent>,
     pub(super) caps: Arc<RwLock<ClientCaps>>,
     pub(super) backlog: Arc<super::transport::Backlog>,
+    /// Each session's commands shown as terminals ([`AcpSink`]).
+    pub(super) live_terminals:
+        Arc<std::sync::Mutex<std::collections::HashMap<String, super::sink::LiveTerminals>>>,
 }
 
 impl Ctx {
@@ -46,7 +49,13 @@ impl Ctx {
             session_id: session_id.clone(),
             caps: self.caps(),
             backlog: self.backlog.clone(),
-            live_terminals: std::sync::Mutex::default(),
+            live_terminals: self
+                .live_terminals
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .entry(session_id.0.to_string())
+                .or_default()
+                .clone(),
         }
     }
 }

@@ -33,10 +33,15 @@ pub(super) struct AcpSink {
     pub(super) caps: ClientCaps,
     pub(super) backlog: std::sync::Arc<super::transport::Backlog>,
     /// Commands shown live in Zed's terminal convention, by call: the
-    /// `terminal_exit` their final update carries, once they ended.
-    pub(super) live_terminals:
-        std::sync::Mutex<std::collections::HashMap<String, Option<serde_json::Value>>>,
+    /// `terminal_exit` their final update carries, once they ended. The
+    /// session's, on this connection: a background job's end may come
+    /// through a later prompt's sink.
+    pub(super) live_terminals: LiveTerminals,
 }
+
+/// See [`AcpSink::live_terminals`].
+pub(super) type LiveTerminals =
+    std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, Option<serde_json::Value>>>>;
 
 impl AcpSink {
     /// One `session/update`, through the SDK's connection.
