@@ -284,7 +284,10 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("tools", &["tools"]),
     ("composition", &["config"]),
     ("agent", &["session", "turn", "agent"]),
-    ("front ends", &["acp", "sdk", "run", "login", "demo", "admin"]),
+    (
+        "front ends",
+        &["acp", "sdk", "run", "login", "demo", "admin"],
+    ),
 ];
 
 /// Imports that run back up, each explained in `docs/architecture.md`

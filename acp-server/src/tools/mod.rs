@@ -33,8 +33,8 @@ use crate::frontend::Frontend;
 use crate::permission::Access;
 
 pub use ask_user::NO_USER;
-pub use paths::{canonical_roots, display_path};
 pub use jobs::started as job_started;
+pub use paths::{canonical_roots, display_path};
 pub use subagent::{SubagentArgs, SubagentSettings};
 pub use table::{schemas, touches_files, Class, Spec, Tool, TABLE};
 
