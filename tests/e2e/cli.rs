@@ -240,15 +240,20 @@ async fn sdk_listens_on_localhost() {
 
 /// A config file that does not parse: `dsh run` says so once, plainly
 /// (no `internal:`), sends nothing and exits 2.
+/// `dsh run TASK` as a user starts it (no `DSH_LOG`), within 30 s.
+async fn run_without_log(env: &TestEnv, task: &str) -> std::process::Output {
+    let mut command = env.dsh(&["run", task]);
+    command.env_remove("DSH_LOG");
+    tokio::time::timeout(Duration::from_secs(30), command.output())
+        .await
+        .unwrap()
+        .unwrap()
+}
+
 #[tokio::test]
 async fn dsh_run_says_a_config_error_once() {
     let env = env_with_broken_config().await;
-    let mut command = env.dsh(&["run", "hi"]);
-    command.env_remove("DSH_LOG");
-    let output = tokio::time::timeout(Duration::from_secs(30), command.output())
-        .await
-        .unwrap()
-        .unwrap();
+    let output = run_without_log(&env, "hi").await;
     let stderr = text(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert_eq!(stderr.matches("invalid config file").count(), 1, "{stderr}");
@@ -263,12 +268,7 @@ async fn dsh_run_says_a_config_error_once() {
 async fn dsh_run_logs_only_with_dsh_log() {
     let env = TestEnv::new().await;
     env.mock.push_json(reply("Done."));
-    let mut command = env.dsh(&["run", "say done"]);
-    command.env_remove("DSH_LOG");
-    let output = tokio::time::timeout(Duration::from_secs(30), command.output())
-        .await
-        .unwrap()
-        .unwrap();
+    let output = run_without_log(&env, "say done").await;
     let stderr = text(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "{stderr}");
     assert_eq!(text(&output.stdout), "Done.\n");
