@@ -274,6 +274,9 @@ struct Lagging {
     updates: std::sync::Mutex<Vec<AgentUpdate>>,
     behind: std::sync::atomic::AtomicBool,
     caught_up: tokio::sync::Notify,
+    /// Told when it falls behind (the lag is timed from there, not from
+    /// the turn's start, which a loaded machine delays).
+    fell_behind: tokio::sync::Notify,
 }
 
 impl dsh_acp_server::frontend::Frontend for Lagging {
@@ -283,6 +286,7 @@ impl dsh_acp_server::frontend::Frontend for Lagging {
             updates.push(update);
             if updates.len() == 5 {
                 self.behind.store(true, std::sync::atomic::Ordering::SeqCst);
+                self.fell_behind.notify_one();
             }
         }
     }
@@ -319,6 +323,7 @@ async fn a_turn_holds_and_merges_deltas_while_the_editor_is_behind() {
         .agent
         .prompt(ticket, vec![UserContent::text("count")], frontend.clone());
     let lag = async {
+        frontend.fell_behind.notified().await;
         tokio::time::sleep(std::time::Duration::from_millis(60)).await;
         frontend
             .behind
