@@ -44,10 +44,16 @@ pub(super) type LiveTerminals =
     std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, Option<serde_json::Value>>>>;
 
 impl AcpSink {
-    /// One `session/update`, through the SDK's connection.
+    /// One `session/update` of this session, through the SDK's connection.
     fn send(&self, update: AgentUpdate) {
-        let notification =
-            SessionNotification::new(self.session_id.clone(), convert::session_update(update));
+        self.notify(SessionNotification::new(
+            self.session_id.clone(),
+            convert::session_update(update),
+        ));
+    }
+
+    /// A notification through the SDK's connection, counted by the backlog.
+    fn notify(&self, notification: SessionNotification) {
         match self.cx.send_notification(notification) {
             Ok(()) => self.backlog.queued(),
             Err(err) => tracing::debug!(error = ?err, "client connection gone; dropping update"),
@@ -231,24 +237,14 @@ impl AcpSink {
                 ),
             ),
         };
-        match self
-            .cx
-            .send_notification(SessionNotification::new(session, update))
-        {
-            Ok(()) => self.backlog.queued(),
-            Err(err) => tracing::debug!(error = ?err, "client connection gone; dropping update"),
-        }
+        self.notify(SessionNotification::new(session, update));
     }
 
     fn send_update(&self, update: ToolCallUpdate) {
-        let notification = SessionNotification::new(
+        self.notify(SessionNotification::new(
             self.session_id.clone(),
             agent_client_protocol::v1::schema::SessionUpdate::ToolCallUpdate(update),
-        );
-        match self.cx.send_notification(notification) {
-            Ok(()) => self.backlog.queued(),
-            Err(err) => tracing::debug!(error = ?err, "client connection gone; dropping update"),
-        }
+        ));
     }
 }
 

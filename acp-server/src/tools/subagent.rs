@@ -120,14 +120,19 @@ pub fn validate(args: &SubagentArgs, jobs: bool) -> Result<(), Refusal> {
 
 /// The pending view: a `think` call titled with the description.
 pub fn present(args: &SubagentArgs) -> ToolView {
-    let description = args.description.trim();
     ToolView {
-        title: if description.is_empty() {
-            "Subagent".to_owned()
-        } else {
-            description.to_owned()
-        },
+        title: args.described().to_owned(),
         kind: Some(ToolKind::Think),
         ..ToolView::default()
+    }
+}
+
+impl SubagentArgs {
+    /// What the call is shown as: its description, or "Subagent".
+    pub fn described(&self) -> &str {
+        match self.description.trim() {
+            "" => "Subagent",
+            description => description,
+        }
     }
 }

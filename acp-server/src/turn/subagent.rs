@@ -166,12 +166,7 @@ impl Turn<'_> {
 }
 
 fn present_description(args: &SubagentArgs) -> String {
-    let description = dsh_protocol::content::visible_title(args.description.trim(), 80);
-    if description.is_empty() {
-        "Subagent".to_owned()
-    } else {
-        description
-    }
+    dsh_protocol::content::visible_title(args.described(), 80)
 }
 
 /// Creates the child's log and session ([`seed`]); it follows the
