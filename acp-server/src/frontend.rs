@@ -233,6 +233,7 @@ impl Transient {
                 call_id,
                 status: dsh_protocol::tool::ToolStatus::InProgress,
                 view: dsh_protocol::tool::ToolView::default(),
+                raw_output: None,
             },
             Transient::Commands(commands) => AgentUpdate::Commands(commands),
             Transient::Command { call_id, live } => AgentUpdate::ToolCallUpdate {
@@ -257,17 +258,20 @@ impl Transient {
                         dsh_protocol::tool::ToolView::default()
                     }
                 },
+                raw_output: None,
             },
             // Only a client with the capability is sent these.
             Transient::Subagent { call_id, .. } => AgentUpdate::ToolCallUpdate {
                 call_id,
                 status: dsh_protocol::tool::ToolStatus::InProgress,
                 view: dsh_protocol::tool::ToolView::default(),
+                raw_output: None,
             },
             Transient::ToolProgress { call_id, view } => AgentUpdate::ToolCallUpdate {
                 call_id,
                 status: dsh_protocol::tool::ToolStatus::InProgress,
                 view,
+                raw_output: None,
             },
         }
     }

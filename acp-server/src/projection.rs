@@ -22,13 +22,14 @@
 //! MCP servers that failed to start.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use dsh_protocol::log::{ConfigKey, Event, EventData, InstructionFile, InstructionStatus};
 use dsh_protocol::tool::{ToolContent, ToolStatus, ToolView};
 use dsh_protocol::ToolCallId;
 
 use crate::settings::{Choices, Settings};
-use crate::update::AgentUpdate;
+use crate::update::{AgentUpdate, RawOutput};
 
 /// Whether events are projected as they happen or read back from the log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +67,7 @@ impl Projection {
                 view: compaction_failed_view(
                     "dsh stopped before this compaction ended; nothing was replaced.",
                 ),
+                raw_output: None,
             })
             .collect();
         let mut calls: Vec<ToolCallId> = self.jobs.drain().filter(|call| !running(call)).collect();
@@ -79,6 +81,8 @@ impl Projection {
                     view: ToolView::text(
                         "[status: outcome unknown — dsh stopped before this background job ended]",
                     ),
+                    // The model was told nothing of its end.
+                    raw_output: None,
                 }),
         );
         updates
@@ -158,6 +162,8 @@ impl Projection {
             EventData::ToolResult {
                 call_id,
                 status,
+                output,
+                error,
                 view,
                 live_terminal,
                 job,
@@ -175,6 +181,7 @@ impl Projection {
                         call_id: call_id.clone(),
                         status: ToolStatus::InProgress,
                         view: view.clone(),
+                        raw_output: None,
                     }];
                 }
                 let view = match live_terminal {
@@ -190,11 +197,20 @@ impl Projection {
                     call_id: call_id.clone(),
                     status: *status,
                     view,
+                    raw_output: Some(Arc::new(RawOutput {
+                        output: output.clone(),
+                        error: error.clone(),
+                        job_id: None,
+                        job_status: None,
+                    })),
                 }]
             }
             EventData::JobEnd {
+                job_id,
                 call_id,
+                status,
                 failed,
+                summary,
                 view,
                 ..
             } => {
@@ -209,6 +225,12 @@ impl Projection {
                         ToolStatus::Completed
                     },
                     view: view.clone(),
+                    raw_output: Some(Arc::new(RawOutput {
+                        output: summary.clone(),
+                        error: None,
+                        job_id: Some(job_id.clone()),
+                        job_status: Some(status.clone()),
+                    })),
                 }]
             }
             EventData::Plan { entries } => vec![AgentUpdate::Plan(entries.clone())],
@@ -234,6 +256,7 @@ impl Projection {
                     call_id: call_id.clone(),
                     status: ToolStatus::Completed,
                     view: view.clone(),
+                    raw_output: None,
                 },
             ],
             EventData::Config { key, .. } => {
@@ -288,6 +311,7 @@ impl Projection {
                         call_id: call_id.clone(),
                         status: ToolStatus::Completed,
                         view,
+                        raw_output: None,
                     }
                 };
                 vec![
@@ -314,6 +338,7 @@ impl Projection {
                     call_id: call_id.clone(),
                     status: ToolStatus::Failed,
                     view: compaction_failed_view(message),
+                    raw_output: None,
                 }]
             }
             // Nothing the editor shows: the prompt (live), turn boundaries,

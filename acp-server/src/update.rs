@@ -3,6 +3,9 @@
 //! projection of logged events ([`crate::projection`]), except the transient
 //! ones listed there.
 
+use std::sync::Arc;
+
+use dsh_protocol::error::ErrorInfo;
 use dsh_protocol::log::{ConfigKey, PlanEntry};
 use dsh_protocol::tool::{ToolStatus, ToolView};
 use dsh_protocol::{ToolCallId, UserContent};
@@ -52,6 +55,9 @@ pub enum AgentUpdate {
         status: ToolStatus,
         /// Presentation (replaces the call's content and locations when set).
         view: ToolView,
+        /// What the call gave the model, on the update that ends it (none:
+        /// still running, or not a tool's result).
+        raw_output: Option<Arc<RawOutput>>,
     },
     /// The plan (whole list).
     Plan(Vec<PlanEntry>),
@@ -63,6 +69,24 @@ pub enum AgentUpdate {
     /// The slash commands the session offers (when it opens, and when the
     /// files behind them changed).
     Commands(Vec<crate::context::commands::Offered>),
+}
+
+/// A finished tool call's result as the model got it (ACP `rawOutput`):
+/// from its `tool/result`, or a background job's `job/end`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RawOutput {
+    /// The text the model was given (a job: what it is told of the end).
+    pub output: String,
+    /// The error, when the call failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorInfo>,
+    /// The background job that ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job_id: Option<String>,
+    /// How it ended: `exited N`, `killed` or `signal N`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job_status: Option<String>,
 }
 
 /// The id of the assistant message of a turn's step: known when the step

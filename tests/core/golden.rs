@@ -7,7 +7,9 @@ use std::path::PathBuf;
 
 use dsh_acp_server::acp::convert;
 use dsh_acp_server::permission::Mode;
-use dsh_acp_server::update::{AgentUpdate, ConfigOption, ConfigValue};
+use std::sync::Arc;
+
+use dsh_acp_server::update::{AgentUpdate, ConfigOption, ConfigValue, RawOutput};
 use dsh_protocol::error::{ErrorCode, ErrorInfo};
 use dsh_protocol::log::{
     CompactionReason, ConfigKey, Event, EventData, InstructionFile, InstructionStatus,
@@ -376,6 +378,45 @@ fn every_update_keeps_its_acp_json() {
                 call_id: ToolCallId::new("call_1"),
                 status: ToolStatus::Completed,
                 view: view(),
+                raw_output: Some(Arc::new(RawOutput {
+                    output: "Edited src/main.rs".into(),
+                    error: None,
+                    job_id: None,
+                    job_status: None,
+                })),
+            },
+        ),
+        (
+            "tool_call_update_failed",
+            AgentUpdate::ToolCallUpdate {
+                call_id: ToolCallId::new("call_1"),
+                status: ToolStatus::Failed,
+                view: ToolView::default(),
+                raw_output: Some(Arc::new(RawOutput {
+                    output: "The user rejected this edit.".into(),
+                    error: Some(ErrorInfo {
+                        code: ErrorCode::PermissionRejected,
+                        message: "The user rejected this edit.".into(),
+                    }),
+                    job_id: None,
+                    job_status: None,
+                })),
+            },
+        ),
+        (
+            "tool_call_update_job_end",
+            AgentUpdate::ToolCallUpdate {
+                call_id: ToolCallId::new("call_3"),
+                status: ToolStatus::Completed,
+                view: ToolView::text("test result: ok"),
+                raw_output: Some(Arc::new(RawOutput {
+                    output:
+                        "[dsh: background job j1 (`npm run build`) exited with code 0 after 3.0 s]"
+                            .into(),
+                    error: None,
+                    job_id: Some("j1".into()),
+                    job_status: Some("exited 0".into()),
+                })),
             },
         ),
         (
@@ -389,6 +430,7 @@ fn every_update_keeps_its_acp_json() {
                     }],
                     ..ToolView::default()
                 },
+                raw_output: None,
             },
         ),
         ("plan", AgentUpdate::Plan(entries())),

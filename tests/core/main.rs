@@ -265,6 +265,7 @@ pub fn render(updates: &[AgentUpdate], root: &Path) -> String {
                 call_id,
                 status,
                 view,
+                ..
             } => format!(
                 "tool_call_update {call_id} {status:?}{}",
                 view.content

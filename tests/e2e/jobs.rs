@@ -117,6 +117,25 @@ async fn a_background_job_streams_its_output_and_the_model_hears_when_it_ends() 
         .find(|e| e["type"] == "job/end")
         .expect("job/end");
     assert_eq!(end["data"]["status"], "exited 4");
+    // The call's last update carries what the model is told of the end.
+    let raw_outputs: Vec<serde_json::Value> = conn
+        .updates()
+        .into_iter()
+        .filter_map(|n| match n.update {
+            SessionUpdate::ToolCallUpdate(update) if update.tool_call_id.0.as_ref() == "b1" => {
+                update.fields.raw_output
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        raw_outputs,
+        [json!({
+            "output": end["data"]["summary"],
+            "jobId": "j1",
+            "jobStatus": "exited 4",
+        })]
+    );
     let requests = env.mock.requests();
     assert!(
         requests[2].to_string().contains("background job j1"),

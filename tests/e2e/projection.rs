@@ -181,7 +181,7 @@ async fn a_client_terminals_output_survives_reload_as_text() {
     let conn = env.connect_with(sim).await;
     let session = conn.start(&env.cwd()).await;
     conn.prompt(&session, "run it").await.unwrap();
-    let final_content = |updates: &[SessionNotification]| -> Value {
+    let final_update = |updates: &[SessionNotification]| -> (Value, Value) {
         updates
             .iter()
             .rev()
@@ -190,21 +190,32 @@ async fn a_client_terminals_output_survives_reload_as_text() {
                     if update.tool_call_id.0.as_ref() == "b1"
                         && update.fields.status == Some(ToolCallStatus::Completed) =>
                 {
-                    Some(serde_json::to_value(&update.fields.content).unwrap())
+                    Some((
+                        serde_json::to_value(&update.fields.content).unwrap(),
+                        serde_json::to_value(&update.fields.raw_output).unwrap(),
+                    ))
                 }
                 _ => None,
             })
             .unwrap()
     };
-    let live = final_content(&conn.updates());
+    let (live, live_raw) = final_update(&conn.updates());
     assert_eq!(live[0]["type"], "terminal", "{live}");
     conn.finish().await;
 
     let conn = env.connect().await;
     conn.initialize().await;
     conn.load(&session, &env.cwd()).await;
-    let replayed = final_content(&conn.updates());
+    let (replayed, replayed_raw) = final_update(&conn.updates());
     conn.finish().await;
+    // What the model got, the same live (beside the terminal) and replayed.
+    assert!(
+        live_raw["output"]
+            .as_str()
+            .is_some_and(|output| output.contains("from-the-terminal")),
+        "{live_raw}"
+    );
+    assert_eq!(replayed_raw, live_raw);
     assert!(
         replayed
             .as_array()

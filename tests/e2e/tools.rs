@@ -97,6 +97,18 @@ async fn reads_and_searches_run_without_prompts_with_locations_and_caps() {
         final_update(&conn, "r2").fields.status,
         Some(ToolCallStatus::Failed)
     );
+    // The finished call's rawOutput is what the model got, with the error
+    // when it failed.
+    assert_eq!(
+        final_update(&conn, "r1").fields.raw_output,
+        Some(json!({"output": tool_result(&env, "r1")}))
+    );
+    let failed = final_update(&conn, "r2").fields.raw_output.unwrap();
+    assert_eq!(failed["output"], tool_result(&env, "r2"));
+    assert!(
+        failed["error"]["code"].is_string() && failed["error"]["message"].is_string(),
+        "{failed}"
+    );
 
     // Results are logged in model order even though they ran concurrently.
     let results: Vec<String> = env

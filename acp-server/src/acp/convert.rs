@@ -120,6 +120,14 @@ pub(super) fn tool_status(status: ToolStatus) -> acp::ToolCallStatus {
     }
 }
 
+/// A finished call's result → ACP `rawOutput` (`{output, error?, jobId?,
+/// jobStatus?}`, [`crate::update::RawOutput`]).
+pub(super) fn raw_output_value(raw: &crate::update::RawOutput) -> Option<serde_json::Value> {
+    serde_json::to_value(raw)
+        .inspect_err(|err| tracing::error!(%err, "cannot serialize a rawOutput; left out"))
+        .ok()
+}
+
 /// Tool-call content → ACP content.
 pub fn tool_content(content: Vec<ToolContent>) -> Vec<acp::ToolCallContent> {
     content
@@ -290,8 +298,11 @@ pub fn session_update(update: AgentUpdate) -> acp::SessionUpdate {
             call_id,
             status,
             view,
+            raw_output,
         } => {
-            let mut fields = acp::ToolCallUpdateFields::new().status(tool_status(status));
+            let mut fields = acp::ToolCallUpdateFields::new()
+                .status(tool_status(status))
+                .raw_output(raw_output.as_deref().and_then(raw_output_value));
             if !view.title.is_empty() {
                 fields = fields.title(view.title.clone());
             }

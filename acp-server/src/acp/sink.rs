@@ -168,6 +168,7 @@ impl AcpSink {
             call_id,
             status,
             mut view,
+            raw_output,
         } = update
         else {
             return self.send(update);
@@ -188,6 +189,7 @@ impl AcpSink {
                         call_id,
                         status,
                         view,
+                        raw_output,
                     });
                 }
             }
@@ -197,12 +199,15 @@ impl AcpSink {
                 call_id,
                 status,
                 view,
+                raw_output,
             });
         };
         let id = call_id.as_str().to_owned();
         let exit =
             exit.unwrap_or_else(|| json!({"terminal_id": id, "exit_code": null, "signal": null}));
-        let fields = ToolCallUpdateFields::new().status(convert::tool_status(status));
+        let fields = ToolCallUpdateFields::new()
+            .status(convert::tool_status(status))
+            .raw_output(raw_output.as_deref().and_then(convert::raw_output_value));
         self.send_update(
             ToolCallUpdate::new(id, fields)
                 .meta(json!({ "terminal_exit": exit }).as_object().cloned()),
@@ -419,6 +424,7 @@ impl Frontend for AcpSink {
                     }],
                     ..Default::default()
                 },
+                raw_output: None,
             });
             let mut run = TerminalRun {
                 terminal_id: terminal_id.0.to_string(),

@@ -2,11 +2,15 @@
 //! live and on replay, and the few differences between the two.
 
 use super::*;
+use std::sync::Arc;
+
+use dsh_protocol::error::{ErrorCode, ErrorInfo};
 use dsh_protocol::log::{PermissionOutcome, PlanEntry};
 use dsh_protocol::model::{FinishReason, ModelInfo, ThoughtLevel, Usage};
 use dsh_protocol::plan::{PlanPriority, PlanStatus};
 use dsh_protocol::{Mode, UserContent};
 
+use crate::update::RawOutput;
 use Delivery::{Live, Replay};
 
 fn choices() -> Choices {
@@ -259,12 +263,114 @@ fn a_tool_call_is_pending_then_updated_once_by_its_result() {
             call_id: id("c1"),
             status: ToolStatus::Failed,
             view: text_view("Read a", "logged output"),
+            raw_output: raw("out", None),
         }]
     );
     // The call is finished: a second result for it shows nothing.
     assert_eq!(show(tool_result("c1", ToolStatus::Completed, None)), []);
     // Nor does a result for a call the editor never saw.
     assert_eq!(show(tool_result("c9", ToolStatus::Completed, None)), []);
+}
+
+/// A finished call's raw output: what the model got, and its error.
+fn raw(output: &str, error: Option<ErrorInfo>) -> Option<Arc<RawOutput>> {
+    Some(Arc::new(RawOutput {
+        output: output.to_owned(),
+        error,
+        job_id: None,
+        job_status: None,
+    }))
+}
+
+#[test]
+fn a_finished_call_carries_what_the_model_got_live_and_on_replay() {
+    let choices = choices();
+    let settings = Settings::defaults(&choices);
+    let rejected = ErrorInfo {
+        code: ErrorCode::PermissionRejected,
+        message: "The user rejected this call.".to_owned(),
+    };
+    let mut failed = tool_result("c2", ToolStatus::Failed, None);
+    if let EventData::ToolResult { output, error, .. } = &mut failed {
+        *output = "Rejected: not now".to_owned();
+        *error = Some(rejected.clone());
+    }
+    let job_end = EventData::JobEnd {
+        job_id: "job-1".to_owned(),
+        call_id: id("j1"),
+        status: "exited 0".to_owned(),
+        failed: false,
+        summary: "[dsh: background job job-1 exited with code 0]".to_owned(),
+        view: text_view("Run", "tail"),
+        usage: None,
+    };
+    let raw_outputs = |delivery: Delivery| {
+        let mut projection = Projection::default();
+        let mut show =
+            |data: EventData| projection.project(&event(data), &settings, &choices, delivery);
+        let mut seen = Vec::new();
+        for (call, result) in [
+            ("c1", tool_result("c1", ToolStatus::Completed, None)),
+            ("c2", failed.clone()),
+            (
+                "j1",
+                tool_result("j1", ToolStatus::Completed, Some("job-1")),
+            ),
+        ] {
+            show(tool_call(call));
+            seen.extend(show(result));
+        }
+        seen.extend(show(job_end.clone()));
+        seen.into_iter()
+            .map(|update| match update {
+                AgentUpdate::ToolCallUpdate {
+                    call_id,
+                    status,
+                    raw_output,
+                    ..
+                } => (call_id.as_str().to_owned(), status, raw_output),
+                other => panic!("{other:?}"),
+            })
+            .collect::<Vec<_>>()
+    };
+    let expected = [
+        ("c1".to_owned(), ToolStatus::Completed, raw("out", None)),
+        (
+            "c2".to_owned(),
+            ToolStatus::Failed,
+            raw("Rejected: not now", Some(rejected)),
+        ),
+        // A background job's call is still running: nothing yet.
+        ("j1".to_owned(), ToolStatus::InProgress, None),
+        (
+            "j1".to_owned(),
+            ToolStatus::Completed,
+            Some(Arc::new(RawOutput {
+                output: "[dsh: background job job-1 exited with code 0]".to_owned(),
+                error: None,
+                job_id: Some("job-1".to_owned()),
+                job_status: Some("exited 0".to_owned()),
+            })),
+        ),
+    ];
+    assert_eq!(raw_outputs(Live), expected);
+    assert_eq!(raw_outputs(Replay), expected);
+    // As ACP sends it: camelCase, the absent parts left out.
+    assert_eq!(
+        serde_json::to_value(&expected[1].2).unwrap(),
+        serde_json::json!({
+            "output": "Rejected: not now",
+            "error": {"code": "permission.rejected", "message": "The user rejected this call."},
+        })
+    );
+    assert_eq!(
+        serde_json::to_value(&expected[3].2).unwrap(),
+        serde_json::json!({
+            "output": "[dsh: background job job-1 exited with code 0]",
+            "jobId": "job-1",
+            "jobStatus": "exited 0",
+        })
+    );
 }
 
 #[test]
@@ -331,6 +437,12 @@ fn a_background_job_is_in_progress_until_its_end() {
             call_id: id("j1"),
             status: ToolStatus::Failed,
             view: text_view("Run", "tail"),
+            raw_output: Some(Arc::new(RawOutput {
+                output: "done".to_owned(),
+                error: None,
+                job_id: Some("job-1".to_owned()),
+                job_status: Some("exited 1".to_owned()),
+            })),
         }]
     );
     // Ended once: a repeated job/end is not shown again.
@@ -398,6 +510,7 @@ fn an_undo_shows_as_a_finished_tool_call() {
                 call_id: id("undo-1"),
                 status: ToolStatus::Completed,
                 view,
+                raw_output: None,
             },
         ]
     );
@@ -427,6 +540,7 @@ fn a_compaction_updates_its_live_call_and_is_a_whole_call_on_replay() {
                 call_id: id("k1"),
                 status: ToolStatus::Completed,
                 view: view.clone(),
+                raw_output: None,
             },
             usage.clone(),
         ]

@@ -529,6 +529,12 @@ async fn a_background_job_ends_in_the_log_and_before_the_latest_front_end() {
                 call_id: ToolCallId::new("j1"),
                 status: ToolStatus::Completed,
                 view: text_view("Run", "tail"),
+                raw_output: Some(std::sync::Arc::new(crate::update::RawOutput {
+                    output: "done".to_owned(),
+                    error: None,
+                    job_id: Some("job-1".to_owned()),
+                    job_status: Some("exited 0".to_owned()),
+                })),
             }),
         ]
     );
