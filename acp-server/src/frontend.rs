@@ -125,9 +125,9 @@ pub enum Output<'a> {
     /// Streamed text of the running model call (its `assistant/message` is
     /// recorded when it ends), once [`Frontend::hold`] lets it go.
     Delta(Delta),
-    /// An update of a replay (`session/load`), once [`Frontend::hold`]
-    /// lets it go.
-    Replayed(AgentUpdate),
+    /// A run of a replay's updates (`session/load`), in order, once
+    /// [`Frontend::hold`] lets it go.
+    Replayed(Vec<AgentUpdate>),
     /// What no event carries and a replay never shows.
     Transient(Transient),
 }
@@ -209,7 +209,7 @@ impl Output<'_> {
         match self {
             Output::Recorded { updates, .. } => updates,
             Output::Delta(delta) => vec![delta.into_update()],
-            Output::Replayed(update) => vec![update],
+            Output::Replayed(updates) => updates,
             Output::Transient(transient) => vec![transient.into_update()],
         }
     }

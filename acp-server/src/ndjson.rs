@@ -80,6 +80,28 @@ fn socket(fd: std::os::fd::OwnedFd) -> io::Result<tokio::net::UnixStream> {
     tokio::net::UnixStream::from_std(socket)
 }
 
+/// What the one writer takes ([`write_frames`]): a frame, or a run of
+/// frames already joined by newlines (serialized by dsh itself, so none
+/// holds a raw newline), written in one piece and counted as `frames`.
+#[derive(Debug)]
+pub enum Outgoing {
+    /// One frame.
+    Frame(String),
+    /// Frames joined by newlines (no trailing one).
+    Run {
+        /// The frames.
+        lines: String,
+        /// How many.
+        frames: usize,
+    },
+}
+
+impl From<String> for Outgoing {
+    fn from(frame: String) -> Outgoing {
+        Outgoing::Frame(frame)
+    }
+}
+
 /// What a front end makes of the frames its writer takes ([`write_frames`]).
 pub trait Frames {
     /// The frame as it goes out; `None` keeps it from the client (a marker
@@ -89,6 +111,8 @@ pub trait Frames {
     }
     /// `frame` was written.
     fn written(&mut self, _frame: &str) {}
+    /// A run of `frames` (see [`Outgoing::Run`]) was written.
+    fn written_run(&mut self, _frames: usize) {}
     /// Everything taken so far is written and flushed.
     fn flushed(&mut self) {}
     /// The writer waits for frames (`true`), or has some (`false`).
@@ -109,7 +133,7 @@ impl Frames for Plain {}
 ///
 /// # Errors
 /// `output` could not be written or flushed.
-pub async fn write_frames<W, S>(
+pub async fn write_frames<W, S, T>(
     output: W,
     mut frames: S,
     mut errors: Option<mpsc::Receiver<String>>,
@@ -117,7 +141,8 @@ pub async fn write_frames<W, S>(
 ) -> io::Result<()>
 where
     W: AsyncWrite + Unpin,
-    S: futures::Stream<Item = String> + Unpin,
+    S: futures::Stream<Item = T> + Unpin,
+    T: Into<Outgoing>,
 {
     use futures::{FutureExt, StreamExt};
     let mut output = tokio::io::BufWriter::with_capacity(64 * 1024, output);
@@ -125,11 +150,11 @@ where
         front.idle(true);
         let frame = tokio::select! {
             frame = frames.next() => match frame {
-                Some(frame) => frame,
+                Some(frame) => frame.into(),
                 None => break,
             },
             error = async { errors.as_mut()?.next().await }, if errors.is_some() => match error {
-                Some(error) => error,
+                Some(error) => Outgoing::Frame(error),
                 None => {
                     errors = None;
                     continue;
@@ -139,11 +164,23 @@ where
         front.idle(false);
         let mut next = Some(frame);
         while let Some(frame) = next.take() {
-            if let Some(out) = front.out(&frame) {
-                write_line(&mut output, &out).await?;
-                front.written(&frame);
+            match frame {
+                Outgoing::Frame(frame) => {
+                    if let Some(out) = front.out(&frame) {
+                        write_line(&mut output, &out).await?;
+                        front.written(&frame);
+                    }
+                }
+                Outgoing::Run {
+                    lines,
+                    frames: count,
+                } => {
+                    output.write_all(lines.as_bytes()).await?;
+                    output.write_all(b"\n").await?;
+                    front.written_run(count);
+                }
             }
-            next = frames.next().now_or_never().flatten();
+            next = frames.next().now_or_never().flatten().map(Into::into);
         }
         output.flush().await?;
         front.flushed();
@@ -412,6 +449,43 @@ mod tests {
         ] {
             assert_eq!(id(text), None, "{text}");
         }
+    }
+
+    /// A run goes out as its frames, one per line, counted as a run; a
+    /// single frame with a stray newline is escaped.
+    #[tokio::test]
+    async fn runs_are_written_whole_and_counted() {
+        #[derive(Default)]
+        struct Count {
+            frames: usize,
+            runs: Vec<usize>,
+        }
+        impl Frames for Count {
+            fn written(&mut self, _frame: &str) {
+                self.frames += 1;
+            }
+            fn written_run(&mut self, frames: usize) {
+                self.runs.push(frames);
+            }
+        }
+        let items = vec![
+            Outgoing::Frame("{\"a\":1}".to_owned()),
+            Outgoing::Run {
+                lines: "{\"b\":1}\n{\"b\":2}\n{\"b\":3}".to_owned(),
+                frames: 3,
+            },
+            Outgoing::Frame("{\"c\":\n1}".to_owned()),
+        ];
+        let mut out = Vec::new();
+        let mut count = Count::default();
+        write_frames(&mut out, futures::stream::iter(items), None, &mut count)
+            .await
+            .unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "{\"a\":1}\n{\"b\":1}\n{\"b\":2}\n{\"b\":3}\n{\"c\":\\n1}\n"
+        );
+        assert_eq!((count.frames, count.runs), (2, vec![3]));
     }
 
     #[test]

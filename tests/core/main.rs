@@ -220,6 +220,17 @@ pub fn settled(updates: &[AgentUpdate]) -> Vec<AgentUpdate> {
     out
 }
 
+/// [`settled`], as a replay shows it: the context use once, at the end
+/// (a usage update says what the context holds now; only the last is news).
+pub fn as_replayed(updates: &[AgentUpdate]) -> Vec<AgentUpdate> {
+    let usage = |update: &AgentUpdate| matches!(update, AgentUpdate::Usage { .. });
+    let mut out = settled(updates);
+    let last = out.iter().rfind(|update| usage(update)).cloned();
+    out.retain(|update| !usage(update));
+    out.extend(last);
+    out
+}
+
 /// One line per update, paths inside `root` shown as `$WS`, for snapshots.
 pub fn render(updates: &[AgentUpdate], root: &Path) -> String {
     let root = root.display().to_string();

@@ -29,34 +29,29 @@ async fn old_logs_load() {
         title "Greet there instead of world"
         user "Text { text: \"Greet there instead of world\" }"
         thought "Plan first, then look."
-        usage 1240/1000000
         tool_call plan1 Pending "Update plan"
         plan [InProgress Read hello.txt, Pending Fix the greeting]
         tool_call_update plan1 Completed
         tool_call read1 Pending "Read hello.txt" @$WS/hello.txt:1
         tool_call_update read1 Completed
-        usage 1330/1000000
         tool_call edit1 Pending "Edit hello.txt" @$WS/hello.txt:1
         tool_call_update edit1 Completed diff($WS/hello.txt, 12 → 12 bytes)
         message "I changed world to there."
-        usage 1412/1000000
         config_options mode=accept-edits model=deepseek-v4-flash thought_level=low
         user "Text { text: \"Run echo hi\" }"
-        usage 1353/1000000
         tool_call bash1 Pending "Run echo hi"
         tool_call_update bash1 Completed text("```⏎hi⏎[exit code: 0]⏎```")
         message "It said hi."
-        usage 1371/1000000
         user "Text { text: \"Are you there?\" }"
         user "Text { text: \"Again?\" }"
         message "Back again."
-        usage 1424/1000000
         user "Text { text: \"Write a long story\" }"
         thought "A story."
         message "Once upon"
         user "Text { text: \"Read it again\" }"
         tool_call read2 Pending "Read hello.txt" @$WS/hello.txt:1
         tool_call_update read2 Failed text("The outcome of this tool call is unknown: dsh stopped while it was run…")
+        usage 1424/1000000
     "#]].assert_eq(&render(&replay, Path::new("/tmp/gold/ws")));
 
     let roles: Vec<String> = opened

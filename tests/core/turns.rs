@@ -7,7 +7,7 @@ use dsh_protocol::UserContent;
 use expect_test::expect;
 use serde_json::json;
 
-use crate::{render, settled, Recorder, World};
+use crate::{as_replayed, render, settled, Recorder, World};
 
 fn call(id: &str, name: &str, args: serde_json::Value) -> serde_json::Value {
     json!({"chunks":[{"tool_call":{"index":0,"id":id,"name":name,"arguments":args.to_string()}}],"finish":"tool_calls"})
@@ -200,29 +200,26 @@ async fn replay_equals_live() {
     live.extend(recorder.take());
 
     let (_, replay) = world.load(&session).await;
-    assert_eq!(settled(&replay), settled(&live));
+    assert_eq!(settled(&replay), as_replayed(&live));
     expect![[r#"
         user "Text { text: \"Edit it\" }"
         title "Edit it"
         thought "Plan."
-        usage 520/1000000
         tool_call p1 Pending "Update plan"
         plan [InProgress Edit]
         tool_call_update p1 Completed
         tool_call r1 Pending "Read hello.txt" @$WS/hello.txt:1
         tool_call_update r1 Completed
-        usage 2619/1000000
         tool_call e1 Pending "Edit hello.txt" @$WS/hello.txt:1
         tool_call_update e1 Completed diff($WS/hello.txt, 6 → 3 bytes)
-        usage 2656/1000000
         tool_call b1 Pending "Run cat hello.txt"
         tool_call_update b1 Completed text("```⏎hi⏎[exit code: 0]⏎```")
         message "Edited and checked."
-        usage 2677/1000000
         mode accept-edits
         config_options mode=accept-edits model=deepseek-v4-flash thought_level=high
         user "Text { text: \"Tell a story\" }"
         message "Once upon"
+        usage 2677/1000000
     "#]]
     .assert_eq(&render(&settled(&replay), &world.cwd()));
 }

@@ -18,10 +18,17 @@ use crate::support::{
 /// out (live never echoes it; replay does).
 fn settled(updates: &[SessionNotification]) -> Vec<Value> {
     let mut out: Vec<Value> = Vec::new();
+    // The context use says what the context holds now: the last one stays
+    // (a replay shows only that one, at its end).
+    let mut usage = None;
     for notification in updates {
         let update = &notification.update;
         match update {
             SessionUpdate::UserMessageChunk(_) => continue,
+            SessionUpdate::UsageUpdate(_) => {
+                usage = Some(serde_json::to_value(update).unwrap());
+                continue;
+            }
             SessionUpdate::ToolCallUpdate(call)
                 if call.fields.status == Some(ToolCallStatus::InProgress) =>
             {
@@ -43,6 +50,7 @@ fn settled(updates: &[SessionNotification]) -> Vec<Value> {
         }
         out.push(value);
     }
+    out.extend(usage);
     out
 }
 

@@ -564,7 +564,6 @@ async fn tool_call_deltas_are_assembled_and_answered_without_failing_the_turn() 
             "user",
             "session_info",
             "thought",
-            "usage",
             "tool_call",
             "tool_call_update",
             "message",

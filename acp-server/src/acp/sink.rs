@@ -86,6 +86,34 @@ impl AcpSink {
             Err(err) => tracing::error!(%err, "cannot serialize an update; dropped"),
         }
     }
+
+    /// A run of a replay's updates, serialized here into one piece for
+    /// the writer (one queue slot and wake-up per run, not per update).
+    fn send_run(&self, updates: Vec<AgentUpdate>) {
+        let mut lines = Vec::with_capacity(updates.len() * 256);
+        let mut frames = 0;
+        for update in updates {
+            let start = lines.len();
+            if !lines.is_empty() {
+                lines.push(b'\n');
+            }
+            match write_update_frame(
+                &mut lines,
+                &self.session_id,
+                &convert::session_update(update),
+            ) {
+                Ok(()) => frames += 1,
+                Err(err) => {
+                    lines.truncate(start);
+                    tracing::error!(%err, "cannot serialize an update; dropped");
+                }
+            }
+        }
+        match String::from_utf8(lines) {
+            Ok(lines) => self.backlog.send_run(lines, frames),
+            Err(err) => tracing::error!(%err, "a replayed run is not UTF-8; dropped"),
+        }
+    }
 }
 
 /// A `session/update` notification's frame, as the SDK writes a
@@ -98,13 +126,23 @@ fn update_frame(
     update: &agent_client_protocol::v1::schema::SessionUpdate,
 ) -> Result<String, serde_json::Error> {
     let mut frame = Vec::with_capacity(512);
+    write_update_frame(&mut frame, session_id, update)?;
+    String::from_utf8(frame).map_err(serde::ser::Error::custom)
+}
+
+/// [`update_frame`], appended to `frame`.
+fn write_update_frame(
+    frame: &mut Vec<u8>,
+    session_id: &SessionId,
+    update: &agent_client_protocol::v1::schema::SessionUpdate,
+) -> Result<(), serde_json::Error> {
     frame
         .extend_from_slice(br#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"#);
-    serde_json::to_writer(&mut frame, session_id)?;
+    serde_json::to_writer(&mut *frame, session_id)?;
     frame.extend_from_slice(br#","update":"#);
-    serde_json::to_writer(&mut frame, update)?;
+    serde_json::to_writer(&mut *frame, update)?;
     frame.extend_from_slice(b"}}");
-    String::from_utf8(frame).map_err(serde::ser::Error::custom)
+    Ok(())
 }
 
 impl AcpSink {
@@ -265,7 +303,7 @@ impl Frontend for AcpSink {
                     .for_each(|u| self.send_terminal_aware(u));
             }
             Output::Delta(delta) => self.send_direct(delta.into_update()),
-            Output::Replayed(update) => self.send_direct(update),
+            Output::Replayed(updates) => self.send_run(updates),
             Output::Transient(Transient::Command { call_id, live }) => self.command(call_id, live),
             Output::Transient(Transient::Subagent { session, event, .. }) => {
                 self.subagent(session, event);

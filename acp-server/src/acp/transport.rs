@@ -27,8 +27,8 @@ use futures::channel::mpsc;
 use futures::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use crate::ndjson;
 pub use crate::ndjson::stdio;
+use crate::ndjson::{self, Outgoing};
 
 /// The largest frame accepted, bytes (images are base64 inside prompts).
 pub const DEFAULT_MAX_FRAME: usize = 64 * 1024 * 1024;
@@ -62,7 +62,7 @@ pub const BACKLOG_LOW: usize = 64;
 pub struct Backlog {
     /// The writer's queue, from the transport's start until the connection
     /// ends (the writer stops once every sender is gone).
-    direct: std::sync::Mutex<Option<mpsc::UnboundedSender<String>>>,
+    direct: std::sync::Mutex<Option<mpsc::UnboundedSender<Outgoing>>>,
     /// Fences sent and fences the writer has passed.
     fences_sent: AtomicU64,
     /// Numbers a fence and sends it as one step (the writer counts fences
@@ -123,15 +123,29 @@ impl Backlog {
     /// frame already queued. Call it only after [`Self::fence`] resolved
     /// for this run of updates.
     pub fn send_direct(&self, frame: String) {
+        self.queue_direct(Outgoing::Frame(frame), 1);
+    }
+
+    /// Queues a run of serialized `session/update`s joined by newlines
+    /// (none of them holding a raw one), written in one piece: a replay's
+    /// updates, a wake-up and a queue slot per run rather than per update.
+    /// Call it only after [`Self::fence`] resolved for this run.
+    pub fn send_run(&self, lines: String, frames: usize) {
+        if frames > 0 {
+            self.queue_direct(Outgoing::Run { lines, frames }, frames);
+        }
+    }
+
+    fn queue_direct(&self, outgoing: Outgoing, updates: usize) {
         // Counted before it is queued: the writer may write it (and count
         // it off) before this thread runs again.
-        self.queued.fetch_add(1, Ordering::AcqRel);
+        self.queued.fetch_add(updates, Ordering::AcqRel);
         let direct = self.direct.lock().unwrap_or_else(|p| p.into_inner());
         if direct
             .as_ref()
-            .is_none_or(|direct| direct.unbounded_send(frame).is_err())
+            .is_none_or(|direct| direct.unbounded_send(outgoing).is_err())
         {
-            self.queued.fetch_sub(1, Ordering::AcqRel);
+            self.queued.fetch_sub(updates, Ordering::AcqRel);
         }
     }
 
@@ -156,15 +170,15 @@ impl Backlog {
         }
     }
 
-    fn written(&self) {
+    fn written(&self, updates: usize) {
         let before = self
             .queued
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                Some(n.saturating_sub(1))
+                Some(n.saturating_sub(updates))
             })
             .unwrap_or(0);
-        self.written.fetch_add(1, Ordering::Relaxed);
-        if before == BACKLOG_LOW + 1 {
+        self.written.fetch_add(updates as u64, Ordering::Relaxed);
+        if before > BACKLOG_LOW && before.saturating_sub(updates) <= BACKLOG_LOW {
             self.changed.notify_waiters();
         }
     }
@@ -220,14 +234,15 @@ where
     let backlog = Backlog::new();
     // Unbounded: frames are bounded before they get here (the backlog for
     // updates; the SDK's own queues, unbounded too, for the rest).
-    let (out_tx, out_rx) = mpsc::unbounded::<String>();
+    let (out_tx, out_rx) = mpsc::unbounded::<Outgoing>();
     *backlog.direct.lock().unwrap_or_else(|p| p.into_inner()) = Some(out_tx.clone());
     let (error_tx, error_rx) = mpsc::channel::<String>(64);
     let writer = tokio::spawn(write_frames(output, out_rx, error_rx, backlog.clone()));
     let (in_tx, in_rx) = mpsc::channel::<String>(64);
     tokio::spawn(ndjson::read_frames(input, max_frame, in_tx, error_tx));
-    let sink =
-        out_tx.sink_map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "stdout writer stopped"));
+    let sink = out_tx
+        .sink_map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "stdout writer stopped"))
+        .with(|frame: String| futures::future::ready(Ok::<_, io::Error>(Outgoing::Frame(frame))));
     StdioTransport {
         lines: agent_client_protocol::Lines::new(Box::pin(sink), Box::pin(in_rx.map(Ok))),
         backlog,
@@ -264,8 +279,12 @@ impl ndjson::Frames for AcpFrames {
 
     fn written(&mut self, frame: &str) {
         if is_update(frame) {
-            self.backlog.written();
+            self.backlog.written(1);
         }
+    }
+
+    fn written_run(&mut self, frames: usize) {
+        self.backlog.written(frames);
     }
 
     /// A fence is reported once everything before it is written.
@@ -287,7 +306,7 @@ impl ndjson::Frames for AcpFrames {
 /// [`ndjson::write_frames`]); the backlog is closed when it ends.
 async fn write_frames<W: AsyncWrite + Unpin>(
     output: W,
-    frames: mpsc::UnboundedReceiver<String>,
+    frames: mpsc::UnboundedReceiver<Outgoing>,
     errors: mpsc::Receiver<String>,
     backlog: Arc<Backlog>,
 ) {

@@ -63,6 +63,59 @@ pub(crate) struct SessionState {
     restored_at: u64,
 }
 
+/// A replay's updates on their way to the front end: in runs of up to
+/// [`Replay::RUN`] (one hand-off each, held while the front end is
+/// behind), with the context use shown once, at the end — a usage update
+/// says what the context holds now, so only the last one is news.
+struct Replay<'a> {
+    out: &'a dyn Frontend,
+    runtime: tokio::runtime::Handle,
+    run: Vec<AgentUpdate>,
+    usage: Option<AgentUpdate>,
+}
+
+impl<'a> Replay<'a> {
+    const RUN: usize = 64;
+
+    fn new(out: &'a dyn Frontend, runtime: tokio::runtime::Handle) -> Replay<'a> {
+        Replay {
+            out,
+            runtime,
+            run: Vec::with_capacity(Self::RUN),
+            usage: None,
+        }
+    }
+
+    fn show(&mut self, updates: Vec<AgentUpdate>) {
+        for update in updates {
+            if matches!(update, AgentUpdate::Usage { .. }) {
+                self.usage = Some(update);
+                continue;
+            }
+            self.run.push(update);
+            if self.run.len() >= Self::RUN {
+                self.send();
+            }
+        }
+    }
+
+    fn send(&mut self) {
+        if self.run.is_empty() {
+            return;
+        }
+        if let Some(hold) = self.out.hold() {
+            self.runtime.block_on(hold);
+        }
+        let run = std::mem::replace(&mut self.run, Vec::with_capacity(Self::RUN));
+        self.out.emit(crate::frontend::Output::Replayed(run));
+    }
+
+    fn finish(mut self) {
+        self.run.extend(self.usage.take());
+        self.send();
+    }
+}
+
 impl SessionState {
     /// A new session's state.
     pub(crate) fn new(choices: &Choices) -> SessionState {
@@ -108,24 +161,21 @@ impl SessionState {
         state.evicted = replay.is_some();
         // Replay goes out as the front end lets it (behind whatever was
         // sent before; an editor that reads slowly holds it).
-        let replay = replay.map(|out| (out, tokio::runtime::Handle::current()));
-        let show = |updates: Vec<AgentUpdate>| {
-            if let Some((out, runtime)) = &replay {
-                if let Some(hold) = out.hold() {
-                    runtime.block_on(hold);
-                }
-                for update in updates {
-                    out.emit(crate::frontend::Output::Replayed(update));
-                }
-            }
-        };
+        let mut replay = replay.map(|out| Replay::new(out, tokio::runtime::Handle::current()));
         for event in events {
             let event = event?;
             state.restored_at = event.seq;
-            show(state.fold(&event, choices, Delivery::Replay));
+            let updates = state.fold(&event, choices, Delivery::Replay);
+            if let Some(replay) = &mut replay {
+                replay.show(updates);
+            }
         }
-        show(state.close_cut_off_calls(choices, Delivery::Replay));
-        show(state.projection.finish_replay(running));
+        let cut_off = state.close_cut_off_calls(choices, Delivery::Replay);
+        if let Some(mut replay) = replay {
+            replay.show(cut_off);
+            replay.show(state.projection.finish_replay(running));
+            replay.finish();
+        }
         Ok(state)
     }
 
