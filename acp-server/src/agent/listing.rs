@@ -55,7 +55,20 @@ pub(super) fn page(
             canonical.to_string_lossy().into_owned(),
         )
     });
-    let all: Vec<SessionSummary> = store
+    let after = cursor
+        .map(|cursor| {
+            cursor
+                .split_once(':')
+                .and_then(|(after, id)| Some((after.parse::<u128>().ok()?, id)))
+                .ok_or_else(|| {
+                    AgentError::InvalidParams(format!("invalid session/list cursor {cursor:?}"))
+                })
+        })
+        .transpose()?;
+    // The order is the cursor's: newer millisecond first, then by id; the
+    // sessions after the cursor are those that come later in it.
+    let key = |summary: &SessionSummary| (std::cmp::Reverse(millis(summary)), summary.id.clone());
+    let mut rest: Vec<(std::cmp::Reverse<u128>, std::sync::Arc<str>, SessionSummary)> = store
         .list()
         .into_iter()
         .filter(|summary| subagents || summary.parent.is_none())
@@ -64,26 +77,25 @@ pub(super) fn page(
                 .as_ref()
                 .is_none_or(|(raw, canonical)| *summary.cwd == **raw || *summary.cwd == **canonical)
         })
+        .map(|summary| {
+            let (updated, id) = key(&summary);
+            (updated, id, summary)
+        })
+        .filter(|(updated, id, _)| {
+            after.is_none_or(|(after, after_id)| {
+                updated.0 < after || (updated.0 == after && &**id > after_id)
+            })
+        })
         .collect();
-    let start = match cursor {
-        None => 0,
-        Some(cursor) => {
-            let (after, id) = cursor
-                .split_once(':')
-                .and_then(|(after, id)| Some((after.parse::<u128>().ok()?, id)))
-                .ok_or_else(|| {
-                    AgentError::InvalidParams(format!("invalid session/list cursor {cursor:?}"))
-                })?;
-            all.iter()
-                .position(|summary| {
-                    let updated = millis(summary);
-                    updated < after || (updated == after && &*summary.id > id)
-                })
-                .unwrap_or(all.len())
-        }
-    };
-    let page: Vec<&SessionSummary> = all[start..].iter().take(page_size).collect();
-    let next_cursor = (start + page.len() < all.len())
+    // Only the page is sorted: the rest is selected past it.
+    let more = rest.len() > page_size;
+    if more && page_size > 0 {
+        rest.select_nth_unstable_by(page_size - 1, |a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+    }
+    rest.truncate(page_size);
+    rest.sort_unstable_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+    let page: Vec<&SessionSummary> = rest.iter().map(|(_, _, summary)| summary).collect();
+    let next_cursor = more
         .then(|| {
             page.last()
                 .map(|last| format!("{}:{}", millis(last), last.id))
@@ -121,5 +133,62 @@ pub(super) fn delete_subagents(store: &SessionStore, home: &Path, parent: String
             crate::checkpoint::Store::new(home, &child.id).remove();
             parents.push(child.id.to_string());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dsh_protocol::log::SessionHeader;
+    use dsh_protocol::SessionId;
+    use rustix::fs::{AtFlags, Timespec, Timestamps, CWD};
+
+    /// Sessions written in the same millisecond whose nanoseconds run
+    /// against their ids: paging one at a time shows each once, in the
+    /// cursor's order (newer millisecond, then id).
+    #[test]
+    fn pages_walk_every_session_once_in_the_cursors_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SessionStore::new(dir.path().to_path_buf());
+        let at = |secs: i64, nanos: i64| Timespec {
+            tv_sec: secs,
+            tv_nsec: nanos,
+        };
+        // (id, seconds, nanoseconds): a, b, c share a millisecond with
+        // later nanoseconds for earlier ids; d is a millisecond older.
+        let logs = [
+            ("a", 1_000, 5_000_100),
+            ("b", 1_000, 5_000_500),
+            ("c", 1_000, 5_000_900),
+            ("d", 1_000, 4_999_999),
+            ("e", 2_000, 0),
+        ];
+        for (id, secs, nanos) in logs {
+            let header = SessionHeader::new(SessionId::new(id), 1, "/w".to_owned(), Vec::new());
+            let path = dir.path().join(format!("{id}.jsonl"));
+            std::fs::write(&path, serde_json::to_string(&header).unwrap() + "\n").unwrap();
+            let times = Timestamps {
+                last_access: at(secs, nanos),
+                last_modification: at(secs, nanos),
+            };
+            rustix::fs::utimensat(CWD, &path, &times, AtFlags::empty()).unwrap();
+        }
+        let mut seen = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = page(&store, None, cursor.as_deref(), 1, false).unwrap();
+            seen.extend(page.sessions.iter().map(|s| s.id.clone()));
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+            assert!(seen.len() <= logs.len(), "{seen:?}");
+        }
+        assert_eq!(seen, ["e", "a", "b", "c", "d"]);
+        // A page of all of them: the same order, no cursor.
+        let all = page(&store, None, None, 10, false).unwrap();
+        let ids: Vec<&str> = all.sessions.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, ["e", "a", "b", "c", "d"]);
+        assert!(all.next_cursor.is_none());
     }
 }

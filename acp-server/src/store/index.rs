@@ -113,7 +113,7 @@ impl Index {
         }
     }
 
-    /// Every log in `dir`, summarized, newest first (ties by id).
+    /// Every log in `dir`, summarized, in no particular order.
     pub(super) fn list(&self, dir: &Path) -> Vec<SessionSummary> {
         let started = std::time::Instant::now();
         let Ok(dir_fd) = rustix::fs::open(
@@ -188,7 +188,7 @@ impl Index {
         if changed {
             self.save(entries);
         }
-        let mut summaries: Vec<SessionSummary> = entries
+        let summaries: Vec<SessionSummary> = entries
             .by_id
             .iter()
             .map(|(id, entry)| SessionSummary {
@@ -201,11 +201,6 @@ impl Index {
                     + Duration::from_nanos(u64::try_from(entry.mtime_ns).unwrap_or(u64::MAX)),
             })
             .collect();
-        summaries.sort_unstable_by(|a, b| {
-            b.updated_at
-                .cmp(&a.updated_at)
-                .then_with(|| a.id.cmp(&b.id))
-        });
         let ms = |at: Duration| at.as_secs_f64() * 1000.0;
         tracing::debug!(
             logs = summaries.len(),
