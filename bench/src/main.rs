@@ -113,6 +113,7 @@ async fn main() {
         );
         println!("|{}|{}|{}|", "-".repeat(66), "-".repeat(16), "-".repeat(30));
         match mode {
+            "start" => start_rows(&bench).await,
             "stream" => stream::rows(&bench).await,
             // The streaming-cost rows alone (for profiling).
             "stream-cost" => stream::cost(&bench).await,
@@ -137,7 +138,7 @@ async fn main() {
                 lsp::lsp_rows(&bench.scratch).await;
             }
             other => {
-                panic!("unknown mode {other:?}: all, stream, stream-cost, scale, load, evict, context, sdk, checkpoint, sandbox, soak, lsp")
+                panic!("unknown mode {other:?}: all, start, stream, stream-cost, scale, load, evict, context, sdk, checkpoint, sandbox, soak, lsp")
             }
         }
     }
