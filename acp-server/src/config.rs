@@ -395,6 +395,7 @@ impl Config {
             ));
         }
         let hooks = crate::hooks::Hooks::load(raw.hooks, &home).map_err(ConfigError::Invalid)?;
+        let web_tools = raw.web.fetch || raw.web.search.is_some();
         Ok(Config {
             hooks,
             question_timeout: raw.questions.timeout_s,
@@ -430,6 +431,7 @@ impl Config {
                 default_model,
                 default_thought_level: raw.default_thought_level.unwrap_or(ThoughtLevel::High),
                 default_mode,
+                web: web_tools,
             }),
             list_page_size: raw.session.list_page_size.unwrap_or(50).max(1),
             model_titles: raw

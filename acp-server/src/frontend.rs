@@ -34,6 +34,10 @@ pub struct ClientCaps {
     /// Subagents as sessions of their own (ACP's unstable `subagents`):
     /// their updates go under their own session id.
     pub subagents: bool,
+    /// Boolean session config options
+    /// (`session.configOptions.boolean`): on/off switches show as
+    /// toggles.
+    pub boolean_config: bool,
 }
 
 /// A question to the user about one tool call: may it run (a permission),

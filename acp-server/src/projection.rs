@@ -264,7 +264,7 @@ impl Projection {
                 match key {
                     ConfigKey::Unknown => return updates,
                     ConfigKey::Mode => updates.push(AgentUpdate::Mode(settings.mode)),
-                    ConfigKey::Model | ConfigKey::ThoughtLevel => {}
+                    ConfigKey::Model | ConfigKey::ThoughtLevel | ConfigKey::Web => {}
                 }
                 updates.push(AgentUpdate::ConfigOptions(settings.options(choices)));
                 updates

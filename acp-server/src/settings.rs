@@ -1,4 +1,5 @@
-//! A session's settings — permission mode, model, reasoning effort — as
+//! A session's settings — permission mode, model, reasoning effort, web
+//! access — as
 //! folded from its `session/config` events, and the options menu every
 //! front end shows for them.
 
@@ -21,6 +22,9 @@ pub struct Choices {
     pub default_thought_level: ThoughtLevel,
     /// Default permission mode.
     pub default_mode: Mode,
+    /// Whether a web tool is configured (`[web]`): sessions then have a
+    /// `web` switch, on at first.
+    pub web: bool,
 }
 
 impl Choices {
@@ -44,6 +48,21 @@ pub struct Settings {
     pub model: String,
     /// Reasoning effort.
     pub thought_level: ThoughtLevel,
+    /// The web tools are offered (the `web` switch; a session without web
+    /// tools configured has none to offer anyway).
+    pub web: bool,
+}
+
+/// The values of an on/off switch.
+const ON: &str = "on";
+const OFF: &str = "off";
+
+fn switch(value: &str) -> Option<bool> {
+    match value {
+        ON => Some(true),
+        OFF => Some(false),
+        _ => None,
+    }
 }
 
 impl Settings {
@@ -53,6 +72,7 @@ impl Settings {
             mode: choices.default_mode,
             model: choices.default_model.clone(),
             thought_level: choices.default_thought_level,
+            web: true,
         }
     }
 
@@ -78,6 +98,11 @@ impl Settings {
                     self.mode = mode;
                 }
             }
+            ConfigKey::Web => {
+                if let Some(on) = switch(value) {
+                    self.web = on;
+                }
+            }
             ConfigKey::Unknown => {}
         }
     }
@@ -87,15 +112,24 @@ impl Settings {
     /// # Errors
     /// An unknown option or value, with the choices in the message.
     pub fn validate(choices: &Choices, key: &str, value: &str) -> Result<ConfigKey, AgentError> {
-        let key = ConfigKey::parse(key).ok_or_else(|| {
-            AgentError::InvalidParams(format!(
-                "unknown config option {key:?}; this session has mode, model and thought_level"
-            ))
-        })?;
+        let key = ConfigKey::parse(key)
+            .filter(|key| *key != ConfigKey::Web || choices.web)
+            .ok_or_else(|| {
+                let ids: Vec<&str> = Self::defaults(choices)
+                    .options(choices)
+                    .iter()
+                    .map(|option| option.key.as_str())
+                    .collect();
+                AgentError::InvalidParams(format!(
+                    "unknown config option {key:?}; this session has {}",
+                    ids.join(", ")
+                ))
+            })?;
         let known = match key {
             ConfigKey::Model => choices.model(value).is_some(),
             ConfigKey::ThoughtLevel => ThoughtLevel::parse(value).is_some(),
             ConfigKey::Mode => Mode::parse(value).is_some(),
+            ConfigKey::Web => switch(value).is_some(),
             ConfigKey::Unknown => false,
         };
         if known {
@@ -116,12 +150,13 @@ impl Settings {
 
     /// Every option with its current value, in menu order.
     pub fn options(&self, choices: &Choices) -> Vec<ConfigOption> {
-        vec![
+        let mut options = vec![
             ConfigOption {
                 key: ConfigKey::Mode,
                 name: "Mode",
                 description: "What the agent may do without asking",
                 current: self.mode.as_str().to_owned(),
+                toggle: false,
                 values: Mode::ALL
                     .iter()
                     .map(|mode| ConfigValue {
@@ -136,6 +171,7 @@ impl Settings {
                 name: "Model",
                 description: "The model that answers in this session",
                 current: self.model.clone(),
+                toggle: false,
                 values: choices
                     .models
                     .iter()
@@ -151,6 +187,7 @@ impl Settings {
                 name: "Thinking",
                 description: "How much the model reasons before answering",
                 current: self.thought_level.as_str().to_owned(),
+                toggle: false,
                 values: ThoughtLevel::ALL
                     .iter()
                     .map(|level| ConfigValue {
@@ -160,7 +197,25 @@ impl Settings {
                     })
                     .collect(),
             },
-        ]
+        ];
+        if choices.web {
+            options.push(ConfigOption {
+                key: ConfigKey::Web,
+                name: "Web",
+                description: "Whether the agent may fetch pages and search the web",
+                current: if self.web { ON } else { OFF }.to_owned(),
+                toggle: true,
+                values: [(ON, "On"), (OFF, "Off")]
+                    .into_iter()
+                    .map(|(id, name)| ConfigValue {
+                        id: id.to_owned(),
+                        name: name.to_owned(),
+                        description: None,
+                    })
+                    .collect(),
+            });
+        }
+        options
     }
 
     /// The selected model's context window.

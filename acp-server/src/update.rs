@@ -118,6 +118,9 @@ pub struct ConfigOption {
     pub description: &'static str,
     /// Current value id.
     pub current: String,
+    /// An on/off switch: its values are `on` and `off` (a client that
+    /// shows toggles shows one).
+    pub toggle: bool,
     /// Choices.
     pub values: Vec<ConfigValue>,
 }

@@ -186,25 +186,28 @@ pub enum ConfigKey {
     ThoughtLevel,
     /// The permission mode.
     Mode,
+    /// Whether the session offers `web_fetch` and `web_search`: `on`/`off`.
+    Web,
     /// A key written by a newer dsh: ignored.
     #[serde(other)]
     Unknown,
 }
 
 impl ConfigKey {
-    /// The option id (`mode`, `model`, `thought_level`).
+    /// The option id (`mode`, `model`, `thought_level`, `web`).
     pub fn as_str(self) -> &'static str {
         match self {
             ConfigKey::Model => "model",
             ConfigKey::ThoughtLevel => "thought_level",
             ConfigKey::Mode => "mode",
+            ConfigKey::Web => "web",
             ConfigKey::Unknown => "unknown",
         }
     }
 
     /// Parses an option id.
     pub fn parse(id: &str) -> Option<ConfigKey> {
-        [ConfigKey::Mode, ConfigKey::Model, ConfigKey::ThoughtLevel]
+        [Self::Mode, Self::Model, Self::ThoughtLevel, Self::Web]
             .into_iter()
             .find(|key| key.as_str() == id)
     }

@@ -446,12 +446,37 @@ fn every_update_keeps_its_acp_json() {
                     name: "Ask".into(),
                     description: Some("Reads are free; edits ask".into()),
                 }],
+                toggle: false,
             }]),
         ),
         ("mode", AgentUpdate::Mode(Mode::AcceptEdits)),
     ];
     for (name, update) in updates {
-        let value = serde_json::to_value(convert::session_update(update)).unwrap();
+        let value = serde_json::to_value(convert::session_update(update, false)).unwrap();
+        golden("acp", name, value);
+    }
+    // The web switch: a select of on and off, or a boolean for a client
+    // that shows boolean options.
+    let web = || {
+        let value = |id: &str, name: &str| ConfigValue {
+            id: id.into(),
+            name: name.into(),
+            description: None,
+        };
+        AgentUpdate::ConfigOptions(vec![ConfigOption {
+            key: ConfigKey::Web,
+            name: "Web",
+            description: "Whether the agent may fetch pages and search the web",
+            current: "off".into(),
+            values: vec![value("on", "On"), value("off", "Off")],
+            toggle: true,
+        }])
+    };
+    for (name, booleans) in [
+        ("config_options_web", false),
+        ("config_options_web_boolean", true),
+    ] {
+        let value = serde_json::to_value(convert::session_update(web(), booleans)).unwrap();
         golden("acp", name, value);
     }
 }

@@ -25,7 +25,7 @@ async fn old_logs_load() {
     assert_eq!(opened.mode.as_str(), "accept-edits");
     expect![[r#"
         mode accept-edits
-        config_options mode=accept-edits model=deepseek-v4-flash thought_level=high
+        config_options mode=accept-edits model=deepseek-v4-flash thought_level=high web=on
         title "Greet there instead of world"
         user "Text { text: \"Greet there instead of world\" }"
         thought "Plan first, then look."
@@ -37,7 +37,7 @@ async fn old_logs_load() {
         tool_call edit1 Pending "Edit hello.txt" @$WS/hello.txt:1
         tool_call_update edit1 Completed diff($WS/hello.txt, 12 → 12 bytes)
         message "I changed world to there."
-        config_options mode=accept-edits model=deepseek-v4-flash thought_level=low
+        config_options mode=accept-edits model=deepseek-v4-flash thought_level=low web=on
         user "Text { text: \"Run echo hi\" }"
         tool_call bash1 Pending "Run echo hi"
         tool_call_update bash1 Completed text("```⏎hi⏎[exit code: 0]⏎```")

@@ -216,7 +216,7 @@ async fn replay_equals_live() {
         tool_call_update b1 Completed text("```⏎hi⏎[exit code: 0]⏎```")
         message "Edited and checked."
         mode accept-edits
-        config_options mode=accept-edits model=deepseek-v4-flash thought_level=high
+        config_options mode=accept-edits model=deepseek-v4-flash thought_level=high web=on
         user "Text { text: \"Tell a story\" }"
         message "Once upon"
         usage 2677/1000000

@@ -2,11 +2,13 @@
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    AuthMethod, AuthenticateRequest, InitializeRequest, NewSessionRequest, SessionConfigKind,
+    AuthMethod, AuthenticateRequest, BooleanConfigOptionCapabilities, ClientSessionCapabilities,
+    InitializeRequest, LoadSessionRequest, NewSessionRequest, SessionConfigKind,
+    SessionConfigOption, SessionConfigOptionValue, SessionConfigOptionsCapabilities,
     SetSessionConfigOptionRequest,
 };
 
-use crate::support::TestEnv;
+use crate::support::{tool_names, TestEnv};
 
 #[tokio::test]
 async fn initialize_advertises_honest_capabilities() {
@@ -175,7 +177,7 @@ async fn config_options_are_full_and_changes_reach_the_next_request() {
     let session = conn.new_session(&env.cwd()).await;
     let options = session.config_options.expect("configOptions");
     let ids: Vec<&str> = options.iter().map(|o| o.id.0.as_ref()).collect();
-    assert_eq!(ids, ["mode", "model", "thought_level"]);
+    assert_eq!(ids, ["mode", "model", "thought_level", "web"]);
     assert!(
         session.modes.is_some(),
         "legacy modes for clients without config options"
@@ -201,7 +203,7 @@ async fn config_options_are_full_and_changes_reach_the_next_request() {
         .block_task()
         .await
         .unwrap();
-    assert_eq!(changed.config_options.len(), 3, "the full list comes back");
+    assert_eq!(changed.config_options.len(), 4, "the full list comes back");
     assert_eq!(current(&changed.config_options, "model"), "deepseek-v4-pro");
     let changed = conn
         .cx
@@ -235,5 +237,116 @@ async fn config_options_are_full_and_changes_reach_the_next_request() {
     assert_eq!(request["model"], "deepseek-v4-pro");
     assert_eq!(request["thinking"]["type"], "disabled");
     assert!(request.get("reasoning_effort").is_none());
+    conn.finish().await;
+}
+
+/// The `web` switch (stable since ACP schema 1.17: boolean config
+/// options): a toggle for a client that shows boolean options, a select of
+/// `on` and `off` for one that does not; off keeps `web_fetch` out of the
+/// next request, and stays off when the session is loaded again.
+#[tokio::test]
+async fn the_web_switch_takes_the_web_tools_out_of_the_session() {
+    let env = TestEnv::new().await;
+    let web = |options: &[SessionConfigOption]| {
+        options
+            .iter()
+            .find(|o| o.id.0.as_ref() == "web")
+            .map(|o| o.kind.clone())
+            .expect("a web option")
+    };
+    let reply = || serde_json::json!({"chunks":[{"text":"ok"}],"finish":"stop"});
+
+    // A client that shows boolean options.
+    let conn = env.connect().await;
+    let booleans = ClientSessionCapabilities::new().config_options(
+        SessionConfigOptionsCapabilities::new().boolean(BooleanConfigOptionCapabilities::new()),
+    );
+    conn.cx
+        .send_request(
+            InitializeRequest::new(ProtocolVersion::V1)
+                .client_capabilities(conn.sim.capabilities().session(booleans)),
+        )
+        .block_task()
+        .await
+        .unwrap();
+    let session = conn.new_session(&env.cwd()).await;
+    match web(&session.config_options.unwrap()) {
+        SessionConfigKind::Boolean(toggle) => assert!(toggle.current_value),
+        other => panic!("a boolean expected: {other:?}"),
+    }
+    env.mock.push_json(reply());
+    conn.prompt(&session.session_id, "on").await.unwrap();
+    assert!(tool_names(&env.mock.requests()[0]).contains(&"web_fetch".to_owned()));
+    let changed = conn
+        .cx
+        .send_request(SetSessionConfigOptionRequest::new(
+            session.session_id.clone(),
+            "web",
+            SessionConfigOptionValue::boolean(false),
+        ))
+        .block_task()
+        .await
+        .unwrap();
+    match web(&changed.config_options) {
+        SessionConfigKind::Boolean(toggle) => assert!(!toggle.current_value),
+        other => panic!("a boolean expected: {other:?}"),
+    }
+    // A boolean for an option that is not a switch is refused.
+    let err = conn
+        .cx
+        .send_request(SetSessionConfigOptionRequest::new(
+            session.session_id.clone(),
+            "mode",
+            SessionConfigOptionValue::boolean(true),
+        ))
+        .block_task()
+        .await
+        .unwrap_err();
+    assert_eq!(i32::from(err.code), -32602);
+    env.mock.push_json(reply());
+    conn.prompt(&session.session_id, "off").await.unwrap();
+    let names = tool_names(&env.mock.requests()[1]);
+    assert!(
+        !names.iter().any(|name| name.starts_with("web_")),
+        "{names:?}"
+    );
+    assert!(names.contains(&"read".to_owned()), "{names:?}");
+    conn.finish().await;
+
+    // A client without boolean options: a select, still off after a load.
+    let conn = env.connect().await;
+    conn.initialize().await;
+    let loaded = conn
+        .cx
+        .send_request(LoadSessionRequest::new(
+            session.session_id.clone(),
+            env.cwd(),
+        ))
+        .block_task()
+        .await
+        .unwrap();
+    match web(&loaded.config_options.unwrap()) {
+        SessionConfigKind::Select(select) => {
+            assert_eq!(select.current_value.0.as_ref(), "off");
+        }
+        other => panic!("a select expected: {other:?}"),
+    }
+    let changed = conn
+        .cx
+        .send_request(SetSessionConfigOptionRequest::new(
+            session.session_id.clone(),
+            "web",
+            "on",
+        ))
+        .block_task()
+        .await
+        .unwrap();
+    assert!(matches!(
+        web(&changed.config_options),
+        SessionConfigKind::Select(_)
+    ));
+    env.mock.push_json(reply());
+    conn.prompt(&session.session_id, "on again").await.unwrap();
+    assert!(tool_names(&env.mock.requests()[2]).contains(&"web_fetch".to_owned()));
     conn.finish().await;
 }

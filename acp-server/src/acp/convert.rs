@@ -65,33 +65,45 @@ pub fn content_block(content: UserContent) -> acp::ContentBlock {
     }
 }
 
-/// Session settings → ACP config options.
-pub fn config_options(options: Vec<ConfigOption>) -> Vec<acp::SessionConfigOption> {
+/// Session settings → ACP config options. An on/off switch is a boolean
+/// option for a client that advertised them
+/// (`clientCapabilities.session.configOptions.boolean`), else a select of
+/// `on` and `off`.
+pub fn config_options(options: Vec<ConfigOption>, booleans: bool) -> Vec<acp::SessionConfigOption> {
     options
         .into_iter()
         .map(|option| {
-            let values: Vec<acp::SessionConfigSelectOption> = option
-                .values
-                .into_iter()
-                .map(|value| {
-                    acp::SessionConfigSelectOption::new(value.id, value.name)
-                        .description(value.description)
-                })
-                .collect();
-            acp::SessionConfigOption::select(
-                option.key.as_str(),
-                option.name,
-                option.current,
-                values,
-            )
-            .description(option.description.to_owned())
-            .category(match option.key {
-                ConfigKey::Mode => acp::SessionConfigOptionCategory::Mode,
-                ConfigKey::Model => acp::SessionConfigOptionCategory::Model,
-                ConfigKey::ThoughtLevel | ConfigKey::Unknown => {
-                    acp::SessionConfigOptionCategory::ThoughtLevel
-                }
-            })
+            let category = match option.key {
+                ConfigKey::Mode => Some(acp::SessionConfigOptionCategory::Mode),
+                ConfigKey::Model => Some(acp::SessionConfigOptionCategory::Model),
+                ConfigKey::ThoughtLevel => Some(acp::SessionConfigOptionCategory::ThoughtLevel),
+                ConfigKey::Web | ConfigKey::Unknown => None,
+            };
+            let built = if option.toggle && booleans {
+                acp::SessionConfigOption::boolean(
+                    option.key.as_str(),
+                    option.name,
+                    option.current == "on",
+                )
+            } else {
+                let values: Vec<acp::SessionConfigSelectOption> = option
+                    .values
+                    .into_iter()
+                    .map(|value| {
+                        acp::SessionConfigSelectOption::new(value.id, value.name)
+                            .description(value.description)
+                    })
+                    .collect();
+                acp::SessionConfigOption::select(
+                    option.key.as_str(),
+                    option.name,
+                    option.current,
+                    values,
+                )
+            };
+            built
+                .description(option.description.to_owned())
+                .category(category)
         })
         .collect()
 }
@@ -251,7 +263,9 @@ pub fn mcp_servers(servers: &[acp::McpServer]) -> Result<Vec<McpServerConfig>, A
 }
 
 /// An agent update → a `session/update` payload.
-pub fn session_update(update: AgentUpdate) -> acp::SessionUpdate {
+/// `booleans`: the client shows boolean config options
+/// ([`config_options`]).
+pub fn session_update(update: AgentUpdate, booleans: bool) -> acp::SessionUpdate {
     match update {
         AgentUpdate::UserChunk(content) => {
             acp::SessionUpdate::UserMessageChunk(acp::ContentChunk::new(content_block(content)))
@@ -321,7 +335,7 @@ pub fn session_update(update: AgentUpdate) -> acp::SessionUpdate {
             entries.into_iter().map(plan_entry).collect(),
         )),
         AgentUpdate::ConfigOptions(options) => acp::SessionUpdate::ConfigOptionUpdate(
-            acp::ConfigOptionUpdate::new(config_options(options)),
+            acp::ConfigOptionUpdate::new(config_options(options, booleans)),
         ),
         AgentUpdate::Mode(mode) => {
             acp::SessionUpdate::CurrentModeUpdate(acp::CurrentModeUpdate::new(mode.as_str()))

@@ -95,7 +95,8 @@ fn notify(
         .into_iter()
         .map(|notice| AgentUpdate::MessageChunk(format!("⚠ {notice}\n"), None));
     for update in std::iter::once(commands).chain(notices) {
-        let update = convert::session_update(update);
+        // Commands and notices: no config options, so no booleans.
+        let update = convert::session_update(update, false);
         match cx.send_notification(SessionNotification::new(session_id.clone(), update)) {
             // Counted like every update sent through the SDK.
             Ok(()) => backlog.queued(),
@@ -125,6 +126,11 @@ pub(super) fn initialize(
         terminal_output: meta_flag(client.meta.as_ref(), "terminal_output"),
         terminal_output_delta: meta_flag(client.meta.as_ref(), "terminal_output_delta"),
         subagents: client.subagents.is_some(),
+        boolean_config: client
+            .session
+            .as_ref()
+            .and_then(|session| session.config_options.as_ref())
+            .is_some_and(|options| options.boolean.is_some()),
     };
     responder.respond(super::initialize_response(&request, &ctx.agent))
 }
@@ -187,6 +193,7 @@ pub(super) fn new_session(
     };
     let agent = ctx.agent.clone();
     let backlog = ctx.backlog.clone();
+    let booleans = ctx.caps().boolean_config;
     cx.clone().spawn(async move {
         let opened = spawned(async move {
             agent
@@ -194,11 +201,18 @@ pub(super) fn new_session(
                 .await
         })
         .await;
-        answer_opened(opened, responder, &cx, &backlog, |id, modes, options| {
-            NewSessionResponse::new(id)
-                .modes(modes)
-                .config_options(options)
-        })
+        answer_opened(
+            opened,
+            responder,
+            &cx,
+            &backlog,
+            booleans,
+            |id, modes, options| {
+                NewSessionResponse::new(id)
+                    .modes(modes)
+                    .config_options(options)
+            },
+        )
     })
 }
 
@@ -210,6 +224,7 @@ fn answer_opened<T: agent_client_protocol::JsonRpcResponse>(
     responder: Responder<T, V1>,
     cx: &ConnectionTo<Client>,
     backlog: &Arc<super::transport::Backlog>,
+    booleans: bool,
     answer: impl FnOnce(
         SessionId,
         agent_client_protocol::v1::schema::SessionModeState,
@@ -228,7 +243,7 @@ fn answer_opened<T: agent_client_protocol::JsonRpcResponse>(
             responder.respond(answer(
                 id.clone(),
                 convert::mode_state(mode),
-                convert::config_options(options),
+                convert::config_options(options, booleans),
             ))?;
             notify(cx, backlog, &id, notices, commands);
             Ok(())
@@ -251,6 +266,7 @@ pub(super) fn fork_session(
     };
     let agent = ctx.agent.clone();
     let backlog = ctx.backlog.clone();
+    let booleans = ctx.caps().boolean_config;
     cx.clone().spawn(async move {
         let opened = spawned(async move {
             agent
@@ -263,11 +279,18 @@ pub(super) fn fork_session(
                 .await
         })
         .await;
-        answer_opened(opened, responder, &cx, &backlog, |id, modes, options| {
-            ForkSessionResponse::new(id)
-                .modes(modes)
-                .config_options(options)
-        })
+        answer_opened(
+            opened,
+            responder,
+            &cx,
+            &backlog,
+            booleans,
+            |id, modes, options| {
+                ForkSessionResponse::new(id)
+                    .modes(modes)
+                    .config_options(options)
+            },
+        )
     })
 }
 
@@ -283,6 +306,7 @@ pub(super) fn load_session(
     };
     let agent = ctx.agent.clone();
     let backlog = ctx.backlog.clone();
+    let booleans = ctx.caps().boolean_config;
     let sink: Arc<dyn Frontend> = Arc::new(ctx.sink(&cx, &request.session_id));
     cx.clone().spawn(async move {
         let id = request.session_id.0.to_string();
@@ -292,7 +316,7 @@ pub(super) fn load_session(
                 responder.respond(
                     LoadSessionResponse::new()
                         .modes(convert::mode_state(opened.mode))
-                        .config_options(convert::config_options(opened.options)),
+                        .config_options(convert::config_options(opened.options, booleans)),
                 )?;
                 notify(
                     &cx,
@@ -320,6 +344,7 @@ pub(super) fn resume_session(
     };
     let agent = ctx.agent.clone();
     let backlog = ctx.backlog.clone();
+    let booleans = ctx.caps().boolean_config;
     cx.clone().spawn(async move {
         let id = request.session_id.0.to_string();
         match spawned(async move { agent.resume_session(&id, mcp).await }).await {
@@ -327,7 +352,7 @@ pub(super) fn resume_session(
                 responder.respond(
                     ResumeSessionResponse::new()
                         .modes(convert::mode_state(opened.mode))
-                        .config_options(convert::config_options(opened.options)),
+                        .config_options(convert::config_options(opened.options, booleans)),
                 )?;
                 notify(
                     &cx,
@@ -416,19 +441,26 @@ pub(super) fn set_config_option(
     responder: Responder<SetSessionConfigOptionResponse, V1>,
     cx: ConnectionTo<Client>,
 ) -> Result<(), Error> {
-    let Some(value) = request.value.as_value_id() else {
-        return responder.respond_with_error(invalid_params(format!(
-            "config option {:?} takes a value id, not a boolean",
-            request.config_id.0
-        )));
+    // A boolean sets an on/off switch (the `web` option) to `on` or `off`.
+    let value = match (request.value.as_value_id(), request.value.as_bool()) {
+        (Some(value), _) => value.0.to_string(),
+        (None, Some(on)) if request.config_id.0.as_ref() == "web" => {
+            if on { "on" } else { "off" }.to_owned()
+        }
+        _ => {
+            return responder.respond_with_error(invalid_params(format!(
+                "config option {:?} takes a value id, not a boolean",
+                request.config_id.0
+            )))
+        }
     };
     let sink = ctx.sink(&cx, &request.session_id);
     match guard(|| {
         ctx.agent
-            .set_config_option(&request.session_id.0, &request.config_id.0, &value.0, &sink)
+            .set_config_option(&request.session_id.0, &request.config_id.0, &value, &sink)
     }) {
         Ok(options) => responder.respond(SetSessionConfigOptionResponse::new(
-            convert::config_options(options),
+            convert::config_options(options, ctx.caps().boolean_config),
         )),
         Err(error) => responder.respond_with_error(to_acp(&error)),
     }

@@ -48,7 +48,7 @@ impl AcpSink {
     fn send(&self, update: AgentUpdate) {
         self.notify(SessionNotification::new(
             self.session_id.clone(),
-            convert::session_update(update),
+            convert::session_update(update, self.caps.boolean_config),
         ));
     }
 
@@ -81,7 +81,10 @@ impl AcpSink {
     /// One `session/update` of a run (once `hold` let it go): serialized
     /// here and queued straight to the writer, behind the fence.
     fn send_direct(&self, update: AgentUpdate) {
-        match update_frame(&self.session_id, &convert::session_update(update)) {
+        match update_frame(
+            &self.session_id,
+            &convert::session_update(update, self.caps.boolean_config),
+        ) {
             Ok(frame) => self.backlog.send_direct(frame),
             Err(err) => tracing::error!(%err, "cannot serialize an update; dropped"),
         }
@@ -100,7 +103,7 @@ impl AcpSink {
             match write_update_frame(
                 &mut lines,
                 &self.session_id,
-                &convert::session_update(update),
+                &convert::session_update(update, self.caps.boolean_config),
             ) {
                 Ok(()) => frames += 1,
                 Err(err) => {
@@ -272,7 +275,10 @@ impl AcpSink {
                         .state(StateUpdate::Running(RunningStateUpdate::new())),
                 ),
             ),
-            SubagentEvent::Update(update) => (id, convert::session_update(update)),
+            SubagentEvent::Update(update) => (
+                id,
+                convert::session_update(update, self.caps.boolean_config),
+            ),
             SubagentEvent::Ended => (
                 self.session_id.clone(),
                 SessionUpdate::SubagentUpdate(
@@ -570,7 +576,7 @@ mod tests {
             AgentUpdate::Title("A \"title\"".into(), 1),
         ];
         for update in updates {
-            let update: SessionUpdate = convert::session_update(update);
+            let update: SessionUpdate = convert::session_update(update, false);
             let id = SessionId::new("sess-\u{1}\"1");
             let expected = serde_json::to_string(&Frame {
                 jsonrpc: "2.0",

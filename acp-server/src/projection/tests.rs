@@ -28,6 +28,7 @@ fn choices() -> Choices {
         default_model: "big".to_owned(),
         default_thought_level: ThoughtLevel::High,
         default_mode: Mode::Ask,
+        web: false,
     }
 }
 

@@ -26,6 +26,7 @@ fn choices() -> Choices {
         default_model: "big".to_owned(),
         default_thought_level: ThoughtLevel::Low,
         default_mode: Mode::ReadOnly,
+        web: true,
     }
 }
 
@@ -38,6 +39,7 @@ fn defaults_are_the_choices_defaults() {
             mode: Mode::ReadOnly,
             model: "big".to_owned(),
             thought_level: ThoughtLevel::Low,
+            web: true,
         }
     );
 }
@@ -49,15 +51,18 @@ fn apply_folds_known_values_and_ignores_unknown_ones() {
     settings.apply(ConfigKey::Model, "small", &choices);
     settings.apply(ConfigKey::Mode, "full-access", &choices);
     settings.apply(ConfigKey::ThoughtLevel, "max", &choices);
+    settings.apply(ConfigKey::Web, "off", &choices);
     let changed = Settings {
         mode: Mode::FullAccess,
         model: "small".to_owned(),
         thought_level: ThoughtLevel::Max,
+        web: false,
     };
     assert_eq!(settings, changed);
     // Values a newer dsh may write, and keys it may add: nothing moves.
     settings.apply(ConfigKey::Mode, "yolo", &choices);
     settings.apply(ConfigKey::ThoughtLevel, "extreme", &choices);
+    settings.apply(ConfigKey::Web, "maybe", &choices);
     settings.apply(ConfigKey::Unknown, "small", &choices);
     assert_eq!(settings, changed);
 }
@@ -113,7 +118,7 @@ fn validate_refuses_an_unknown_option() {
         assert!(
             error
                 .to_string()
-                .contains("this session has mode, model and thought_level"),
+                .contains("this session has mode, model, thought_level, web"),
             "{error}"
         );
     }
@@ -128,13 +133,18 @@ fn options_are_in_menu_order_with_current_values() {
     let keys: Vec<ConfigKey> = options.iter().map(|option| option.key).collect();
     assert_eq!(
         keys,
-        [ConfigKey::Mode, ConfigKey::Model, ConfigKey::ThoughtLevel]
+        [
+            ConfigKey::Mode,
+            ConfigKey::Model,
+            ConfigKey::ThoughtLevel,
+            ConfigKey::Web
+        ]
     );
     let current: Vec<&str> = options
         .iter()
         .map(|option| option.current.as_str())
         .collect();
-    assert_eq!(current, ["accept-edits", "big", "low"]);
+    assert_eq!(current, ["accept-edits", "big", "low", "on"]);
     let ids = |index: usize| -> Vec<String> {
         options[index]
             .values
@@ -174,4 +184,45 @@ fn context_window_is_the_selected_models() {
     // A model outside the catalog (set directly, not folded): unknown.
     settings.model = "elsewhere".to_owned();
     assert_eq!(settings.context_window(&choices), 0);
+}
+
+/// The `web` switch: offered (last, values on and off) only when a web
+/// tool is configured; validated like the others.
+#[test]
+fn the_web_switch_exists_only_with_web_tools() {
+    let choices = choices();
+    let options = Settings::defaults(&choices).options(&choices);
+    let web = options.last().unwrap();
+    assert_eq!(
+        (web.key, web.toggle, web.current.as_str()),
+        (ConfigKey::Web, true, "on")
+    );
+    let values: Vec<&str> = web.values.iter().map(|v| v.id.as_str()).collect();
+    assert_eq!(values, ["on", "off"]);
+    assert!(options[..options.len() - 1].iter().all(|o| !o.toggle));
+    assert_eq!(
+        Settings::validate(&choices, "web", "off").unwrap(),
+        ConfigKey::Web
+    );
+    let err = Settings::validate(&choices, "web", "maybe")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("use on, off"), "{err}");
+
+    let without = Choices {
+        web: false,
+        ..choices
+    };
+    let options = Settings::defaults(&without).options(&without);
+    assert!(
+        options.iter().all(|o| o.key != ConfigKey::Web),
+        "{options:?}"
+    );
+    let err = Settings::validate(&without, "web", "off")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("this session has mode, model, thought_level"),
+        "{err}"
+    );
 }

@@ -44,6 +44,9 @@ impl Turn<'_> {
             .as_ref()
             .is_some_and(|skills| !skills.is_empty());
         offer.subagents = self.config.subagents.may_delegate(self.session.depth());
+        // The session's `web` switch.
+        offer.web_fetch &= state.settings.web;
+        offer.web_search &= state.settings.web;
         offer
     }
 

@@ -244,7 +244,7 @@ fn seed(child: &Session, parent: &Session, description: &str) -> Result<(), Agen
         .clone()
         .filter(|model| config.choices.model(model).is_some())
         .unwrap_or(settings.model);
-    let seed = [
+    let mut seed = vec![
         (ConfigKey::Mode, settings.mode.as_str().to_owned()),
         (ConfigKey::Model, model),
         (
@@ -252,6 +252,10 @@ fn seed(child: &Session, parent: &Session, description: &str) -> Result<(), Agen
             settings.thought_level.as_str().to_owned(),
         ),
     ];
+    // A child of a session whose web switch is off stays off the web.
+    if !settings.web {
+        seed.push((ConfigKey::Web, "off".to_owned()));
+    }
     let nobody = crate::frontend::Nobody;
     for (key, value) in seed {
         child.record(EventData::Config { key, value }, &nobody)?;
