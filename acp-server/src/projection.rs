@@ -197,12 +197,7 @@ impl Projection {
                     call_id: call_id.clone(),
                     status: *status,
                     view,
-                    raw_output: Some(Arc::new(RawOutput {
-                        output: output.clone(),
-                        error: error.clone(),
-                        job_id: None,
-                        job_status: None,
-                    })),
+                    raw_output: Some(Arc::new(RawOutput::of(output, error.clone()))),
                 }]
             }
             EventData::JobEnd {
@@ -226,10 +221,9 @@ impl Projection {
                     },
                     view: view.clone(),
                     raw_output: Some(Arc::new(RawOutput {
-                        output: summary.clone(),
-                        error: None,
                         job_id: Some(job_id.clone()),
                         job_status: Some(status.clone()),
+                        ..RawOutput::of(summary, None)
                     })),
                 }]
             }

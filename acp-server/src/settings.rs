@@ -202,7 +202,7 @@ impl Settings {
             options.push(ConfigOption {
                 key: ConfigKey::Web,
                 name: "Web",
-                description: "Whether the agent may fetch pages and search the web",
+                description: "Whether web_fetch and web_search are offered",
                 current: if self.web { ON } else { OFF }.to_owned(),
                 toggle: true,
                 values: [(ON, "On"), (OFF, "Off")]

@@ -72,7 +72,9 @@ pub enum AgentUpdate {
 }
 
 /// A finished tool call's result as the model got it (ACP `rawOutput`):
-/// from its `tool/result`, or a background job's `job/end`.
+/// from its `tool/result`, or a background job's `job/end`; the text is
+/// kept to its first and last [`RawOutput::MAX_BYTES`] / 2 (a file read
+/// is up to 256 KiB, and every load sends it again).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RawOutput {
@@ -87,6 +89,22 @@ pub struct RawOutput {
     /// How it ended: `exited N`, `killed` or `signal N`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub job_status: Option<String>,
+}
+
+impl RawOutput {
+    /// The most of the model's text it carries, in characters.
+    pub const MAX_CHARS: usize = 16 * 1024;
+
+    /// What the model got, its middle cut past [`Self::MAX_CHARS`].
+    pub fn of(output: &str, error: Option<ErrorInfo>) -> RawOutput {
+        let half = Self::MAX_CHARS / 2;
+        RawOutput {
+            output: dsh_protocol::content::prune_middle(output, half, half),
+            error,
+            job_id: None,
+            job_status: None,
+        }
+    }
 }
 
 /// The id of the assistant message of a turn's step: known when the step

@@ -466,7 +466,7 @@ fn every_update_keeps_its_acp_json() {
         AgentUpdate::ConfigOptions(vec![ConfigOption {
             key: ConfigKey::Web,
             name: "Web",
-            description: "Whether the agent may fetch pages and search the web",
+            description: "Whether web_fetch and web_search are offered",
             current: "off".into(),
             values: vec![value("on", "On"), value("off", "Off")],
             toggle: true,

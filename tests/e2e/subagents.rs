@@ -502,3 +502,57 @@ async fn a_client_with_subagent_sessions_gets_the_child_as_a_session_of_its_own(
     assert_eq!(tool_result(&env, "d1"), "It says hello.");
     conn.finish().await;
 }
+
+/// The parent's web switch turned off while its subagent runs reaches the
+/// child: the child's next request has no web tools.
+#[tokio::test]
+async fn a_running_childs_web_follows_its_parents_switch() {
+    let env = TestEnv::new().await;
+    let cwd = env.cwd();
+    std::fs::write(cwd.join("a.txt"), "A\n").unwrap();
+    env.mock.push_json(call(
+        "d1",
+        "subagent",
+        json!({"description": "Look", "prompt": "Read a.txt."}),
+    ));
+    // The child's first step streams slowly, then reads the file.
+    env.mock.push_json(json!({"chunks":[
+        {"text":"Reading"},{"text":" it"},{"text":" now."},
+        {"tool_call":{"index":0,"id":"r1","name":"read","arguments":"{\"file_path\":\"a.txt\"}"}}
+    ],"finish":"tool_calls","delay_ms":300}));
+    env.mock.push_json(reply("It says A."));
+    env.mock.push_json(reply("Done."));
+    let conn = env.connect().await;
+    let session = conn.start(&cwd).await;
+    let prompt = conn.send_prompt(&session, "look in a subagent");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while env.mock.requests().len() < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the child did not ask"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    conn.cx
+        .send_request(
+            agent_client_protocol::v1::schema::SetSessionConfigOptionRequest::new(
+                session.clone(),
+                "web",
+                "off",
+            ),
+        )
+        .block_task()
+        .await
+        .unwrap();
+    prompt.block_task().await.unwrap();
+    let requests = env.mock.requests();
+    assert_eq!(requests.len(), 4);
+    assert!(tool_names(&requests[1]).contains(&"web_fetch".to_owned()));
+    let after = tool_names(&requests[2]);
+    assert!(after.contains(&"read".to_owned()), "{after:?}");
+    assert!(
+        !after.iter().any(|name| name.starts_with("web_")),
+        "{after:?}"
+    );
+    conn.finish().await;
+}

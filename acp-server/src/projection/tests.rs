@@ -681,3 +681,23 @@ fn bookkeeping_events_show_nothing() {
         }
     }
 }
+
+/// A long result reaches the model whole; its rawOutput keeps the first
+/// and the last half of `MAX_CHARS` with a note of what was cut.
+#[test]
+fn a_long_results_raw_output_keeps_its_ends() {
+    let text: String = (0..40_000)
+        .map(|i| char::from(b'a' + (i % 26) as u8))
+        .collect();
+    let raw = RawOutput::of(&text, None);
+    let half = RawOutput::MAX_CHARS / 2;
+    assert!(raw.output.starts_with(&text[..half]));
+    assert!(raw.output.ends_with(&text[text.len() - half..]));
+    assert!(
+        raw.output.len() < RawOutput::MAX_CHARS + 200,
+        "{}",
+        raw.output.len()
+    );
+    let short = RawOutput::of("short", None);
+    assert_eq!(short.output, "short");
+}

@@ -217,9 +217,9 @@ impl Session {
     /// # Errors
     /// The write failed (nothing was recorded), or the session is closed.
     pub fn record(&self, data: EventData, out: &dyn Frontend) -> Result<Event, AgentError> {
-        let (event, updates, from, to) = {
+        let (event, updates, (from, web_before), (to, web)) = {
             let mut locked = self.locked();
-            let from = locked.state.settings.mode;
+            let before = (locked.state.settings.mode, locked.state.settings.web);
             let log = locked
                 .log
                 .as_mut()
@@ -229,7 +229,8 @@ impl Session {
             let updates = locked
                 .state
                 .fold(&event, &self.config.choices, Delivery::Live);
-            (event, updates, from, locked.state.settings.mode)
+            let settings = &locked.state.settings;
+            (event, updates, before, (settings.mode, settings.web))
         };
         out.emit(crate::frontend::Output::Recorded {
             event: &event,
@@ -238,7 +239,28 @@ impl Session {
         if from != to {
             self.mode_changed(from, to, out);
         }
+        if web != web_before {
+            // Its subagents leave (or may use) the web with it.
+            let value = if web { "on" } else { "off" };
+            self.tell_children(dsh_protocol::log::ConfigKey::Web, value);
+        }
         Ok(event)
+    }
+
+    /// Records a setting the session's live subagents follow (its mode,
+    /// its web switch) in each of them.
+    fn tell_children(&self, key: dsh_protocol::log::ConfigKey, value: &str) {
+        let children: Vec<Arc<Session>> = lock(&self.children)
+            .iter()
+            .filter_map(std::sync::Weak::upgrade)
+            .collect();
+        for child in children {
+            let value = value.to_owned();
+            let changed = child.record(EventData::Config { key, value }, &crate::frontend::Nobody);
+            if let Err(err) = changed {
+                tracing::debug!(session = %child.id, %err, key = key.as_str(), "a subagent's setting did not follow");
+            }
+        }
     }
 
     /// Every change of mode (`session/config`, `/mode`, `/plan`, an
@@ -248,22 +270,7 @@ impl Session {
     fn mode_changed(&self, from: Mode, to: Mode, out: &dyn Frontend) {
         // Its subagents' calls are decided, and their commands confined,
         // by the mode the user chose now (their looser jobs stop too).
-        let children: Vec<Arc<Session>> = lock(&self.children)
-            .iter()
-            .filter_map(std::sync::Weak::upgrade)
-            .collect();
-        for child in children {
-            let changed = child.record(
-                EventData::Config {
-                    key: dsh_protocol::log::ConfigKey::Mode,
-                    value: to.as_str().to_owned(),
-                },
-                &crate::frontend::Nobody,
-            );
-            if let Err(err) = changed {
-                tracing::debug!(session = %child.id, %err, "a subagent's mode did not follow");
-            }
-        }
+        self.tell_children(dsh_protocol::log::ConfigKey::Mode, to.as_str());
         let killed = self.jobs.mode_changed(from, to);
         if killed.is_empty() {
             return;
