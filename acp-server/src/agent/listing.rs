@@ -65,36 +65,13 @@ pub(super) fn page(
                 })
         })
         .transpose()?;
-    // The order is the cursor's: newer millisecond first, then by id; the
-    // sessions after the cursor are those that come later in it.
-    let key = |summary: &SessionSummary| (std::cmp::Reverse(millis(summary)), summary.id.clone());
-    let mut rest: Vec<(std::cmp::Reverse<u128>, std::sync::Arc<str>, SessionSummary)> = store
-        .list()
-        .into_iter()
-        .filter(|summary| subagents || summary.parent.is_none())
-        .filter(|summary| {
-            wanted
+    let keep = |cwd: &str, parent: Option<&str>| {
+        (subagents || parent.is_none())
+            && wanted
                 .as_ref()
-                .is_none_or(|(raw, canonical)| *summary.cwd == **raw || *summary.cwd == **canonical)
-        })
-        .map(|summary| {
-            let (updated, id) = key(&summary);
-            (updated, id, summary)
-        })
-        .filter(|(updated, id, _)| {
-            after.is_none_or(|(after, after_id)| {
-                updated.0 < after || (updated.0 == after && &**id > after_id)
-            })
-        })
-        .collect();
-    // Only the page is sorted: the rest is selected past it.
-    let more = rest.len() > page_size;
-    if more && page_size > 0 {
-        rest.select_nth_unstable_by(page_size - 1, |a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
-    }
-    rest.truncate(page_size);
-    rest.sort_unstable_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
-    let page: Vec<&SessionSummary> = rest.iter().map(|(_, _, summary)| summary).collect();
+                .is_none_or(|(raw, canonical)| cwd == raw || cwd == canonical)
+    };
+    let (page, more) = store.page(&keep, after, page_size);
     let next_cursor = more
         .then(|| {
             page.last()
@@ -102,7 +79,7 @@ pub(super) fn page(
         })
         .flatten();
     let sessions = page
-        .into_iter()
+        .iter()
         .map(|summary| SessionListing {
             id: summary.id.to_string(),
             cwd: summary.cwd.to_string(),

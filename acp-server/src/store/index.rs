@@ -59,6 +59,26 @@ struct Entry {
     seen: u64,
 }
 
+impl Entry {
+    /// Its log's last write, milliseconds since the epoch (the listing's
+    /// order and cursor).
+    fn millis(&self) -> u128 {
+        self.mtime_ns / 1_000_000
+    }
+
+    fn summary(&self, id: &Arc<str>) -> SessionSummary {
+        SessionSummary {
+            id: id.clone(),
+            cwd: self.cwd.clone(),
+            roots: self.roots.clone(),
+            title: self.title.clone(),
+            parent: self.parent.clone(),
+            updated_at: UNIX_EPOCH
+                + Duration::from_nanos(u64::try_from(self.mtime_ns).unwrap_or(u64::MAX)),
+        }
+    }
+}
+
 /// FNV-1a: session ids are short and come from this user's own
 /// directory, and SipHash was a tenth of a warm listing.
 #[derive(Default)]
@@ -98,9 +118,15 @@ pub(super) struct Index {
     entries: Mutex<Option<Entries>>,
 }
 
-/// A log in the sessions directory as `stat` saw it: id, file name, size,
-/// mtime.
-type Found = (Arc<str>, CString, u64, u128);
+/// A log in the sessions directory as `stat` saw it: file name (the id
+/// and `.jsonl`), size, mtime.
+type Found = (CString, u64, u128);
+
+/// A log's id: its file name without `.jsonl` (checked by [`stat_log`]).
+fn id_of(name: &CStr) -> &str {
+    let name = name.to_str().unwrap_or_default();
+    name.strip_suffix(".jsonl").unwrap_or(name)
+}
 
 /// A log's header and title, or why it cannot be read.
 type Summary = Result<(SessionHeader, Option<String>), String>;
@@ -115,14 +141,75 @@ impl Index {
 
     /// Every log in `dir`, summarized, in no particular order.
     pub(super) fn list(&self, dir: &Path) -> Vec<SessionSummary> {
+        let Some(guard) = self.refresh(dir) else {
+            return Vec::new();
+        };
+        let Some(entries) = guard.as_ref() else {
+            return Vec::new();
+        };
+        entries
+            .by_id
+            .iter()
+            .map(|(id, entry)| entry.summary(id))
+            .collect()
+    }
+
+    /// Up to `size` of the logs in `dir` that `keep(cwd, parent)` keeps and
+    /// that come after `after` (`(ms, id)`), in the cursor's order: newer
+    /// millisecond first, then by id; and whether more follow. Only the
+    /// page is copied out and sorted (a listing of 10,000 for a page of
+    /// 50 had spent a quarter of its time copying and sorting the rest).
+    pub(super) fn page(
+        &self,
+        dir: &Path,
+        keep: &dyn Fn(&str, Option<&str>) -> bool,
+        after: Option<(u128, &str)>,
+        size: usize,
+    ) -> (Vec<SessionSummary>, bool) {
+        let Some(guard) = self.refresh(dir) else {
+            return (Vec::new(), false);
+        };
+        let Some(entries) = guard.as_ref() else {
+            return (Vec::new(), false);
+        };
+        type Row<'a> = (std::cmp::Reverse<u128>, &'a Arc<str>, &'a Entry);
+        let mut rest: Vec<Row<'_>> = entries
+            .by_id
+            .iter()
+            .filter(|(_, entry)| keep(&entry.cwd, entry.parent.as_deref()))
+            .map(|(id, entry)| (std::cmp::Reverse(entry.millis()), id, entry))
+            .filter(|(ms, id, _)| {
+                after.is_none_or(|(after, after_id)| {
+                    ms.0 < after || (ms.0 == after && &***id > after_id)
+                })
+            })
+            .collect();
+        let order = |a: &Row<'_>, b: &Row<'_>| (a.0, &**a.1).cmp(&(b.0, &**b.1));
+        let more = rest.len() > size;
+        if more && size > 0 {
+            rest.select_nth_unstable_by(size - 1, order);
+        }
+        rest.truncate(size);
+        rest.sort_unstable_by(order);
+        let page = rest
+            .iter()
+            .map(|(_, id, entry)| entry.summary(id))
+            .collect();
+        (page, more)
+    }
+
+    /// The entries brought up to date with the directory: every log
+    /// `stat`ed, the ones written since summarized, the gone ones dropped,
+    /// the index saved when it changed. `None` when the directory cannot
+    /// be opened.
+    fn refresh(&self, dir: &Path) -> Option<std::sync::MutexGuard<'_, Option<Entries>>> {
         let started = std::time::Instant::now();
-        let Ok(dir_fd) = rustix::fs::open(
+        let dir_fd = rustix::fs::open(
             dir,
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
             Mode::empty(),
-        ) else {
-            return Vec::new();
-        };
+        )
+        .ok()?;
         let mut guard = self
             .entries
             .lock()
@@ -147,21 +234,22 @@ impl Index {
         entries.listings += 1;
         let listing_no = entries.listings;
         let mut stale: Vec<Found> = Vec::new();
-        for (id, name, len, mtime_ns) in found.into_iter().flatten() {
-            match entries.by_id.get_mut(&*id) {
+        for (name, len, mtime_ns) in found.into_iter().flatten() {
+            match entries.by_id.get_mut(id_of(&name)) {
                 Some(entry) if entry.len == len && entry.mtime_ns == mtime_ns => {
                     entry.seen = listing_no;
                 }
-                _ => stale.push((id, name, len, mtime_ns)),
+                _ => stale.push((name, len, mtime_ns)),
             }
         }
         let summarized = stale.len();
         let mut changed = !stale.is_empty();
         let summaries = in_parallel(stale, Vec::new, |buffer, log| {
-            let summary = summarize(&dir_fd, &log.1, log.2, buffer);
+            let summary = summarize(&dir_fd, &log.0, log.1, buffer);
             (log, summary)
         });
-        for ((id, name, len, mtime_ns), summary) in summaries {
+        for ((name, len, mtime_ns), summary) in summaries {
+            let id = id_of(&name);
             match summary {
                 Ok((header, title)) => {
                     let entry = Entry {
@@ -173,12 +261,12 @@ impl Index {
                         parent: header.subagent_of.map(|o| Arc::from(o.session.as_str())),
                         seen: listing_no,
                     };
-                    entries.by_id.insert(id, entry);
+                    entries.by_id.insert(Arc::from(id), entry);
                 }
                 Err(err) => {
                     let path = dir.join(name.to_string_lossy().as_ref());
                     tracing::warn!(path = %path.display(), %err, "skipping unreadable session log");
-                    entries.by_id.remove(&id);
+                    entries.by_id.remove(id);
                 }
             }
         }
@@ -188,28 +276,15 @@ impl Index {
         if changed {
             self.save(entries);
         }
-        let summaries: Vec<SessionSummary> = entries
-            .by_id
-            .iter()
-            .map(|(id, entry)| SessionSummary {
-                id: id.clone(),
-                cwd: entry.cwd.clone(),
-                roots: entry.roots.clone(),
-                title: entry.title.clone(),
-                parent: entry.parent.clone(),
-                updated_at: UNIX_EPOCH
-                    + Duration::from_nanos(u64::try_from(entry.mtime_ns).unwrap_or(u64::MAX)),
-            })
-            .collect();
         let ms = |at: Duration| at.as_secs_f64() * 1000.0;
         tracing::debug!(
-            logs = summaries.len(),
+            logs = entries.by_id.len(),
             summarized,
             statted_ms = ms(statted),
             total_ms = ms(started.elapsed()),
-            "session index listed"
+            "session index refreshed"
         );
-        summaries
+        Some(guard)
     }
 
     fn load(&self) -> Entries {
@@ -405,10 +480,10 @@ fn log_names(dir: &OwnedFd) -> Vec<CString> {
         .collect()
 }
 
-/// A log's id, size and mtime; `None` for a name that is not UTF-8 or a
-/// log that went away.
+/// A log's name, size and mtime; `None` for a name that is not UTF-8 or
+/// a log that went away.
 fn stat_log(dir: &OwnedFd, name: CString) -> Option<Found> {
-    let id = name.to_str().ok()?.strip_suffix(".jsonl")?;
+    name.to_str().ok()?.strip_suffix(".jsonl")?;
     let stat = rustix::fs::statx(
         dir,
         &name,
@@ -425,7 +500,7 @@ fn stat_log(dir: &OwnedFd, name: CString) -> Option<Found> {
     let mtime_ns = u128::try_from(stat.stx_mtime.tv_sec).map_or(0, |secs| {
         secs * 1_000_000_000 + u128::from(stat.stx_mtime.tv_nsec)
     });
-    Some((Arc::from(id), name, stat.stx_size, mtime_ns))
+    Some((name, stat.stx_size, mtime_ns))
 }
 
 /// `each` over `items` in order, on up to four threads when there are many
@@ -567,228 +642,4 @@ fn contains(line: &[u8], needle: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use dsh_protocol::log::{Event, EventData};
-
-    fn event_line(seq: u64, data: EventData) -> String {
-        let event = Event {
-            seq,
-            time: 1,
-            ignorable: false,
-            data,
-        };
-        serde_json::to_string(&event).unwrap() + "\n"
-    }
-
-    fn title(title: &str) -> EventData {
-        EventData::Title {
-            title: title.to_owned(),
-            usage: None,
-        }
-    }
-
-    fn log(dir: &Path, id: &str, title_of: Option<&str>) {
-        let header = SessionHeader::new(
-            dsh_protocol::SessionId::new(id),
-            1,
-            format!("/work/{id}"),
-            Vec::new(),
-        );
-        let mut text = serde_json::to_string(&header).unwrap() + "\n";
-        if let Some(title_of) = title_of {
-            text += &event_line(1, title(title_of));
-        }
-        std::fs::write(dir.join(format!("{id}.jsonl")), text).unwrap();
-    }
-
-    fn summarize_file(path: &Path) -> Summary {
-        let dir = rustix::fs::open(
-            path.parent().unwrap(),
-            OFlags::RDONLY | OFlags::DIRECTORY,
-            Mode::empty(),
-        )
-        .unwrap();
-        let name = CString::new(path.file_name().unwrap().as_encoded_bytes()).unwrap();
-        let len = std::fs::metadata(path).unwrap().len();
-        summarize(&dir, &name, len, &mut Vec::new())
-    }
-
-    fn titles(index: &Index, dir: &Path) -> Vec<(String, Option<String>)> {
-        let mut listed: Vec<(String, Option<String>)> = index
-            .list(dir)
-            .into_iter()
-            .map(|s| (s.id.to_string(), s.title.as_deref().map(str::to_owned)))
-            .collect();
-        listed.sort();
-        listed
-    }
-
-    #[test]
-    fn the_index_follows_the_logs() {
-        let dir = tempfile::tempdir().unwrap();
-        log(dir.path(), "a", Some("first"));
-        log(dir.path(), "b", None);
-        let index = Index::new(dir.path().join(FILE));
-        assert_eq!(
-            titles(&index, dir.path()),
-            [("a".into(), Some("first".into())), ("b".into(), None)]
-        );
-        // Saved: a new process reads the index, not the logs.
-        let saved = std::fs::read_to_string(dir.path().join(FILE)).unwrap();
-        assert!(saved.starts_with("dsh-session-index\t3\n"), "{saved}");
-        assert!(saved.contains("\t/work/a\t+first\n"), "{saved}");
-        // A log written since, a new log and a deleted log.
-        log(dir.path(), "b", Some("now titled"));
-        log(dir.path(), "c", None);
-        std::fs::remove_file(dir.path().join("a.jsonl")).unwrap();
-        let fresh = Index::new(dir.path().join(FILE));
-        let expected = [("b".into(), Some("now titled".into())), ("c".into(), None)];
-        assert_eq!(titles(&fresh, dir.path()), expected);
-        assert_eq!(titles(&index, dir.path()), expected);
-        // A corrupt index is rebuilt; a corrupt line is read again from
-        // its log.
-        std::fs::write(dir.path().join(FILE), "{not json").unwrap();
-        assert_eq!(
-            titles(&Index::new(dir.path().join(FILE)), dir.path()),
-            expected
-        );
-        let saved = std::fs::read_to_string(dir.path().join(FILE)).unwrap();
-        std::fs::write(
-            dir.path().join(FILE),
-            saved.replace("\t+now titled", "\tbroken"),
-        )
-        .unwrap();
-        assert_eq!(
-            titles(&Index::new(dir.path().join(FILE)), dir.path()),
-            expected
-        );
-    }
-
-    /// A FIFO or a link named like a log is not a log: the listing neither
-    /// blocks on it nor follows it.
-    #[test]
-    fn only_regular_files_are_listed() {
-        let dir = tempfile::tempdir().unwrap();
-        log(dir.path(), "a", Some("first"));
-        let fifo = dir.path().join("f.jsonl");
-        assert!(std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success());
-        std::os::unix::fs::symlink(dir.path().join("a.jsonl"), dir.path().join("l.jsonl")).unwrap();
-        let index = Index::new(dir.path().join(FILE));
-        assert_eq!(
-            titles(&index, dir.path()),
-            [("a".into(), Some("first".into()))]
-        );
-    }
-
-    #[test]
-    fn index_lines_keep_every_character() {
-        let entry = Entry {
-            len: 12,
-            mtime_ns: 1_700_000_000_123_456_789,
-            cwd: "/work/tab\there\\back\nline".into(),
-            roots: vec!["/r1".to_owned(), "/r\t2".to_owned()].into(),
-            title: Some("".into()),
-            parent: Some("parent-1".into()),
-            seen: 0,
-        };
-        let mut text = String::new();
-        write_line(&mut text, "id-1", &entry);
-        assert_eq!(text.matches('\n').count(), 1);
-        let (id, read) = parse_line(text.trim_end_matches('\n'), &mut Shared::default()).unwrap();
-        assert_eq!(&*id, "id-1");
-        assert_eq!(read, entry);
-        let untitled = Entry {
-            title: None,
-            roots: Vec::new().into(),
-            parent: None,
-            ..entry
-        };
-        let mut text = String::new();
-        write_line(&mut text, "id-2", &untitled);
-        assert_eq!(
-            parse_line(text.trim_end(), &mut Shared::default())
-                .unwrap()
-                .1,
-            untitled
-        );
-        assert!(parse_line("id\t1\t2\t-\t/cwd\tno-marker", &mut Shared::default()).is_none());
-        assert!(parse_line("id\tx\t2\t-\t/cwd\t-", &mut Shared::default()).is_none());
-        assert!(parse_line("id\t1\t2\t-\t/bad\\escape\t-", &mut Shared::default()).is_none());
-        assert!(parse_line("id\t1\t2\t/cwd\t-", &mut Shared::default()).is_none());
-    }
-
-    #[test]
-    fn the_title_is_the_last_of_the_first_turn_whatever_the_line_order() {
-        let dir = tempfile::tempdir().unwrap();
-        let header = SessionHeader::new(
-            dsh_protocol::SessionId::new("t"),
-            1,
-            "/work/t".to_owned(),
-            Vec::new(),
-        );
-        let prompt = EventData::TurnStart { turn: 1 };
-        let long = EventData::Notice {
-            text: "x".repeat(20_000),
-        };
-        let end = || EventData::TurnEnd {
-            turn: 1,
-            stop: Some(dsh_protocol::log::StopReason::EndTurn),
-            error: None,
-        };
-        // dsh's own order: seq, time, type, data.
-        let text = serde_json::to_string(&header).unwrap()
-            + "\n"
-            + &event_line(1, title("From the prompt"))
-            + &event_line(2, prompt)
-            + &event_line(3, long)
-            + &event_line(4, title("From the model"))
-            + &event_line(5, end())
-            + &event_line(6, title("A later one"));
-        let path = dir.path().join("t.jsonl");
-        std::fs::write(&path, text).unwrap();
-        let (_, found) = summarize_file(&path).unwrap();
-        assert_eq!(found.as_deref(), Some("From the model"));
-        // Keys in another order (another writer): found by searching.
-        let sorted = |line: String| {
-            let value: serde_json::Value = serde_json::from_str(&line).unwrap();
-            value.to_string() + "\n"
-        };
-        let text = serde_json::to_string(&header).unwrap()
-            + "\n"
-            + &sorted(event_line(1, title("Sorted keys")))
-            + &sorted(event_line(2, end()))
-            + &sorted(event_line(3, title("After the end")));
-        std::fs::write(&path, text).unwrap();
-        let (_, found) = summarize_file(&path).unwrap();
-        assert_eq!(found.as_deref(), Some("Sorted keys"));
-        assert_eq!(
-            leading_type(br#"{"seq":3,"time":9,"ignorable":true,"type":"llm/retry","data":{}}"#),
-            Some(&b"llm/retry"[..])
-        );
-        assert_eq!(leading_type(br#"{"data":{"type":"x"},"seq":1}"#), None);
-        assert_eq!(
-            leading_type(br#"{"seq":1,"data":{"a":{"type":"x"}}}"#),
-            None
-        );
-    }
-
-    #[test]
-    fn many_logs_are_summarized_on_threads_in_the_same_way() {
-        let dir = tempfile::tempdir().unwrap();
-        for i in 0..(PARALLEL_FROM * 3) {
-            let title = (i % 2 == 0).then(|| format!("title {i}"));
-            log(dir.path(), &format!("s{i:04}"), title.as_deref());
-        }
-        let listed = titles(&Index::new(dir.path().join(FILE)), dir.path());
-        assert_eq!(listed.len(), PARALLEL_FROM * 3);
-        for (i, (id, title)) in listed.iter().enumerate() {
-            assert_eq!(id, &format!("s{i:04}"));
-            assert_eq!(title, &(i % 2 == 0).then(|| format!("title {i}")));
-        }
-    }
-}
+mod tests;

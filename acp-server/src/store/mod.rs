@@ -178,13 +178,24 @@ impl SessionStore {
         }
     }
 
-    /// Every stored session, in no particular order (a listing pages
-    /// them: sorting all 10,000 for a page of 50 was a third of a warm
-    /// `session/list`). Summaries come from the index ([`index`]); only
-    /// logs written since it was saved are read. Unreadable files are
-    /// skipped with a warning.
+    /// Every stored session, in no particular order. Summaries come from
+    /// the index ([`index`]); only logs written since it was saved are
+    /// read. Unreadable files are skipped with a warning.
     pub fn list(&self) -> Vec<SessionSummary> {
         self.index.list(&self.dir)
+    }
+
+    /// A page of the stored sessions that `keep(cwd, parent)` keeps:
+    /// up to `size` of those after `after` (`(ms, id)` of the last one
+    /// shown), newer millisecond first, then by id; and whether more
+    /// follow. Like [`Self::list`], but only the page is copied out.
+    pub fn page(
+        &self,
+        keep: &dyn Fn(&str, Option<&str>) -> bool,
+        after: Option<(u128, &str)>,
+        size: usize,
+    ) -> (Vec<SessionSummary>, bool) {
+        self.index.page(&self.dir, keep, after, size)
     }
 }
 

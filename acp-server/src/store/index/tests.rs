@@ -1,0 +1,223 @@
+use super::*;
+use dsh_protocol::log::{Event, EventData};
+
+fn event_line(seq: u64, data: EventData) -> String {
+    let event = Event {
+        seq,
+        time: 1,
+        ignorable: false,
+        data,
+    };
+    serde_json::to_string(&event).unwrap() + "\n"
+}
+
+fn title(title: &str) -> EventData {
+    EventData::Title {
+        title: title.to_owned(),
+        usage: None,
+    }
+}
+
+fn log(dir: &Path, id: &str, title_of: Option<&str>) {
+    let header = SessionHeader::new(
+        dsh_protocol::SessionId::new(id),
+        1,
+        format!("/work/{id}"),
+        Vec::new(),
+    );
+    let mut text = serde_json::to_string(&header).unwrap() + "\n";
+    if let Some(title_of) = title_of {
+        text += &event_line(1, title(title_of));
+    }
+    std::fs::write(dir.join(format!("{id}.jsonl")), text).unwrap();
+}
+
+fn summarize_file(path: &Path) -> Summary {
+    let dir = rustix::fs::open(
+        path.parent().unwrap(),
+        OFlags::RDONLY | OFlags::DIRECTORY,
+        Mode::empty(),
+    )
+    .unwrap();
+    let name = CString::new(path.file_name().unwrap().as_encoded_bytes()).unwrap();
+    let len = std::fs::metadata(path).unwrap().len();
+    summarize(&dir, &name, len, &mut Vec::new())
+}
+
+fn titles(index: &Index, dir: &Path) -> Vec<(String, Option<String>)> {
+    let mut listed: Vec<(String, Option<String>)> = index
+        .list(dir)
+        .into_iter()
+        .map(|s| (s.id.to_string(), s.title.as_deref().map(str::to_owned)))
+        .collect();
+    listed.sort();
+    listed
+}
+
+#[test]
+fn the_index_follows_the_logs() {
+    let dir = tempfile::tempdir().unwrap();
+    log(dir.path(), "a", Some("first"));
+    log(dir.path(), "b", None);
+    let index = Index::new(dir.path().join(FILE));
+    assert_eq!(
+        titles(&index, dir.path()),
+        [("a".into(), Some("first".into())), ("b".into(), None)]
+    );
+    // Saved: a new process reads the index, not the logs.
+    let saved = std::fs::read_to_string(dir.path().join(FILE)).unwrap();
+    assert!(saved.starts_with("dsh-session-index\t3\n"), "{saved}");
+    assert!(saved.contains("\t/work/a\t+first\n"), "{saved}");
+    // A log written since, a new log and a deleted log.
+    log(dir.path(), "b", Some("now titled"));
+    log(dir.path(), "c", None);
+    std::fs::remove_file(dir.path().join("a.jsonl")).unwrap();
+    let fresh = Index::new(dir.path().join(FILE));
+    let expected = [("b".into(), Some("now titled".into())), ("c".into(), None)];
+    assert_eq!(titles(&fresh, dir.path()), expected);
+    assert_eq!(titles(&index, dir.path()), expected);
+    // A corrupt index is rebuilt; a corrupt line is read again from
+    // its log.
+    std::fs::write(dir.path().join(FILE), "{not json").unwrap();
+    assert_eq!(
+        titles(&Index::new(dir.path().join(FILE)), dir.path()),
+        expected
+    );
+    let saved = std::fs::read_to_string(dir.path().join(FILE)).unwrap();
+    std::fs::write(
+        dir.path().join(FILE),
+        saved.replace("\t+now titled", "\tbroken"),
+    )
+    .unwrap();
+    assert_eq!(
+        titles(&Index::new(dir.path().join(FILE)), dir.path()),
+        expected
+    );
+}
+
+/// A FIFO or a link named like a log is not a log: the listing neither
+/// blocks on it nor follows it.
+#[test]
+fn only_regular_files_are_listed() {
+    let dir = tempfile::tempdir().unwrap();
+    log(dir.path(), "a", Some("first"));
+    let fifo = dir.path().join("f.jsonl");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    std::os::unix::fs::symlink(dir.path().join("a.jsonl"), dir.path().join("l.jsonl")).unwrap();
+    let index = Index::new(dir.path().join(FILE));
+    assert_eq!(
+        titles(&index, dir.path()),
+        [("a".into(), Some("first".into()))]
+    );
+}
+
+#[test]
+fn index_lines_keep_every_character() {
+    let entry = Entry {
+        len: 12,
+        mtime_ns: 1_700_000_000_123_456_789,
+        cwd: "/work/tab\there\\back\nline".into(),
+        roots: vec!["/r1".to_owned(), "/r\t2".to_owned()].into(),
+        title: Some("".into()),
+        parent: Some("parent-1".into()),
+        seen: 0,
+    };
+    let mut text = String::new();
+    write_line(&mut text, "id-1", &entry);
+    assert_eq!(text.matches('\n').count(), 1);
+    let (id, read) = parse_line(text.trim_end_matches('\n'), &mut Shared::default()).unwrap();
+    assert_eq!(&*id, "id-1");
+    assert_eq!(read, entry);
+    let untitled = Entry {
+        title: None,
+        roots: Vec::new().into(),
+        parent: None,
+        ..entry
+    };
+    let mut text = String::new();
+    write_line(&mut text, "id-2", &untitled);
+    assert_eq!(
+        parse_line(text.trim_end(), &mut Shared::default())
+            .unwrap()
+            .1,
+        untitled
+    );
+    assert!(parse_line("id\t1\t2\t-\t/cwd\tno-marker", &mut Shared::default()).is_none());
+    assert!(parse_line("id\tx\t2\t-\t/cwd\t-", &mut Shared::default()).is_none());
+    assert!(parse_line("id\t1\t2\t-\t/bad\\escape\t-", &mut Shared::default()).is_none());
+    assert!(parse_line("id\t1\t2\t/cwd\t-", &mut Shared::default()).is_none());
+}
+
+#[test]
+fn the_title_is_the_last_of_the_first_turn_whatever_the_line_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let header = SessionHeader::new(
+        dsh_protocol::SessionId::new("t"),
+        1,
+        "/work/t".to_owned(),
+        Vec::new(),
+    );
+    let prompt = EventData::TurnStart { turn: 1 };
+    let long = EventData::Notice {
+        text: "x".repeat(20_000),
+    };
+    let end = || EventData::TurnEnd {
+        turn: 1,
+        stop: Some(dsh_protocol::log::StopReason::EndTurn),
+        error: None,
+    };
+    // dsh's own order: seq, time, type, data.
+    let text = serde_json::to_string(&header).unwrap()
+        + "\n"
+        + &event_line(1, title("From the prompt"))
+        + &event_line(2, prompt)
+        + &event_line(3, long)
+        + &event_line(4, title("From the model"))
+        + &event_line(5, end())
+        + &event_line(6, title("A later one"));
+    let path = dir.path().join("t.jsonl");
+    std::fs::write(&path, text).unwrap();
+    let (_, found) = summarize_file(&path).unwrap();
+    assert_eq!(found.as_deref(), Some("From the model"));
+    // Keys in another order (another writer): found by searching.
+    let sorted = |line: String| {
+        let value: serde_json::Value = serde_json::from_str(&line).unwrap();
+        value.to_string() + "\n"
+    };
+    let text = serde_json::to_string(&header).unwrap()
+        + "\n"
+        + &sorted(event_line(1, title("Sorted keys")))
+        + &sorted(event_line(2, end()))
+        + &sorted(event_line(3, title("After the end")));
+    std::fs::write(&path, text).unwrap();
+    let (_, found) = summarize_file(&path).unwrap();
+    assert_eq!(found.as_deref(), Some("Sorted keys"));
+    assert_eq!(
+        leading_type(br#"{"seq":3,"time":9,"ignorable":true,"type":"llm/retry","data":{}}"#),
+        Some(&b"llm/retry"[..])
+    );
+    assert_eq!(leading_type(br#"{"data":{"type":"x"},"seq":1}"#), None);
+    assert_eq!(
+        leading_type(br#"{"seq":1,"data":{"a":{"type":"x"}}}"#),
+        None
+    );
+}
+
+#[test]
+fn many_logs_are_summarized_on_threads_in_the_same_way() {
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..(PARALLEL_FROM * 3) {
+        let title = (i % 2 == 0).then(|| format!("title {i}"));
+        log(dir.path(), &format!("s{i:04}"), title.as_deref());
+    }
+    let listed = titles(&Index::new(dir.path().join(FILE)), dir.path());
+    assert_eq!(listed.len(), PARALLEL_FROM * 3);
+    for (i, (id, title)) in listed.iter().enumerate() {
+        assert_eq!(id, &format!("s{i:04}"));
+        assert_eq!(title, &(i % 2 == 0).then(|| format!("title {i}")));
+    }
+}
