@@ -81,27 +81,55 @@ async fn spawned<T: Send + 'static>(
         .unwrap_or_else(|error| Err(AgentError::bug("request", &error)))
 }
 
-/// After a session opened (after the answer): the slash commands it
-/// offers, and which MCP servers failed to start (transient notices).
-fn notify(
-    cx: &ConnectionTo<Client>,
-    backlog: &super::transport::Backlog,
-    session_id: &SessionId,
-    notices: Vec<String>,
-    commands: Vec<crate::context::commands::Offered>,
-) {
-    let commands = AgentUpdate::Commands(commands);
-    let notices = notices
-        .into_iter()
-        .map(|notice| AgentUpdate::MessageChunk(format!("⚠ {notice}\n"), None));
-    for update in std::iter::once(commands).chain(notices) {
-        // Commands and notices: no config options, so no booleans.
-        let update = convert::session_update(update, false);
-        match cx.send_notification(SessionNotification::new(session_id.clone(), update)) {
-            // Counted like every update sent through the SDK.
-            Ok(()) => backlog.queued(),
-            Err(err) => {
-                tracing::debug!(error = ?err, "cannot send an update after opening a session")
+/// What answering a request that opens a session (new, fork, load,
+/// resume) needs of the connection.
+struct Opening {
+    cx: ConnectionTo<Client>,
+    backlog: Arc<super::transport::Backlog>,
+    /// The client shows boolean config options.
+    booleans: bool,
+}
+
+impl Ctx {
+    fn opening(&self, cx: &ConnectionTo<Client>) -> Opening {
+        Opening {
+            cx: cx.clone(),
+            backlog: self.backlog.clone(),
+            booleans: self.caps().boolean_config,
+        }
+    }
+}
+
+impl Opening {
+    /// The session's settings as this client shows them.
+    fn options(
+        &self,
+        options: Vec<crate::update::ConfigOption>,
+    ) -> Vec<agent_client_protocol::v1::schema::SessionConfigOption> {
+        convert::config_options(options, self.booleans)
+    }
+
+    /// After a session opened (after the answer): the slash commands it
+    /// offers, and which MCP servers failed to start (transient notices).
+    fn notify(
+        &self,
+        session_id: &SessionId,
+        notices: Vec<String>,
+        commands: Vec<crate::context::commands::Offered>,
+    ) {
+        let commands = AgentUpdate::Commands(commands);
+        let notices = notices
+            .into_iter()
+            .map(|notice| AgentUpdate::MessageChunk(format!("⚠ {notice}\n"), None));
+        for update in std::iter::once(commands).chain(notices) {
+            let update = convert::session_update(update, self.booleans);
+            let notification = SessionNotification::new(session_id.clone(), update);
+            match self.cx.send_notification(notification) {
+                // Counted like every update sent through the SDK.
+                Ok(()) => self.backlog.queued(),
+                Err(err) => {
+                    tracing::debug!(error = ?err, "cannot send an update after opening a session")
+                }
             }
         }
     }
@@ -192,27 +220,19 @@ pub(super) fn new_session(
         Err(error) => return responder.respond_with_error(to_acp(&error)),
     };
     let agent = ctx.agent.clone();
-    let backlog = ctx.backlog.clone();
-    let booleans = ctx.caps().boolean_config;
-    cx.clone().spawn(async move {
+    let opening = ctx.opening(&cx);
+    cx.spawn(async move {
         let opened = spawned(async move {
             agent
                 .new_session(&request.cwd, &request.additional_directories, mcp)
                 .await
         })
         .await;
-        answer_opened(
-            opened,
-            responder,
-            &cx,
-            &backlog,
-            booleans,
-            |id, modes, options| {
-                NewSessionResponse::new(id)
-                    .modes(modes)
-                    .config_options(options)
-            },
-        )
+        answer_opened(opened, responder, &opening, |id, modes, options| {
+            NewSessionResponse::new(id)
+                .modes(modes)
+                .config_options(options)
+        })
     })
 }
 
@@ -222,9 +242,7 @@ pub(super) fn new_session(
 fn answer_opened<T: agent_client_protocol::JsonRpcResponse>(
     opened: Result<Opened, AgentError>,
     responder: Responder<T, V1>,
-    cx: &ConnectionTo<Client>,
-    backlog: &Arc<super::transport::Backlog>,
-    booleans: bool,
+    opening: &Opening,
     answer: impl FnOnce(
         SessionId,
         agent_client_protocol::v1::schema::SessionModeState,
@@ -243,9 +261,9 @@ fn answer_opened<T: agent_client_protocol::JsonRpcResponse>(
             responder.respond(answer(
                 id.clone(),
                 convert::mode_state(mode),
-                convert::config_options(options, booleans),
+                opening.options(options),
             ))?;
-            notify(cx, backlog, &id, notices, commands);
+            opening.notify(&id, notices, commands);
             Ok(())
         }
         Err(error) => responder.respond_with_error(to_acp(&error)),
@@ -265,9 +283,8 @@ pub(super) fn fork_session(
         Err(error) => return responder.respond_with_error(to_acp(&error)),
     };
     let agent = ctx.agent.clone();
-    let backlog = ctx.backlog.clone();
-    let booleans = ctx.caps().boolean_config;
-    cx.clone().spawn(async move {
+    let opening = ctx.opening(&cx);
+    cx.spawn(async move {
         let opened = spawned(async move {
             agent
                 .fork_session(
@@ -279,18 +296,11 @@ pub(super) fn fork_session(
                 .await
         })
         .await;
-        answer_opened(
-            opened,
-            responder,
-            &cx,
-            &backlog,
-            booleans,
-            |id, modes, options| {
-                ForkSessionResponse::new(id)
-                    .modes(modes)
-                    .config_options(options)
-            },
-        )
+        answer_opened(opened, responder, &opening, |id, modes, options| {
+            ForkSessionResponse::new(id)
+                .modes(modes)
+                .config_options(options)
+        })
     })
 }
 
@@ -305,10 +315,9 @@ pub(super) fn load_session(
         Err(error) => return responder.respond_with_error(to_acp(&error)),
     };
     let agent = ctx.agent.clone();
-    let backlog = ctx.backlog.clone();
-    let booleans = ctx.caps().boolean_config;
+    let opening = ctx.opening(&cx);
     let sink: Arc<dyn Frontend> = Arc::new(ctx.sink(&cx, &request.session_id));
-    cx.clone().spawn(async move {
+    cx.spawn(async move {
         let id = request.session_id.0.to_string();
         let loaded = spawned(async move { agent.load_session(&id, mcp, sink).await }).await;
         match loaded {
@@ -316,15 +325,9 @@ pub(super) fn load_session(
                 responder.respond(
                     LoadSessionResponse::new()
                         .modes(convert::mode_state(opened.mode))
-                        .config_options(convert::config_options(opened.options, booleans)),
+                        .config_options(opening.options(opened.options)),
                 )?;
-                notify(
-                    &cx,
-                    &backlog,
-                    &request.session_id,
-                    opened.notices,
-                    opened.commands,
-                );
+                opening.notify(&request.session_id, opened.notices, opened.commands);
                 Ok(())
             }
             Err(error) => responder.respond_with_error(to_acp(&error)),
@@ -343,24 +346,17 @@ pub(super) fn resume_session(
         Err(error) => return responder.respond_with_error(to_acp(&error)),
     };
     let agent = ctx.agent.clone();
-    let backlog = ctx.backlog.clone();
-    let booleans = ctx.caps().boolean_config;
-    cx.clone().spawn(async move {
+    let opening = ctx.opening(&cx);
+    cx.spawn(async move {
         let id = request.session_id.0.to_string();
         match spawned(async move { agent.resume_session(&id, mcp).await }).await {
             Ok(opened) => {
                 responder.respond(
                     ResumeSessionResponse::new()
                         .modes(convert::mode_state(opened.mode))
-                        .config_options(convert::config_options(opened.options, booleans)),
+                        .config_options(opening.options(opened.options)),
                 )?;
-                notify(
-                    &cx,
-                    &backlog,
-                    &request.session_id,
-                    opened.notices,
-                    opened.commands,
-                );
+                opening.notify(&request.session_id, opened.notices, opened.commands);
                 Ok(())
             }
             Err(error) => responder.respond_with_error(to_acp(&error)),
