@@ -10,10 +10,6 @@ use tokio::io::AsyncBufReadExt;
 
 use crate::support::*;
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
 /// Runs `dsh ARGS` to its end with an empty stdin.
 async fn dsh(env: &TestEnv, args: &[&str]) -> Output {
     let child = env.dsh(args).spawn().expect("spawn dsh");
@@ -57,12 +53,7 @@ async fn every_command_has_help_and_help_does_nothing_else() {
     ] {
         let output = dsh(&env, args).await;
         let stdout = text(&output.stdout);
-        assert_eq!(
-            output.status.code(),
-            Some(0),
-            "{args:?}: {}",
-            text(&output.stderr)
-        );
+        assert_exit(&output, 0, &format!("{args:?}"));
         assert!(stdout.contains(usage), "{args:?}: {stdout}");
         assert!(
             output.stderr.is_empty(),

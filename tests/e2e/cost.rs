@@ -7,7 +7,7 @@ use agent_client_protocol::v1::schema::{
 };
 use serde_json::json;
 
-use crate::support::TestEnv;
+use crate::support::{assert_exit, TestEnv};
 
 /// Two priced models in EUR (a cache hit a quarter of a miss).
 const PRICED: &str = r#"
@@ -205,12 +205,7 @@ async fn dsh_run_json_ends_with_the_session_s_cost() {
     .await
     .expect("dsh run ends")
     .unwrap();
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_exit(&output, 0, "dsh run");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let result: serde_json::Value =
         serde_json::from_str(stdout.lines().last().expect("a result line")).unwrap();

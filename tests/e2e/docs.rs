@@ -18,10 +18,6 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use crate::support::*;
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
 fn read_doc(path: &str) -> String {
     std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path))
         .unwrap_or_else(|err| panic!("{path}: {err}"))
@@ -131,12 +127,7 @@ async fn readmes_demo_runs_as_written() {
     env.api_key = None;
     let output = dsh(&env, &words[dash + 1..]).await;
     let stdout = text(&output.stdout);
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{stdout}{}",
-        text(&output.stderr)
-    );
+    assert_exit(&output, 0, "the README's demo");
     assert!(
         stdout.starts_with(
             "dsh demo: a scripted session over ACP (replay model, no network, no API key)"
@@ -202,12 +193,7 @@ async fn readmes_command_line_is_the_programs() {
         assert_eq!(words[0], "dsh", "{line}");
         let output = dsh(&env, &words[1..]).await;
         let stdout = text(&output.stdout);
-        assert_eq!(
-            output.status.code(),
-            Some(0),
-            "{line}: {}",
-            text(&output.stderr)
-        );
+        assert_exit(&output, 0, line);
         match words[1].as_str() {
             "completions" => {
                 assert!(stdout.contains("dsh"), "{line}: {stdout}");
@@ -486,14 +472,8 @@ async fn the_docs_config_examples_load() {
                     .output()
                     .await
                     .unwrap();
-                assert_eq!(
-                    output.status.code(),
-                    Some(0),
-                    "dsh config check on {name}, toml block {}: {}{}",
-                    index + 1,
-                    text(&output.stdout),
-                    text(&output.stderr)
-                );
+                let what = format!("dsh config check on {name}, toml block {}", index + 1);
+                assert_exit(&output, 0, &what);
             }
             loaded.push(format!("{name}#{}", index + 1));
         }

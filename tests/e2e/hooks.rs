@@ -313,12 +313,7 @@ async fn dsh_run_never_runs_a_projects_hooks_unattended() {
         .output()
         .await
         .unwrap();
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_exit(&output, 0, "dsh run");
     assert!(!marker.exists(), "the project's hook did not run");
     assert!(tool_result(&env, "r1").contains("hello"), "the tool did");
 }

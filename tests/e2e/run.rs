@@ -22,10 +22,6 @@ async fn dsh_run(env: &TestEnv, args: &[&str], stdin: &str) -> Output {
         .unwrap()
 }
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
 fn session_of(output: &Output) -> String {
     let stderr = text(&output.stderr);
     stderr
@@ -148,12 +144,7 @@ async fn exit_codes_say_what_happened() {
         &["--approve", "maybe", "x"][..],
     ] {
         let output = dsh_run(&env, args, "").await;
-        assert_eq!(
-            output.status.code(),
-            Some(2),
-            "{args:?}: {}",
-            text(&output.stderr)
-        );
+        assert_exit(&output, 2, &format!("{args:?}"));
         assert!(output.stdout.is_empty());
     }
     // 1: the model fails; the code is on stderr.

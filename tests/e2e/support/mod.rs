@@ -673,3 +673,21 @@ pub fn message_text(message: &serde_json::Value) -> String {
         _ => String::new(),
     }
 }
+
+/// A process's output as text (lossy).
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Asserts that a finished process exited with `code`, showing `what` and
+/// both of its streams when it did not.
+#[track_caller]
+pub fn assert_exit(output: &std::process::Output, code: i32, what: &str) {
+    assert_eq!(
+        output.status.code(),
+        Some(code),
+        "{what}\nstdout: {}\nstderr: {}",
+        text(&output.stdout),
+        text(&output.stderr)
+    );
+}
