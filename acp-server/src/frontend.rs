@@ -69,13 +69,38 @@ impl Ask {
     /// The answer `approvals` give without asking anyone; `None`: a
     /// person (the client) answers.
     pub fn standing_answer(&self, approvals: crate::permission::Approvals) -> Option<Answer> {
+        use crate::permission::Approvals;
         match approvals {
-            crate::permission::Approvals::Client => None,
+            Approvals::Client => None,
             _ if self.person_only => Some(Answer::Permission(
                 dsh_protocol::log::PermissionOutcome::RejectOnce,
             )),
+            Approvals::Sandboxed if self.sandboxed_allows() => Some(Answer::Permission(
+                dsh_protocol::log::PermissionOutcome::AllowOnce,
+            )),
             approvals => self.question.standing_answer(approvals),
         }
+    }
+
+    /// `sandboxed` approvals (`dsh run --approve sandboxed`) allow what
+    /// `edits` do and more: a command, which runs in accept-edits' kernel
+    /// sandbox (the run refuses to start where there is none), and a read
+    /// or a search outside the roots (never a hidden path: refused below
+    /// full-access). Only where "once" is offered: a program from the
+    /// workspace (a language server) is allowed for the session or not at
+    /// all, and never by this.
+    fn sandboxed_allows(&self) -> bool {
+        use dsh_protocol::tool::ToolKind;
+        let once = match &self.question {
+            crate::permission::Question::Permission(options) => options
+                .iter()
+                .any(|option| option.outcome == dsh_protocol::log::PermissionOutcome::AllowOnce),
+            _ => false,
+        };
+        once && matches!(
+            self.kind,
+            ToolKind::Execute | ToolKind::Read | ToolKind::Search
+        )
     }
 }
 
@@ -246,15 +271,7 @@ impl Transient {
                 view: match live {
                     CommandLive::Output { tail, .. } => {
                         dsh_protocol::tool::ToolView::text(dsh_protocol::content::fenced(
-                            &format!(
-                                "{}{}",
-                                if tail.len() > LIVE_VIEW_BYTES {
-                                    "…"
-                                } else {
-                                    ""
-                                },
-                                dsh_protocol::content::tail_bytes(&tail, LIVE_VIEW_BYTES)
-                            ),
+                            &dsh_protocol::content::tail_marked(&tail, LIVE_VIEW_BYTES),
                             "console",
                         ))
                     }

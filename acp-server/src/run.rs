@@ -226,11 +226,12 @@ pub fn for_stream(text: &str, is_tty: bool) -> Cow<'_, str> {
 /// (`::add-mask::`, `##vso[…]`), and text from the model or a workspace
 /// must not start one. `--json` carries the text as it is.
 fn stderr_line(text: &str) {
-    let text = if std::io::stderr().is_terminal() {
-        dsh_protocol::content::visible(text, true)
-    } else {
-        dsh_protocol::content::visible(text, false)
-    };
+    write_stderr_line(text, std::io::stderr().is_terminal());
+}
+
+/// [`stderr_line`] when whether stderr is a terminal is known.
+fn write_stderr_line(text: &str, terminal: bool) {
+    let text = dsh_protocol::content::visible(text, terminal);
     let _ = writeln!(std::io::stderr(), "{text}");
 }
 
@@ -297,6 +298,9 @@ impl RunFrontend {
                 self.progress.tool_line(&format!("{mark} {title}"));
                 self.progress.waiting_for("waiting for the model");
             }
+            AgentUpdate::Usage {
+                cost: Some(cost), ..
+            } => self.seen().cost = Some(cost),
             _ => {}
         }
     }
@@ -351,14 +355,6 @@ impl Frontend for RunFrontend {
         match output {
             Output::Recorded { event, updates } => {
                 self.show_event(event);
-                for update in &updates {
-                    if let AgentUpdate::Usage {
-                        cost: Some(cost), ..
-                    } = update
-                    {
-                        self.seen().cost = Some(cost.clone());
-                    }
-                }
                 updates
                     .into_iter()
                     .for_each(|update| self.show_update(update));
@@ -390,8 +386,8 @@ impl Frontend for RunFrontend {
                 answers,
             )));
         }
-        let outcome = sandboxed_answer(&ask, self.approve)
-            .or_else(|| ask.standing_answer(self.approve))
+        let outcome = ask
+            .standing_answer(self.approve)
             .unwrap_or(crate::permission::Answer::Unavailable);
         let why = format!(
             "{} (--approve {}{})",
@@ -411,34 +407,6 @@ impl Frontend for RunFrontend {
         self.line(&format!("permission {why}: {}", ask.title));
         Box::pin(std::future::ready(outcome))
     }
-}
-
-/// `--approve sandboxed`'s answer where it differs from `edits`': a
-/// command runs in accept-edits' kernel sandbox (the run refuses to start
-/// where there is none), which may also read what a read or a search
-/// outside the roots asks for (never a hidden path: refused below
-/// full-access).
-fn sandboxed_answer(ask: &Ask, approve: Approvals) -> Option<crate::permission::Answer> {
-    use dsh_protocol::tool::ToolKind;
-    // Only where "once" is offered: a program from the workspace (a
-    // language server) is allowed for the session or not at all, and
-    // never by this.
-    let once = match &ask.question {
-        crate::permission::Question::Permission(options) => options
-            .iter()
-            .any(|option| option.outcome == dsh_protocol::log::PermissionOutcome::AllowOnce),
-        _ => false,
-    };
-    (approve == Approvals::Sandboxed
-        && !ask.person_only
-        && once
-        && matches!(
-            ask.kind,
-            ToolKind::Execute | ToolKind::Read | ToolKind::Search
-        ))
-    .then_some(crate::permission::Answer::Permission(
-        dsh_protocol::log::PermissionOutcome::AllowOnce,
-    ))
 }
 
 /// The configuration did not load, so nothing runs: said once, plainly, on

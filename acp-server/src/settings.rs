@@ -57,7 +57,17 @@ pub struct Settings {
 const ON: &str = "on";
 const OFF: &str = "off";
 
-fn switch(value: &str) -> Option<bool> {
+/// An on/off switch's value for a boolean.
+pub fn switch_value(on: bool) -> &'static str {
+    if on {
+        ON
+    } else {
+        OFF
+    }
+}
+
+/// An on/off switch's value as a boolean (`None`: neither).
+pub fn switch(value: &str) -> Option<bool> {
     match value {
         ON => Some(true),
         OFF => Some(false),
@@ -203,7 +213,7 @@ impl Settings {
                 key: ConfigKey::Web,
                 name: "Web",
                 description: "Whether web_fetch and web_search are offered",
-                current: if self.web { ON } else { OFF }.to_owned(),
+                current: switch_value(self.web).to_owned(),
                 toggle: true,
                 values: [(ON, "On"), (OFF, "Off")]
                     .into_iter()

@@ -72,9 +72,9 @@ pub enum AgentUpdate {
 }
 
 /// A finished tool call's result as the model got it (ACP `rawOutput`):
-/// from its `tool/result`, or a background job's `job/end`; the text is
-/// kept to its first and last [`RawOutput::MAX_BYTES`] / 2 (a file read
-/// is up to 256 KiB, and every load sends it again).
+/// from its `tool/result`, or a background job's `job/end`; past
+/// [`RawOutput::MAX_CHARS`] only the first and the last half of that are
+/// kept (a file read is up to 256 KiB, and every load sends it again).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RawOutput {

@@ -91,6 +91,14 @@ pub fn tail_bytes(text: &str, max: usize) -> &str {
     &text[start..]
 }
 
+/// [`tail_bytes`], with a leading `…` when something was cut.
+pub fn tail_marked(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    format!("…{}", tail_bytes(text, max))
+}
+
 /// Truncates to at most `max` characters, adding an ellipsis when cut.
 pub fn truncate_chars(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {

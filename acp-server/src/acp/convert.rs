@@ -83,7 +83,7 @@ pub fn config_options(options: Vec<ConfigOption>, booleans: bool) -> Vec<acp::Se
                 acp::SessionConfigOption::boolean(
                     option.key.as_str(),
                     option.name,
-                    option.current == "on",
+                    crate::settings::switch(&option.current) == Some(true),
                 )
             } else {
                 let values: Vec<acp::SessionConfigSelectOption> = option

@@ -437,15 +437,14 @@ pub(super) fn set_config_option(
     responder: Responder<SetSessionConfigOptionResponse, V1>,
     cx: ConnectionTo<Client>,
 ) -> Result<(), Error> {
-    // A boolean sets an on/off switch (the `web` option) to `on` or `off`.
+    // A boolean is an on/off switch's `on` or `off` (an option that is
+    // not a switch refuses those values like any other unknown one).
     let value = match (request.value.as_value_id(), request.value.as_bool()) {
         (Some(value), _) => value.0.to_string(),
-        (None, Some(on)) if request.config_id.0.as_ref() == "web" => {
-            if on { "on" } else { "off" }.to_owned()
-        }
-        _ => {
+        (None, Some(on)) => crate::settings::switch_value(on).to_owned(),
+        (None, None) => {
             return responder.respond_with_error(invalid_params(format!(
-                "config option {:?} takes a value id, not a boolean",
+                "config option {:?}: a value of an unknown type",
                 request.config_id.0
             )))
         }

@@ -229,7 +229,8 @@ impl Question {
     pub fn standing_answer(&self, approvals: Approvals) -> Option<Answer> {
         let allows = match approvals {
             Approvals::All => true,
-            // `dsh run` allows commands itself, from the call's kind.
+            // `Sandboxed` allows commands, reads and searches in
+            // `Ask::standing_answer`, from the call's kind.
             Approvals::Edits | Approvals::Never | Approvals::Sandboxed => false,
             Approvals::Client => return None,
         };

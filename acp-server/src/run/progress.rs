@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use dsh_protocol::tool::CommandLive;
 
-use super::{for_stream, stderr_line};
+use super::{for_stream, write_stderr_line};
 
 /// The longest partial line held for a command before it is shown anyway
 /// (a progress bar that never prints a newline).
@@ -23,6 +23,8 @@ pub(super) struct Progress {
     /// The spinner (a terminal without `NO_COLOR` or `CI`, and not
     /// `--quiet`).
     spinner: Option<indicatif::ProgressBar>,
+    /// stderr is a terminal.
+    terminal: bool,
     /// Show tool lines (not `--quiet`).
     tools: bool,
     /// Show commands' output (a terminal, not `--quiet`).
@@ -51,6 +53,7 @@ impl Progress {
         });
         Progress {
             spinner,
+            terminal,
             tools: !quiet,
             live: terminal && !quiet,
             partial: Mutex::new(HashMap::new()),
@@ -62,7 +65,7 @@ impl Progress {
         match &self.spinner {
             // The spinner is only shown on a terminal.
             Some(spinner) => spinner.println(for_stream(text, true)),
-            None => stderr_line(text),
+            None => write_stderr_line(text, self.terminal),
         }
     }
 

@@ -241,7 +241,7 @@ impl Session {
         }
         if web != web_before {
             // Its subagents leave (or may use) the web with it.
-            let value = if web { "on" } else { "off" };
+            let value = crate::settings::switch_value(web);
             self.tell_children(dsh_protocol::log::ConfigKey::Web, value);
         }
         Ok(event)

@@ -195,17 +195,13 @@ async fn run_in_client_terminal(
 
 /// The output as the editor shows it: the tail, in a code block.
 fn output_view(output: &str) -> ToolView {
-    ToolView::text(dsh_protocol::content::fenced(&tail(output, 8000), ""))
+    ToolView::text(dsh_protocol::content::fenced(
+        &dsh_protocol::content::tail_marked(output, 8000),
+        "",
+    ))
 }
 
 /// The last `max` bytes of `text`, cut on a character boundary.
-fn tail(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    format!("…{}", dsh_protocol::content::tail_bytes(text, max))
-}
-
 fn status_line(
     code: Option<i32>,
     signal: Option<&str>,

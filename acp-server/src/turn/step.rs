@@ -102,11 +102,11 @@ impl Reply {
         match next {
             Some(Ok(StreamEvent::TextDelta(text))) => {
                 self.text.push_str(&text);
-                unsent.push(Delta::Message(text, self.id.clone()));
+                unsent.push(text, false, &self.id);
             }
             Some(Ok(StreamEvent::ReasoningDelta(text))) => {
                 self.reasoning.push_str(&text);
-                unsent.push(Delta::Thought(text, self.id.clone()));
+                unsent.push(text, true, &self.id);
             }
             Some(Ok(StreamEvent::ToolCallDelta {
                 index,
@@ -138,11 +138,16 @@ impl Unsent {
         self.0.is_empty()
     }
 
-    fn push(&mut self, delta: Delta) {
-        match (self.0.last_mut(), delta) {
-            (Some(Delta::Message(merged, _)), Delta::Message(text, _))
-            | (Some(Delta::Thought(merged, _)), Delta::Thought(text, _)) => merged.push_str(&text),
-            (_, delta) => self.0.push(delta),
+    /// A text (`thought`: reasoning) delta of message `id`: merged into
+    /// the last one when it is of the same kind, so the id is copied once
+    /// per run of a kind, not once per chunk.
+    fn push(&mut self, text: String, thought: bool, id: &str) {
+        match (self.0.last_mut(), thought) {
+            (Some(Delta::Message(merged, _)), false) | (Some(Delta::Thought(merged, _)), true) => {
+                merged.push_str(&text);
+            }
+            (_, false) => self.0.push(Delta::Message(text, id.to_owned())),
+            (_, true) => self.0.push(Delta::Thought(text, id.to_owned())),
         }
     }
 

@@ -254,7 +254,10 @@ fn seed(child: &Session, parent: &Session, description: &str) -> Result<(), Agen
     ];
     // A child of a session whose web switch is off stays off the web.
     if !settings.web {
-        seed.push((ConfigKey::Web, "off".to_owned()));
+        seed.push((
+            ConfigKey::Web,
+            crate::settings::switch_value(false).to_owned(),
+        ));
     }
     let nobody = crate::frontend::Nobody;
     for (key, value) in seed {
