@@ -177,6 +177,10 @@ pub struct RawSession {
     /// its derived model history is dropped from memory (rebuilt from the
     /// log when next needed); 0 = never. Default 60.
     pub idle_evict_s: Option<u64>,
+    /// Bytes of model history all sessions of the process may hold in
+    /// memory; past it, the least recently active ones leave (rebuilt from
+    /// the log when next read), 0 = no limit. Default 32 MiB.
+    pub max_history_bytes: Option<u64>,
 }
 
 /// `[questions]`: the model's questions to the user.
@@ -227,6 +231,9 @@ pub struct Config {
     /// How long a session stays idle before its model history leaves
     /// memory (`None`: never).
     pub idle_evict: Option<Duration>,
+    /// Bytes of model history the sessions may hold in memory (`None`: no
+    /// limit).
+    pub max_history_bytes: Option<u64>,
     /// Language servers.
     pub lsp: dsh_lsp_bridge::BridgeSettings,
     /// How children are started (environment scrubbing, command guard).
@@ -445,6 +452,10 @@ impl Config {
                 0 => None,
                 seconds => Some(Duration::from_secs(seconds)),
             },
+            max_history_bytes: match raw.session.max_history_bytes.unwrap_or(32 << 20) {
+                0 => None,
+                bytes => Some(bytes),
+            },
             lsp: raw.lsp,
             spawner: dsh_process::Spawner::new(env_policy),
             protected,
@@ -611,6 +622,15 @@ mod tests {
             Some(Duration::from_secs(5))
         );
         assert_eq!(config("[session]\nidle_evict_s = 0\n").idle_evict, None);
+        assert_eq!(config("").max_history_bytes, Some(32 << 20));
+        assert_eq!(
+            config("[session]\nmax_history_bytes = 1000\n").max_history_bytes,
+            Some(1000)
+        );
+        assert_eq!(
+            config("[session]\nmax_history_bytes = 0\n").max_history_bytes,
+            None
+        );
     }
 
     #[test]

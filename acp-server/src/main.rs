@@ -260,6 +260,8 @@ where
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = ExitCode>,
 {
+    // Before any thread: one arena for all (see the function).
+    dsh_process::one_malloc_arena();
     init_tracing(log);
     // Many connections, language servers and logs: use the hard limit on
     // descriptors (children get the inherited one back).

@@ -348,6 +348,26 @@ pub(crate) fn inherited_fd_limit() -> Option<u64> {
     Some(INHERITED_NOFILE.load(std::sync::atomic::Ordering::Relaxed)).filter(|soft| *soft > 0)
 }
 
+/// Makes every thread allocate from glibc's one main arena. glibc gives
+/// threads arenas of their own (up to eight per core), and memory freed in
+/// one is reused only by the threads of that arena: a history folded again
+/// on a blocking thread, dropped later from the runtime's, left its pages
+/// to an arena nobody allocated from, and with sessions turning nonstop
+/// over the history budget RSS rose from 62 to 94–136 MB in four minutes
+/// where one arena stays at 60–68 MB (`dsh-bench soak`, docs/testing.md).
+/// dsh's own threads are few (the runtime's one, the stdout writer, the
+/// blocking pool), so they seldom wait for the arena's lock. Call it
+/// before any thread starts.
+pub fn one_malloc_arena() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[allow(unsafe_code)]
+    // SAFETY: mallopt takes two integers and changes glibc's own settings
+    // under its lock; no pointer is passed.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+    }
+}
+
 /// Returns the allocator's free pages to the system. glibc keeps what a
 /// closed session's history freed inside its arenas, so RSS would stay at
 /// its peak for the life of the process; `malloc_trim` releases every

@@ -59,17 +59,21 @@ impl ChatMessage {
     /// A rough count of the tokens this message puts in the context window
     /// (four bytes a token; an image about a thousand).
     pub fn estimated_tokens(&self) -> u64 {
-        let bytes = match self {
+        (self.sum_bytes(|_| 4000) / 4) as u64
+    }
+
+    /// The bytes of text it holds (an image's data included): what it
+    /// costs in memory, give or take its bookkeeping.
+    pub fn bytes(&self) -> usize {
+        self.sum_bytes(str::len)
+    }
+
+    /// Its texts' lengths, with `image` for an image's data (a link
+    /// counts 64).
+    fn sum_bytes(&self, image: impl Fn(&str) -> usize) -> usize {
+        match self {
             ChatMessage::System(text) => text.len(),
-            ChatMessage::User(content) => content
-                .iter()
-                .map(|block| match block {
-                    UserContent::Text { text } => text.len(),
-                    UserContent::Resource { text, .. } => text.len(),
-                    UserContent::Image { .. } => 4000,
-                    _ => 64,
-                })
-                .sum(),
+            ChatMessage::User(content) => blocks_bytes(content, image),
             ChatMessage::Assistant {
                 text,
                 reasoning,
@@ -83,9 +87,22 @@ impl ChatMessage {
                         .sum::<usize>()
             }
             ChatMessage::Tool { content, .. } => content.len(),
-        };
-        (bytes / 4) as u64
+        }
     }
+}
+
+/// The bytes of text of a prompt's blocks, with `image` for an image's
+/// data (a link counts 64).
+pub fn blocks_bytes(content: &[UserContent], image: impl Fn(&str) -> usize) -> usize {
+    content
+        .iter()
+        .map(|block| match block {
+            UserContent::Text { text } => text.len(),
+            UserContent::Resource { text, .. } => text.len(),
+            UserContent::Image { data, .. } => image(data),
+            _ => 64,
+        })
+        .sum()
 }
 
 /// Token usage of one model call. Buckets are disjoint: `input_tokens`

@@ -5,7 +5,7 @@
 //! readers do not notice.
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dsh_acp_server::agent::Agent;
@@ -13,12 +13,24 @@ use dsh_acp_server::config::{Config, RawConfig};
 use dsh_acp_server::model::replay::{ReplayProvider, Requests};
 use dsh_acp_server::model::script::ScriptEntry;
 use dsh_acp_server::model::{Provider, ProviderKind};
+use dsh_acp_server::session::Session;
 use serde_json::json;
 
 use crate::{settled, Recorder, World};
 
 /// A world whose scripted model records the body of every request.
 fn recording(config: &str, script: &[serde_json::Value]) -> (World, Requests) {
+    let (world, requests, _) = evicting(config, script);
+    (world, requests)
+}
+
+/// The sessions whose histories leave memory after every request is sent,
+/// before its reply streams.
+type Evicting = Arc<Mutex<Vec<Arc<Session>>>>;
+
+/// [`recording`], where the sessions put in the [`Evicting`] lose their
+/// history after every request — mid-turn, as the budget may do it.
+fn evicting(config: &str, script: &[serde_json::Value]) -> (World, Requests, Evicting) {
     let home = tempfile::tempdir().unwrap();
     let workspace = tempfile::tempdir().unwrap();
     std::fs::write(workspace.path().join("hello.txt"), "hello\n").unwrap();
@@ -31,13 +43,21 @@ fn recording(config: &str, script: &[serde_json::Value]) -> (World, Requests) {
         .iter()
         .map(|entry| serde_json::from_value::<ScriptEntry>(entry.clone()).unwrap())
         .collect();
-    let (provider, requests) = ReplayProvider::new(entries).recording();
+    let requests = Requests::default();
+    let evicting = Evicting::default();
+    let (kept, evicted) = (requests.clone(), evicting.clone());
+    let provider = ReplayProvider::new(entries).observed(move |body| {
+        kept.lock().unwrap().push(body);
+        for session in evicted.lock().unwrap().iter() {
+            session.evict_history();
+        }
+    });
     let world = World {
         agent: Agent::with_provider(config, Provider::Replay(provider)),
         home,
         workspace,
     };
-    (world, requests)
+    (world, requests, evicting)
 }
 
 fn call(id: &str, name: &str, args: serde_json::Value) -> serde_json::Value {
@@ -84,6 +104,17 @@ fn turns() -> Vec<(&'static str, Vec<serde_json::Value>)> {
         ),
         ("And now?", vec![reply("Still here.")]),
     ]
+}
+
+/// [`bodies`], the world's workspace path written `<cwd>` (two worlds'
+/// requests compare equal).
+fn bodies_in(world: &World, requests: &Requests) -> Vec<String> {
+    let cwd = world.cwd().display().to_string();
+    let raw = world.workspace.path().display().to_string();
+    bodies(requests)
+        .into_iter()
+        .map(|body| body.replace(&cwd, "<cwd>").replace(&raw, "<cwd>"))
+        .collect()
 }
 
 fn bodies(requests: &Requests) -> Vec<String> {
@@ -310,4 +341,96 @@ async fn load_and_the_log_readers_work_on_an_evicted_session() {
     world.agent.close_session(&session).await.unwrap();
     let (_, reloaded) = world.load(&session).await;
     assert_eq!(settled(&reloaded), settled(&before));
+}
+
+#[tokio::test]
+async fn a_history_evicted_mid_turn_is_rebuilt_for_the_next_request() {
+    // The same turns as above, the history dropped after every request is
+    // sent: the reply, the tool results and the compaction's summary are
+    // recorded while it is out of memory, and every next request of the
+    // turn folds it again from the log — byte for byte what it would have
+    // been.
+    let mut sent = Vec::new();
+    for evict in [false, true] {
+        let script: Vec<serde_json::Value> = turns()
+            .into_iter()
+            .flat_map(|(_, answers)| answers)
+            .collect();
+        let (world, requests, evicting) = evicting("", &script);
+        let session = world.session().await;
+        let live = world.agent.session(&session).unwrap();
+        if evict {
+            evicting.lock().unwrap().push(live.clone());
+        }
+        let out = Recorder::default();
+        world
+            .agent
+            .set_config_option(&session, "mode", "full-access", &out)
+            .unwrap();
+        for (prompt, _) in turns() {
+            world.prompt(&session, prompt, &out).await;
+        }
+        // Dropped after the last request, and nothing has read it since.
+        assert_eq!(live.history_evicted(), evict);
+        sent.push(bodies_in(&world, &requests));
+    }
+    assert_eq!(sent[0].len(), 8);
+    for (without, with) in sent[0].iter().zip(&sent[1]) {
+        assert_eq!(
+            without, with,
+            "the request after a mid-turn eviction differs"
+        );
+    }
+    assert_eq!(sent[0], sent[1]);
+}
+
+#[tokio::test]
+async fn over_the_budget_the_least_recently_active_histories_leave() {
+    // Three sessions of about 2,000 bytes each under a budget of 5,600:
+    // the third one's reply puts the process over it, and the next read (the
+    // first session's request) drops the least recently active other
+    // history — the second's — which brings it under three quarters of the
+    // budget, so the third's stays. The model is sent what it would have
+    // been sent without a budget.
+    let long = "x".repeat(2000);
+    let mut sent = Vec::new();
+    for budget in ["max_history_bytes = 0", "max_history_bytes = 5600"] {
+        let script: Vec<serde_json::Value> = (0..5).map(|_| reply(&long)).collect();
+        let (world, requests) = recording(&format!("[session]\n{budget}\n"), &script);
+        let out = Recorder::default();
+        let mut sessions = Vec::new();
+        for name in ["A", "B", "C"] {
+            let session = world.session().await;
+            assert_eq!(world.prompt(&session, name, &out).await, "EndTurn");
+            sessions.push(session);
+        }
+        let live = |index: usize| world.agent.session(&sessions[index]).unwrap();
+        assert!((0..3).all(|index| !live(index).history_evicted()));
+        assert_eq!(world.prompt(&sessions[0], "A again", &out).await, "EndTurn");
+        let limited = budget.ends_with("5600");
+        assert!(!live(0).history_evicted());
+        assert_eq!(live(1).history_evicted(), limited);
+        assert!(!live(2).history_evicted());
+        // The second session's next request folds it again; now the third
+        // is the least recently active.
+        assert_eq!(world.prompt(&sessions[1], "B again", &out).await, "EndTurn");
+        assert!(!live(1).history_evicted());
+        assert_eq!(live(2).history_evicted(), limited);
+        let held: usize = (0..3)
+            .filter(|index| !live(*index).history_evicted())
+            .map(|index| {
+                live(index)
+                    .history()
+                    .iter()
+                    .map(|m| m.bytes())
+                    .sum::<usize>()
+            })
+            .sum();
+        if limited {
+            assert!(held <= 5600, "{held} bytes held");
+        }
+        sent.push(bodies_in(&world, &requests));
+    }
+    assert_eq!(sent[0].len(), 5);
+    assert_eq!(sent[0], sent[1]);
 }

@@ -10,17 +10,17 @@
 
 mod fork;
 mod listing;
+mod memory;
 
 pub use listing::{SessionListing, SessionPage};
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use dsh_protocol::log::{EventData, StopReason};
-use dsh_protocol::model::ChatMessage;
 use dsh_protocol::{SessionId, UserContent};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -41,9 +41,6 @@ use dsh_protocol::Mode;
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
 /// How long shutdown waits for every session, all together.
 const SHUTDOWN_BUDGET: Duration = Duration::from_secs(2);
-
-/// How often turns give free memory back to the system, at most.
-const GIVE_BACK_EVERY: Duration = Duration::from_secs(20);
 
 /// A submitted prompt ([`Agent::submit`]).
 pub struct Submitted {
@@ -84,6 +81,8 @@ pub struct Agent {
     me: std::sync::Weak<Agent>,
     /// That task was started (with the first session).
     sweeping: std::sync::atomic::AtomicBool,
+    /// The budget for its sessions' histories in memory.
+    residency: Arc<crate::session::Residency>,
 }
 
 impl Agent {
@@ -133,6 +132,7 @@ impl Agent {
     ) -> Arc<Agent> {
         Arc::new_cyclic(|me| Agent {
             store: SessionStore::new(config.sessions_dir()),
+            residency: crate::session::Residency::new(config.max_history_bytes),
             config,
             config_error,
             provider,
@@ -250,6 +250,7 @@ impl Agent {
             SessionState::new(&self.config.choices),
             log,
             &self.shutdown,
+            &self.residency,
         );
         self.track(&session);
         Ok(self.opened(session, mcp).await)
@@ -313,58 +314,16 @@ impl Agent {
             }
             Err(err) => return Err(err),
         };
-        let session = Session::new(self.config.clone(), header, state, log, &self.shutdown);
+        let session = Session::new(
+            self.config.clone(),
+            header,
+            state,
+            log,
+            &self.shutdown,
+            &self.residency,
+        );
         self.track(&session);
         Ok(session)
-    }
-
-    /// A session is live here from now on; the first one starts the task
-    /// that evicts idle sessions' histories (`[session] idle_evict_s`).
-    fn track(&self, session: &Arc<Session>) {
-        self.sessions().insert(session.id.clone(), session.clone());
-        let Some(idle) = self.config.idle_evict else {
-            return;
-        };
-        if self
-            .sweeping
-            .swap(true, std::sync::atomic::Ordering::Relaxed)
-        {
-            return;
-        }
-        let (agent, stop) = (self.me.clone(), self.shutdown.clone());
-        let every = (idle / 4).clamp(Duration::from_secs(1), Duration::from_secs(15));
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(every);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tokio::select! {
-                    () = stop.cancelled() => return,
-                    _ = tick.tick() => {}
-                }
-                let Some(agent) = agent.upgrade() else {
-                    return;
-                };
-                agent.evict_idle(idle);
-            }
-        });
-    }
-
-    /// Drops from memory the model history of every live session idle for
-    /// `idle` or longer (no turn, no running background job, nothing
-    /// recorded): the next prompt folds it again from the log. The
-    /// eviction task calls it every `idle / 4` (1–15 s); tests call it to
-    /// force an eviction. How many histories were dropped.
-    pub fn evict_idle(&self, idle: Duration) -> usize {
-        let sessions: Vec<Arc<Session>> = self.sessions().values().cloned().collect();
-        let evicted = sessions
-            .iter()
-            .filter(|session| session.evict_idle_history(idle))
-            .count();
-        if evicted > 0 {
-            tracing::debug!(evicted, "idle sessions' histories evicted");
-            self.give_back_memory(true);
-        }
-        evicted
     }
 
     /// A session already open here: replayed from its log for a load
@@ -487,23 +446,6 @@ impl Agent {
         drop(session);
         self.give_back_memory(true);
         Ok(())
-    }
-
-    /// Gives the allocator's free pages back to the system, on a blocking
-    /// thread: when a session closed, and at most every
-    /// [`GIVE_BACK_EVERY`] after turns (what a turn frees — request
-    /// bodies, tool output — would otherwise stay in the process).
-    fn give_back_memory(&self, now: bool) {
-        let mut last = self
-            .gave_back
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if !now && last.elapsed() < GIVE_BACK_EVERY {
-            return;
-        }
-        *last = Instant::now();
-        drop(last);
-        tokio::task::spawn_blocking(dsh_process::give_back_free_memory);
     }
 
     /// `session/delete`: closes the session if open and removes its log
@@ -740,17 +682,6 @@ impl Agent {
         {
             tracing::warn!("sessions did not all stop within {SHUTDOWN_BUDGET:?} of shutdown");
         }
-    }
-
-    /// The model history a new request would carry (for tests and tools;
-    /// an evicted one is folded again from the log first).
-    ///
-    /// # Errors
-    /// The session is not open, or its log cannot be read.
-    pub async fn history(&self, id: &str) -> Result<Vec<ChatMessage>, AgentError> {
-        let session = self.session(id)?;
-        session.resident_history().await?;
-        Ok(session.history())
     }
 }
 

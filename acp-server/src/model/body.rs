@@ -1,10 +1,16 @@
 //! The JSON body of a chat-completions request, serialized straight from
-//! the session's history: no JSON tree is built and no message is copied,
-//! so a request over a long conversation costs the bytes it sends and
-//! nothing more (a `serde_json::Value` of it was two more copies of the
-//! whole history per model call).
+//! the session's history: no JSON tree is built and no message is copied.
+//! An HTTP request sends it as it is written, a piece of about 64 KiB at a
+//! time ([`RequestBody::into_pieces`]), so a request over a long
+//! conversation never holds a second copy of it: twenty sessions sending
+//! at once held twenty serialized conversations before (a `serde_json::
+//! Value` of each, earlier, two more). Its length is counted first (one
+//! pass that writes nothing), so the request has a `Content-Length`, as
+//! every OpenAI-compatible server accepts.
 
 use std::fmt::{self, Display};
+use std::io::Write;
+use std::sync::Arc;
 
 use dsh_protocol::model::{ChatMessage, ToolCallRequest};
 use dsh_protocol::UserContent;
@@ -15,28 +21,154 @@ use super::ProviderKind;
 use super::{ModelRequest, ToolSchema};
 use dsh_protocol::model::ThoughtLevel;
 
-/// Serializes the body of one request.
+/// Serializes the body of one request at once (the scripted provider and
+/// the tests keep it).
 ///
 /// # Errors
 /// Never in practice (every value is a string, number or JSON value); a
 /// failure is reported rather than assumed away.
 pub fn request_body(request: &ModelRequest, kind: ProviderKind) -> serde_json::Result<Vec<u8>> {
-    serde_json::to_vec(&Body { request, kind })
+    RequestBody::new(request, kind)?.to_vec()
 }
 
-struct Body<'a> {
+/// One request's body: its opening and its end written out (the model,
+/// the system prompt, the tools), the conversation between them shared
+/// with the history and written as it is sent.
+pub struct RequestBody {
+    /// `{"model":…,"messages":[` and the system message, if any.
+    head: Vec<u8>,
+    messages: Vec<Arc<ChatMessage>>,
+    /// A comma comes before the first message (the head ends in one).
+    after_system: bool,
+    deepseek: bool,
+    images: bool,
+    /// `]`, then the rest of the object.
+    tail: Vec<u8>,
+}
+
+/// How much [`RequestBody::into_pieces`] puts in one piece, at least.
+const PIECE: usize = 64 * 1024;
+
+impl RequestBody {
+    /// # Errors
+    /// As [`request_body`].
+    pub fn new(request: &ModelRequest, kind: ProviderKind) -> serde_json::Result<RequestBody> {
+        let deepseek = kind == ProviderKind::Deepseek;
+        let mut head = br#"{"model":"#.to_vec();
+        serde_json::to_writer(&mut head, &request.model.id)?;
+        head.extend_from_slice(br#","messages":["#);
+        let after_system = !request.system.is_empty();
+        if after_system {
+            serde_json::to_writer(
+                &mut head,
+                &Wire::System {
+                    content: &request.system,
+                },
+            )?;
+        }
+        // The rest of the object, as a map of its own whose `{` becomes
+        // the comma after the messages.
+        let mut tail = b"]".to_vec();
+        serde_json::to_writer(&mut tail, &Rest { request, kind })?;
+        tail[1] = b',';
+        Ok(RequestBody {
+            head,
+            messages: request.messages.clone(),
+            after_system,
+            deepseek,
+            images: request.model.images,
+            tail,
+        })
+    }
+
+    /// The body's length in bytes (a pass that writes nothing).
+    ///
+    /// # Errors
+    /// As [`request_body`].
+    pub fn content_length(&self) -> serde_json::Result<u64> {
+        let mut count = Count(0);
+        for index in 0..self.messages.len() {
+            self.write_message(index, &mut count)?;
+        }
+        Ok((self.head.len() + self.tail.len()) as u64 + count.0)
+    }
+
+    /// The whole body.
+    ///
+    /// # Errors
+    /// As [`request_body`].
+    pub fn to_vec(self) -> serde_json::Result<Vec<u8>> {
+        let mut body = Vec::with_capacity(self.head.len() + self.tail.len());
+        for piece in self.into_pieces() {
+            body.extend_from_slice(&piece?);
+        }
+        Ok(body)
+    }
+
+    /// The body in pieces of at least 64 KiB (but the last), each written
+    /// when it is asked for.
+    pub fn into_pieces(mut self) -> impl Iterator<Item = serde_json::Result<Vec<u8>>> + Send {
+        let mut head = Some(std::mem::take(&mut self.head));
+        let mut next = 0;
+        let mut done = false;
+        std::iter::from_fn(move || {
+            if done {
+                return None;
+            }
+            let mut piece = head.take().unwrap_or_default();
+            while piece.len() < PIECE && next < self.messages.len() {
+                if let Err(err) = self.write_message(next, &mut piece) {
+                    done = true;
+                    return Some(Err(err));
+                }
+                next += 1;
+            }
+            if next == self.messages.len() {
+                piece.extend_from_slice(&self.tail);
+                done = true;
+            }
+            Some(Ok(piece))
+        })
+    }
+
+    /// Message `index`, with the comma before it.
+    fn write_message(&self, index: usize, out: &mut impl Write) -> serde_json::Result<()> {
+        if index > 0 || self.after_system {
+            out.write_all(b",").map_err(serde_json::Error::io)?;
+        }
+        serde_json::to_writer(
+            out,
+            &wire(&self.messages[index], self.deepseek, self.images),
+        )
+    }
+}
+
+/// A writer that only counts.
+struct Count(u64);
+
+impl Write for Count {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0 += bytes.len() as u64;
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Every field of the body after the messages.
+struct Rest<'a> {
     request: &'a ModelRequest,
     kind: ProviderKind,
 }
 
-impl Serialize for Body<'_> {
+impl Serialize for Rest<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let request = self.request;
         let deepseek = self.kind == ProviderKind::Deepseek;
         let thinking = request.thought_level != ThoughtLevel::Off;
         let mut map = serializer.serialize_map(None)?;
-        map.serialize_entry("model", &request.model.id)?;
-        map.serialize_entry("messages", &Messages { request, deepseek })?;
         map.serialize_entry("stream", &true)?;
         map.serialize_entry(
             "stream_options",
@@ -103,53 +235,32 @@ impl Serialize for Tools<'_> {
     }
 }
 
-struct Messages<'a> {
-    request: &'a ModelRequest,
-    deepseek: bool,
-}
-
-impl Serialize for Messages<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let request = self.request;
-        let mut seq = serializer.serialize_seq(None)?;
-        if !request.system.is_empty() {
-            seq.serialize_element(&Wire::System {
-                content: &request.system,
-            })?;
-        }
-        for message in &request.messages {
-            seq.serialize_element(&match &**message {
-                ChatMessage::System(text) => Wire::System { content: text },
-                ChatMessage::User(content) => Wire::User {
-                    content: User {
-                        content,
-                        images: request.model.images,
-                    },
-                },
-                ChatMessage::Assistant {
-                    text,
-                    reasoning,
-                    tool_calls,
-                } => Wire::Assistant {
-                    content: text,
-                    tool_calls: (!tool_calls.is_empty()).then_some(Calls(tool_calls)),
-                    // DeepSeek wants its reasoning back on tool turns only.
-                    reasoning_content: (self.deepseek
-                        && !tool_calls.is_empty()
-                        && !reasoning.is_empty())
-                    .then_some(reasoning.as_str()),
-                },
-                ChatMessage::Tool { call_id, content } => Wire::Tool {
-                    tool_call_id: call_id,
-                    content: if content.is_empty() {
-                        "(no output)"
-                    } else {
-                        content
-                    },
-                },
-            })?;
-        }
-        seq.end()
+/// A message as the provider reads it.
+fn wire(message: &ChatMessage, deepseek: bool, images: bool) -> Wire<'_> {
+    match message {
+        ChatMessage::System(text) => Wire::System { content: text },
+        ChatMessage::User(content) => Wire::User {
+            content: User { content, images },
+        },
+        ChatMessage::Assistant {
+            text,
+            reasoning,
+            tool_calls,
+        } => Wire::Assistant {
+            content: text,
+            tool_calls: (!tool_calls.is_empty()).then_some(Calls(tool_calls)),
+            // DeepSeek wants its reasoning back on tool turns only.
+            reasoning_content: (deepseek && !tool_calls.is_empty() && !reasoning.is_empty())
+                .then_some(reasoning.as_str()),
+        },
+        ChatMessage::Tool { call_id, content } => Wire::Tool {
+            tool_call_id: call_id,
+            content: if content.is_empty() {
+                "(no output)"
+            } else {
+                content
+            },
+        },
     }
 }
 
@@ -375,6 +486,44 @@ mod tests {
             .collect(),
             tools: vec![],
             session_id: "s".into(),
+        }
+    }
+
+    /// The pieces an HTTP request sends make the same body, of the length
+    /// its `Content-Length` says: in pieces of at least 64 KiB for a long
+    /// conversation, one piece for a short one, with or without a system
+    /// prompt.
+    #[test]
+    fn the_body_in_pieces_is_the_body_and_its_length_is_counted() {
+        let mut long = request(ThoughtLevel::High);
+        let text = "line with \"quotes\" and \\ slashes\n".repeat(2000);
+        for _ in 0..8 {
+            long.messages.push(Arc::new(ChatMessage::Tool {
+                call_id: "c".into(),
+                content: text.clone(),
+            }));
+        }
+        let mut without_system = request(ThoughtLevel::Off);
+        without_system.system.clear();
+        for (request, pieces_at_least) in [
+            (long, 2),
+            (request(ThoughtLevel::Max), 1),
+            (without_system, 1),
+        ] {
+            let whole = request_body(&request, ProviderKind::Deepseek).unwrap();
+            let body = RequestBody::new(&request, ProviderKind::Deepseek).unwrap();
+            assert_eq!(body.content_length().unwrap(), whole.len() as u64);
+            let pieces: Vec<Vec<u8>> = body.into_pieces().map(Result::unwrap).collect();
+            assert!(pieces.len() >= pieces_at_least, "{} pieces", pieces.len());
+            for piece in &pieces[..pieces.len() - 1] {
+                assert!(piece.len() >= PIECE, "{}", piece.len());
+            }
+            assert_eq!(pieces.concat(), whole);
+            let parsed: serde_json::Value = serde_json::from_slice(&whole).unwrap();
+            let messages = parsed["messages"].as_array().unwrap();
+            let system = usize::from(!request.system.is_empty());
+            assert_eq!(messages.len(), request.messages.len() + system);
+            assert_eq!(parsed["stream"], true);
         }
     }
 

@@ -76,12 +76,24 @@ impl HttpProvider {
             ),
         };
         let url = format!("{}/chat/completions", self.settings.base_url);
-        let body = super::body::request_body(request, self.settings.provider).map_err(|err| {
+        let unserializable = |err: serde_json::Error| {
             ModelError::new(
                 ErrorCode::Internal,
                 format!("cannot serialize the model request: {err}"),
             )
-        })?;
+        };
+        // Written as it is sent (see `body`): the conversation is not
+        // copied into the request. reqwest cannot replay such a body for
+        // its own retries (an HTTP/2 stream refused, a 307/308): those
+        // come back as transport errors, which `start_with_retry` retries
+        // with a new body (a retry the log shows).
+        let body = super::body::RequestBody::new(request, self.settings.provider)
+            .map_err(unserializable)?;
+        let length = body.content_length().map_err(unserializable)?;
+        let body = reqwest::Body::wrap_stream(futures::stream::iter(
+            body.into_pieces()
+                .map(|piece| piece.map(bytes::Bytes::from)),
+        ));
         let mut post = self.client()?.post(&url);
         if let Some(key) = &key {
             post = post.bearer_auth(key);
@@ -94,6 +106,7 @@ impl HttpProvider {
         tracing::debug!(%url, model = %request.model.id, messages = request.messages.len(), tools = request.tools.len(), "model request");
         let send = post
             .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header(reqwest::header::CONTENT_LENGTH, length)
             .body(body)
             .send();
         let response = match tokio::time::timeout(self.settings.request_timeout, send).await {

@@ -16,9 +16,12 @@ use super::{EventStream, ModelError, ModelRequest};
 /// Plays script entries in order, one per model call, across all sessions.
 pub struct ReplayProvider {
     entries: Mutex<VecDeque<ScriptEntry>>,
-    /// Where the body of every request goes, when recording.
-    requests: Option<Requests>,
+    /// What is told the body of every request, when observed.
+    observer: Option<Observer>,
 }
+
+/// Told the body of each request a provider is sent, before it answers.
+type Observer = Box<dyn Fn(Vec<u8>) + Send + Sync>;
 
 /// The bodies of the requests a recording provider was sent, in order, as
 /// the `deepseek` dialect serializes them (the bytes an HTTP provider
@@ -30,7 +33,7 @@ impl ReplayProvider {
     pub fn new(entries: Vec<ScriptEntry>) -> Self {
         ReplayProvider {
             entries: Mutex::new(entries.into()),
-            requests: None,
+            observer: None,
         }
     }
 
@@ -38,11 +41,23 @@ impl ReplayProvider {
     /// (tests compare what the model was sent).
     pub fn recording(self) -> (Self, Requests) {
         let requests = Requests::default();
-        let provider = ReplayProvider {
-            requests: Some(requests.clone()),
-            ..self
-        };
+        let kept = requests.clone();
+        let provider = self.observed(move |body| {
+            kept.lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .push(body);
+        });
         (provider, requests)
+    }
+
+    /// The same provider, telling `observe` the body of every request it
+    /// is sent before it answers (tests act between a request and its
+    /// reply).
+    pub fn observed(self, observe: impl Fn(Vec<u8>) + Send + Sync + 'static) -> Self {
+        ReplayProvider {
+            observer: Some(Box::new(observe)),
+            ..self
+        }
     }
 
     /// Loads a JSONL script.
@@ -58,13 +73,10 @@ impl ReplayProvider {
     }
 
     pub(super) async fn start(&self, request: &ModelRequest) -> Result<EventStream, ModelError> {
-        if let Some(requests) = &self.requests {
+        if let Some(observe) = &self.observer {
             let body = super::body::request_body(request, super::ProviderKind::Deepseek)
                 .map_err(|err| ModelError::new(ErrorCode::Internal, err.to_string()))?;
-            requests
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .push(body);
+            observe(body);
         }
         let entry = self
             .entries

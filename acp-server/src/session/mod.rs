@@ -6,12 +6,14 @@
 pub(crate) mod extensions;
 pub(crate) mod fork;
 mod inbox;
+mod residency;
 #[cfg(test)]
 pub(crate) mod scratch;
 pub(crate) mod state;
 
 pub(crate) use inbox::Joined;
 pub use inbox::{Admission, PromptDelivery, Waited, Waiting, LIMIT as QUEUE_LIMIT};
+pub(crate) use residency::Residency;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -74,6 +76,8 @@ pub struct Session {
     mcp: Mutex<Option<Arc<crate::mcp::McpHub>>>,
     /// Where its log is read from (an evicted history is rebuilt from it).
     store: SessionStore,
+    /// The process's budget for histories in memory.
+    residency: Arc<Residency>,
     locked: Mutex<Locked>,
     turn_lock: Arc<tokio::sync::Mutex<()>>,
     turn_cancel: Mutex<Option<CancellationToken>>,
@@ -139,6 +143,7 @@ impl Session {
         state: SessionState,
         log: LogWriter,
         parent: &CancellationToken,
+        residency: &Arc<Residency>,
     ) -> Arc<Session> {
         let roots = crate::tools::canonical_roots(&header.cwd, &header.roots);
         let spill_dir = config.home.join("spill").join(header.id.as_str());
@@ -149,7 +154,7 @@ impl Session {
             home.join("skills"),
             home.join("commands"),
         ];
-        Arc::new_cyclic(|me| Session {
+        let session = Arc::new_cyclic(|me| Session {
             id: header.id.clone(),
             roots,
             jobs: crate::jobs::Jobs::new(config.jobs.clone(), spill_dir.clone()),
@@ -160,6 +165,7 @@ impl Session {
             bridge: std::sync::OnceLock::new(),
             mcp: Mutex::new(None),
             store,
+            residency: residency.clone(),
             header,
             locked: Mutex::new(Locked {
                 log: Some(log),
@@ -177,7 +183,15 @@ impl Session {
             borrowed_servers: std::sync::atomic::AtomicBool::new(false),
             children: Mutex::default(),
             home_readable,
-        })
+        });
+        residency.enter(&session);
+        session
+    }
+
+    /// The process's budget for histories in memory (a subagent shares
+    /// its parent's).
+    pub(crate) fn residency(&self) -> &Arc<Residency> {
+        &self.residency
     }
 
     /// `child` is a subagent of this session: while it lives, every change
@@ -367,25 +381,45 @@ impl Session {
 
     /// The conversation the next model request would carry. An evicted
     /// history is rebuilt first, reading the log here (blocking: for tests
-    /// and diagnostics; a turn uses [`Self::resident_history`]).
+    /// and diagnostics; a turn uses [`Self::resident`]).
     pub fn history(&self) -> Vec<ChatMessage> {
-        if let Err(err) = self.rebuild_history() {
-            tracing::warn!(session = %self.id, %err, "the history cannot be rebuilt from the log");
-        }
-        let messages = self.locked().state.history.messages();
+        let messages = loop {
+            if let Err(err) = self.rebuild_history() {
+                tracing::warn!(session = %self.id, %err, "the history cannot be rebuilt from the log");
+                return Vec::new();
+            }
+            // Another session's budget may have dropped it meanwhile.
+            let locked = self.locked();
+            if !locked.state.evicted() {
+                break locked.state.history.messages();
+            }
+        };
         messages.into_iter().map(Arc::unwrap_or_clone).collect()
     }
 
     /// Whether the session's model history is out of memory now (evicted
-    /// while idle; the next prompt folds it again from the log).
+    /// while idle or for the budget; its next reader folds it again from
+    /// the log).
     pub fn history_evicted(&self) -> bool {
         self.locked().state.evicted()
+    }
+
+    /// Drops the model history from memory now, whatever the session is
+    /// doing — what the budget does to the least recently active ones
+    /// (tests force it with this). Whether it was in memory.
+    pub fn evict_history(&self) -> bool {
+        let mut locked = self.locked();
+        if locked.log.is_none() || locked.state.evicted() {
+            return false;
+        }
+        locked.state.evict_history();
+        true
     }
 
     /// Drops the session's model history from memory if the session has
     /// been idle for `idle`: no turn runs (none can start meanwhile: the
     /// turn lock is held), no background job runs, nothing was recorded
-    /// since. The log stays the truth; [`Self::resident_history`] folds
+    /// since. The log stays the truth; [`Self::resident`] folds
     /// it again. Whether it was dropped now.
     pub(crate) fn evict_idle_history(&self, idle: std::time::Duration) -> bool {
         // No turn starts while the inbox is held.
@@ -404,20 +438,37 @@ impl Session {
         true
     }
 
-    /// Makes sure the model history is in memory: an evicted one is
-    /// folded again from the log on a blocking thread. A turn calls it
-    /// first (it holds the turn lock, so the history stays until it ends).
+    /// The state with the model history in memory, under the session's
+    /// lock (never hold it across an await): an evicted history is folded
+    /// again from the log on a blocking thread first, then the process is
+    /// kept within its history budget (other sessions' histories may
+    /// leave; see [`residency`]). Every reader of the history goes through
+    /// here, so an eviction — idle, or for the budget mid-turn — can fall
+    /// between two reads, never under one.
     ///
     /// # Errors
     /// The session is closed, or its log cannot be read.
-    pub(crate) async fn resident_history(self: &Arc<Self>) -> Result<(), AgentError> {
-        if !self.locked().state.evicted() {
-            return Ok(());
+    pub(crate) async fn resident(self: &Arc<Self>) -> Result<MutexGuard<'_, Locked>, AgentError> {
+        loop {
+            if self.locked().state.evicted() {
+                let turn = self.residency.rebuilding().await;
+                let session = self.clone();
+                tokio::task::spawn_blocking(move || {
+                    let _turn = turn;
+                    session.rebuild_history()
+                })
+                .await
+                .map_err(|err| AgentError::bug("rebuilding the history", &err))??;
+                // Room is made before the next one is built.
+                self.residency.settle(self);
+            } else {
+                self.residency.settle(self);
+            }
+            let locked = self.locked();
+            if !locked.state.evicted() {
+                return Ok(locked);
+            }
         }
-        let session = self.clone();
-        tokio::task::spawn_blocking(move || session.rebuild_history())
-            .await
-            .map_err(|err| AgentError::bug("rebuilding the history", &err))?
     }
 
     /// Folds an evicted history again from the log as far as it is written
@@ -445,6 +496,9 @@ impl Session {
             }
             if locked.log.as_ref().map(LogWriter::last_seq) == Some(last_seq) {
                 locked.state.restore_history(history);
+                // In use now: not the first to leave for the budget (nor
+                // for the idle sweep, which waits `idle_evict_s` again).
+                locked.active_at = std::time::Instant::now();
                 tracing::debug!(session = %self.id, events = last_seq, ms = started.elapsed().as_secs_f64() * 1000.0, "history rebuilt from the log");
                 return Ok(());
             }

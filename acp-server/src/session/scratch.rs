@@ -53,6 +53,7 @@ impl Scratch {
             SessionState::new(&config.choices),
             log,
             &CancellationToken::new(),
+            &crate::session::Residency::new(config.max_history_bytes),
         );
         Scratch {
             _home: home,

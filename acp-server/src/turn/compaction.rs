@@ -22,7 +22,7 @@ impl Turn<'_> {
         if !self.config.compaction.auto {
             return Ok(());
         }
-        let (policy, window, used) = self.pressure();
+        let (policy, window, used) = self.pressure().await?;
         if used <= policy.threshold(window) {
             return Ok(());
         }
@@ -32,8 +32,8 @@ impl Turn<'_> {
 
     /// The policy for the session's model, its window, and the tokens in
     /// the context now (the last call's, else an estimate).
-    fn pressure(&self) -> (compaction::Policy, u64, u64) {
-        let locked = self.session.locked();
+    async fn pressure(&self) -> Result<(compaction::Policy, u64, u64), AgentError> {
+        let locked = self.session.resident().await?;
         let settings = &locked.state.settings;
         let policy = self.config.compaction.policy(&settings.model);
         let window = settings.context_window(&self.config.choices);
@@ -41,7 +41,7 @@ impl Turn<'_> {
             .state
             .last_context
             .unwrap_or_else(|| locked.state.history.estimated_tokens());
-        (policy, window, used)
+        Ok((policy, window, used))
     }
 
     /// Compacts the conversation: prunes old tool results (unless asked),
@@ -49,12 +49,12 @@ impl Turn<'_> {
     /// stays over the threshold, up to the policy's retries. Whether the
     /// conversation got shorter.
     pub(super) async fn compact(&self, why: Why, focus: Option<&str>) -> Result<bool, AgentError> {
-        let (policy, window, _) = self.pressure();
+        let (policy, window, _) = self.pressure().await?;
         let retain = policy.retain(window);
         let mut changed = false;
         if why != Why::Asked {
             let calls = {
-                let locked = self.session.locked();
+                let locked = self.session.resident().await?;
                 compaction::prunable(&locked.state.history, retain, &self.config.compaction.prune)
             };
             if !calls.is_empty() {
@@ -65,7 +65,7 @@ impl Turn<'_> {
                     tail_chars: prune.tail_chars,
                 })?;
                 changed = true;
-                let (_, _, used) = self.pressure();
+                let (_, _, used) = self.pressure().await?;
                 if why == Why::Pressure && used <= policy.threshold(window) {
                     return Ok(true);
                 }
@@ -76,7 +76,7 @@ impl Turn<'_> {
                 break;
             }
             changed = true;
-            let (_, _, used) = self.pressure();
+            let (_, _, used) = self.pressure().await?;
             if why == Why::Asked || used <= policy.threshold(window) {
                 break;
             }
@@ -95,7 +95,7 @@ impl Turn<'_> {
         focus: Option<&str>,
     ) -> Result<bool, AgentError> {
         let (plan, before, model) = {
-            let locked = self.session.locked();
+            let locked = self.session.resident().await?;
             let history = &locked.state.history;
             (
                 compaction::summarize(history, retain),

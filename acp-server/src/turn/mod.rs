@@ -108,9 +108,6 @@ async fn run_turn(
     delegated: Option<Delegation>,
 ) -> Result<StopReason, AgentError> {
     let session = &ticket.session;
-    // An idle session's history may have been evicted: folded again from
-    // the log before anything reads it (the ticket keeps it until the end).
-    session.resident_history().await?;
     let (number, first) = {
         let locked = session.locked();
         (locked.state.turns + 1, locked.state.title.is_none())

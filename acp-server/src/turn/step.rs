@@ -168,10 +168,10 @@ enum StepEnd {
 impl Turn<'_> {
     /// The request for the next model call: settings and history are read
     /// now, so a change applies from the next call.
-    fn request(&self) -> Result<ModelRequest, AgentError> {
+    async fn request(&self) -> Result<ModelRequest, AgentError> {
         let session = self.session;
         let mcp = session.mcp();
-        let locked = session.locked();
+        let locked = session.resident().await?;
         let settings = &locked.state.settings;
         let model = self
             .config
@@ -202,7 +202,7 @@ impl Turn<'_> {
         if let Some(hub) = self.session.mcp() {
             hub.refresh().await;
         }
-        let request = self.request()?;
+        let request = self.request().await?;
         let mut retry_log_error = None;
         let started = start_with_retry(
             &self.provider,
@@ -232,6 +232,10 @@ impl Turn<'_> {
             Started::Stream(stream) => stream,
             Started::Cancelled => return Ok(Next::Stop(StopReason::Cancelled)),
         };
+        // Sent: the conversation it carried is not held while the reply
+        // streams (the history may leave memory meanwhile).
+        let (model_id, sent_tokens) = (request.model.id.clone(), request.estimated_tokens());
+        drop(request);
 
         let mut reply = Reply {
             id: crate::update::message_id(self.number, step),
@@ -324,15 +328,14 @@ impl Turn<'_> {
             _ => Vec::new(),
         };
         // A provider that reports no usage still gets a context meter.
-        let estimated_context = (reply.usage.is_none() && !interrupted).then(|| {
-            request.estimated_tokens() + ((reply.text.len() + reply.reasoning.len()) / 4) as u64
-        });
+        let estimated_context = (reply.usage.is_none() && !interrupted)
+            .then(|| sent_tokens + ((reply.text.len() + reply.reasoning.len()) / 4) as u64);
         match &end {
             StepEnd::Failed(error) => {
-                tracing::debug!(model = %request.model.id, code = %error.code, "model call failed")
+                tracing::debug!(model = %model_id, code = %error.code, "model call failed")
             }
             _ => {
-                tracing::debug!(model = %request.model.id, ?finish, usage = ?reply.usage, ?estimated_context, "model reply")
+                tracing::debug!(model = %model_id, ?finish, usage = ?reply.usage, ?estimated_context, "model reply")
             }
         }
         self.record(EventData::AssistantMessage {
@@ -345,7 +348,7 @@ impl Turn<'_> {
             estimated_context,
             finish: finish.clone(),
             interrupted,
-            model: request.model.id.clone(),
+            model: model_id,
         })?;
         match end {
             StepEnd::Cancelled => return Ok(Next::Stop(StopReason::Cancelled)),

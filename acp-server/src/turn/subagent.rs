@@ -209,6 +209,7 @@ async fn start_child(
         crate::session::state::SessionState::new(&config.choices),
         log,
         &parent.closing(),
+        parent.residency(),
     );
     child.borrow_servers(parent);
     parent.adopt(&child);

@@ -1,0 +1,106 @@
+//! Which sessions' model histories are in memory: at most `[session]
+//! max_history_bytes` of them in one process (default 32 MiB), the least
+//! recently active dropped first. A dropped history is folded again from
+//! the log when it is next read ([`Session::resident`]), mid-turn too:
+//! every reader asks for it under the session's lock, so an eviction can
+//! fall between two reads but never under one.
+//!
+//! Sessions at rest leave memory after `[session] idle_evict_s` as well
+//! ([`Session::evict_idle_history`]); the budget is for those that never
+//! rest — twenty sessions that keep turning would otherwise hold every
+//! word of their conversations, up to their models' context windows.
+
+use std::sync::{Arc, Mutex, Weak};
+
+use super::{lock, Session};
+
+/// The sessions of one process (subagents included), for the budget.
+pub(crate) struct Residency {
+    /// Bytes of history text allowed in memory; `None`: no limit.
+    budget: Option<u64>,
+    sessions: Mutex<Vec<Weak<Session>>>,
+    /// Held while a history is folded again: one at a time, so sessions
+    /// that all come back at once do not all hold a history being built
+    /// on top of the budget. The fold holds it (not the task that waits
+    /// for it, which a cancel may drop).
+    rebuilding: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl Residency {
+    pub(crate) fn new(budget: Option<u64>) -> Arc<Residency> {
+        Arc::new(Residency {
+            budget,
+            sessions: Mutex::default(),
+            rebuilding: Arc::default(),
+        })
+    }
+
+    /// The turn to fold a history again (see `rebuilding`).
+    pub(super) async fn rebuilding(&self) -> tokio::sync::OwnedMutexGuard<()> {
+        self.rebuilding.clone().lock_owned().await
+    }
+
+    /// `session` counts from now on (until it is dropped).
+    pub(super) fn enter(&self, session: &Arc<Session>) {
+        if self.budget.is_none() {
+            return;
+        }
+        let mut sessions = lock(&self.sessions);
+        sessions.retain(|session| session.strong_count() > 0);
+        sessions.push(Arc::downgrade(session));
+    }
+
+    /// When the histories in memory hold more than the budget, drops the
+    /// least recently active ones until they hold three quarters of it,
+    /// never `keep`'s (it is about to be read) nor one a request being
+    /// sent still holds (so the budget can be passed by those). Each session's lock is taken on its own, never two at once.
+    /// How many were dropped.
+    pub(super) fn settle(&self, keep: &Session) -> usize {
+        let Some(budget) = self.budget else {
+            return 0;
+        };
+        let sessions: Vec<Arc<Session>> = lock(&self.sessions)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        let mut total = 0u64;
+        let mut others = Vec::new();
+        for session in &sessions {
+            let locked = session.locked();
+            if locked.log.is_none() || locked.state.evicted() {
+                continue;
+            }
+            let (bytes, shared) = locked.state.history.footprint();
+            let bytes = bytes as u64;
+            total += bytes;
+            // A request being sent holds it: dropping it would free
+            // nothing yet, and it would be folded again for the next.
+            if !std::ptr::eq(session.as_ref(), keep) && !shared {
+                others.push((locked.active_at, bytes, session));
+            }
+        }
+        if total <= budget {
+            return 0;
+        }
+        // Down to three quarters, so the next reads do not each drop one.
+        let goal = budget / 4 * 3;
+        others.sort_by_key(|(active_at, _, _)| *active_at);
+        let mut dropped = 0;
+        for (_, bytes, session) in others {
+            if total <= goal {
+                break;
+            }
+            let mut locked = session.locked();
+            if locked.state.evicted() {
+                continue;
+            }
+            locked.state.evict_history();
+            total = total.saturating_sub(bytes);
+            dropped += 1;
+        }
+        if dropped > 0 {
+            tracing::debug!(dropped, total, budget, "histories over the budget dropped");
+        }
+        dropped
+    }
+}
