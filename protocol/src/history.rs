@@ -311,11 +311,7 @@ impl History {
     /// it.
     pub fn estimated_tokens(&self) -> u64 {
         let placed: u64 = self.entries.iter().map(|(_, m)| m.estimated_tokens()).sum();
-        if self.attachments.is_empty() {
-            placed
-        } else {
-            placed + ChatMessage::User(self.attachments.clone()).estimated_tokens()
-        }
+        placed + (crate::model::blocks_bytes(&self.attachments, |_| 4000) / 4) as u64
     }
 
     /// The bytes of text it holds (see [`ChatMessage::bytes`]), and

@@ -405,8 +405,8 @@ impl Session {
     }
 
     /// Drops the model history from memory now, whatever the session is
-    /// doing — what the budget does to the least recently active ones
-    /// (tests force it with this). Whether it was in memory.
+    /// doing: the budget's drop of the least recently active ones (tests
+    /// force it with this too). Whether it was in memory.
     pub fn evict_history(&self) -> bool {
         let mut locked = self.locked();
         if locked.log.is_none() || locked.state.evicted() {
@@ -459,11 +459,8 @@ impl Session {
                 })
                 .await
                 .map_err(|err| AgentError::bug("rebuilding the history", &err))??;
-                // Room is made before the next one is built.
-                self.residency.settle(self);
-            } else {
-                self.residency.settle(self);
             }
+            self.residency.settle(self);
             let locked = self.locked();
             if !locked.state.evicted() {
                 return Ok(locked);

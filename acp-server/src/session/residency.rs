@@ -90,13 +90,10 @@ impl Residency {
             if total <= goal {
                 break;
             }
-            let mut locked = session.locked();
-            if locked.state.evicted() {
-                continue;
+            if session.evict_history() {
+                total = total.saturating_sub(bytes);
+                dropped += 1;
             }
-            locked.state.evict_history();
-            total = total.saturating_sub(bytes);
-            dropped += 1;
         }
         if dropped > 0 {
             tracing::debug!(dropped, total, budget, "histories over the budget dropped");
