@@ -118,6 +118,8 @@ async fn main() {
             // The streaming-cost rows alone (for profiling).
             "stream-cost" => stream::cost(&bench).await,
             "scale" => scale::rows(&bench).await,
+            // The session/list rows alone.
+            "list" => scale::list(&bench).await,
             "context" => context::rows(&bench).await,
             // The session/load rows alone (for profiling).
             "load" => scale::load(&bench).await,
@@ -138,7 +140,7 @@ async fn main() {
                 lsp::lsp_rows(&bench.scratch).await;
             }
             other => {
-                panic!("unknown mode {other:?}: all, start, stream, stream-cost, scale, load, evict, context, sdk, checkpoint, sandbox, soak, lsp")
+                panic!("unknown mode {other:?}: all, start, stream, stream-cost, scale, list, load, evict, context, sdk, checkpoint, sandbox, soak, lsp")
             }
         }
     }

@@ -26,7 +26,7 @@ use crate::content::UserContent;
 use crate::error::ErrorCode;
 use crate::ids::ToolCallId;
 use crate::log::{Event, EventData, StopReason};
-use crate::model::{ChatMessage, ToolCallRequest};
+use crate::model::{ChatMessage, Message, ToolCallRequest};
 
 pub use crate::repair::{Repair, OUTCOME_UNKNOWN};
 
@@ -45,7 +45,7 @@ const KEEP_OVERFLOWED_PROMPT_BYTES: usize = 4096;
 pub struct History {
     /// Messages with the seq of the first event that produced each. Shared:
     /// every model request carries them all, without a copy.
-    entries: Vec<(u64, Arc<ChatMessage>)>,
+    entries: Vec<(u64, Arc<Message>)>,
     /// Calls awaiting results: (dsh id, provider id).
     pending: Vec<(ToolCallId, String)>,
     /// Attachments follow the whole run of tool results: providers require
@@ -87,22 +87,24 @@ impl History {
                 ..
             } => {
                 match self.entries.last_mut() {
-                    Some((_, message)) if matches!(**message, ChatMessage::Tool { .. }) => {
+                    Some((_, message)) if matches!(message.message(), ChatMessage::Tool { .. }) => {
                         self.steered.extend(content.iter().cloned());
                         self.attachments.extend(content.iter().cloned());
                     }
                     // Right after a user message (the turn's prompt): one
                     // user message, as roles must alternate.
-                    Some((_, message)) if matches!(**message, ChatMessage::User(_)) => {
-                        if let ChatMessage::User(blocks) = Arc::make_mut(message) {
-                            blocks.extend(content.iter().cloned());
-                        }
+                    Some((_, message)) if matches!(message.message(), ChatMessage::User(_)) => {
+                        edit(message, |message| {
+                            if let ChatMessage::User(blocks) = message {
+                                blocks.extend(content.iter().cloned());
+                            }
+                        });
                     }
                     _ => {
                         self.steered.extend(content.iter().cloned());
                         self.flush_attachments(seq);
                         self.entries
-                            .push((seq, Arc::new(ChatMessage::User(content.clone()))));
+                            .push((seq, kept(ChatMessage::User(content.clone()))));
                     }
                 }
             }
@@ -113,8 +115,7 @@ impl History {
                 self.turn_start = Some(self.entries.len());
                 let mut blocks = std::mem::take(&mut self.context);
                 blocks.extend(content.iter().cloned());
-                self.entries
-                    .push((seq, Arc::new(ChatMessage::User(blocks))));
+                self.entries.push((seq, kept(ChatMessage::User(blocks))));
             }
             EventData::Instructions { text, .. } | EventData::Skills { text, .. } => {
                 // Hooks' context (no files) is for its turn only.
@@ -126,18 +127,21 @@ impl History {
                 let last = self.entries.len().checked_sub(1);
                 match self.entries.last_mut() {
                     // With tool results: after them, like attachments.
-                    Some((_, message)) if matches!(**message, ChatMessage::Tool { .. }) => {
+                    Some((_, message)) if matches!(message.message(), ChatMessage::Tool { .. }) => {
                         self.attachments.push(block);
                     }
                     // Right after this turn's prompt: before the user's
                     // words, after earlier context.
                     Some((_, message))
-                        if last == self.turn_start && matches!(**message, ChatMessage::User(_)) =>
+                        if last == self.turn_start
+                            && matches!(message.message(), ChatMessage::User(_)) =>
                     {
-                        if let ChatMessage::User(blocks) = Arc::make_mut(message) {
-                            let at = blocks.iter().take_while(|b| is_context(b)).count();
-                            blocks.insert(at, block);
-                        }
+                        edit(message, |message| {
+                            if let ChatMessage::User(blocks) = message {
+                                let at = blocks.iter().take_while(|b| is_context(b)).count();
+                                blocks.insert(at, block);
+                            }
+                        });
                     }
                     _ => self.context.push(block),
                 }
@@ -155,10 +159,12 @@ impl History {
                         if *at != seq {
                             continue;
                         }
-                        if let ChatMessage::Tool { content, .. } = Arc::make_mut(message) {
-                            *content =
-                                crate::content::prune_middle(content, *head_chars, *tail_chars);
-                        }
+                        edit(message, |message| {
+                            if let ChatMessage::Tool { content, .. } = message {
+                                *content =
+                                    crate::content::prune_middle(content, *head_chars, *tail_chars);
+                            }
+                        });
                     }
                 }
             }
@@ -194,7 +200,7 @@ impl History {
                     .collect();
                 self.entries.push((
                     seq,
-                    Arc::new(ChatMessage::Assistant {
+                    kept(ChatMessage::Assistant {
                         text: text.clone(),
                         reasoning: reasoning.clone(),
                         tool_calls,
@@ -212,7 +218,7 @@ impl History {
                     self.results.insert(call_id.clone(), seq);
                     self.entries.push((
                         seq,
-                        Arc::new(ChatMessage::Tool {
+                        kept(ChatMessage::Tool {
                             call_id: provider_id,
                             content: output.clone(),
                         }),
@@ -282,10 +288,9 @@ impl History {
                 let block =
                     UserContent::text(format!("{CONTEXT_OPEN}\n{summary}\n</system-reminder>"));
                 let after_results = !self.pending.is_empty()
-                    || self
-                        .entries
-                        .last()
-                        .is_some_and(|(_, message)| matches!(**message, ChatMessage::Tool { .. }));
+                    || self.entries.last().is_some_and(|(_, message)| {
+                        matches!(message.message(), ChatMessage::Tool { .. })
+                    });
                 if after_results {
                     self.attachments.push(block);
                 } else {
@@ -302,7 +307,7 @@ impl History {
 
     /// The conversation's messages, each with the seq of the first event
     /// that produced it (attachments not yet placed are not included).
-    pub fn entries(&self) -> &[(u64, Arc<ChatMessage>)] {
+    pub fn entries(&self) -> &[(u64, Arc<Message>)] {
         &self.entries
     }
 
@@ -340,14 +345,14 @@ impl History {
     }
 
     /// The conversation as the next request carries it.
-    pub fn messages(&self) -> Vec<Arc<ChatMessage>> {
-        let mut messages: Vec<Arc<ChatMessage>> = self
+    pub fn messages(&self) -> Vec<Arc<Message>> {
+        let mut messages: Vec<Arc<Message>> = self
             .entries
             .iter()
             .map(|(_, message)| message.clone())
             .collect();
         if !self.attachments.is_empty() {
-            messages.push(Arc::new(ChatMessage::User(self.attachments.clone())));
+            messages.push(kept(ChatMessage::User(self.attachments.clone())));
         }
         messages
     }
@@ -356,7 +361,7 @@ impl History {
         if !self.attachments.is_empty() {
             let attachments = std::mem::take(&mut self.attachments);
             self.entries
-                .push((seq, Arc::new(ChatMessage::User(attachments))));
+                .push((seq, kept(ChatMessage::User(attachments))));
         }
     }
 
@@ -368,11 +373,14 @@ impl History {
         let Some((seq, last)) = self.entries.last() else {
             return;
         };
-        if matches!(**last, ChatMessage::User(_) | ChatMessage::Tool { .. }) {
+        if matches!(
+            last.message(),
+            ChatMessage::User(_) | ChatMessage::Tool { .. }
+        ) {
             let seq = *seq;
             self.entries.push((
                 seq,
-                Arc::new(ChatMessage::Assistant {
+                kept(ChatMessage::Assistant {
                     text: note.to_owned(),
                     reasoning: String::new(),
                     tool_calls: Vec::new(),
@@ -392,11 +400,13 @@ impl History {
         // What was steered in stays, with the prompt (and only there).
         let steered = std::mem::take(&mut self.steered);
         self.attachments.retain(|block| !steered.contains(block));
-        if let Some(ChatMessage::User(content)) = self
-            .entries
-            .get_mut(start)
-            .map(|(_, message)| Arc::make_mut(message))
-        {
+        let Some((_, message)) = self.entries.get_mut(start) else {
+            return;
+        };
+        edit(message, |message| {
+            let ChatMessage::User(content) = message else {
+                return;
+            };
             let size: usize = content
                 .iter()
                 .filter(|block| !is_context(block))
@@ -413,7 +423,7 @@ impl History {
                 content.push(UserContent::text(NOTE_DROPPED_PROMPT));
             }
             content.extend(steered);
-        }
+        });
     }
 
     /// Replaces the messages that came from events `start..=end` with the
@@ -438,18 +448,20 @@ impl History {
         blocks.push(UserContent::text(format!(
             "<conversation-summary>\n{summary}\n</conversation-summary>"
         )));
-        let mut replacement = vec![(start, Arc::new(ChatMessage::User(blocks)))];
+        let mut replacement = vec![(start, kept(ChatMessage::User(blocks)))];
         // Roles alternate: the acknowledgement only when a user message (or
         // nothing) follows; a summary in the middle of a turn is followed
         // by the model's next tool calls.
         let next_is_assistant = matches!(
-            self.entries.get(last + 1).map(|(_, message)| &**message),
+            self.entries
+                .get(last + 1)
+                .map(|(_, message)| message.message()),
             Some(ChatMessage::Assistant { .. })
         );
         if !next_is_assistant {
             replacement.push((
                 start,
-                Arc::new(ChatMessage::Assistant {
+                kept(ChatMessage::Assistant {
                     text: NOTE_AFTER_SUMMARY.to_owned(),
                     reasoning: String::new(),
                     tool_calls: Vec::new(),
@@ -469,6 +481,17 @@ impl History {
     }
 }
 
+/// A message for the history to keep.
+fn kept(message: ChatMessage) -> Arc<Message> {
+    Arc::new(Message::new(message))
+}
+
+/// Changes a message the history holds (a copy of it when a request being
+/// sent holds it too).
+fn edit(message: &mut Arc<Message>, change: impl FnOnce(&mut ChatMessage)) {
+    Arc::make_mut(message).edit(change);
+}
+
 /// The conversation a whole log derives to (repairs included).
 pub fn derive_history(events: &[Event]) -> Vec<ChatMessage> {
     let mut repair = Repair::default();
@@ -485,7 +508,7 @@ pub fn derive_history(events: &[Event]) -> Vec<ChatMessage> {
     history
         .messages()
         .into_iter()
-        .map(Arc::unwrap_or_clone)
+        .map(|message| Arc::unwrap_or_clone(message).into_message())
         .collect()
 }
 

@@ -277,8 +277,8 @@ fn the_fold_and_the_whole_log_agree() {
     assert_eq!(
         history
             .messages()
-            .into_iter()
-            .map(Arc::unwrap_or_clone)
+            .iter()
+            .map(|message| message.message().clone())
             .collect::<Vec<_>>(),
         derive_history(&events)
     );
@@ -312,4 +312,40 @@ fn steered_words_follow_tool_results_and_survive_an_overflow() {
         history[0],
         ChatMessage::User(vec![UserContent::text("one"), UserContent::text("faster")])
     );
+}
+
+/// A message a request measured, then changed by the fold (words steered
+/// into the turn's prompt) while the request still holds it: the request
+/// keeps its message and measure, the history a new message measured anew.
+#[test]
+fn a_changed_message_is_measured_again() {
+    let mut history = History::default();
+    history.apply(&mk(1, prompt(1, "one")));
+    let sent = history.messages();
+    let length = |message: &ChatMessage| Ok::<_, ()>(message.bytes() as u64);
+    assert_eq!(sent[0].measured(0, length), Ok(3));
+    assert_eq!(sent[0].bytes(), 3);
+    history.apply(&mk(
+        2,
+        EventData::UserMessage {
+            turn: 1,
+            content: vec![UserContent::text("two")],
+            steered: true,
+        },
+    ));
+    let now = history.messages();
+    assert_eq!(now[0].measured(0, length), Ok(6));
+    assert_eq!(now[0].bytes(), 6);
+    assert_eq!(sent[0].measured(0, |_| Err(())), Ok(3));
+    // Alone in the history, it is changed in place, and measured again.
+    drop((sent, now));
+    history.apply(&mk(
+        3,
+        EventData::UserMessage {
+            turn: 1,
+            content: vec![UserContent::text("three")],
+            steered: true,
+        },
+    ));
+    assert_eq!(history.messages()[0].measured(0, length), Ok(11));
 }

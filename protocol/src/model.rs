@@ -1,6 +1,8 @@
 //! The provider-neutral model vocabulary: chat messages sent to a model and
 //! the stream events that come back.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use serde::{Deserialize, Serialize};
 
 use crate::content::UserContent;
@@ -90,6 +92,106 @@ impl ChatMessage {
         }
     }
 }
+
+/// A message as a history keeps it and every request shares it (in an
+/// `Arc`): the message, its size (see [`ChatMessage::bytes`], counted
+/// once), and the lengths requests measured of its forms on the wire
+/// (see [`Message::measured`]). Equal when the messages are.
+#[derive(Debug)]
+pub struct Message {
+    message: ChatMessage,
+    bytes: usize,
+    /// Each slot's length plus one; 0: not measured yet.
+    measured: [AtomicU64; Message::SLOTS],
+}
+
+impl Message {
+    /// How many measures a message keeps.
+    pub const SLOTS: usize = 4;
+
+    /// Keeps `message`.
+    pub fn new(message: ChatMessage) -> Message {
+        Message {
+            bytes: message.bytes(),
+            message,
+            measured: Default::default(),
+        }
+    }
+
+    /// The message.
+    pub fn message(&self) -> &ChatMessage {
+        &self.message
+    }
+
+    /// The message, no longer kept.
+    pub fn into_message(self) -> ChatMessage {
+        self.message
+    }
+
+    /// The bytes of text it holds (see [`ChatMessage::bytes`]).
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// The measure kept in `slot` (below [`Message::SLOTS`]), taken by
+    /// `measure` the first time it is asked for (and kept only when it
+    /// succeeds): a request counting its body's length measures each
+    /// message once, not on every request of the conversation.
+    ///
+    /// # Errors
+    /// What `measure` returns.
+    pub fn measured<E>(
+        &self,
+        slot: usize,
+        measure: impl FnOnce(&ChatMessage) -> Result<u64, E>,
+    ) -> Result<u64, E> {
+        let kept = &self.measured[slot];
+        match kept.load(Ordering::Relaxed) {
+            0 => {
+                let length = measure(&self.message)?;
+                kept.store(length.saturating_add(1), Ordering::Relaxed);
+                Ok(length)
+            }
+            plus_one => Ok(plus_one - 1),
+        }
+    }
+
+    /// Changes the message (in a history that alone holds it): its size
+    /// is counted again and its measures forgotten.
+    pub fn edit(&mut self, change: impl FnOnce(&mut ChatMessage)) {
+        change(&mut self.message);
+        self.bytes = self.message.bytes();
+        self.measured = Default::default();
+    }
+}
+
+impl std::ops::Deref for Message {
+    type Target = ChatMessage;
+
+    fn deref(&self) -> &ChatMessage {
+        &self.message
+    }
+}
+
+impl From<ChatMessage> for Message {
+    fn from(message: ChatMessage) -> Message {
+        Message::new(message)
+    }
+}
+
+impl Clone for Message {
+    fn clone(&self) -> Message {
+        Message::new(self.message.clone())
+    }
+}
+
+impl PartialEq for Message {
+    fn eq(&self, other: &Message) -> bool {
+        self.message == other.message
+    }
+}
+
+impl Eq for Message {}
 
 /// The bytes of text of a prompt's blocks, with `image` for an image's
 /// data (a link counts 64).

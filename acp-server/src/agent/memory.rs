@@ -91,6 +91,9 @@ impl Agent {
     pub async fn history(&self, id: &str) -> Result<Vec<ChatMessage>, AgentError> {
         let session = self.session(id)?;
         let messages = session.resident().await?.state.history.messages();
-        Ok(messages.into_iter().map(Arc::unwrap_or_clone).collect())
+        Ok(messages
+            .into_iter()
+            .map(|message| Arc::unwrap_or_clone(message).into_message())
+            .collect())
     }
 }

@@ -19,7 +19,7 @@
 use std::sync::Arc;
 
 use dsh_protocol::history::History;
-use dsh_protocol::model::ChatMessage;
+use dsh_protocol::model::{ChatMessage, Message};
 use dsh_protocol::ToolCallId;
 use serde::Deserialize;
 
@@ -195,7 +195,7 @@ impl Policy {
 #[derive(Debug, Clone)]
 pub struct Summarize {
     /// The messages the summary replaces (what the summary call reads).
-    pub messages: Vec<Arc<ChatMessage>>,
+    pub messages: Vec<Arc<Message>>,
     /// First replaced seq.
     pub start: u64,
     /// Last replaced seq.
@@ -206,10 +206,10 @@ pub struct Summarize {
 /// suffix fits in `retain` tokens — a prompt or a model reply (never a
 /// tool result, so calls stay with their results), and never inside one
 /// event's messages. At least one message goes; `None` when nothing can.
-fn split(entries: &[(u64, Arc<ChatMessage>)], retain: u64) -> Option<usize> {
+fn split(entries: &[(u64, Arc<Message>)], retain: u64) -> Option<usize> {
     let boundary = |at: usize| {
         at > 0
-            && !matches!(*entries[at].1, ChatMessage::Tool { .. })
+            && !matches!(entries[at].1.message(), ChatMessage::Tool { .. })
             && entries[at].0 > entries[at - 1].0
     };
     let mut suffix = 0u64;
@@ -235,7 +235,7 @@ pub fn prunable(history: &History, retain: u64, prune: &PruneSettings) -> Vec<To
     entries[..end]
         .iter()
         .filter(|(_, message)| {
-            matches!(&**message, ChatMessage::Tool { content, .. }
+            matches!(message.message(), ChatMessage::Tool { content, .. }
                 if content.len() > prune.threshold_chars && content.chars().count() > prune.threshold_chars)
         })
         .filter_map(|(seq, _)| history.call_of_result(*seq).cloned())
@@ -254,7 +254,7 @@ pub fn summarize(history: &History, retain: u64) -> Option<Summarize> {
 }
 
 /// The estimated size of a conversation.
-pub fn estimate(messages: &[Arc<ChatMessage>]) -> u64 {
+pub fn estimate(messages: &[Arc<Message>]) -> u64 {
     messages.iter().map(|m| m.estimated_tokens()).sum()
 }
 
@@ -384,7 +384,7 @@ mod tests {
         let tool = history
             .messages()
             .into_iter()
-            .find_map(|m| match &*m {
+            .find_map(|m| match m.message() {
                 ChatMessage::Tool { content, .. } => Some(content.clone()),
                 _ => None,
             })

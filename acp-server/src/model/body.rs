@@ -4,15 +4,16 @@
 //! time ([`RequestBody::into_pieces`]), so a request over a long
 //! conversation never holds a second copy of it: twenty sessions sending
 //! at once held twenty serialized conversations before (a `serde_json::
-//! Value` of each, earlier, two more). Its length is counted first (one
-//! pass that writes nothing), so the request has a `Content-Length`, as
-//! every OpenAI-compatible server accepts.
+//! Value` of each, earlier, two more). Its length is counted first, so
+//! the request has a `Content-Length`, as every OpenAI-compatible server
+//! accepts: each message's length is counted once (a pass that writes
+//! nothing) and kept with the message for the next requests.
 
 use std::fmt::{self, Display};
 use std::io::Write;
 use std::sync::Arc;
 
-use dsh_protocol::model::{ChatMessage, ToolCallRequest};
+use dsh_protocol::model::{ChatMessage, Message, ToolCallRequest};
 use dsh_protocol::UserContent;
 use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Serialize, Serializer};
@@ -37,7 +38,7 @@ pub fn request_body(request: &ModelRequest, kind: ProviderKind) -> serde_json::R
 pub struct RequestBody {
     /// `{"model":…,"messages":[` and the system message, if any.
     head: Vec<u8>,
-    messages: Vec<Arc<ChatMessage>>,
+    messages: Vec<Arc<Message>>,
     /// A comma comes before the first message (the head ends in one).
     after_system: bool,
     deepseek: bool,
@@ -81,16 +82,27 @@ impl RequestBody {
         })
     }
 
-    /// The body's length in bytes (a pass that writes nothing).
+    /// The body's length in bytes. Each message's length on the wire is
+    /// counted once (a pass that writes nothing) and kept with it, so the
+    /// requests of a long conversation count only what is new.
     ///
     /// # Errors
     /// As [`request_body`].
     pub fn content_length(&self) -> serde_json::Result<u64> {
-        let mut count = Count(0);
-        for index in 0..self.messages.len() {
-            self.write_message(index, &mut count)?;
+        // The form a message takes depends on these two, and on nothing
+        // else of the request.
+        let slot = usize::from(self.deepseek) | usize::from(self.images) << 1;
+        let mut length = (self.head.len() + self.tail.len()) as u64;
+        for message in &self.messages {
+            length += message.measured(slot, |message| {
+                let mut count = Count(0);
+                serde_json::to_writer(&mut count, &wire(message, self.deepseek, self.images))?;
+                Ok::<_, serde_json::Error>(count.0)
+            })?;
         }
-        Ok((self.head.len() + self.tail.len()) as u64 + count.0)
+        // The commas between messages (and after the system prompt).
+        let commas = self.messages.len() - usize::from(!self.after_system);
+        Ok(length + commas as u64)
     }
 
     /// The whole body.
@@ -482,7 +494,7 @@ mod tests {
                 },
             ]
             .into_iter()
-            .map(Arc::new)
+            .map(|message| Arc::new(Message::new(message)))
             .collect(),
             tools: vec![],
             session_id: "s".into(),
@@ -498,10 +510,10 @@ mod tests {
         let mut long = request(ThoughtLevel::High);
         let text = "line with \"quotes\" and \\ slashes\n".repeat(2000);
         for _ in 0..8 {
-            long.messages.push(Arc::new(ChatMessage::Tool {
+            long.messages.push(Arc::new(Message::new(ChatMessage::Tool {
                 call_id: "c".into(),
                 content: text.clone(),
-            }));
+            })));
         }
         let mut without_system = request(ThoughtLevel::Off);
         without_system.system.clear();
@@ -524,6 +536,38 @@ mod tests {
             let system = usize::from(!request.system.is_empty());
             assert_eq!(messages.len(), request.messages.len() + system);
             assert_eq!(parsed["stream"], true);
+        }
+    }
+
+    /// A message's length is kept for the next request of the
+    /// conversation, one per form it takes: counted for DeepSeek and for
+    /// an OpenAI-compatible server, with images and without, every body's
+    /// length stays its length.
+    #[test]
+    fn kept_lengths_are_the_lengths_of_each_form() {
+        let mut request = request(ThoughtLevel::High);
+        request
+            .messages
+            .push(Arc::new(Message::new(ChatMessage::User(vec![
+                UserContent::text("look"),
+                UserContent::Image {
+                    mime_type: "image/png".into(),
+                    data: "aGVsbG8=".into(),
+                },
+            ]))));
+        for _ in 0..2 {
+            for kind in [ProviderKind::Deepseek, ProviderKind::Openai] {
+                for images in [false, true] {
+                    request.model.images = images;
+                    let whole = request_body(&request, kind).unwrap();
+                    let body = RequestBody::new(&request, kind).unwrap();
+                    assert_eq!(
+                        body.content_length().unwrap(),
+                        whole.len() as u64,
+                        "{kind:?}, images {images}"
+                    );
+                }
+            }
         }
     }
 
@@ -554,7 +598,7 @@ mod tests {
     #[test]
     fn images_are_parts_for_vision_models_and_described_for_others() {
         let mut request = request(ThoughtLevel::Off);
-        request.messages = vec![Arc::new(ChatMessage::User(vec![
+        request.messages = vec![Arc::new(Message::new(ChatMessage::User(vec![
             UserContent::text("look"),
             UserContent::Image {
                 mime_type: "image/png".into(),
@@ -565,7 +609,7 @@ mod tests {
                 text: "body \"quoted\"".into(),
                 mime_type: None,
             },
-        ]))];
+        ])))];
         request.model.images = true;
         let body = json(&request, ProviderKind::Openai);
         assert_eq!(

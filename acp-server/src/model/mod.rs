@@ -17,7 +17,7 @@ pub mod sse;
 use std::pin::Pin;
 use std::time::Duration;
 
-use dsh_protocol::model::{ChatMessage, StreamEvent};
+use dsh_protocol::model::{Message, StreamEvent};
 use dsh_protocol::ErrorCode;
 use futures::Stream;
 
@@ -39,7 +39,7 @@ pub struct ModelRequest {
     /// System prompt.
     pub system: String,
     /// Conversation, derived from the session log (shared with it).
-    pub messages: Vec<std::sync::Arc<ChatMessage>>,
+    pub messages: Vec<std::sync::Arc<Message>>,
     /// Tools offered.
     pub tools: Vec<ToolSchema>,
     /// The session, for provider-side correlation headers.

@@ -394,7 +394,10 @@ impl Session {
                 break locked.state.history.messages();
             }
         };
-        messages.into_iter().map(Arc::unwrap_or_clone).collect()
+        messages
+            .into_iter()
+            .map(|message| Arc::unwrap_or_clone(message).into_message())
+            .collect()
     }
 
     /// Whether the session's model history is out of memory now (evicted

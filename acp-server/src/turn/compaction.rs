@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use dsh_protocol::log::EventData;
-use dsh_protocol::model::{ChatMessage, ThoughtLevel};
+use dsh_protocol::model::{ChatMessage, Message, ThoughtLevel};
 use dsh_protocol::{ToolCallId, UserContent};
 
 use super::Turn;
@@ -125,9 +125,9 @@ impl Turn<'_> {
         };
         model.max_tokens = Some(policy.max_tokens);
         let mut messages = plan.messages.clone();
-        messages.push(Arc::new(ChatMessage::User(vec![UserContent::text(
-            compaction::summary_request(focus),
-        )])));
+        messages.push(Arc::new(Message::new(ChatMessage::User(vec![
+            UserContent::text(compaction::summary_request(focus)),
+        ]))));
         let request = ModelRequest {
             model,
             thought_level: ThoughtLevel::Off,

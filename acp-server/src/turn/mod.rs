@@ -384,9 +384,11 @@ impl Turn<'_> {
             model,
             thought_level: dsh_protocol::model::ThoughtLevel::Off,
             system: crate::prompt::TITLE_PROMPT.to_owned(),
-            messages: vec![Arc::new(dsh_protocol::model::ChatMessage::User(vec![
-                UserContent::text(dsh_protocol::content::head_bytes(prompt, 2000)),
-            ]))],
+            messages: vec![Arc::new(dsh_protocol::model::Message::new(
+                dsh_protocol::model::ChatMessage::User(vec![UserContent::text(
+                    dsh_protocol::content::head_bytes(prompt, 2000),
+                )]),
+            ))],
             tools: Vec::new(),
             session_id: self.session.id.to_string(),
         };
