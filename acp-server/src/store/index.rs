@@ -5,7 +5,9 @@
 //! the first listing, saved next to the logs (`index.v3.tsv`, 0600,
 //! replaced atomically; processes that race each write a whole, valid
 //! index), rebuilt from the logs when missing, stale or unreadable. The
-//! logs stay the truth.
+//! logs stay the truth. Built with no index file, each log is opened once
+//! (its size and time read from the open file) rather than `stat`ed by
+//! name and then opened.
 //!
 //! The file is one line per log, tab-separated and escaped (`\\`, `\t`,
 //! `\n`, `\r`): id, size, mtime (ns), parent (`-` none, `^` and the
@@ -27,7 +29,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use dsh_protocol::log::SessionHeader;
-use rustix::fs::{AtFlags, Mode, OFlags, StatxFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, StatxFlags};
+use rustix::io::Errno;
 use serde::Deserialize;
 
 use super::SessionSummary;
@@ -214,6 +217,29 @@ impl Index {
             .entries
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
+        // A first listing without an index file (a first start, or one
+        // removed): every log is read anyway, so each is opened once — its
+        // size and time from the open file, not a `stat` by name first.
+        if guard.is_none() && !exists(&self.path) {
+            let read = in_parallel(log_names(&dir_fd), Vec::new, |buffer, (name, kind)| {
+                read_log(&dir_fd, name, kind, buffer)
+            });
+            let statted = started.elapsed();
+            let entries = guard.insert(Entries {
+                by_id: ById::with_capacity_and_hasher(read.len(), Default::default()),
+                listings: 1,
+            });
+            let summarized = read.len();
+            absorb(entries, dir, read.into_iter().flatten(), 1);
+            let summarized_at = started.elapsed();
+            self.save(entries);
+            log_refresh(
+                entries,
+                summarized,
+                [statted, summarized_at, started.elapsed()],
+            );
+            return Some(guard);
+        }
         // A new process reads the index while the directory is read and
         // every log `stat`ed.
         let (loaded, found) = std::thread::scope(|scope| {
@@ -221,7 +247,7 @@ impl Index {
             let found = in_parallel(
                 log_names(&dir_fd),
                 || (),
-                |(), name| stat_log(&dir_fd, name),
+                |(), (name, _)| stat_log(&dir_fd, name),
             );
             (loading.map(|loading| loading.join()), found)
         });
@@ -245,44 +271,23 @@ impl Index {
         let summarized = stale.len();
         let mut changed = !stale.is_empty();
         let summaries = in_parallel(stale, Vec::new, |buffer, log| {
-            let summary = summarize(&dir_fd, &log.0, log.1, buffer);
+            let summary = open_log(&dir_fd, &log.0)
+                .map_err(|err| err.to_string())
+                .and_then(|file| summarize(file, log.1, buffer));
             (log, summary)
         });
-        for ((name, len, mtime_ns), summary) in summaries {
-            let id = id_of(&name);
-            match summary {
-                Ok((header, title)) => {
-                    let entry = Entry {
-                        len,
-                        mtime_ns,
-                        cwd: header.cwd.into(),
-                        roots: header.roots.into(),
-                        title: title.map(Arc::from),
-                        parent: header.subagent_of.map(|o| Arc::from(o.session.as_str())),
-                        seen: listing_no,
-                    };
-                    entries.by_id.insert(Arc::from(id), entry);
-                }
-                Err(err) => {
-                    let path = dir.join(name.to_string_lossy().as_ref());
-                    tracing::warn!(path = %path.display(), %err, "skipping unreadable session log");
-                    entries.by_id.remove(id);
-                }
-            }
-        }
+        absorb(entries, dir, summaries, listing_no);
+        let summarized_at = started.elapsed();
         let before = entries.by_id.len();
         entries.by_id.retain(|_, entry| entry.seen == listing_no);
         changed |= entries.by_id.len() != before;
         if changed {
             self.save(entries);
         }
-        let ms = |at: Duration| at.as_secs_f64() * 1000.0;
-        tracing::debug!(
-            logs = entries.by_id.len(),
+        log_refresh(
+            entries,
             summarized,
-            statted_ms = ms(statted),
-            total_ms = ms(started.elapsed()),
-            "session index refreshed"
+            [statted, summarized_at, started.elapsed()],
         );
         Some(guard)
     }
@@ -348,6 +353,69 @@ impl Index {
     }
 }
 
+/// Logs summarized in listing `listing_no` into `entries` (an unreadable
+/// one leaves them, with a warning).
+fn absorb(
+    entries: &mut Entries,
+    dir: &Path,
+    summaries: impl IntoIterator<Item = (Found, Summary)>,
+    listing_no: u64,
+) {
+    let mut shared = Shared::default();
+    for ((name, len, mtime_ns), summary) in summaries {
+        let id = id_of(&name);
+        match summary {
+            Ok((header, title)) => {
+                let entry = Entry {
+                    len,
+                    mtime_ns,
+                    cwd: shared.cwd(&header.cwd),
+                    roots: shared.roots(header.roots),
+                    title: title.map(Arc::from),
+                    parent: header.subagent_of.map(|o| Arc::from(o.session.as_str())),
+                    seen: listing_no,
+                };
+                entries.by_id.insert(Arc::from(id), entry);
+            }
+            Err(err) => {
+                let path = dir.join(name.to_string_lossy().as_ref());
+                tracing::warn!(path = %path.display(), %err, "skipping unreadable session log");
+                entries.by_id.remove(id);
+            }
+        }
+    }
+}
+
+/// Where a refresh spent its time: until the logs were `stat`ed (or read,
+/// building), summarized, and in all (the index saved too).
+fn log_refresh(
+    entries: &Entries,
+    summarized: usize,
+    [statted, summarized_at, total]: [Duration; 3],
+) {
+    let ms = |at: Duration| at.as_secs_f64() * 1000.0;
+    tracing::debug!(
+        logs = entries.by_id.len(),
+        summarized,
+        statted_ms = ms(statted),
+        summarized_ms = ms(summarized_at),
+        total_ms = ms(total),
+        "session index refreshed"
+    );
+}
+
+/// Whether the index file is there (a link or anything else counts: it
+/// is read, and rejected, as before).
+fn exists(path: &Path) -> bool {
+    rustix::fs::statx(
+        rustix::fs::CWD,
+        path,
+        AtFlags::SYMLINK_NOFOLLOW,
+        StatxFlags::TYPE,
+    )
+    .is_ok()
+}
+
 /// One index line (see the module docs).
 fn write_line(text: &mut String, id: &str, entry: &Entry) {
     escape(text, id);
@@ -388,6 +456,27 @@ struct Shared {
     no_roots: Option<Arc<[String]>>,
 }
 
+impl Shared {
+    fn cwd(&mut self, cwd: &str) -> Arc<str> {
+        if let Some(cwd) = self.cwds.get(cwd) {
+            return cwd.clone();
+        }
+        let cwd: Arc<str> = Arc::from(cwd);
+        self.cwds.insert(cwd.clone());
+        cwd
+    }
+
+    fn roots(&mut self, roots: Vec<String>) -> Arc<[String]> {
+        if roots.is_empty() {
+            self.no_roots
+                .get_or_insert_with(|| Arc::from(Vec::new()))
+                .clone()
+        } else {
+            roots.into()
+        }
+    }
+}
+
 /// An index line read back; `None` when it is not one.
 fn parse_line(line: &str, shared: &mut Shared) -> Option<(Arc<str>, Entry)> {
     let mut fields = line.split('\t');
@@ -398,15 +487,7 @@ fn parse_line(line: &str, shared: &mut Shared) -> Option<(Arc<str>, Entry)> {
         "-" => None,
         parent => Some(Arc::from(&*unescape(parent.strip_prefix('^')?)?)),
     };
-    let cwd = unescape(fields.next()?)?;
-    let cwd = match shared.cwds.get(&*cwd) {
-        Some(cwd) => cwd.clone(),
-        None => {
-            let cwd: Arc<str> = Arc::from(&*cwd);
-            shared.cwds.insert(cwd.clone());
-            cwd
-        }
-    };
+    let cwd = shared.cwd(&unescape(fields.next()?)?);
     let title = match fields.next()? {
         "-" => None,
         title => Some(Arc::from(&*unescape(title.strip_prefix('+')?)?)),
@@ -414,14 +495,7 @@ fn parse_line(line: &str, shared: &mut Shared) -> Option<(Arc<str>, Entry)> {
     let roots = fields
         .map(|root| unescape(root).map(Cow::into_owned))
         .collect::<Option<Vec<String>>>()?;
-    let roots = if roots.is_empty() {
-        shared
-            .no_roots
-            .get_or_insert_with(|| Arc::from(Vec::new()))
-            .clone()
-    } else {
-        roots.into()
-    };
+    let roots = shared.roots(roots);
     let entry = Entry {
         len,
         mtime_ns,
@@ -468,15 +542,16 @@ fn unescape(field: &str) -> Option<Cow<'_, str>> {
     Some(Cow::Owned(out))
 }
 
-/// The names of the logs (`*.jsonl`) in the directory.
-fn log_names(dir: &OwnedFd) -> Vec<CString> {
+/// The names of the logs (`*.jsonl`) in the directory, with their type
+/// as the directory knows it.
+fn log_names(dir: &OwnedFd) -> Vec<(CString, FileType)> {
     let Ok(listing) = rustix::fs::Dir::read_from(dir) else {
         return Vec::new();
     };
     listing
         .filter_map(Result::ok)
         .filter(|entry| entry.file_name().to_bytes().ends_with(b".jsonl"))
-        .map(|entry| entry.file_name().to_owned())
+        .map(|entry| (entry.file_name().to_owned(), entry.file_type()))
         .collect()
 }
 
@@ -493,13 +568,10 @@ fn stat_log(dir: &OwnedFd, name: CString) -> Option<Found> {
     .ok()?;
     // Only regular files are logs: a FIFO or a link named `*.jsonl` in
     // the sessions directory would block or lead elsewhere.
-    if u32::from(stat.stx_mode) & 0o170000 != 0o100000 {
+    if FileType::from_raw_mode(u32::from(stat.stx_mode)) != FileType::RegularFile {
         return None;
     }
-    // Before 1970 counts as 1970, as it did through `SystemTime`.
-    let mtime_ns = u128::try_from(stat.stx_mtime.tv_sec).map_or(0, |secs| {
-        secs * 1_000_000_000 + u128::from(stat.stx_mtime.tv_nsec)
-    });
+    let mtime_ns = mtime_ns(stat.stx_mtime.tv_sec, stat.stx_mtime.tv_nsec);
     Some((name, stat.stx_size, mtime_ns))
 }
 
@@ -549,6 +621,56 @@ fn in_parallel<T: Send, R: Send, S>(
     })
 }
 
+/// Opens a log to read it. Never follows a link and never blocks (a FIFO
+/// swapped in after the stat): a log is a regular file.
+fn open_log(dir: &OwnedFd, name: &CStr) -> Result<std::fs::File, Errno> {
+    let fd = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW | OFlags::NONBLOCK,
+        Mode::empty(),
+    )?;
+    Ok(std::fs::File::from(fd))
+}
+
+/// A log read without an index: opened (unless the directory says it is
+/// not a regular file), its size and mtime taken from the open file, and
+/// summarized. `None` as for [`stat_log`].
+fn read_log(
+    dir: &OwnedFd,
+    name: CString,
+    kind: FileType,
+    buffer: &mut Vec<u8>,
+) -> Option<(Found, Summary)> {
+    name.to_str().ok()?.strip_suffix(".jsonl")?;
+    if !matches!(kind, FileType::RegularFile | FileType::Unknown) {
+        return None;
+    }
+    let file = match open_log(dir, &name) {
+        Ok(file) => file,
+        // Gone since the directory was read, or a link: not a log.
+        Err(Errno::NOENT | Errno::LOOP) => return None,
+        Err(err) => return Some(((name, 0, 0), Err(err.to_string()))),
+    };
+    let stat = rustix::fs::fstat(&file).ok()?;
+    if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+        return None;
+    }
+    let len = u64::try_from(stat.st_size).unwrap_or(0);
+    let mtime_ns = mtime_ns(
+        stat.st_mtime,
+        u32::try_from(stat.st_mtime_nsec).unwrap_or(0),
+    );
+    let summary = summarize(file, len, buffer);
+    Some(((name, len, mtime_ns), summary))
+}
+
+/// A modification time in nanoseconds since the epoch; before 1970 counts
+/// as 1970, as it did through `SystemTime`.
+fn mtime_ns(secs: i64, nanos: u32) -> u128 {
+    u128::try_from(secs).map_or(0, |secs| secs * 1_000_000_000 + u128::from(nanos))
+}
+
 /// What [`summarize`] reads of a title line.
 #[derive(Deserialize)]
 struct TitleLine {
@@ -566,17 +688,7 @@ struct TitleData {
 /// its size, read in as few reads as it takes): the last `session/title`
 /// of the first turn (the first prompt's, then the model's when it wrote
 /// one), stopping at that turn's end. `buffer` is reused from log to log.
-fn summarize(dir: &OwnedFd, name: &CStr, len: u64, buffer: &mut Vec<u8>) -> Summary {
-    // Never follows a link and never blocks (a FIFO swapped in after the
-    // stat): a log is a regular file.
-    let fd = rustix::fs::openat(
-        dir,
-        name,
-        OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW | OFlags::NONBLOCK,
-        Mode::empty(),
-    )
-    .map_err(|err| err.to_string())?;
-    let mut file = std::fs::File::from(fd);
+fn summarize(mut file: std::fs::File, len: u64, buffer: &mut Vec<u8>) -> Summary {
     let want = usize::try_from(len.min(TITLE_WINDOW)).unwrap_or(0);
     buffer.clear();
     buffer.resize(want, 0);
@@ -589,7 +701,17 @@ fn summarize(dir: &OwnedFd, name: &CStr, len: u64, buffer: &mut Vec<u8>) -> Summ
             Err(err) => return Err(err.to_string()),
         }
     }
-    let mut lines = buffer[..read].split(|&b| b == b'\n');
+    // Lines found with memchr: a 64 KiB reply is skipped at its speed.
+    let text = &buffer[..read];
+    let mut start = 0;
+    let mut lines = memchr::memchr_iter(b'\n', text)
+        .map(|end| end + 1)
+        .chain(std::iter::once(text.len() + 1))
+        .map(|next| {
+            let line = &text[start..next - 1];
+            start = next;
+            line
+        });
     let header: SessionHeader = serde_json::from_slice(lines.next().unwrap_or_default())
         .map_err(|err| format!("bad header: {err}"))?;
     let mut found = None;

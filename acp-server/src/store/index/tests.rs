@@ -33,15 +33,8 @@ fn log(dir: &Path, id: &str, title_of: Option<&str>) {
 }
 
 fn summarize_file(path: &Path) -> Summary {
-    let dir = rustix::fs::open(
-        path.parent().unwrap(),
-        OFlags::RDONLY | OFlags::DIRECTORY,
-        Mode::empty(),
-    )
-    .unwrap();
-    let name = CString::new(path.file_name().unwrap().as_encoded_bytes()).unwrap();
     let len = std::fs::metadata(path).unwrap().len();
-    summarize(&dir, &name, len, &mut Vec::new())
+    summarize(std::fs::File::open(path).unwrap(), len, &mut Vec::new())
 }
 
 fn titles(index: &Index, dir: &Path) -> Vec<(String, Option<String>)> {
@@ -108,10 +101,45 @@ fn only_regular_files_are_listed() {
         .unwrap()
         .success());
     std::os::unix::fs::symlink(dir.path().join("a.jsonl"), dir.path().join("l.jsonl")).unwrap();
-    let index = Index::new(dir.path().join(FILE));
+    // Built (the logs opened), then read with the index (the logs
+    // `stat`ed).
+    for _ in 0..2 {
+        let index = Index::new(dir.path().join(FILE));
+        assert_eq!(
+            titles(&index, dir.path()),
+            [("a".into(), Some("first".into()))]
+        );
+    }
+}
+
+/// An index built by opening every log records what a `stat` of each
+/// finds: the next process reads no log again, and does not rewrite the
+/// index.
+#[test]
+fn a_built_index_is_up_to_date_for_the_next_process() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..(PARALLEL_FROM * 2) {
+        log(dir.path(), &format!("s{i:04}"), Some("t"));
+    }
+    let built = titles(&Index::new(dir.path().join(FILE)), dir.path());
+    let saved = std::fs::metadata(dir.path().join(FILE)).unwrap();
     assert_eq!(
-        titles(&index, dir.path()),
-        [("a".into(), Some("first".into()))]
+        titles(&Index::new(dir.path().join(FILE)), dir.path()),
+        built
+    );
+    let after = std::fs::metadata(dir.path().join(FILE)).unwrap();
+    assert_eq!(
+        (after.ino(), after.mtime_nsec()),
+        (saved.ino(), saved.mtime_nsec())
+    );
+    // A log written since is read again, and the index saved again.
+    log(dir.path(), "s0000", Some("new"));
+    let listed = titles(&Index::new(dir.path().join(FILE)), dir.path());
+    assert_eq!(listed[0], ("s0000".into(), Some("new".into())));
+    assert_ne!(
+        std::fs::metadata(dir.path().join(FILE)).unwrap().ino(),
+        saved.ino()
     );
 }
 
