@@ -8,11 +8,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use dsh_acp_server::agent::Agent;
-use dsh_acp_server::config::{Config, RawConfig};
-use dsh_acp_server::model::replay::{ReplayProvider, Requests};
-use dsh_acp_server::model::script::ScriptEntry;
-use dsh_acp_server::model::{Provider, ProviderKind};
+use dsh_acp_server::model::replay::Requests;
 use dsh_acp_server::session::Session;
 use serde_json::json;
 
@@ -31,32 +27,17 @@ type Evicting = Arc<Mutex<Vec<Arc<Session>>>>;
 /// [`recording`], where the sessions put in the [`Evicting`] lose their
 /// history after every request — mid-turn, as the budget may do it.
 fn evicting(config: &str, script: &[serde_json::Value]) -> (World, Requests, Evicting) {
-    let home = tempfile::tempdir().unwrap();
-    let workspace = tempfile::tempdir().unwrap();
-    std::fs::write(workspace.path().join("hello.txt"), "hello\n").unwrap();
-    let mut raw: RawConfig = toml::from_str(config).unwrap();
-    raw.provider.kind = Some(ProviderKind::Replay);
-    let config = Config::from_raw(raw, home.path().to_path_buf(), &crate::NoEnv)
-        .unwrap()
-        .with_command_guard(env!("CARGO_BIN_EXE_dsh").into());
-    let entries = script
-        .iter()
-        .map(|entry| serde_json::from_value::<ScriptEntry>(entry.clone()).unwrap())
-        .collect();
     let requests = Requests::default();
     let evicting = Evicting::default();
     let (kept, evicted) = (requests.clone(), evicting.clone());
-    let provider = ReplayProvider::new(entries).observed(move |body| {
-        kept.lock().unwrap().push(body);
-        for session in evicted.lock().unwrap().iter() {
-            session.evict_history();
-        }
+    let world = World::build_with(config, script, true, |provider| {
+        provider.observed(move |body| {
+            kept.lock().unwrap().push(body);
+            for session in evicted.lock().unwrap().iter() {
+                session.evict_history();
+            }
+        })
     });
-    let world = World {
-        agent: Agent::with_provider(config, Provider::Replay(provider)),
-        home,
-        workspace,
-    };
     (world, requests, evicting)
 }
 
@@ -416,16 +397,13 @@ async fn over_the_budget_the_least_recently_active_histories_leave() {
         assert_eq!(world.prompt(&sessions[1], "B again", &out).await, "EndTurn");
         assert!(!live(1).history_evicted());
         assert_eq!(live(2).history_evicted(), limited);
-        let held: usize = (0..3)
-            .filter(|index| !live(*index).history_evicted())
-            .map(|index| {
-                live(index)
-                    .history()
-                    .iter()
-                    .map(|m| m.bytes())
-                    .sum::<usize>()
-            })
-            .sum();
+        let mut held = 0;
+        for index in 0..3 {
+            if !live(index).history_evicted() {
+                let history = live(index).history().await.unwrap();
+                held += history.iter().map(|m| m.bytes()).sum::<usize>();
+            }
+        }
         if limited {
             assert!(held <= 5600, "{held} bytes held");
         }

@@ -52,6 +52,17 @@ impl World {
     }
 
     fn build(config: &str, script: &[serde_json::Value], guard: bool) -> World {
+        World::build_with(config, script, guard, |provider| provider)
+    }
+
+    /// [`World::build`], with the scripted model changed by `adapt` (an
+    /// observer of its requests).
+    fn build_with(
+        config: &str,
+        script: &[serde_json::Value],
+        guard: bool,
+        adapt: impl FnOnce(ReplayProvider) -> ReplayProvider,
+    ) -> World {
         let home = tempfile::tempdir().unwrap();
         let workspace = tempfile::tempdir().unwrap();
         std::fs::write(workspace.path().join("hello.txt"), "hello\n").unwrap();
@@ -67,7 +78,7 @@ impl World {
             .iter()
             .map(|entry| serde_json::from_value::<ScriptEntry>(entry.clone()).unwrap())
             .collect();
-        let provider = Provider::Replay(ReplayProvider::new(entries));
+        let provider = Provider::Replay(adapt(ReplayProvider::new(entries)));
         World {
             agent: Agent::with_provider(config, provider),
             home,

@@ -57,6 +57,8 @@ async fn old_logs_load() {
     let roles: Vec<String> = opened
         .session
         .history()
+        .await
+        .unwrap()
         .iter()
         .map(|message| match message {
             ChatMessage::System(_) => "system".to_owned(),

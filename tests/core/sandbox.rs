@@ -95,7 +95,7 @@ async fn a_required_sandbox_refuses_commands_where_there_is_none() {
     );
     assert!(recorder.asked.lock().unwrap().is_empty(), "refused unasked");
     assert!(!world.cwd().join("made.txt").exists());
-    let history = world.agent.session(&session).unwrap().history();
+    let history = world.agent.history(&session).await.unwrap();
     let told = format!("{history:?}");
     assert!(
         told.contains("commands cannot be sandboxed on this machine"),

@@ -89,11 +89,6 @@ impl Agent {
     /// # Errors
     /// The session is not open, or its log cannot be read.
     pub async fn history(&self, id: &str) -> Result<Vec<ChatMessage>, AgentError> {
-        let session = self.session(id)?;
-        let messages = session.resident().await?.state.history.messages();
-        Ok(messages
-            .into_iter()
-            .map(|message| Arc::unwrap_or_clone(message).into_message())
-            .collect())
+        self.session(id)?.history().await
     }
 }

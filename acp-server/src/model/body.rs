@@ -118,40 +118,47 @@ impl RequestBody {
     }
 
     /// The body in pieces of at least 64 KiB (but the last), each written
-    /// when it is asked for.
+    /// when it is asked for. Each message is let go as soon as it is
+    /// written (the HTTP client may keep the finished body until the
+    /// response ends: it no longer holds the conversation).
     pub fn into_pieces(mut self) -> impl Iterator<Item = serde_json::Result<Vec<u8>>> + Send {
         let mut head = Some(std::mem::take(&mut self.head));
-        let mut next = 0;
+        let mut messages = std::mem::take(&mut self.messages).into_iter();
+        let mut comma = self.after_system;
         let mut done = false;
         std::iter::from_fn(move || {
             if done {
                 return None;
             }
             let mut piece = head.take().unwrap_or_default();
-            while piece.len() < PIECE && next < self.messages.len() {
-                if let Err(err) = self.write_message(next, &mut piece) {
+            while piece.len() < PIECE {
+                let Some(message) = messages.next() else {
+                    piece.extend_from_slice(&self.tail);
                     done = true;
+                    break;
+                };
+                if let Err(err) = self.write_message(&message, comma, &mut piece) {
+                    done = true;
+                    messages = Vec::new().into_iter();
                     return Some(Err(err));
                 }
-                next += 1;
-            }
-            if next == self.messages.len() {
-                piece.extend_from_slice(&self.tail);
-                done = true;
+                comma = true;
             }
             Some(Ok(piece))
         })
     }
 
-    /// Message `index`, with the comma before it.
-    fn write_message(&self, index: usize, out: &mut impl Write) -> serde_json::Result<()> {
-        if index > 0 || self.after_system {
+    /// A message, with the comma before it when `comma`.
+    fn write_message(
+        &self,
+        message: &Message,
+        comma: bool,
+        out: &mut impl Write,
+    ) -> serde_json::Result<()> {
+        if comma {
             out.write_all(b",").map_err(serde_json::Error::io)?;
         }
-        serde_json::to_writer(
-            out,
-            &wire(&self.messages[index], self.deepseek, self.images),
-        )
+        serde_json::to_writer(out, &wire(message, self.deepseek, self.images))
     }
 }
 

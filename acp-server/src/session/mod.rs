@@ -379,25 +379,17 @@ impl Session {
         self.locked().state.settings.mode
     }
 
-    /// The conversation the next model request would carry. An evicted
-    /// history is rebuilt first, reading the log here (blocking: for tests
-    /// and diagnostics; a turn uses [`Self::resident`]).
-    pub fn history(&self) -> Vec<ChatMessage> {
-        let messages = loop {
-            if let Err(err) = self.rebuild_history() {
-                tracing::warn!(session = %self.id, %err, "the history cannot be rebuilt from the log");
-                return Vec::new();
-            }
-            // Another session's budget may have dropped it meanwhile.
-            let locked = self.locked();
-            if !locked.state.evicted() {
-                break locked.state.history.messages();
-            }
-        };
-        messages
+    /// The conversation the next model request would carry (an evicted
+    /// history is folded again from the log first, as for a request).
+    ///
+    /// # Errors
+    /// The session is closed, or its log cannot be read.
+    pub async fn history(self: &Arc<Self>) -> Result<Vec<ChatMessage>, AgentError> {
+        let messages = self.resident().await?.state.history.messages();
+        Ok(messages
             .into_iter()
             .map(|message| Arc::unwrap_or_clone(message).into_message())
-            .collect()
+            .collect())
     }
 
     /// Whether the session's model history is out of memory now (evicted

@@ -52,9 +52,12 @@ impl Residency {
 
     /// When the histories in memory hold more than the budget, drops the
     /// least recently active ones until they hold three quarters of it,
-    /// never `keep`'s (it is about to be read) nor one a request being
-    /// sent still holds (so the budget can be passed by those). Each session's lock is taken on its own, never two at once.
-    /// How many were dropped.
+    /// never `keep`'s (it is about to be read). Those no request holds go
+    /// first; then those a request being sent still holds (their memory
+    /// goes when the request is sent — with many sessions sending long
+    /// conversations at once, most of them are being sent, and a budget
+    /// that spared them bound nothing). Each session's lock is taken on
+    /// its own, never two at once. How many were dropped.
     pub(super) fn settle(&self, keep: &Session) -> usize {
         let Some(budget) = self.budget else {
             return 0;
@@ -73,10 +76,8 @@ impl Residency {
             let (bytes, shared) = locked.state.history.footprint();
             let bytes = bytes as u64;
             total += bytes;
-            // A request being sent holds it: dropping it would free
-            // nothing yet, and it would be folded again for the next.
-            if !std::ptr::eq(session.as_ref(), keep) && !shared {
-                others.push((locked.active_at, bytes, session));
+            if !std::ptr::eq(session.as_ref(), keep) {
+                others.push(((shared, locked.active_at), bytes, session));
             }
         }
         if total <= budget {
@@ -84,19 +85,27 @@ impl Residency {
         }
         // Down to three quarters, so the next reads do not each drop one.
         let goal = budget / 4 * 3;
-        others.sort_by_key(|(active_at, _, _)| *active_at);
+        others.sort_by_key(|(order, _, _)| *order);
         let mut dropped = 0;
-        for (_, bytes, session) in others {
+        let mut held = 0;
+        for ((shared, _), bytes, session) in others {
             if total <= goal {
                 break;
             }
             if session.evict_history() {
                 total = total.saturating_sub(bytes);
                 dropped += 1;
+                held += usize::from(shared);
             }
         }
         if dropped > 0 {
-            tracing::debug!(dropped, total, budget, "histories over the budget dropped");
+            tracing::debug!(
+                dropped,
+                held,
+                total,
+                budget,
+                "histories over the budget dropped (held: by a request being sent)"
+            );
         }
         dropped
     }

@@ -212,7 +212,10 @@ async fn a_recorded_prompt_reaches_the_history_but_is_not_sent_live() {
         )
         .unwrap();
     assert_eq!(out.take(), [Seen::Event(1)]);
-    assert_eq!(fixture.session.history(), [ChatMessage::User(prompt)]);
+    assert_eq!(
+        fixture.session.history().await.unwrap(),
+        [ChatMessage::User(prompt)]
+    );
 }
 
 #[tokio::test]

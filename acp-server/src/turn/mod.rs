@@ -432,7 +432,7 @@ impl Turn<'_> {
                 return Ok(StopReason::Cancelled);
             }
             #[cfg(debug_assertions)]
-            injected_panic(self.session);
+            injected_panic(self.session).await;
             self.compact_if_needed().await?;
             // Steers are taken only when a step follows to answer them
             // (else they wait in line and run as their own turn).
@@ -513,12 +513,14 @@ impl Turn<'_> {
 /// Debug builds only, for the fault tests: with `DSH_TEST_FAULTS=1`, a turn
 /// whose last user message contains `dsh-test-panic` panics in its step.
 #[cfg(debug_assertions)]
-fn injected_panic(session: &Session) {
+async fn injected_panic(session: &Arc<Session>) {
     if std::env::var_os("DSH_TEST_FAULTS").is_none() {
         return;
     }
     let asked = session
         .history()
+        .await
+        .unwrap_or_default()
         .iter()
         .rev()
         .find_map(|message| match message {

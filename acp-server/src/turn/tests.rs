@@ -305,7 +305,7 @@ async fn the_next_turn_has_the_next_number_and_no_new_title() {
         .collect();
     assert_eq!(turns, [1, 1, 2, 2]);
     // The model's history: both prompts and both replies.
-    assert_eq!(world.session.history().len(), 4);
+    assert_eq!(world.session.history().await.unwrap().len(), 4);
 }
 
 #[tokio::test]
@@ -345,7 +345,7 @@ async fn an_allowed_tool_call_is_recorded_run_and_answered_before_the_next_step(
     let replies = world.replies();
     assert_eq!(text(&replies[0]).2, &FinishReason::ToolCalls);
     // The second step saw the result.
-    assert!(world.session.history().iter().any(
+    assert!(world.session.history().await.unwrap().iter().any(
         |message| matches!(message, ChatMessage::Tool { call_id, content } if call_id == "r1" && content.contains("hello"))
     ));
     // The editor saw the call pending, running (transient), then its
@@ -536,7 +536,7 @@ async fn a_cancel_mid_stream_keeps_the_delivered_prefix_and_ends_the_turn_cancel
         world.prompt("Again", &Recorder::default()).await.unwrap(),
         StopReason::EndTurn
     );
-    assert!(world.session.history().iter().any(
+    assert!(world.session.history().await.unwrap().iter().any(
         |message| matches!(message, ChatMessage::Assistant { text, .. } if text == "Partial")
     ));
 }
