@@ -169,7 +169,11 @@ async fn start_rows(bench: &Bench) {
     row(
         "RSS after session/new",
         "≤ 15 MB",
-        format!("{:.1} MB", proc.rss_kib() as f64 / 1024.0),
+        format!(
+            "{:.1} MB (anonymous {:.1} MB)",
+            proc.rss_kib() as f64 / 1024.0,
+            proc.rss_anon_kib() as f64 / 1024.0
+        ),
     );
     proc.close().await;
 }

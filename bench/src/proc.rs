@@ -85,11 +85,22 @@ impl Proc {
     }
 
     pub fn rss_kib(&self) -> u64 {
+        self.status_kib("VmRSS:")
+    }
+
+    /// The part of the RSS that is dsh's own memory (heap, stacks), not
+    /// pages of its binary and libraries: those the kernel maps around a
+    /// fault as the file is cached, so they vary from run to run.
+    pub fn rss_anon_kib(&self) -> u64 {
+        self.status_kib("RssAnon:")
+    }
+
+    fn status_kib(&self, field: &str) -> u64 {
         let pid = self.child.id().unwrap();
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
         status
             .lines()
-            .find_map(|line| line.strip_prefix("VmRSS:"))
+            .find_map(|line| line.strip_prefix(field))
             .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
             .unwrap_or(0)
     }

@@ -33,6 +33,8 @@ struct Sample {
     at: Duration,
     turns: usize,
     rss_mb: f64,
+    /// Of it, dsh's own memory (not its binary's pages).
+    anon_mb: f64,
     /// CPU seconds dsh used so far.
     cpu_s: f64,
     fds: usize,
@@ -48,6 +50,7 @@ fn sample(proc: &Proc, started: Instant, turns: usize) -> Sample {
         at: started.elapsed(),
         turns,
         rss_mb: proc.rss_kib() as f64 / 1024.0,
+        anon_mb: proc.rss_anon_kib() as f64 / 1024.0,
         cpu_s: proc.cpu_ns() as f64 / 1e9,
         fds,
         children,
@@ -203,22 +206,23 @@ pub async fn run(bench: &Bench, sessions: usize, minutes: u64, rest: u64) {
         .sum();
     proc.close().await;
 
-    println!("| minute | turns | RSS MB | CPU s | fds | children |");
-    println!("|---|---|---|---|---|---|");
+    println!("| minute | turns | RSS MB | anonymous MB | CPU s | fds | children |");
+    println!("|---|---|---|---|---|---|---|");
     for s in &samples {
         println!(
-            "| {:.1} | {} | {:.1} | {:.1} | {} | {} |",
+            "| {:.1} | {} | {:.1} | {:.1} | {:.1} | {} | {} |",
             s.at.as_secs_f64() / 60.0,
             s.turns,
             s.rss_mb,
+            s.anon_mb,
             s.cpu_s,
             s.fds,
             s.children
         );
     }
     println!(
-        "| closed all | {} | {:.1} | {:.1} | {} | {} |",
-        closed.turns, closed.rss_mb, closed.cpu_s, closed.fds, closed.children
+        "| closed all | {} | {:.1} | {:.1} | {:.1} | {} | {} |",
+        closed.turns, closed.rss_mb, closed.anon_mb, closed.cpu_s, closed.fds, closed.children
     );
     println!();
     let mut stops: Vec<_> = stops.into_iter().collect();
