@@ -101,7 +101,7 @@ impl RequestBody {
             })?;
         }
         // The commas between messages (and after the system prompt).
-        let commas = self.messages.len() - usize::from(!self.after_system);
+        let commas = (self.messages.len() + usize::from(self.after_system)).saturating_sub(1);
         Ok(length + commas as u64)
     }
 
@@ -524,10 +524,13 @@ mod tests {
         }
         let mut without_system = request(ThoughtLevel::Off);
         without_system.system.clear();
+        let mut empty = without_system.clone();
+        empty.messages.clear();
         for (request, pieces_at_least) in [
             (long, 2),
             (request(ThoughtLevel::Max), 1),
             (without_system, 1),
+            (empty, 1),
         ] {
             let whole = request_body(&request, ProviderKind::Deepseek).unwrap();
             let body = RequestBody::new(&request, ProviderKind::Deepseek).unwrap();
