@@ -133,7 +133,8 @@ impl Message {
         self.bytes
     }
 
-    /// The measure kept in `slot` (below [`Message::SLOTS`]), taken by
+    /// The measure kept in `slot` (below [`Message::SLOTS`]; the request
+    /// body owns the slots, one per form a message takes), taken by
     /// `measure` the first time it is asked for (and kept only when it
     /// succeeds): a request counting its body's length measures each
     /// message once, not on every request of the conversation.

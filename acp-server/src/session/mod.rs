@@ -380,7 +380,9 @@ impl Session {
     }
 
     /// The conversation the next model request would carry (an evicted
-    /// history is folded again from the log first, as for a request).
+    /// history is folded again from the log first, and the budget settled,
+    /// as for a request: like any reader it may drop other sessions'
+    /// histories).
     ///
     /// # Errors
     /// The session is closed, or its log cannot be read.

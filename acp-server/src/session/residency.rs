@@ -1,6 +1,7 @@
 //! Which sessions' model histories are in memory: at most `[session]
-//! max_history_bytes` of them in one process (default 32 MiB), the least
-//! recently active dropped first. A dropped history is folded again from
+//! max_history_bytes` of them in one process (default 32 MiB), those no
+//! request holds dropped first, then those a request being sent holds,
+//! the least recently active first in each. A dropped history is folded again from
 //! the log when it is next read ([`Session::resident`]), mid-turn too:
 //! every reader asks for it under the session's lock, so an eviction can
 //! fall between two reads but never under one.
@@ -53,10 +54,11 @@ impl Residency {
     /// When the histories in memory hold more than the budget, drops the
     /// least recently active ones until they hold three quarters of it,
     /// never `keep`'s (it is about to be read). Those no request holds go
-    /// first; then those a request being sent still holds (their memory
-    /// goes when the request is sent — with many sessions sending long
-    /// conversations at once, most of them are being sent, and a budget
-    /// that spared them bound nothing). Each session's lock is taken on
+    /// first; then those a request still holds (their memory goes when the
+    /// request lets go of it: once it is sent, or after its retry waits, or
+    /// when a compaction's summary has streamed — with many sessions
+    /// sending long conversations at once, most of them are being sent,
+    /// and a budget that spared them bound nothing). Each session's lock is taken on
     /// its own, never two at once. How many were dropped.
     pub(super) fn settle(&self, keep: &Session) -> usize {
         let Some(budget) = self.budget else {

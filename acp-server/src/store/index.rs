@@ -229,7 +229,7 @@ impl Index {
                 by_id: ById::with_capacity_and_hasher(read.len(), Default::default()),
                 listings: 1,
             });
-            let summarized = read.len();
+            let summarized = read.iter().flatten().count();
             absorb(entries, dir, read.into_iter().flatten(), 1);
             let summarized_at = started.elapsed();
             self.save(entries);
@@ -407,13 +407,7 @@ fn log_refresh(
 /// Whether the index file is there (a link or anything else counts: it
 /// is read, and rejected, as before).
 fn exists(path: &Path) -> bool {
-    rustix::fs::statx(
-        rustix::fs::CWD,
-        path,
-        AtFlags::SYMLINK_NOFOLLOW,
-        StatxFlags::TYPE,
-    )
-    .is_ok()
+    std::fs::symlink_metadata(path).is_ok()
 }
 
 /// One index line (see the module docs).
@@ -621,21 +615,24 @@ fn in_parallel<T: Send, R: Send, S>(
     })
 }
 
-/// Opens a log to read it. Never follows a link and never blocks (a FIFO
-/// swapped in after the stat): a log is a regular file.
+/// Opens a log to read it. Never follows a link, never blocks and never
+/// takes a terminal (something other than a regular file swapped in after
+/// the directory was read); the caller checks the open file is a regular
+/// file.
 fn open_log(dir: &OwnedFd, name: &CStr) -> Result<std::fs::File, Errno> {
     let fd = rustix::fs::openat(
         dir,
         name,
-        OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW | OFlags::NONBLOCK,
+        OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY,
         Mode::empty(),
     )?;
     Ok(std::fs::File::from(fd))
 }
 
-/// A log read without an index: opened (unless the directory says it is
-/// not a regular file), its size and mtime taken from the open file, and
-/// summarized. `None` as for [`stat_log`].
+/// A log read without an index: opened when the directory says it is a
+/// regular file (`stat`ed first when the directory does not say), its
+/// size and mtime taken from the open file, and summarized. `None` as for
+/// [`stat_log`].
 fn read_log(
     dir: &OwnedFd,
     name: CString,
@@ -643,8 +640,14 @@ fn read_log(
     buffer: &mut Vec<u8>,
 ) -> Option<(Found, Summary)> {
     name.to_str().ok()?.strip_suffix(".jsonl")?;
-    if !matches!(kind, FileType::RegularFile | FileType::Unknown) {
-        return None;
+    match kind {
+        FileType::RegularFile => {}
+        // Never opened before it is known to be a regular file (a device
+        // named like a log would be opened for nothing, or worse).
+        FileType::Unknown => {
+            stat_log(dir, name.clone())?;
+        }
+        _ => return None,
     }
     let file = match open_log(dir, &name) {
         Ok(file) => file,
