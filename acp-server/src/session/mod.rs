@@ -402,8 +402,8 @@ impl Session {
     }
 
     /// Drops the model history from memory now, whatever the session is
-    /// doing: the budget's drop of the least recently active ones (tests
-    /// force it with this too). Whether it was in memory.
+    /// doing: how the budget drops one (tests force it with this too).
+    /// Whether it was in memory.
     pub fn evict_history(&self) -> bool {
         let mut locked = self.locked();
         if locked.log.is_none() || locked.state.evicted() {
