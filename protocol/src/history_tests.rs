@@ -3,7 +3,7 @@
 use super::*;
 use crate::error::ErrorInfo;
 use crate::log::EventData;
-use crate::model::FinishReason;
+use crate::model::{FinishReason, Place};
 use crate::tool::{ToolStatus, ToolView};
 
 fn mk(seq: u64, data: EventData) -> Event {
@@ -314,16 +314,27 @@ fn steered_words_follow_tool_results_and_survive_an_overflow() {
     );
 }
 
-/// A message a request measured, then changed by the fold (words steered
+/// A message a request placed, then changed by the fold (words steered
 /// into the turn's prompt) while the request still holds it: the request
-/// keeps its message and measure, the history a new message measured anew.
+/// keeps its message and place, the history a new message placed anew; a
+/// place is kept under its key only.
 #[test]
-fn a_changed_message_is_measured_again() {
+fn a_changed_message_is_placed_again() {
     let mut history = History::default();
     history.apply(&mk(1, prompt(1, "one")));
     let sent = history.messages();
-    let length = |message: &ChatMessage| Ok::<_, ()>(message.bytes() as u64);
-    assert_eq!(sent[0].measured(0, length), Ok(3));
+    // Places as long as the message's text, at 100 times the key.
+    let at = |key: u64| {
+        move |message: &ChatMessage| {
+            Ok::<_, ()>(Place {
+                offset: key * 100,
+                len: message.bytes() as u64,
+            })
+        }
+    };
+    let place = |offset, len| Ok(Place { offset, len });
+    assert_eq!(sent[0].placed(1, at(1)), place(100, 3));
+    assert_eq!(sent[0].placed(1, |_| Err(())), place(100, 3));
     assert_eq!(sent[0].bytes(), 3);
     history.apply(&mk(
         2,
@@ -334,10 +345,13 @@ fn a_changed_message_is_measured_again() {
         },
     ));
     let now = history.messages();
-    assert_eq!(now[0].measured(0, length), Ok(6));
+    assert_eq!(now[0].placed(1, at(1)), place(100, 6));
     assert_eq!(now[0].bytes(), 6);
-    assert_eq!(sent[0].measured(0, |_| Err(())), Ok(3));
-    // Alone in the history, it is changed in place, and measured again.
+    assert_eq!(sent[0].placed(1, |_| Err(())), place(100, 3));
+    // Another key places it again, and forgets the first.
+    assert_eq!(now[0].placed(2, at(2)), place(200, 6));
+    assert_eq!(now[0].placed(1, |_| Err(())), Err(()));
+    // Alone in the history, it is changed in place, and placed again.
     drop((sent, now));
     history.apply(&mk(
         3,
@@ -347,5 +361,5 @@ fn a_changed_message_is_measured_again() {
             steered: true,
         },
     ));
-    assert_eq!(history.messages()[0].measured(0, length), Ok(11));
+    assert_eq!(history.messages()[0].placed(1, at(3)), place(300, 11));
 }

@@ -1,7 +1,7 @@
 //! The provider-neutral model vocabulary: chat messages sent to a model and
 //! the stream events that come back.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
@@ -95,26 +95,33 @@ impl ChatMessage {
 
 /// A message as a history keeps it and every request shares it (in an
 /// `Arc`): the message, its size (see [`ChatMessage::bytes`], counted
-/// once), and the lengths requests measured of its forms on the wire
-/// (see [`Message::measured`]). Equal when the messages are.
+/// once), and where a request last wrote its wire form (see
+/// [`Message::placed`]). Equal when the messages are.
 #[derive(Debug)]
 pub struct Message {
     message: ChatMessage,
     bytes: usize,
-    /// Each slot's length plus one; 0: not measured yet.
-    measured: [AtomicU64; Message::SLOTS],
+    /// The key it was placed under (0: nowhere yet) and the place.
+    placed: Mutex<(u64, Place)>,
+}
+
+/// Where a message's wire form was written: a range of bytes of a file
+/// its key names (see [`Message::placed`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Place {
+    /// Its first byte.
+    pub offset: u64,
+    /// Its length in bytes.
+    pub len: u64,
 }
 
 impl Message {
-    /// How many measures a message keeps.
-    pub const SLOTS: usize = 4;
-
     /// Keeps `message`.
     pub fn new(message: ChatMessage) -> Message {
         Message {
             bytes: message.bytes(),
             message,
-            measured: Default::default(),
+            placed: Mutex::default(),
         }
     }
 
@@ -133,36 +140,42 @@ impl Message {
         self.bytes
     }
 
-    /// The measure kept in `slot` (below [`Message::SLOTS`]; the request
-    /// body owns the slots, one per form a message takes), taken by
-    /// `measure` the first time it is asked for (and kept only when it
-    /// succeeds): a request counting its body's length measures each
-    /// message once, not on every request of the conversation.
+    /// Where the message was put under `key` (not 0; the request body
+    /// owns the keys: a file and the form the message takes in it), put
+    /// there by `place` the first time it is asked for (and kept only
+    /// when it succeeds): the requests of a conversation write each
+    /// message once, not on every request. A message keeps one place: a
+    /// new key forgets the last. Callers asking at once wait for each
+    /// other (a message is placed once).
     ///
     /// # Errors
-    /// What `measure` returns.
-    pub fn measured<E>(
+    /// What `place` returns.
+    pub fn placed<E>(
         &self,
-        slot: usize,
-        measure: impl FnOnce(&ChatMessage) -> Result<u64, E>,
-    ) -> Result<u64, E> {
-        let kept = &self.measured[slot];
-        match kept.load(Ordering::Relaxed) {
-            0 => {
-                let length = measure(&self.message)?;
-                kept.store(length.saturating_add(1), Ordering::Relaxed);
-                Ok(length)
-            }
-            plus_one => Ok(plus_one - 1),
+        key: u64,
+        place: impl FnOnce(&ChatMessage) -> Result<Place, E>,
+    ) -> Result<Place, E> {
+        let mut placed = self
+            .placed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if placed.0 == key && key != 0 {
+            return Ok(placed.1);
         }
+        let at = place(&self.message)?;
+        *placed = (key, at);
+        Ok(at)
     }
 
     /// Changes the message (in a history that alone holds it): its size
-    /// is counted again and its measures forgotten.
+    /// is counted again and its place forgotten.
     pub fn edit(&mut self, change: impl FnOnce(&mut ChatMessage)) {
         change(&mut self.message);
         self.bytes = self.message.bytes();
-        self.measured = Default::default();
+        *self
+            .placed
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Default::default();
     }
 }
 

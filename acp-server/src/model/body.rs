@@ -1,60 +1,63 @@
 //! The JSON body of a chat-completions request, serialized straight from
-//! the session's history: no JSON tree is built and no message is copied.
-//! An HTTP request sends it as it is written, a piece of about 64 KiB at a
-//! time ([`RequestBody::into_pieces`]), so a request over a long
-//! conversation never holds a second copy of it: twenty sessions sending
-//! at once held twenty serialized conversations before (a `serde_json::
-//! Value` of each, earlier, two more). Its length is counted first, so
-//! the request has a `Content-Length`, as every OpenAI-compatible server
-//! accepts: each message's length is counted once (a pass that writes
-//! nothing) and kept with the message for the next requests.
+//! the session's history: no JSON tree is built. An HTTP request sends it
+//! from the session's spool ([`super::spool`]): each message is written
+//! there once, the first time a request carries it, and the body is the
+//! request's opening, ranges of the spool, and its end — its length known
+//! before it is sent (a `Content-Length`, as every OpenAI-compatible
+//! server accepts), read a piece of at most 64 KiB at a time as it is
+//! sent. A request holds no message: twenty sessions sending at once held
+//! twenty conversations before (a serialized copy of each, earlier, and a
+//! `serde_json::Value` of each before that).
 
 use std::fmt::{self, Display};
-use std::io::Write;
+use std::io;
 use std::sync::Arc;
 
-use dsh_protocol::model::{ChatMessage, Message, ToolCallRequest};
+use bytes::Bytes;
+use dsh_protocol::model::{ChatMessage, Place, ToolCallRequest};
 use dsh_protocol::UserContent;
 use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Serialize, Serializer};
 
+use super::spool::Spool;
 use super::ProviderKind;
 use super::{ModelRequest, ToolSchema};
 use dsh_protocol::model::ThoughtLevel;
 
-/// Serializes the body of one request at once (the scripted provider and
-/// the tests keep it).
+/// Serializes the body of one request at once, from memory (the scripted
+/// provider and the tests keep it).
 ///
 /// # Errors
 /// Never in practice (every value is a string, number or JSON value); a
 /// failure is reported rather than assumed away.
 pub fn request_body(request: &ModelRequest, kind: ProviderKind) -> serde_json::Result<Vec<u8>> {
-    RequestBody::new(request, kind)?.to_vec()
+    let frame = Frame::new(request, kind)?;
+    let mut body = frame.head.to_vec();
+    for (at, message) in request.messages.iter().enumerate() {
+        if at > 0 || frame.after_system {
+            body.push(b',');
+        }
+        frame.write(message, &mut body)?;
+    }
+    body.extend_from_slice(&frame.tail);
+    Ok(body)
 }
 
-/// One request's body: its opening and its end written out (the model,
-/// the system prompt, the tools), the conversation between them shared
-/// with the history and written as it is sent.
-pub struct RequestBody {
+/// What a body has besides its messages.
+#[derive(Debug)]
+struct Frame {
     /// `{"model":…,"messages":[` and the system message, if any.
-    head: Vec<u8>,
-    messages: Vec<Arc<Message>>,
+    head: Bytes,
     /// A comma comes before the first message (the head ends in one).
     after_system: bool,
     deepseek: bool,
     images: bool,
     /// `]`, then the rest of the object.
-    tail: Vec<u8>,
+    tail: Bytes,
 }
 
-/// How much [`RequestBody::into_pieces`] puts in one piece, at least.
-const PIECE: usize = 64 * 1024;
-
-impl RequestBody {
-    /// # Errors
-    /// As [`request_body`].
-    pub fn new(request: &ModelRequest, kind: ProviderKind) -> serde_json::Result<RequestBody> {
-        let deepseek = kind == ProviderKind::Deepseek;
+impl Frame {
+    fn new(request: &ModelRequest, kind: ProviderKind) -> serde_json::Result<Frame> {
         let mut head = br#"{"model":"#.to_vec();
         serde_json::to_writer(&mut head, &request.model.id)?;
         head.extend_from_slice(br#","messages":["#);
@@ -72,107 +75,126 @@ impl RequestBody {
         let mut tail = b"]".to_vec();
         serde_json::to_writer(&mut tail, &Rest { request, kind })?;
         tail[1] = b',';
-        Ok(RequestBody {
-            head,
-            messages: request.messages.clone(),
+        Ok(Frame {
+            head: head.into(),
             after_system,
-            deepseek,
+            deepseek: kind == ProviderKind::Deepseek,
             images: request.model.images,
-            tail,
+            tail: tail.into(),
         })
     }
 
-    /// The body's length in bytes. Each message's length on the wire is
-    /// counted once (a pass that writes nothing) and kept with it, so the
-    /// requests of a long conversation count only what is new.
-    ///
-    /// # Errors
-    /// As [`request_body`].
-    pub fn content_length(&self) -> serde_json::Result<u64> {
-        // The form a message takes depends on these two, and on nothing
-        // else of the request.
-        let slot = usize::from(self.deepseek) | usize::from(self.images) << 1;
-        let mut length = (self.head.len() + self.tail.len()) as u64;
-        for message in &self.messages {
-            length += message.measured(slot, |message| {
-                let mut count = Count(0);
-                serde_json::to_writer(&mut count, &wire(message, self.deepseek, self.images))?;
-                Ok::<_, serde_json::Error>(count.0)
-            })?;
-        }
-        // The commas between messages (and after the system prompt).
-        let commas = (self.messages.len() + usize::from(self.after_system)).saturating_sub(1);
-        Ok(length + commas as u64)
+    /// The form a message takes depends on these two, and on nothing else
+    /// of the request: 0 to 3.
+    fn form(&self) -> u64 {
+        u64::from(self.deepseek) | u64::from(self.images) << 1
     }
 
-    /// The whole body.
-    ///
-    /// # Errors
-    /// As [`request_body`].
-    pub fn to_vec(self) -> serde_json::Result<Vec<u8>> {
-        let mut body = Vec::with_capacity(self.head.len() + self.tail.len());
-        for piece in self.into_pieces() {
-            body.extend_from_slice(&piece?);
-        }
-        Ok(body)
-    }
-
-    /// The body in pieces of at least 64 KiB (but the last), each written
-    /// when it is asked for. Each message is let go as soon as it is
-    /// written (the HTTP client may keep the finished body until the
-    /// response ends: it no longer holds the conversation).
-    pub fn into_pieces(mut self) -> impl Iterator<Item = serde_json::Result<Vec<u8>>> + Send {
-        let mut head = Some(std::mem::take(&mut self.head));
-        let mut messages = std::mem::take(&mut self.messages).into_iter();
-        let mut comma = self.after_system;
-        let mut done = false;
-        std::iter::from_fn(move || {
-            if done {
-                return None;
-            }
-            let mut piece = head.take().unwrap_or_default();
-            while piece.len() < PIECE {
-                let Some(message) = messages.next() else {
-                    piece.extend_from_slice(&self.tail);
-                    done = true;
-                    break;
-                };
-                if let Err(err) = self.write_message(&message, comma, &mut piece) {
-                    done = true;
-                    messages = Vec::new().into_iter();
-                    return Some(Err(err));
-                }
-                comma = true;
-            }
-            Some(Ok(piece))
-        })
-    }
-
-    /// A message, with the comma before it when `comma`.
-    fn write_message(
-        &self,
-        message: &Message,
-        comma: bool,
-        out: &mut impl Write,
-    ) -> serde_json::Result<()> {
-        if comma {
-            out.write_all(b",").map_err(serde_json::Error::io)?;
-        }
+    fn write(&self, message: &ChatMessage, out: &mut Vec<u8>) -> serde_json::Result<()> {
         serde_json::to_writer(out, &wire(message, self.deepseek, self.images))
     }
 }
 
-/// A writer that only counts.
-struct Count(u64);
+/// Why a body cannot be made.
+#[derive(Debug, thiserror::Error)]
+pub enum BodyError {
+    /// A value did not serialize (never in practice).
+    #[error("cannot serialize the model request: {0}")]
+    Serialize(#[from] serde_json::Error),
+    /// The spool cannot be written.
+    #[error("cannot write the model request to its spool file (is the disk full?): {0}")]
+    Spool(#[from] io::Error),
+}
 
-impl Write for Count {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0 += bytes.len() as u64;
-        Ok(bytes.len())
+/// A request's body, its messages in the spool: made once, sent by each
+/// attempt of the request.
+#[derive(Debug)]
+pub struct SpooledBody {
+    frame: Frame,
+    spool: Arc<Spool>,
+    /// The messages' bytes in the spool, commas between them included;
+    /// neighbours written one after the other are one range.
+    ranges: Arc<[Place]>,
+}
+
+/// How much [`SpooledBody::pieces`] reads at once, at most.
+const PIECE: usize = 64 * 1024;
+
+impl SpooledBody {
+    /// Writes to `spool` the request's messages it does not hold yet, each
+    /// with the comma before it.
+    ///
+    /// # Errors
+    /// As [`request_body`]; the spool cannot be written.
+    pub fn new(
+        request: &ModelRequest,
+        kind: ProviderKind,
+        spool: Arc<Spool>,
+    ) -> Result<SpooledBody, BodyError> {
+        let frame = Frame::new(request, kind)?;
+        let key = spool.id() << 2 | frame.form();
+        let mut ranges: Vec<Place> = Vec::new();
+        let mut written = Vec::new();
+        for message in &request.messages {
+            let place = message.placed(key, |message| {
+                written.clear();
+                written.push(b',');
+                frame.write(message, &mut written)?;
+                let offset = spool.append(&written)?;
+                Ok::<_, BodyError>(Place {
+                    offset,
+                    len: written.len() as u64,
+                })
+            })?;
+            match ranges.last_mut() {
+                Some(last) if last.offset + last.len == place.offset => last.len += place.len,
+                _ => ranges.push(place),
+            }
+        }
+        if !frame.after_system {
+            // The first message's comma.
+            if let Some(first) = ranges.first_mut() {
+                first.offset += 1;
+                first.len -= 1;
+            }
+        }
+        let body = SpooledBody {
+            frame,
+            spool,
+            ranges: ranges.into(),
+        };
+        body.spool.read_live(body.messages_len());
+        Ok(body)
     }
 
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
+    /// The body's length in bytes.
+    pub fn content_length(&self) -> u64 {
+        (self.frame.head.len() + self.frame.tail.len()) as u64 + self.messages_len()
+    }
+
+    fn messages_len(&self) -> u64 {
+        self.ranges.iter().map(|range| range.len).sum()
+    }
+
+    /// The body in pieces of at most 64 KiB, each read when it is asked for
+    /// (from the page cache, for the most part: the spool was written
+    /// moments ago).
+    pub fn pieces(&self) -> impl Iterator<Item = io::Result<Bytes>> + Send + 'static {
+        let spool = self.spool.clone();
+        let ranges = self.ranges.clone();
+        let reads = (0..ranges.len()).flat_map(move |at| {
+            let Place { offset, len } = ranges[at];
+            let spool = spool.clone();
+            (0..len.div_ceil(PIECE as u64)).map(move |piece| {
+                let from = piece * PIECE as u64;
+                let mut buf = vec![0; (len - from).min(PIECE as u64) as usize];
+                spool.read_at(&mut buf, offset + from)?;
+                Ok(Bytes::from(buf))
+            })
+        });
+        std::iter::once(Ok(self.frame.head.clone()))
+            .chain(reads)
+            .chain(std::iter::once(Ok(self.frame.tail.clone())))
     }
 }
 
@@ -460,6 +482,8 @@ impl Display for JoinedText<'_> {
 mod tests {
     use std::sync::Arc;
 
+    use dsh_protocol::model::Message;
+
     use super::*;
     use crate::model::settings::builtin_models;
 
@@ -505,15 +529,28 @@ mod tests {
             .collect(),
             tools: vec![],
             session_id: "s".into(),
+            spool: None,
         }
     }
 
-    /// The pieces an HTTP request sends make the same body, of the length
-    /// its `Content-Length` says: in pieces of at least 64 KiB for a long
-    /// conversation, one piece for a short one, with or without a system
-    /// prompt.
+    fn spooled(request: &ModelRequest, kind: ProviderKind, spool: &Arc<Spool>) -> Vec<u8> {
+        let body = SpooledBody::new(request, kind, spool.clone()).unwrap();
+        let pieces: Vec<Bytes> = body.pieces().map(Result::unwrap).collect();
+        for piece in &pieces {
+            assert!(piece.len() <= PIECE, "{}", piece.len());
+        }
+        let whole = pieces.concat();
+        assert_eq!(body.content_length(), whole.len() as u64);
+        whole
+    }
+
+    /// The body an HTTP request sends from the spool is the body, of the
+    /// length its `Content-Length` says: for a long conversation (read in
+    /// pieces), with or without a system prompt, with no message.
     #[test]
-    fn the_body_in_pieces_is_the_body_and_its_length_is_counted() {
+    fn the_spooled_body_is_the_body_and_its_length_is_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let spool = Arc::new(Spool::new_in(dir.path()).unwrap());
         let mut long = request(ThoughtLevel::High);
         let text = "line with \"quotes\" and \\ slashes\n".repeat(2000);
         for _ in 0..8 {
@@ -526,21 +563,9 @@ mod tests {
         without_system.system.clear();
         let mut empty = without_system.clone();
         empty.messages.clear();
-        for (request, pieces_at_least) in [
-            (long, 2),
-            (request(ThoughtLevel::Max), 1),
-            (without_system, 1),
-            (empty, 1),
-        ] {
+        for request in [long, request(ThoughtLevel::Max), without_system, empty] {
             let whole = request_body(&request, ProviderKind::Deepseek).unwrap();
-            let body = RequestBody::new(&request, ProviderKind::Deepseek).unwrap();
-            assert_eq!(body.content_length().unwrap(), whole.len() as u64);
-            let pieces: Vec<Vec<u8>> = body.into_pieces().map(Result::unwrap).collect();
-            assert!(pieces.len() >= pieces_at_least, "{} pieces", pieces.len());
-            for piece in &pieces[..pieces.len() - 1] {
-                assert!(piece.len() >= PIECE, "{}", piece.len());
-            }
-            assert_eq!(pieces.concat(), whole);
+            assert_eq!(spooled(&request, ProviderKind::Deepseek, &spool), whole);
             let parsed: serde_json::Value = serde_json::from_slice(&whole).unwrap();
             let messages = parsed["messages"].as_array().unwrap();
             let system = usize::from(!request.system.is_empty());
@@ -549,12 +574,13 @@ mod tests {
         }
     }
 
-    /// A message's length is kept for the next request of the
-    /// conversation, one per form it takes: counted for DeepSeek and for
-    /// an OpenAI-compatible server, with images and without, every body's
-    /// length stays its length.
+    /// A message is written to the spool once for each form it takes (for
+    /// DeepSeek and for an OpenAI-compatible server, with images and
+    /// without), and again in a new spool; every body stays the body, and
+    /// a body of messages written one after the other is one range.
     #[test]
-    fn kept_lengths_are_the_lengths_of_each_form() {
+    fn a_message_is_written_once_per_spool_and_form() {
+        let dir = tempfile::tempdir().unwrap();
         let mut request = request(ThoughtLevel::High);
         request
             .messages
@@ -566,19 +592,33 @@ mod tests {
                 },
             ]))));
         for _ in 0..2 {
+            let spool = Arc::new(Spool::new_in(dir.path()).unwrap());
             for kind in [ProviderKind::Deepseek, ProviderKind::Openai] {
                 for images in [false, true] {
                     request.model.images = images;
                     let whole = request_body(&request, kind).unwrap();
-                    let body = RequestBody::new(&request, kind).unwrap();
-                    assert_eq!(
-                        body.content_length().unwrap(),
-                        whole.len() as u64,
-                        "{kind:?}, images {images}"
-                    );
+                    assert_eq!(spooled(&request, kind, &spool), whole, "{kind:?} {images}");
+                    let written = spool.len();
+                    assert_eq!(spooled(&request, kind, &spool), whole, "{kind:?} {images}");
+                    assert_eq!(spool.len(), written, "written again");
                 }
             }
+            let body = SpooledBody::new(&request, ProviderKind::Openai, spool.clone()).unwrap();
+            assert_eq!(body.ranges.len(), 1);
         }
+        // A message changed where only the history holds it is written
+        // anew; the body is the body.
+        let dir = tempfile::tempdir().unwrap();
+        let spool = Arc::new(Spool::new_in(dir.path()).unwrap());
+        spooled(&request, ProviderKind::Deepseek, &spool);
+        Arc::get_mut(&mut request.messages[1])
+            .expect("the body holds no message")
+            .edit(|message| *message = ChatMessage::User(vec![UserContent::text("hello")]));
+        let whole = request_body(&request, ProviderKind::Deepseek).unwrap();
+        assert_eq!(spooled(&request, ProviderKind::Deepseek, &spool), whole);
+        let body = SpooledBody::new(&request, ProviderKind::Deepseek, spool).unwrap();
+        // The first message, then the changed one, then the rest.
+        assert_eq!(body.ranges.len(), 3);
     }
 
     #[test]

@@ -10,7 +10,9 @@ use dsh_protocol::model::StreamEvent;
 use dsh_protocol::ErrorCode;
 use futures::StreamExt;
 
+use super::body::SpooledBody;
 use super::settings::{KeyPolicy, ModelSettings};
+use super::spool::Spool;
 use super::sse::{ChunkParser, SseDecoder};
 use super::{EventStream, ModelError, ModelRequest};
 
@@ -55,7 +57,31 @@ impl HttpProvider {
         Ok(self.client.get_or_init(|| client))
     }
 
-    pub(super) async fn start(&self, request: &ModelRequest) -> Result<EventStream, ModelError> {
+    /// Writes the request's messages to its spool (see `body`): what is
+    /// kept is its body, not the conversation.
+    pub(super) fn prepare(&self, request: ModelRequest) -> Result<Ready, ModelError> {
+        let unwritten = |err: super::body::BodyError| ModelError {
+            retryable: false,
+            ..ModelError::new(ErrorCode::Internal, err.to_string())
+        };
+        let spool = match &request.spool {
+            Some(spool) => spool.clone(),
+            None => Arc::new(
+                Spool::new_in(&std::env::temp_dir())
+                    .map_err(|err| unwritten(super::body::BodyError::Spool(err)))?,
+            ),
+        };
+        let body = SpooledBody::new(&request, self.settings.provider, spool).map_err(unwritten)?;
+        Ok(Ready {
+            body,
+            model: request.model.id,
+            messages: request.messages.len(),
+            tools: request.tools.len(),
+            session_id: request.session_id,
+        })
+    }
+
+    pub(super) async fn start(&self, request: &Ready) -> Result<EventStream, ModelError> {
         let key = match self.settings.key_policy {
             KeyPolicy::None => None,
             KeyPolicy::Optional => crate::credentials::resolve_now(&self.settings.key).await,
@@ -76,24 +102,12 @@ impl HttpProvider {
             ),
         };
         let url = format!("{}/chat/completions", self.settings.base_url);
-        let unserializable = |err: serde_json::Error| {
-            ModelError::new(
-                ErrorCode::Internal,
-                format!("cannot serialize the model request: {err}"),
-            )
-        };
-        // Written as it is sent (see `body`): the conversation is not
-        // copied into the request. reqwest cannot replay such a body for
-        // its own retries (an HTTP/2 stream refused, a 307/308): those
-        // come back as transport errors, which `start_with_retry` retries
-        // with a new body (a retry the log shows).
-        let body = super::body::RequestBody::new(request, self.settings.provider)
-            .map_err(unserializable)?;
-        let length = body.content_length().map_err(unserializable)?;
-        let body = reqwest::Body::wrap_stream(futures::stream::iter(
-            body.into_pieces()
-                .map(|piece| piece.map(bytes::Bytes::from)),
-        ));
+        // Read from the spool as it is sent (see `body`). reqwest cannot
+        // replay such a body for its own retries (an HTTP/2 stream
+        // refused, a 307/308): those come back as transport errors, which
+        // `start_with_retry` retries with the body read again.
+        let length = request.body.content_length();
+        let body = reqwest::Body::wrap_stream(futures::stream::iter(request.body.pieces()));
         let mut post = self.client()?.post(&url);
         if let Some(key) = &key {
             post = post.bearer_auth(key);
@@ -103,7 +117,7 @@ impl HttpProvider {
         if self.settings.session_header {
             post = post.header("x-deepseek-harness-session-id", &request.session_id);
         }
-        tracing::debug!(%url, model = %request.model.id, messages = request.messages.len(), tools = request.tools.len(), "model request");
+        tracing::debug!(%url, model = %request.model, messages = request.messages, tools = request.tools, length, "model request");
         let send = post
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .header(reqwest::header::CONTENT_LENGTH, length)
@@ -157,6 +171,16 @@ impl HttpProvider {
             key,
         ))
     }
+}
+
+/// A request ready to send: its body, and what its log lines and headers
+/// say.
+pub(super) struct Ready {
+    body: SpooledBody,
+    model: String,
+    messages: usize,
+    tools: usize,
+    session_id: String,
 }
 
 impl HttpProvider {

@@ -12,6 +12,7 @@ pub mod replay;
 pub mod retry;
 pub mod script;
 pub mod settings;
+pub mod spool;
 pub mod sse;
 
 use std::pin::Pin;
@@ -44,6 +45,9 @@ pub struct ModelRequest {
     pub tools: Vec<ToolSchema>,
     /// The session, for provider-side correlation headers.
     pub session_id: String,
+    /// Where an HTTP request writes the messages it sends (the session's;
+    /// a file of its own when `None`).
+    pub spool: Option<std::sync::Arc<spool::Spool>>,
 }
 
 impl ModelRequest {
@@ -315,17 +319,43 @@ impl Provider {
         }
     }
 
-    /// Starts one attempt; errors before the first byte come back here so the
-    /// caller can retry them.
+    /// Makes `request` ready to send: an HTTP request writes the messages
+    /// it carries to its spool and keeps no message (the history may
+    /// leave memory while the request waits for the provider).
+    ///
+    /// # Errors
+    /// The request cannot be written (a full disk).
+    pub fn prepare(&self, request: ModelRequest) -> Result<Prepared, ModelError> {
+        Ok(Prepared(match self {
+            Provider::Http(provider) => Ready::Http(provider.prepare(request)?),
+            Provider::Replay(_) => Ready::Replay(request),
+        }))
+    }
+
+    /// Starts one attempt of a prepared request; errors before the first
+    /// byte come back here so the caller can retry them.
     ///
     /// # Errors
     /// Missing credential, HTTP error status, transport failure.
-    pub async fn start(&self, request: &ModelRequest) -> Result<EventStream, ModelError> {
-        match self {
-            Provider::Http(provider) => provider.start(request).await,
-            Provider::Replay(provider) => provider.start(request).await,
+    pub async fn start(&self, request: &Prepared) -> Result<EventStream, ModelError> {
+        match (self, &request.0) {
+            (Provider::Http(provider), Ready::Http(ready)) => provider.start(ready).await,
+            (Provider::Replay(provider), Ready::Replay(request)) => provider.start(request).await,
+            _ => Err(ModelError::new(
+                ErrorCode::Internal,
+                "a request prepared for another provider",
+            )),
         }
     }
+}
+
+/// A request ready to send ([`Provider::prepare`]): each attempt of it
+/// sends the same body.
+pub struct Prepared(Ready);
+
+enum Ready {
+    Http(http::Ready),
+    Replay(ModelRequest),
 }
 
 /// `1.5 s`, `300 ms`.

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{EventStream, ModelError, ModelRequest, Provider};
+use super::{EventStream, ModelError, Prepared, Provider};
 
 /// Retries before the first byte of a response.
 #[derive(Debug, Clone, Copy)]
@@ -35,7 +35,7 @@ pub enum Started {
 /// A non-retryable error, or the last error once retries are exhausted.
 pub async fn start_with_retry(
     provider: &Provider,
-    request: &ModelRequest,
+    request: &Prepared,
     policy: RetryPolicy,
     cancel: &CancellationToken,
     mut on_retry: impl FnMut(u32, Duration, &ModelError),

@@ -78,6 +78,8 @@ pub struct Session {
     store: SessionStore,
     /// The process's budget for histories in memory.
     residency: Arc<Residency>,
+    /// Where its requests are sent from ([`Session::spool`]).
+    spool: Mutex<Option<Arc<crate::model::spool::Spool>>>,
     locked: Mutex<Locked>,
     turn_lock: Arc<tokio::sync::Mutex<()>>,
     turn_cancel: Mutex<Option<CancellationToken>>,
@@ -166,6 +168,7 @@ impl Session {
             mcp: Mutex::new(None),
             store,
             residency: residency.clone(),
+            spool: Mutex::new(None),
             header,
             locked: Mutex::new(Locked {
                 log: Some(log),

@@ -112,3 +112,25 @@ impl Residency {
         dropped
     }
 }
+
+impl Session {
+    /// The spool its requests are sent from ([`crate::model::spool`]): a
+    /// request holds the spool, not the history, which can then leave
+    /// memory while the request waits. A new one when the last was retired
+    /// (mostly messages no history carries any longer); `None` when none
+    /// can be made beside the logs (the request makes its own).
+    pub(crate) fn spool(&self) -> Option<Arc<crate::model::spool::Spool>> {
+        let mut spool = lock(&self.spool);
+        if let Some(current) = spool.as_ref().filter(|spool| !spool.is_retired()) {
+            return Some(current.clone());
+        }
+        *spool = match crate::model::spool::Spool::new_in(self.store.dir()) {
+            Ok(new) => Some(Arc::new(new)),
+            Err(err) => {
+                tracing::warn!(dir = %self.store.dir().display(), "cannot make a spool for the model requests: {err}");
+                None
+            }
+        };
+        spool.clone()
+    }
+}

@@ -63,6 +63,11 @@ impl SessionStore {
         }
     }
 
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Validates a session id and returns its file. Ids come from clients,
     /// so anything but `[A-Za-z0-9_-]` is refused (no path tricks).
     ///

@@ -391,8 +391,9 @@ impl Turn<'_> {
             ))],
             tools: Vec::new(),
             session_id: self.session.id.to_string(),
+            spool: self.session.spool(),
         };
-        match self.generate(&request).await {
+        match self.generate(request).await {
             Ok(Some((text, usage))) => {
                 let title = crate::prompt::clean_title(&text, self.config.max_title_bytes)?;
                 tracing::debug!(%title, "the model named the session");

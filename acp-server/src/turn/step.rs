@@ -192,6 +192,7 @@ impl Turn<'_> {
             messages: locked.state.history.messages(),
             tools,
             session_id: session.id.to_string(),
+            spool: session.spool(),
         })
     }
 
@@ -203,6 +204,11 @@ impl Turn<'_> {
             hub.refresh().await;
         }
         let request = self.request().await?;
+        let (model_id, sent_tokens) = (request.model.id.clone(), request.estimated_tokens());
+        // Ready to send: the conversation it carries is not held while it
+        // waits for the provider and the reply streams (the history may
+        // leave memory meanwhile).
+        let request = self.provider.prepare(request)?;
         let mut retry_log_error = None;
         let started = start_with_retry(
             &self.provider,
@@ -232,9 +238,6 @@ impl Turn<'_> {
             Started::Stream(stream) => stream,
             Started::Cancelled => return Ok(Next::Stop(StopReason::Cancelled)),
         };
-        // Sent: the conversation it carried is not held while the reply
-        // streams (the history may leave memory meanwhile).
-        let (model_id, sent_tokens) = (request.model.id.clone(), request.estimated_tokens());
         drop(request);
 
         let mut reply = Reply {
@@ -371,11 +374,12 @@ impl Turn<'_> {
     /// editor), with its usage. `None` when cancelled.
     pub(super) async fn generate(
         &self,
-        request: &ModelRequest,
+        request: ModelRequest,
     ) -> Result<Option<(String, Option<dsh_protocol::model::Usage>)>, ModelError> {
+        let request = self.provider.prepare(request)?;
         let started = start_with_retry(
             &self.provider,
-            request,
+            &request,
             self.config.model.retry,
             self.cancel,
             |attempt, delay, error| {

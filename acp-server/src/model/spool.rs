@@ -1,0 +1,142 @@
+//! A session's spool: a file of its messages as the provider reads them,
+//! from which each request's body is sent. A message is written to it
+//! once, the first time a request carries it (the place is kept with the
+//! message, [`Message::placed`]); a request then holds ranges of the file,
+//! not the conversation. Twenty sessions sending at once hold page cache,
+//! not twenty conversations on the heap, and the budget of histories in
+//! memory binds while they send (a history a request carries can leave
+//! memory: the request reads the file). Writing a message once also spares
+//! each request serializing the whole conversation again.
+//!
+//! The file has no name (`O_TMPFILE`, or created and unlinked at once when
+//! the filesystem cannot) and is 0600, in the directory of session logs:
+//! like the log it holds code and prompts; it is gone when the last
+//! request and the session let it go. It only grows: a spool mostly of
+//! messages no history carries any longer (after a compaction, after
+//! histories were rebuilt from the log) is retired, and the next request
+//! starts a new one.
+//!
+//! [`Message::placed`]: dsh_protocol::model::Message::placed
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// Spools are numbered from 1 in the process: a message's key names its
+/// spool.
+static NEXT: AtomicU64 = AtomicU64::new(1);
+
+/// Past this much written, a spool whose garbage outweighs what the last
+/// request read of it is retired.
+const SLACK: u64 = 1 << 20;
+
+/// One spool file.
+#[derive(Debug)]
+pub struct Spool {
+    id: u64,
+    file: File,
+    /// Bytes written (appends are serialized by it).
+    end: Mutex<u64>,
+    retired: AtomicBool,
+}
+
+impl Spool {
+    /// A new, empty spool in `dir`.
+    ///
+    /// # Errors
+    /// The file cannot be created there.
+    pub fn new_in(dir: &Path) -> io::Result<Spool> {
+        Ok(Spool {
+            id: NEXT.fetch_add(1, Ordering::Relaxed),
+            file: tempfile::tempfile_in(dir)?,
+            end: Mutex::new(0),
+            retired: AtomicBool::new(false),
+        })
+    }
+
+    /// Its number (never 0).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Appends `bytes`; returns their offset.
+    ///
+    /// # Errors
+    /// The write fails (a full disk); nothing is counted as written.
+    pub fn append(&self, bytes: &[u8]) -> io::Result<u64> {
+        let mut end = self
+            .end
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let offset = *end;
+        self.file.write_all_at(bytes, offset)?;
+        *end += bytes.len() as u64;
+        Ok(offset)
+    }
+
+    /// Fills `buf` from `offset`.
+    ///
+    /// # Errors
+    /// The read fails or the file is shorter.
+    pub fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.file.read_exact_at(buf, offset)
+    }
+
+    /// Bytes written.
+    pub fn len(&self) -> u64 {
+        *self
+            .end
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Whether nothing was written.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A request read `live` bytes of it: when the rest (garbage, for the
+    /// most part) outweighs them, it is retired.
+    pub fn read_live(&self, live: u64) {
+        if self.len() > live.saturating_mul(2).saturating_add(SLACK) {
+            self.retired.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether its session should start a new one.
+    pub fn is_retired(&self) -> bool {
+        self.retired.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn appends_are_read_back_and_a_wasteful_spool_is_retired() {
+        let dir = tempfile::tempdir().unwrap();
+        let spool = Spool::new_in(dir.path()).unwrap();
+        let other = Spool::new_in(dir.path()).unwrap();
+        assert_ne!(spool.id(), other.id());
+        assert!(spool.is_empty());
+        // Nameless: nothing is left in the directory.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        assert_eq!(spool.append(b"hello").unwrap(), 0);
+        assert_eq!(spool.append(b", world").unwrap(), 5);
+        let mut buf = [0; 5];
+        spool.read_at(&mut buf, 7).unwrap();
+        assert_eq!(&buf, b"world");
+        assert!(spool.read_at(&mut buf, 10).is_err());
+        spool.read_live(0);
+        assert!(!spool.is_retired());
+        spool.append(&vec![b' '; SLACK as usize]).unwrap();
+        spool.read_live(SLACK / 2);
+        assert!(!spool.is_retired());
+        spool.read_live(5);
+        assert!(spool.is_retired());
+    }
+}
