@@ -178,8 +178,8 @@ pub struct RawSession {
     /// log when next needed); 0 = never. Default 60.
     pub idle_evict_s: Option<u64>,
     /// Bytes of model history all sessions of the process may hold in
-    /// memory; past it, the least recently active ones leave (those no
-    /// request holds first; rebuilt from the log when next read), 0 = no
+    /// memory; past it, the least recently active ones leave (those
+    /// nothing else holds first; rebuilt from the log when next read), 0 = no
     /// limit. Default 32 MiB.
     pub max_history_bytes: Option<u64>,
 }

@@ -320,8 +320,9 @@ impl History {
     }
 
     /// The bytes of text it holds (see [`ChatMessage::bytes`]), and
-    /// whether a request being sent still holds its messages (dropping it
-    /// now would free nothing until the request is sent). One pass.
+    /// whether something else still holds its messages (a request being
+    /// made, a compaction: dropping it now would free nothing until they
+    /// let go). One pass.
     pub fn footprint(&self) -> (usize, bool) {
         let mut shared = false;
         let placed: usize = self

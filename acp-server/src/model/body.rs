@@ -24,25 +24,6 @@ use super::ProviderKind;
 use super::{ModelRequest, ToolSchema};
 use dsh_protocol::model::ThoughtLevel;
 
-/// Serializes the body of one request at once, from memory (the scripted
-/// provider and the tests keep it).
-///
-/// # Errors
-/// Never in practice (every value is a string, number or JSON value); a
-/// failure is reported rather than assumed away.
-pub fn request_body(request: &ModelRequest, kind: ProviderKind) -> serde_json::Result<Vec<u8>> {
-    let frame = Frame::new(request, kind)?;
-    let mut body = frame.head.to_vec();
-    for (at, message) in request.messages.iter().enumerate() {
-        if at > 0 || frame.after_system {
-            body.push(b',');
-        }
-        frame.write(message, &mut body)?;
-    }
-    body.extend_from_slice(&frame.tail);
-    Ok(body)
-}
-
 /// What a body has besides its messages.
 #[derive(Debug)]
 struct Frame {
@@ -125,7 +106,8 @@ impl SpooledBody {
     /// with the comma before it.
     ///
     /// # Errors
-    /// As [`request_body`]; the spool cannot be written.
+    /// A value does not serialize (never in practice); the spool cannot be
+    /// written.
     pub fn new(
         request: &ModelRequest,
         kind: ProviderKind,
@@ -174,6 +156,18 @@ impl SpooledBody {
 
     fn messages_len(&self) -> u64 {
         self.ranges.iter().map(|range| range.len).sum()
+    }
+
+    /// The whole body (the scripted provider shows it to the tests).
+    ///
+    /// # Errors
+    /// The spool cannot be read.
+    pub fn to_vec(&self) -> io::Result<Vec<u8>> {
+        let mut body = Vec::with_capacity(self.content_length() as usize);
+        for piece in self.pieces() {
+            body.extend_from_slice(&piece?);
+        }
+        Ok(body)
     }
 
     /// The body in pieces of at most 64 KiB, each read when it is asked for
@@ -487,6 +481,21 @@ mod tests {
     use super::*;
     use crate::model::settings::builtin_models;
 
+    /// The body serialized at once from memory: what the spooled body must
+    /// be.
+    fn request_body(request: &ModelRequest, kind: ProviderKind) -> serde_json::Result<Vec<u8>> {
+        let frame = Frame::new(request, kind)?;
+        let mut body = frame.head.to_vec();
+        for (at, message) in request.messages.iter().enumerate() {
+            if at > 0 || frame.after_system {
+                body.push(b',');
+            }
+            frame.write(message, &mut body)?;
+        }
+        body.extend_from_slice(&frame.tail);
+        Ok(body)
+    }
+
     fn json(request: &ModelRequest, kind: ProviderKind) -> serde_json::Value {
         serde_json::from_slice(&request_body(request, kind).unwrap()).unwrap()
     }
@@ -612,13 +621,15 @@ mod tests {
         let spool = Arc::new(Spool::new_in(dir.path()).unwrap());
         spooled(&request, ProviderKind::Deepseek, &spool);
         Arc::get_mut(&mut request.messages[1])
-            .expect("the body holds no message")
+            .unwrap()
             .edit(|message| *message = ChatMessage::User(vec![UserContent::text("hello")]));
         let whole = request_body(&request, ProviderKind::Deepseek).unwrap();
         assert_eq!(spooled(&request, ProviderKind::Deepseek, &spool), whole);
         let body = SpooledBody::new(&request, ProviderKind::Deepseek, spool).unwrap();
         // The first message, then the changed one, then the rest.
         assert_eq!(body.ranges.len(), 3);
+        // The body holds no message: the history alone does.
+        assert!(request.messages.iter().all(|m| Arc::strong_count(m) == 1));
     }
 
     #[test]

@@ -10,11 +10,9 @@ use dsh_protocol::model::StreamEvent;
 use dsh_protocol::ErrorCode;
 use futures::StreamExt;
 
-use super::body::SpooledBody;
 use super::settings::{KeyPolicy, ModelSettings};
-use super::spool::Spool;
 use super::sse::{ChunkParser, SseDecoder};
-use super::{EventStream, ModelError, ModelRequest};
+use super::{EventStream, ModelError, Prepared};
 
 /// The HTTP provider.
 pub struct HttpProvider {
@@ -57,31 +55,12 @@ impl HttpProvider {
         Ok(self.client.get_or_init(|| client))
     }
 
-    /// Writes the request's messages to its spool (see `body`): what is
-    /// kept is its body, not the conversation.
-    pub(super) fn prepare(&self, request: ModelRequest) -> Result<Ready, ModelError> {
-        let unwritten = |err: super::body::BodyError| ModelError {
-            retryable: false,
-            ..ModelError::new(ErrorCode::Internal, err.to_string())
-        };
-        let spool = match &request.spool {
-            Some(spool) => spool.clone(),
-            None => Arc::new(
-                Spool::new_in(&std::env::temp_dir())
-                    .map_err(|err| unwritten(super::body::BodyError::Spool(err)))?,
-            ),
-        };
-        let body = SpooledBody::new(&request, self.settings.provider, spool).map_err(unwritten)?;
-        Ok(Ready {
-            body,
-            model: request.model.id,
-            messages: request.messages.len(),
-            tools: request.tools.len(),
-            session_id: request.session_id,
-        })
+    /// The dialect of the bodies it sends.
+    pub(super) fn kind(&self) -> super::ProviderKind {
+        self.settings.provider
     }
 
-    pub(super) async fn start(&self, request: &Ready) -> Result<EventStream, ModelError> {
+    pub(super) async fn start(&self, request: &Prepared) -> Result<EventStream, ModelError> {
         let key = match self.settings.key_policy {
             KeyPolicy::None => None,
             KeyPolicy::Optional => crate::credentials::resolve_now(&self.settings.key).await,
@@ -171,16 +150,6 @@ impl HttpProvider {
             key,
         ))
     }
-}
-
-/// A request ready to send: its body, and what its log lines and headers
-/// say.
-pub(super) struct Ready {
-    body: SpooledBody,
-    model: String,
-    messages: usize,
-    tools: usize,
-    session_id: String,
 }
 
 impl HttpProvider {

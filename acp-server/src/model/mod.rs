@@ -319,17 +319,38 @@ impl Provider {
         }
     }
 
-    /// Makes `request` ready to send: an HTTP request writes the messages
-    /// it carries to its spool and keeps no message (the history may
-    /// leave memory while the request waits for the provider).
+    /// Makes `request` ready to send: the messages it carries are written
+    /// to its spool ([`spool`]; those not written yet) and it keeps no
+    /// message (the history may leave memory while the request waits for
+    /// the provider).
     ///
     /// # Errors
     /// The request cannot be written (a full disk).
     pub fn prepare(&self, request: ModelRequest) -> Result<Prepared, ModelError> {
-        Ok(Prepared(match self {
-            Provider::Http(provider) => Ready::Http(provider.prepare(request)?),
-            Provider::Replay(_) => Ready::Replay(request),
-        }))
+        let kind = match self {
+            Provider::Http(provider) => provider.kind(),
+            // The bytes an HTTP provider would send DeepSeek.
+            Provider::Replay(_) => ProviderKind::Deepseek,
+        };
+        let unwritten = |err: body::BodyError| ModelError {
+            retryable: false,
+            ..ModelError::new(ErrorCode::Internal, err.to_string())
+        };
+        let spool = match &request.spool {
+            Some(spool) => spool.clone(),
+            None => std::sync::Arc::new(
+                spool::Spool::new_in(&std::env::temp_dir())
+                    .map_err(|err| unwritten(body::BodyError::Spool(err)))?,
+            ),
+        };
+        let body = body::SpooledBody::new(&request, kind, spool).map_err(unwritten)?;
+        Ok(Prepared {
+            body,
+            model: request.model.id,
+            messages: request.messages.len(),
+            tools: request.tools.len(),
+            session_id: request.session_id,
+        })
     }
 
     /// Starts one attempt of a prepared request; errors before the first
@@ -338,24 +359,21 @@ impl Provider {
     /// # Errors
     /// Missing credential, HTTP error status, transport failure.
     pub async fn start(&self, request: &Prepared) -> Result<EventStream, ModelError> {
-        match (self, &request.0) {
-            (Provider::Http(provider), Ready::Http(ready)) => provider.start(ready).await,
-            (Provider::Replay(provider), Ready::Replay(request)) => provider.start(request).await,
-            _ => Err(ModelError::new(
-                ErrorCode::Internal,
-                "a request prepared for another provider",
-            )),
+        match self {
+            Provider::Http(provider) => provider.start(request).await,
+            Provider::Replay(provider) => provider.start(request).await,
         }
     }
 }
 
-/// A request ready to send ([`Provider::prepare`]): each attempt of it
-/// sends the same body.
-pub struct Prepared(Ready);
-
-enum Ready {
-    Http(http::Ready),
-    Replay(ModelRequest),
+/// A request ready to send ([`Provider::prepare`]): its body, which each
+/// attempt sends, and what log lines and headers say of it.
+pub struct Prepared {
+    body: body::SpooledBody,
+    model: String,
+    messages: usize,
+    tools: usize,
+    session_id: String,
 }
 
 /// `1.5 s`, `300 ms`.

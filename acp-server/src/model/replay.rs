@@ -11,7 +11,7 @@ use futures::StreamExt;
 
 use super::script::ScriptEntry;
 use super::sse::ChunkParser;
-use super::{EventStream, ModelError, ModelRequest};
+use super::{EventStream, ModelError, Prepared};
 
 /// Plays script entries in order, one per model call, across all sessions.
 pub struct ReplayProvider {
@@ -72,9 +72,11 @@ impl ReplayProvider {
         Ok(Self::new(entries))
     }
 
-    pub(super) async fn start(&self, request: &ModelRequest) -> Result<EventStream, ModelError> {
+    pub(super) async fn start(&self, request: &Prepared) -> Result<EventStream, ModelError> {
         if let Some(observe) = &self.observer {
-            let body = super::body::request_body(request, super::ProviderKind::Deepseek)
+            let body = request
+                .body
+                .to_vec()
                 .map_err(|err| ModelError::new(ErrorCode::Internal, err.to_string()))?;
             observe(body);
         }

@@ -117,7 +117,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn appends_are_read_back_and_a_wasteful_spool_is_retired() {
+    fn a_spool_has_no_name_reads_back_its_appends_and_is_retired_when_wasteful() {
         let dir = tempfile::tempdir().unwrap();
         let spool = Spool::new_in(dir.path()).unwrap();
         let other = Spool::new_in(dir.path()).unwrap();

@@ -412,7 +412,7 @@ impl Session {
         if locked.log.is_none() || locked.state.evicted() {
             return false;
         }
-        locked.state.evict_history();
+        self.let_go_of_history(&mut locked.state);
         true
     }
 
@@ -434,7 +434,7 @@ impl Session {
         if locked.log.is_none() || locked.state.evicted() || locked.active_at.elapsed() < idle {
             return false;
         }
-        locked.state.evict_history();
+        self.let_go_of_history(&mut locked.state);
         true
     }
 

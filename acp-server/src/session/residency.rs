@@ -1,7 +1,9 @@
 //! Which sessions' model histories are in memory: at most `[session]
-//! max_history_bytes` of them in one process (default 32 MiB), those no
-//! request holds dropped first, then those a request being sent holds,
-//! the least recently active first in each. A dropped history is folded again from
+//! max_history_bytes` of them in one process (default 32 MiB), those
+//! nothing else holds dropped first, then those a request being made or a
+//! compaction holds, the least recently active first in each (a request
+//! ready to send holds its session's spool, not its history: see
+//! [`Session::spool`]). A dropped history is folded again from
 //! the log when it is next read ([`Session::resident`]), mid-turn too:
 //! every reader asks for it under the session's lock, so an eviction can
 //! fall between two reads but never under one.
@@ -54,11 +56,10 @@ impl Residency {
     /// When the histories in memory hold more than the budget, drops the
     /// least recently active ones until they hold three quarters of it,
     /// never `keep`'s (it is about to be read). Those no request holds go
-    /// first; then those a request still holds (their memory goes when the
-    /// request lets go of it: once it is sent, or after its retry waits, or
-    /// when a compaction's summary has streamed — with many sessions
-    /// sending long conversations at once, most of them are being sent,
-    /// and a budget that spared them bound nothing). Each session's lock is taken on
+    /// first; then those something still holds (a request being made, a
+    /// compaction until its summary has streamed: their memory goes when
+    /// it lets go; a request ready to send holds the spool, not the
+    /// history). Each session's lock is taken on
     /// its own, never two at once. How many were dropped.
     pub(super) fn settle(&self, keep: &Session) -> usize {
         let Some(budget) = self.budget else {
@@ -106,7 +107,7 @@ impl Residency {
                 held,
                 total,
                 budget,
-                "histories over the budget dropped (held: by a request being sent)"
+                "histories over the budget dropped (held: by a request being made or a compaction)"
             );
         }
         dropped
@@ -132,5 +133,13 @@ impl Session {
             }
         };
         spool.clone()
+    }
+
+    /// Drops its model history from memory (under the session's lock), and
+    /// its spool: a history folded again is new messages, written to a new
+    /// spool (a request that holds the old one keeps it until it is sent).
+    pub(super) fn let_go_of_history(&self, state: &mut super::state::SessionState) {
+        state.evict_history();
+        *lock(&self.spool) = None;
     }
 }

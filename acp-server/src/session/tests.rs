@@ -564,3 +564,27 @@ async fn a_background_job_ends_in_the_log_and_before_the_latest_front_end() {
         Some(EventData::JobEnd { failed: false, .. })
     ));
 }
+
+/// The session's requests share one spool; it goes with the history (a
+/// history folded again is new messages, written anew) and when a request
+/// found it mostly garbage.
+#[tokio::test]
+async fn the_spool_lasts_until_the_history_goes_or_it_is_retired() {
+    let fixture = fixture();
+    let session = &fixture.session;
+    let out = Recorder::default();
+    for data in a_turn("c1") {
+        session.record(data, &out).unwrap();
+    }
+    let spool = session.spool().unwrap();
+    spool.append(b"[1]").unwrap();
+    spool.read_live(3);
+    assert!(Arc::ptr_eq(&spool, &session.spool().unwrap()));
+    assert!(session.evict_history());
+    let after = session.spool().unwrap();
+    assert_ne!(after.id(), spool.id());
+    assert!(Arc::ptr_eq(&after, &session.spool().unwrap()));
+    after.append(&vec![b' '; 2 << 20]).unwrap();
+    after.read_live(3);
+    assert_ne!(session.spool().unwrap().id(), after.id());
+}
