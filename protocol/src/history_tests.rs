@@ -316,25 +316,17 @@ fn steered_words_follow_tool_results_and_survive_an_overflow() {
 
 /// A message a request placed, then changed by the fold (words steered
 /// into the turn's prompt) while the request still holds it: the request
-/// keeps its message and place, the history a new message placed anew; a
-/// place is kept under its key only.
+/// keeps its message and place, the history has a new message, placed
+/// nowhere; a place is kept under its key only.
 #[test]
 fn a_changed_message_is_placed_again() {
     let mut history = History::default();
     history.apply(&mk(1, prompt(1, "one")));
     let sent = history.messages();
-    // Places as long as the message's text, at 100 times the key.
-    let at = |key: u64| {
-        move |message: &ChatMessage| {
-            Ok::<_, ()>(Place {
-                offset: key * 100,
-                len: message.bytes() as u64,
-            })
-        }
-    };
-    let place = |offset, len| Ok(Place { offset, len });
-    assert_eq!(sent[0].placed(1, at(1)), place(100, 3));
-    assert_eq!(sent[0].placed(1, |_| Err(())), place(100, 3));
+    let at = |offset, len| Place { offset, len };
+    assert_eq!(sent[0].place(1), None);
+    sent[0].put(1, at(100, 3));
+    assert_eq!(sent[0].place(1), Some(at(100, 3)));
     assert_eq!(sent[0].bytes(), 3);
     history.apply(&mk(
         2,
@@ -345,13 +337,17 @@ fn a_changed_message_is_placed_again() {
         },
     ));
     let now = history.messages();
-    assert_eq!(now[0].placed(1, at(1)), place(100, 6));
+    assert_eq!(now[0].place(1), None);
     assert_eq!(now[0].bytes(), 6);
-    assert_eq!(sent[0].placed(1, |_| Err(())), place(100, 3));
-    // Another key places it again, and forgets the first.
-    assert_eq!(now[0].placed(2, at(2)), place(200, 6));
-    assert_eq!(now[0].placed(1, |_| Err(())), Err(()));
-    // Alone in the history, it is changed in place, and placed again.
+    assert_eq!(sent[0].place(1), Some(at(100, 3)));
+    // Another key forgets the first; key 0 is no key.
+    now[0].put(1, at(200, 6));
+    now[0].put(2, at(300, 6));
+    assert_eq!(now[0].place(1), None);
+    assert_eq!(now[0].place(2), Some(at(300, 6)));
+    now[0].put(0, at(400, 6));
+    assert_eq!(now[0].place(0), None);
+    // Alone in the history, it is changed in place, and placed nowhere.
     drop((sent, now));
     history.apply(&mk(
         3,
@@ -361,5 +357,7 @@ fn a_changed_message_is_placed_again() {
             steered: true,
         },
     ));
-    assert_eq!(history.messages()[0].placed(1, at(3)), place(300, 11));
+    assert_eq!(history.messages()[0].place(0), None);
+    assert_eq!(history.messages()[0].place(2), None);
+    assert_eq!(history.messages()[0].bytes(), 11);
 }

@@ -96,7 +96,7 @@ impl ChatMessage {
 /// A message as a history keeps it and every request shares it (in an
 /// `Arc`): the message, its size (see [`ChatMessage::bytes`], counted
 /// once), and where a request last wrote its wire form (see
-/// [`Message::placed`]). Equal when the messages are.
+/// [`Message::place`]). Equal when the messages are.
 #[derive(Debug)]
 pub struct Message {
     message: ChatMessage,
@@ -106,7 +106,7 @@ pub struct Message {
 }
 
 /// Where a message's wire form was written: a range of bytes of a file
-/// its key names (see [`Message::placed`]).
+/// its key names (see [`Message::place`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Place {
     /// Its first byte.
@@ -141,30 +141,25 @@ impl Message {
     }
 
     /// Where the message was put under `key` (not 0; the request body
-    /// owns the keys: a file and the form the message takes in it), put
-    /// there by `place` the first time it is asked for (and kept only
-    /// when it succeeds): the requests of a conversation write each
-    /// message once, not on every request. A message keeps one place: a
-    /// new key forgets the last. Callers asking at once wait for each
-    /// other (a message is placed once).
-    ///
-    /// # Errors
-    /// What `place` returns.
-    pub fn placed<E>(
-        &self,
-        key: u64,
-        place: impl FnOnce(&ChatMessage) -> Result<Place, E>,
-    ) -> Result<Place, E> {
-        let mut placed = self
+    /// owns the keys: a file and the form the message takes in it), if it
+    /// was ([`Message::put`]): the requests of a conversation write each
+    /// message once, not on every request.
+    pub fn place(&self, key: u64) -> Option<Place> {
+        let placed = self
             .placed
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if placed.0 == key && key != 0 {
-            return Ok(placed.1);
-        }
-        let at = place(&self.message)?;
-        *placed = (key, at);
-        Ok(at)
+        (placed.0 == key && key != 0).then_some(placed.1)
+    }
+
+    /// Records that the message was put at `place` under `key` (once it is
+    /// there: a place is read as soon as it is recorded). A message keeps
+    /// one place: a new key forgets the last.
+    pub fn put(&self, key: u64, place: Place) {
+        *self
+            .placed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = (key, place);
     }
 
     /// Changes the message (in a history that alone holds it): its size

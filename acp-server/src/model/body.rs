@@ -101,9 +101,14 @@ pub struct SpooledBody {
 /// How much [`SpooledBody::pieces`] reads at once, at most.
 const PIECE: usize = 64 * 1024;
 
+/// How much [`SpooledBody::new`] writes at once, about.
+const BATCH: usize = 1 << 20;
+
 impl SpooledBody {
     /// Writes to `spool` the request's messages it does not hold yet, each
-    /// with the comma before it.
+    /// with the comma before it: in writes of about 1 MiB (the messages of
+    /// a history folded again, thousands of them, are not a write each),
+    /// each message's place recorded once it is written.
     ///
     /// # Errors
     /// A value does not serialize (never in practice); the spool cannot be
@@ -115,19 +120,41 @@ impl SpooledBody {
     ) -> Result<SpooledBody, BodyError> {
         let frame = Frame::new(request, kind)?;
         let key = spool.id() << 2 | frame.form();
+        let mut places: Vec<Place> = Vec::with_capacity(request.messages.len());
+        // Messages not written yet: their index and where in `batch`.
+        let (mut batch, mut unwritten) = (Vec::new(), Vec::new());
+        let write = |batch: &mut Vec<u8>, unwritten: &mut Vec<usize>, places: &mut [Place]| {
+            if batch.is_empty() {
+                return Ok::<_, BodyError>(());
+            }
+            let base = spool.append(batch)?;
+            for at in unwritten.drain(..) {
+                places[at].offset += base;
+                request.messages[at].put(key, places[at]);
+            }
+            batch.clear();
+            Ok(())
+        };
+        for (at, message) in request.messages.iter().enumerate() {
+            if let Some(place) = message.place(key) {
+                places.push(place);
+                continue;
+            }
+            let start = batch.len() as u64;
+            batch.push(b',');
+            frame.write(message, &mut batch)?;
+            unwritten.push(at);
+            places.push(Place {
+                offset: start,
+                len: batch.len() as u64 - start,
+            });
+            if batch.len() >= BATCH {
+                write(&mut batch, &mut unwritten, &mut places)?;
+            }
+        }
+        write(&mut batch, &mut unwritten, &mut places)?;
         let mut ranges: Vec<Place> = Vec::new();
-        let mut written = Vec::new();
-        for message in &request.messages {
-            let place = message.placed(key, |message| {
-                written.clear();
-                written.push(b',');
-                frame.write(message, &mut written)?;
-                let offset = spool.append(&written)?;
-                Ok::<_, BodyError>(Place {
-                    offset,
-                    len: written.len() as u64,
-                })
-            })?;
+        for place in places {
             match ranges.last_mut() {
                 Some(last) if last.offset + last.len == place.offset => last.len += place.len,
                 _ => ranges.push(place),
@@ -562,7 +589,8 @@ mod tests {
         let spool = Arc::new(Spool::new_in(dir.path()).unwrap());
         let mut long = request(ThoughtLevel::High);
         let text = "line with \"quotes\" and \\ slashes\n".repeat(2000);
-        for _ in 0..8 {
+        // Over 1 MiB: written in two batches.
+        for _ in 0..20 {
             long.messages.push(Arc::new(Message::new(ChatMessage::Tool {
                 call_id: "c".into(),
                 content: text.clone(),
@@ -575,6 +603,10 @@ mod tests {
         for request in [long, request(ThoughtLevel::Max), without_system, empty] {
             let whole = request_body(&request, ProviderKind::Deepseek).unwrap();
             assert_eq!(spooled(&request, ProviderKind::Deepseek, &spool), whole);
+            // Written again by no request.
+            let written = spool.len();
+            assert_eq!(spooled(&request, ProviderKind::Deepseek, &spool), whole);
+            assert_eq!(spool.len(), written);
             let parsed: serde_json::Value = serde_json::from_slice(&whole).unwrap();
             let messages = parsed["messages"].as_array().unwrap();
             let system = usize::from(!request.system.is_empty());

@@ -1,7 +1,7 @@
 //! A session's spool: a file of its messages as the provider reads them,
 //! from which each request's body is sent. A message is written to it
 //! once, the first time a request carries it (the place is kept with the
-//! message, [`Message::placed`]); a request then holds ranges of the file,
+//! message, [`Message::place`]); a request then holds ranges of the file,
 //! not the conversation. Twenty sessions sending at once hold page cache,
 //! not twenty conversations on the heap, and the budget of histories in
 //! memory binds while they send (a history a request carries can leave
@@ -16,7 +16,7 @@
 //! histories were rebuilt from the log) is retired, and the next request
 //! starts a new one.
 //!
-//! [`Message::placed`]: dsh_protocol::model::Message::placed
+//! [`Message::place`]: dsh_protocol::model::Message::place
 
 use std::fs::File;
 use std::io;
