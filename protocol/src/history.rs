@@ -321,8 +321,8 @@ impl History {
 
     /// The bytes of text it holds (see [`ChatMessage::bytes`]), and
     /// whether something else still holds its messages (a request being
-    /// made, a compaction: dropping it now would free nothing until they
-    /// let go). One pass.
+    /// made: dropping it now would free nothing until it lets go). One
+    /// pass.
     pub fn footprint(&self) -> (usize, bool) {
         let mut shared = false;
         let placed: usize = self
@@ -488,7 +488,7 @@ fn kept(message: ChatMessage) -> Arc<Message> {
 }
 
 /// Changes a message the history holds (a copy of it when a request being
-/// sent holds it too).
+/// made holds it too).
 fn edit(message: &mut Arc<Message>, change: impl FnOnce(&mut ChatMessage)) {
     Arc::make_mut(message).edit(change);
 }

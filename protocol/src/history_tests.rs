@@ -347,6 +347,7 @@ fn a_changed_message_is_placed_again() {
     assert_eq!(now[0].place(2), Some(at(300, 6)));
     now[0].put(0, at(400, 6));
     assert_eq!(now[0].place(0), None);
+    now[0].put(2, at(300, 6));
     // Alone in the history, it is changed in place, and placed nowhere.
     drop((sent, now));
     history.apply(&mk(

@@ -4,8 +4,8 @@
 //! there once, the first time a request carries it, and the body is the
 //! request's opening, ranges of the spool, and its end — its length known
 //! before it is sent (a `Content-Length`, as every OpenAI-compatible
-//! server accepts), read a piece of at most 64 KiB at a time as it is
-//! sent. A request holds no message: twenty sessions sending at once held
+//! server accepts), its messages read a piece of at most 64 KiB at a time
+//! as it is sent. A request holds no message: twenty sessions sending at once held
 //! twenty conversations before (a serialized copy of each, earlier, and a
 //! `serde_json::Value` of each before that).
 
@@ -16,6 +16,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use dsh_protocol::model::{ChatMessage, Place, ToolCallRequest};
 use dsh_protocol::UserContent;
+use futures::{Stream, StreamExt, TryStreamExt};
 use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Serialize, Serializer};
 
@@ -29,7 +30,8 @@ use dsh_protocol::model::ThoughtLevel;
 struct Frame {
     /// `{"model":…,"messages":[` and the system message, if any.
     head: Bytes,
-    /// A comma comes before the first message (the head ends in one).
+    /// A system message is in the head: a comma comes before the first
+    /// message.
     after_system: bool,
     deepseek: bool,
     images: bool,
@@ -82,10 +84,17 @@ pub enum BodyError {
     /// A value did not serialize (never in practice).
     #[error("cannot serialize the model request: {0}")]
     Serialize(#[from] serde_json::Error),
-    /// The spool cannot be written.
-    #[error("cannot write the model request to its spool file (is the disk full?): {0}")]
+    /// The spool cannot be made or written.
+    #[error("cannot write the model request to its spool file: {0}")]
     Spool(#[from] io::Error),
 }
+
+/// A piece of a body that could not be read from the spool: the HTTP
+/// client reports it as its own failure, which says so rather than blame
+/// the network.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot read the model request from its spool file: {0}")]
+pub struct SpoolRead(io::Error);
 
 /// A request's body, its messages in the spool: made once, sent by each
 /// attempt of the request.
@@ -189,33 +198,49 @@ impl SpooledBody {
     ///
     /// # Errors
     /// The spool cannot be read.
-    pub fn to_vec(&self) -> io::Result<Vec<u8>> {
-        let mut body = Vec::with_capacity(self.content_length() as usize);
-        for piece in self.pieces() {
-            body.extend_from_slice(&piece?);
-        }
-        Ok(body)
+    pub async fn to_vec(&self) -> io::Result<Vec<u8>> {
+        let pieces: Vec<Bytes> = self.stream().try_collect().await?;
+        Ok(pieces.concat())
     }
 
-    /// The body in pieces of at most 64 KiB, each read when it is asked for
-    /// (from the page cache, for the most part: the spool was written
-    /// moments ago).
-    pub fn pieces(&self) -> impl Iterator<Item = io::Result<Bytes>> + Send + 'static {
+    /// The body: its opening, its messages read from the spool a piece of
+    /// at most 64 KiB at a time when asked for (on a blocking thread; from
+    /// the page cache, for the most part: the spool was written moments
+    /// ago), and its end.
+    pub fn stream(&self) -> impl Stream<Item = io::Result<Bytes>> + Send + 'static {
         let spool = self.spool.clone();
-        let ranges = self.ranges.clone();
-        let reads = (0..ranges.len()).flat_map(move |at| {
-            let Place { offset, len } = ranges[at];
+        let reads = futures::stream::iter(self.reads()).then(move |(offset, len)| {
             let spool = spool.clone();
+            async move {
+                tokio::task::spawn_blocking(move || {
+                    let mut buf = vec![0; len];
+                    spool.read_at(&mut buf, offset)?;
+                    Ok(Bytes::from(buf))
+                })
+                .await
+                .unwrap_or_else(|err| Err(io::Error::other(err)))
+                .map_err(|err| io::Error::other(SpoolRead(err)))
+            }
+        });
+        futures::stream::once(std::future::ready(Ok(self.frame.head.clone())))
+            .chain(reads)
+            .chain(futures::stream::once(std::future::ready(Ok(self
+                .frame
+                .tail
+                .clone()))))
+    }
+
+    /// Where the pieces of its messages are in the spool: at most 64 KiB
+    /// each.
+    fn reads(&self) -> impl Iterator<Item = (u64, usize)> + Send + 'static {
+        let ranges = self.ranges.clone();
+        (0..ranges.len()).flat_map(move |at| {
+            let Place { offset, len } = ranges[at];
             (0..len.div_ceil(PIECE as u64)).map(move |piece| {
                 let from = piece * PIECE as u64;
-                let mut buf = vec![0; (len - from).min(PIECE as u64) as usize];
-                spool.read_at(&mut buf, offset + from)?;
-                Ok(Bytes::from(buf))
+                (offset + from, (len - from).min(PIECE as u64) as usize)
             })
-        });
-        std::iter::once(Ok(self.frame.head.clone()))
-            .chain(reads)
-            .chain(std::iter::once(Ok(self.frame.tail.clone())))
+        })
     }
 }
 
@@ -571,13 +596,39 @@ mod tests {
 
     fn spooled(request: &ModelRequest, kind: ProviderKind, spool: &Arc<Spool>) -> Vec<u8> {
         let body = SpooledBody::new(request, kind, spool.clone()).unwrap();
-        let pieces: Vec<Bytes> = body.pieces().map(Result::unwrap).collect();
-        for piece in &pieces {
-            assert!(piece.len() <= PIECE, "{}", piece.len());
+        let mut whole = body.frame.head.to_vec();
+        for (offset, len) in body.reads() {
+            assert!(len <= PIECE, "{len}");
+            let mut buf = vec![0; len];
+            spool.read_at(&mut buf, offset).unwrap();
+            whole.extend_from_slice(&buf);
         }
-        let whole = pieces.concat();
+        whole.extend_from_slice(&body.frame.tail);
         assert_eq!(body.content_length(), whole.len() as u64);
         whole
+    }
+
+    /// What the HTTP request sends, read on blocking threads, is the body.
+    #[tokio::test]
+    async fn the_stream_is_the_body() {
+        let dir = tempfile::tempdir().unwrap();
+        let spool = Arc::new(Spool::new_in(dir.path()).unwrap());
+        let mut request = request(ThoughtLevel::High);
+        request
+            .messages
+            .push(Arc::new(Message::new(ChatMessage::Tool {
+                call_id: "c".into(),
+                content: "x".repeat(200_000),
+            })));
+        let body = SpooledBody::new(&request, ProviderKind::Openai, spool).unwrap();
+        let pieces: Vec<Bytes> = body.stream().try_collect().await.unwrap();
+        // Opening, four pieces of the messages, end.
+        assert_eq!(pieces.len(), 6);
+        assert_eq!(
+            pieces.concat(),
+            request_body(&request, ProviderKind::Openai).unwrap()
+        );
+        assert_eq!(body.to_vec().await.unwrap(), pieces.concat());
     }
 
     /// The body an HTTP request sends from the spool is the body, of the

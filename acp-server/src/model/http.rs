@@ -86,7 +86,7 @@ impl HttpProvider {
         // refused, a 307/308): those come back as transport errors, which
         // `start_with_retry` retries with the body read again.
         let length = request.body.content_length();
-        let body = reqwest::Body::wrap_stream(futures::stream::iter(request.body.pieces()));
+        let body = reqwest::Body::wrap_stream(request.body.stream());
         let mut post = self.client()?.post(&url);
         if let Some(key) = &key {
             post = post.bearer_auth(key);
@@ -158,6 +158,22 @@ impl HttpProvider {
     /// will not start the server.
     fn send_error(&self, err: &reqwest::Error) -> ModelError {
         let base = &self.settings.base_url;
+        // The body could not be read from the spool: not the network's
+        // fault, and a retry would read the same file.
+        let mut source: Option<&dyn std::error::Error> = Some(err);
+        while let Some(cause) = source {
+            // An `io::Error`'s own `source` skips the error it carries.
+            let carried = cause
+                .downcast_ref::<std::io::Error>()
+                .and_then(std::io::Error::get_ref)
+                .and_then(|inner| inner.downcast_ref::<super::body::SpoolRead>());
+            if let Some(unread) = carried.or_else(|| cause.downcast_ref()) {
+                let mut error = ModelError::new(ErrorCode::Internal, unread.to_string());
+                error.retryable = false;
+                return error;
+            }
+            source = cause.source();
+        }
         if err.is_builder() {
             // The config check lets no such URL through; kept for safety.
             return ModelError::new(
@@ -501,6 +517,7 @@ impl BodyEvents {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::ModelRequest;
 
     /// The idle timeout counts time spent waiting on the provider, not
     /// time the turn spent elsewhere (held by an editor that fell behind).
@@ -531,6 +548,63 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(started.elapsed(), Duration::from_millis(500));
+    }
+
+    /// A body the spool can no longer give (its file cut short) fails the
+    /// request as dsh's own fault, not the network's, and is not retried.
+    #[tokio::test]
+    async fn a_spool_that_cannot_be_read_is_not_blamed_on_the_network() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut sink = tokio::io::sink();
+                    let _ = tokio::io::copy(&mut socket, &mut sink).await;
+                });
+            }
+        });
+        let home = tempfile::tempdir().unwrap();
+        let raw: crate::config::RawConfig = toml::from_str(&format!(
+            "[provider]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:{port}\"\n"
+        ))
+        .unwrap();
+        let config = crate::config::Config::from_raw(
+            raw,
+            home.path().to_path_buf(),
+            &crate::session::scratch::NoEnv,
+        )
+        .unwrap();
+        let provider = super::super::Provider::from_settings(&config.model).unwrap();
+        let spool = Arc::new(super::super::spool::Spool::new_in(home.path()).unwrap());
+        let request = ModelRequest {
+            model: config.choices.models[0].clone(),
+            thought_level: dsh_protocol::model::ThoughtLevel::Off,
+            system: "sys".into(),
+            messages: vec![Arc::new(dsh_protocol::model::Message::new(
+                dsh_protocol::model::ChatMessage::User(vec![dsh_protocol::UserContent::text(
+                    "x".repeat(100_000),
+                )]),
+            ))],
+            tools: Vec::new(),
+            session_id: "s".into(),
+            spool: Some(spool.clone()),
+        };
+        let prepared = provider.prepare(request).await.unwrap();
+        spool.cut_short();
+        let error = match provider.start(&prepared).await {
+            Err(error) => error,
+            Ok(_) => panic!("a request over a cut spool was sent"),
+        };
+        assert_eq!(error.code, ErrorCode::Internal, "{error:?}");
+        assert!(!error.is_retryable());
+        assert!(
+            error
+                .message
+                .contains("cannot read the model request from its spool file"),
+            "{}",
+            error.message
+        );
     }
 
     /// A body without a single event is not a stream (malformed); one

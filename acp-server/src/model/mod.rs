@@ -45,8 +45,9 @@ pub struct ModelRequest {
     pub tools: Vec<ToolSchema>,
     /// The session, for provider-side correlation headers.
     pub session_id: String,
-    /// Where an HTTP request writes the messages it sends (the session's;
-    /// a file of its own when `None`).
+    /// Where the request's messages are written to be sent from (the
+    /// session's, [`spool`]; a file of its own in the temp directory when
+    /// `None`).
     pub spool: Option<std::sync::Arc<spool::Spool>>,
 }
 
@@ -320,37 +321,51 @@ impl Provider {
     }
 
     /// Makes `request` ready to send: the messages it carries are written
-    /// to its spool ([`spool`]; those not written yet) and it keeps no
-    /// message (the history may leave memory while the request waits for
-    /// the provider).
+    /// to its spool ([`spool`]; those not written yet, on a blocking
+    /// thread) and it keeps no message (the history may leave memory while
+    /// the request waits for the provider).
     ///
     /// # Errors
-    /// The request cannot be written (a full disk).
-    pub fn prepare(&self, request: ModelRequest) -> Result<Prepared, ModelError> {
+    /// The request cannot be written (a full disk): not retried.
+    pub async fn prepare(&self, request: ModelRequest) -> Result<Prepared, ModelError> {
         let kind = match self {
             Provider::Http(provider) => provider.kind(),
             // The bytes an HTTP provider would send DeepSeek.
             Provider::Replay(_) => ProviderKind::Deepseek,
         };
-        let unwritten = |err: body::BodyError| ModelError {
-            retryable: false,
-            ..ModelError::new(ErrorCode::Internal, err.to_string())
+        let unwritten = |err: body::BodyError| {
+            let code = match err {
+                body::BodyError::Spool(_) => ErrorCode::SessionLogWrite,
+                body::BodyError::Serialize(_) => ErrorCode::Internal,
+            };
+            ModelError::new(code, err.to_string())
         };
-        let spool = match &request.spool {
-            Some(spool) => spool.clone(),
-            None => std::sync::Arc::new(
-                spool::Spool::new_in(&std::env::temp_dir())
-                    .map_err(|err| unwritten(body::BodyError::Spool(err)))?,
-            ),
-        };
-        let body = body::SpooledBody::new(&request, kind, spool).map_err(unwritten)?;
-        Ok(Prepared {
-            body,
-            model: request.model.id,
-            messages: request.messages.len(),
-            tools: request.tools.len(),
-            session_id: request.session_id,
+        tokio::task::spawn_blocking(move || {
+            let spool = match &request.spool {
+                Some(spool) => spool.clone(),
+                // A request of its own (a session's title): a spool of its
+                // own.
+                None => std::sync::Arc::new(
+                    spool::Spool::new_in(&std::env::temp_dir()).map_err(body::BodyError::Spool)?,
+                ),
+            };
+            let body = body::SpooledBody::new(&request, kind, spool)?;
+            Ok(Prepared {
+                body,
+                model: request.model.id,
+                messages: request.messages.len(),
+                tools: request.tools.len(),
+                session_id: request.session_id,
+            })
         })
+        .await
+        .map_err(|err| {
+            ModelError::new(
+                ErrorCode::Internal,
+                format!("preparing the model request failed: {err}"),
+            )
+        })?
+        .map_err(unwritten)
     }
 
     /// Starts one attempt of a prepared request; errors before the first

@@ -77,6 +77,7 @@ impl ReplayProvider {
             let body = request
                 .body
                 .to_vec()
+                .await
                 .map_err(|err| ModelError::new(ErrorCode::Internal, err.to_string()))?;
             observe(body);
         }

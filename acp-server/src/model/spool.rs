@@ -8,13 +8,18 @@
 //! memory: the request reads the file). Writing a message once also spares
 //! each request serializing the whole conversation again.
 //!
-//! The file has no name (`O_TMPFILE`, or created and unlinked at once when
-//! the filesystem cannot) and is 0600, in the directory of session logs:
+//! The file has no name (`O_TMPFILE | O_EXCL`: it can never be given one;
+//! where the filesystem has no `O_TMPFILE`, created under a random name
+//! and unlinked at once) and is 0600, in the directory of session logs:
 //! like the log it holds code and prompts; it is gone when the last
-//! request and the session let it go. It only grows: a spool mostly of
-//! messages no history carries any longer (after a compaction, after
-//! histories were rebuilt from the log) is retired, and the next request
-//! starts a new one.
+//! request and the session let it go (a session lets it go with its
+//! history: a history folded again is new messages, written anew). It
+//! only grows: a spool mostly of messages no request carries any longer
+//! (after a compaction) is retired, and the next request starts a new one.
+//!
+//! Its reads and writes are of the page cache, for the most part; they are
+//! made on blocking threads all the same (a write may wait for the disk
+//! when dirty pages are throttled).
 //!
 //! [`Message::place`]: dsh_protocol::model::Message::place
 
@@ -51,7 +56,7 @@ impl Spool {
     pub fn new_in(dir: &Path) -> io::Result<Spool> {
         Ok(Spool {
             id: NEXT.fetch_add(1, Ordering::Relaxed),
-            file: tempfile::tempfile_in(dir)?,
+            file: nameless_in(dir)?,
             end: Mutex::new(0),
             retired: AtomicBool::new(false),
         })
@@ -106,9 +111,34 @@ impl Spool {
         }
     }
 
+    /// Empties the file (a test's broken disk).
+    #[cfg(test)]
+    pub(crate) fn cut_short(&self) {
+        self.file.set_len(0).unwrap();
+    }
+
     /// Whether its session should start a new one.
     pub fn is_retired(&self) -> bool {
         self.retired.load(Ordering::Relaxed)
+    }
+}
+
+/// A new file in `dir` that has no name and never will, 0600.
+fn nameless_in(dir: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_TMPFILE | libc::O_EXCL | libc::O_CLOEXEC)
+        .open(dir)
+    {
+        // A filesystem without `O_TMPFILE`: a random name, 0600, created
+        // new and unlinked at once.
+        Err(err) if matches!(err.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EISDIR)) => {
+            tempfile::tempfile_in(dir)
+        }
+        opened => opened,
     }
 }
 
@@ -123,8 +153,12 @@ mod tests {
         let other = Spool::new_in(dir.path()).unwrap();
         assert_ne!(spool.id(), other.id());
         assert!(spool.is_empty());
-        // Nameless: nothing is left in the directory.
+        // Nameless: nothing is left in the directory; only its owner may
+        // read it (whatever the umask).
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        let mode =
+            std::os::unix::fs::PermissionsExt::mode(&spool.file.metadata().unwrap().permissions());
+        assert_eq!(mode & 0o777, 0o600, "{mode:o}");
         assert_eq!(spool.append(b"hello").unwrap(), 0);
         assert_eq!(spool.append(b", world").unwrap(), 5);
         let mut buf = [0; 5];

@@ -1,8 +1,8 @@
 //! Which sessions' model histories are in memory: at most `[session]
 //! max_history_bytes` of them in one process (default 32 MiB), those
-//! nothing else holds dropped first, then those a request being made or a
-//! compaction holds, the least recently active first in each (a request
-//! ready to send holds its session's spool, not its history: see
+//! nothing else holds dropped first, then those a request being made
+//! holds, the least recently active first in each (a request ready to
+//! send holds its session's spool, not its history: see
 //! [`Session::spool`]). A dropped history is folded again from
 //! the log when it is next read ([`Session::resident`]), mid-turn too:
 //! every reader asks for it under the session's lock, so an eviction can
@@ -56,10 +56,9 @@ impl Residency {
     /// When the histories in memory hold more than the budget, drops the
     /// least recently active ones until they hold three quarters of it,
     /// never `keep`'s (it is about to be read). Those no request holds go
-    /// first; then those something still holds (a request being made, a
-    /// compaction until its summary has streamed: their memory goes when
-    /// it lets go; a request ready to send holds the spool, not the
-    /// history). Each session's lock is taken on
+    /// first; then those a request being made still holds (their memory
+    /// goes once it is ready: a request ready to send holds the spool, not
+    /// the history). Each session's lock is taken on
     /// its own, never two at once. How many were dropped.
     pub(super) fn settle(&self, keep: &Session) -> usize {
         let Some(budget) = self.budget else {
@@ -107,7 +106,7 @@ impl Residency {
                 held,
                 total,
                 budget,
-                "histories over the budget dropped (held: by a request being made or a compaction)"
+                "histories over the budget dropped (held: by a request being made)"
             );
         }
         dropped
@@ -118,20 +117,24 @@ impl Session {
     /// The spool its requests are sent from ([`crate::model::spool`]): a
     /// request holds the spool, not the history, which can then leave
     /// memory while the request waits. A new one when the last was retired
-    /// (mostly messages no history carries any longer); `None` when none
-    /// can be made beside the logs (the request makes its own).
+    /// (mostly messages no request carries any longer), or let go with the
+    /// history. Beside the logs; in the temp directory when none can be
+    /// made there (said once); `None` when neither can (the request fails
+    /// with why).
     pub(crate) fn spool(&self) -> Option<Arc<crate::model::spool::Spool>> {
+        use crate::model::spool::Spool;
         let mut spool = lock(&self.spool);
         if let Some(current) = spool.as_ref().filter(|spool| !spool.is_retired()) {
             return Some(current.clone());
         }
-        *spool = match crate::model::spool::Spool::new_in(self.store.dir()) {
-            Ok(new) => Some(Arc::new(new)),
-            Err(err) => {
-                tracing::warn!(dir = %self.store.dir().display(), "cannot make a spool for the model requests: {err}");
-                None
-            }
-        };
+        let made = Spool::new_in(self.store.dir()).or_else(|err| {
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| {
+                tracing::warn!(dir = %self.store.dir().display(), "cannot make a spool for the model requests beside the logs ({err}); using the temp directory");
+            });
+            Spool::new_in(&std::env::temp_dir())
+        });
+        *spool = made.ok().map(Arc::new);
         spool.clone()
     }
 

@@ -108,7 +108,7 @@ impl Turn<'_> {
             call_id: call_id.clone(),
             reason: why,
         })?;
-        let Some(plan) = plan else {
+        let Some(mut plan) = plan else {
             self.compaction_failed(
                 &call_id,
                 "Nothing to compact yet: the conversation is already short.",
@@ -124,7 +124,11 @@ impl Turn<'_> {
             return Ok(false);
         };
         model.max_tokens = Some(policy.max_tokens);
-        let mut messages = plan.messages.clone();
+        // What the summary replaces, measured now: the request takes the
+        // messages (and lets them go once it is ready, so the history may
+        // leave memory while the summary streams).
+        let (replaced, count) = (compaction::estimate(&plan.messages), plan.messages.len());
+        let mut messages = std::mem::take(&mut plan.messages);
         messages.push(Arc::new(Message::new(ChatMessage::User(vec![
             UserContent::text(compaction::summary_request(focus)),
         ]))));
@@ -159,14 +163,13 @@ impl Turn<'_> {
                 return Ok(false);
             }
         };
-        let replaced = compaction::estimate(&plan.messages);
         let after = before.saturating_sub(replaced) + (summary.len() / 4) as u64;
         self.record(EventData::CompactionSummary {
             start: plan.start,
             end: plan.end,
             summary,
             call_id: Some(call_id),
-            messages: plan.messages.len() as u64,
+            messages: count as u64,
             tokens_before: before,
             tokens_after: after,
         })?;

@@ -391,7 +391,10 @@ impl Turn<'_> {
             ))],
             tools: Vec::new(),
             session_id: self.session.id.to_string(),
-            spool: self.session.spool(),
+            // A side request the conversation never carries again: its
+            // message is not written to the session's spool (nor its size
+            // weighed against what the spool holds).
+            spool: None,
         };
         match self.generate(request).await {
             Ok(Some((text, usage))) => {

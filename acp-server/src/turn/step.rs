@@ -208,7 +208,7 @@ impl Turn<'_> {
         // Ready to send: the conversation it carries is not held while it
         // waits for the provider and the reply streams (the history may
         // leave memory meanwhile).
-        let request = self.provider.prepare(request)?;
+        let request = self.provider.prepare(request).await?;
         let mut retry_log_error = None;
         let started = start_with_retry(
             &self.provider,
@@ -376,7 +376,7 @@ impl Turn<'_> {
         &self,
         request: ModelRequest,
     ) -> Result<Option<(String, Option<dsh_protocol::model::Usage>)>, ModelError> {
-        let request = self.provider.prepare(request)?;
+        let request = self.provider.prepare(request).await?;
         let started = start_with_retry(
             &self.provider,
             &request,

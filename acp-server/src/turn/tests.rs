@@ -308,6 +308,33 @@ async fn the_next_turn_has_the_next_number_and_no_new_title() {
     assert_eq!(world.session.history().await.unwrap().len(), 4);
 }
 
+/// A session's requests are sent from its spool, and each request writes
+/// only the messages no request carried before: the spool grows by what
+/// the second request's body adds to the first's.
+#[tokio::test]
+async fn each_message_of_a_session_is_written_to_its_spool_once() {
+    let mut world = World::new(&[]);
+    let entries = [reply("One."), reply("Two.")]
+        .iter()
+        .map(|entry| serde_json::from_value::<ScriptEntry>(entry.clone()).unwrap())
+        .collect();
+    let (replay, requests) = ReplayProvider::new(entries).recording();
+    world.provider = Arc::new(Provider::Replay(replay));
+    let out = Recorder::default();
+    world.prompt("first", &out).await.unwrap();
+    let spool = world.session.spool().unwrap();
+    let first = spool.len();
+    world.prompt("second", &out).await.unwrap();
+    assert!(Arc::ptr_eq(&spool, &world.session.spool().unwrap()));
+    let bodies: Vec<usize> = requests.lock().unwrap().iter().map(Vec::len).collect();
+    assert_eq!(bodies.len(), 2);
+    assert!(
+        first > 0 && first < bodies[0] as u64,
+        "{first} of {bodies:?}"
+    );
+    assert_eq!(spool.len() - first, (bodies[1] - bodies[0]) as u64);
+}
+
 #[tokio::test]
 async fn an_allowed_tool_call_is_recorded_run_and_answered_before_the_next_step() {
     let world = World::new(&[
