@@ -204,26 +204,22 @@ impl SpooledBody {
     }
 
     /// The body: its opening, its messages read from the spool a piece of
-    /// at most 64 KiB at a time when asked for (on a blocking thread; from
-    /// the page cache, for the most part: the spool was written moments
-    /// ago), and its end.
+    /// at most 64 KiB at a time when asked for, and its end. Read on the
+    /// runtime's thread: the spool was written moments ago, so a read is a
+    /// copy from the page cache (a blocking thread per piece was measured
+    /// dearer in the soak: more CPU a turn and a heap that kept growing,
+    /// see docs/testing.md).
     pub fn stream(&self) -> impl Stream<Item = io::Result<Bytes>> + Send + 'static {
         let spool = self.spool.clone();
-        let reads = futures::stream::iter(self.reads()).then(move |(offset, len)| {
-            let spool = spool.clone();
-            async move {
-                tokio::task::spawn_blocking(move || {
-                    let mut buf = vec![0; len];
-                    spool.read_at(&mut buf, offset)?;
-                    Ok(Bytes::from(buf))
-                })
-                .await
-                .unwrap_or_else(|err| Err(io::Error::other(err)))
-                .map_err(|err| io::Error::other(SpoolRead(err)))
-            }
+        let reads = self.reads().map(move |(offset, len)| {
+            let mut buf = vec![0; len];
+            spool
+                .read_at(&mut buf, offset)
+                .map_err(|err| io::Error::other(SpoolRead(err)))?;
+            Ok(Bytes::from(buf))
         });
         futures::stream::once(std::future::ready(Ok(self.frame.head.clone())))
-            .chain(reads)
+            .chain(futures::stream::iter(reads))
             .chain(futures::stream::once(std::future::ready(Ok(self
                 .frame
                 .tail
@@ -608,7 +604,7 @@ mod tests {
         whole
     }
 
-    /// What the HTTP request sends, read on blocking threads, is the body.
+    /// What the HTTP request sends is the body.
     #[tokio::test]
     async fn the_stream_is_the_body() {
         let dir = tempfile::tempdir().unwrap();

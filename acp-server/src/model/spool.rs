@@ -17,9 +17,9 @@
 //! only grows: a spool mostly of messages no request carries any longer
 //! (after a compaction) is retired, and the next request starts a new one.
 //!
-//! Its reads and writes are of the page cache, for the most part; they are
-//! made on blocking threads all the same (a write may wait for the disk
-//! when dirty pages are throttled).
+//! Its writes are made on a blocking thread (a write may wait for the disk
+//! when dirty pages are throttled); its reads, of what was written moments
+//! before, are copies from the page cache, made as the request is sent.
 //!
 //! [`Message::place`]: dsh_protocol::model::Message::place
 
