@@ -159,20 +159,19 @@ impl HttpProvider {
     fn send_error(&self, err: &reqwest::Error) -> ModelError {
         let base = &self.settings.base_url;
         // The body could not be read from the spool: not the network's
-        // fault, and a retry would read the same file.
-        let mut source: Option<&dyn std::error::Error> = Some(err);
-        while let Some(cause) = source {
-            // An `io::Error`'s own `source` skips the error it carries.
-            let carried = cause
+        // fault, and a retry would read the same file. (An `io::Error`'s
+        // own `source` skips the error it carries.)
+        let unread = causes(err).find_map(|cause| {
+            cause
                 .downcast_ref::<std::io::Error>()
                 .and_then(std::io::Error::get_ref)
-                .and_then(|inner| inner.downcast_ref::<super::body::SpoolRead>());
-            if let Some(unread) = carried.or_else(|| cause.downcast_ref()) {
-                let mut error = ModelError::new(ErrorCode::Internal, unread.to_string());
-                error.retryable = false;
-                return error;
-            }
-            source = cause.source();
+                .and_then(|inner| inner.downcast_ref::<super::body::SpoolRead>())
+                .or_else(|| cause.downcast_ref())
+        });
+        if let Some(unread) = unread {
+            let mut error = ModelError::new(ErrorCode::Internal, unread.to_string());
+            error.retryable = false;
+            return error;
         }
         if err.is_builder() {
             // The config check lets no such URL through; kept for safety.
@@ -204,16 +203,18 @@ impl HttpProvider {
 
 /// Whether a connect error was a refusal (nothing listening).
 fn refused(err: &reqwest::Error) -> bool {
-    let mut source: Option<&dyn std::error::Error> = Some(err);
-    while let Some(cause) = source {
-        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
-            if io.kind() == std::io::ErrorKind::ConnectionRefused {
-                return true;
-            }
-        }
-        source = cause.source();
-    }
-    false
+    causes(err).any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
+    })
+}
+
+/// An error and its sources, outermost first.
+fn causes<'a>(
+    err: &'a (dyn std::error::Error + 'static),
+) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> {
+    std::iter::successors(Some(err), |cause| cause.source())
 }
 
 /// `scheme://host:port` of a URL, for the hint.
@@ -244,15 +245,11 @@ fn check_content_type(response: &reqwest::Response, base_url: &str) -> Result<()
     ))
 }
 
-fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
+fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    causes(err)
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(": ")
 }
 
 /// Parses `Retry-After` as seconds (fractions allowed) or an HTTP date.
