@@ -71,7 +71,7 @@ pub async fn list(bench: &Bench) {
         // written by another dsh), then again in the same process.
         let (mut cold, mut warm) = (Vec::new(), Vec::new());
         for _ in 0..5 {
-            let _ = std::fs::remove_file(home.join("sessions").join("index.v3.tsv"));
+            let _ = std::fs::remove_file(home.join("sessions/index/sessions.v4.tsv"));
             let mut proc = Proc::spawn(&bench.dsh, &home, &bench.mock.url);
             proc.call("initialize", json!({"protocolVersion":1})).await;
             cold.push(page(&mut proc).await);

@@ -1,25 +1,27 @@
 //! The session index: what `session/list` shows of every log (cwd, roots,
 //! title), keyed by the log's size and modification time, so a listing
-//! reads the directory and one `stat` per log and opens only the logs
-//! written since the index was saved. It is a cache: kept in memory after
-//! the first listing, saved next to the logs (`index.v3.tsv`, 0600,
-//! replaced atomically; processes that race each write a whole, valid
-//! index), rebuilt from the logs when missing, stale or unreadable. The
-//! logs stay the truth. Built with no index file, each log is opened once
-//! (its size and time read from the open file) rather than `stat`ed by
-//! name and then opened.
+//! opens only the logs written since the index was saved. It is a cache:
+//! kept in memory after the first listing, saved beside the logs
+//! (`index/sessions.v4.tsv`, 0600, replaced atomically; processes that
+//! race each write a whole, valid index), rebuilt from the logs when
+//! missing or unreadable. The logs stay the truth. Built with no index
+//! file, each log is opened once (its size and time read from the open
+//! file) rather than `stat`ed by name and then opened.
 //!
-//! The file is one line per log, tab-separated and escaped (`\\`, `\t`,
-//! `\n`, `\r`): id, size, mtime (ns), parent (`-` none, `^` and the
-//! session a subagent's log belongs to), cwd, title (`-` none, `+` and the
-//! title), then the extra roots. A new process reads it in a pass over its
-//! bytes, without a JSON parser (a JSON index of 10,000 sessions took
-//! longer to parse than the directory took to `stat`), while the directory
-//! is read and its logs `stat`ed on up to four threads; logs written since
-//! are summarized on as many.
+//! Whether any log was written since is told by the sessions directory's
+//! change time (`ctime`): dsh's log writers touch the directory after each
+//! write (`store::LogWriter`), and creating, removing or renaming a log
+//! changes it anyway. The index is saved with the directory's inode and
+//! change time as they were *before* its logs were read, and only when
+//! that change time was at least [`SETTLE`] old (a write in the same tick
+//! of a coarse clock would leave it equal). A listing that finds the same
+//! stamp reads the index alone; any other reads the directory and `stat`s
+//! every log (on up to four threads, while a new process parses the index
+//! file), summarizing the ones written since. A log changed in place by
+//! another program (not a dsh writer) shows once anything else in the
+//! directory changes.
 
-use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::ffi::{CStr, CString};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{Read, Write};
@@ -35,11 +37,24 @@ use serde::Deserialize;
 
 use super::SessionSummary;
 
-/// The index's file name in the sessions directory.
-pub(super) const FILE: &str = "index.v3.tsv";
+mod file;
 
-/// The first line of the index file.
-const MAGIC: &str = "dsh-session-index\t3";
+use file::Shared;
+
+/// The index file, in the sessions directory (in a directory of its own:
+/// saving it must not change the sessions directory).
+pub(super) const FILE: &str = "index/sessions.v4.tsv";
+
+/// The index file of earlier versions, removed when the index is built.
+const OLD_FILE: &str = "index.v3.tsv";
+
+/// How old the sessions directory's change time must be for the index to
+/// be trusted while it stays the same (see the module docs).
+const SETTLE: Duration = Duration::from_secs(2);
+
+/// The sessions directory as a listing found it: inode and change time
+/// (ns).
+type Stamp = (u64, u128);
 
 /// How far into a log its title is looked for (it is written with the
 /// first prompt, near the top).
@@ -112,11 +127,32 @@ struct Entries {
     by_id: ById,
     /// Listings so far (for [`Entry::seen`]).
     listings: u64,
+    /// The sessions directory when the entries were last brought up to
+    /// date (`None`: it had changed too recently to be trusted).
+    stamp: Option<Stamp>,
+    /// What the last listing did.
+    pass: Pass,
+}
+
+/// How a listing brought the entries up to date.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+enum Pass {
+    /// Nothing listed yet.
+    #[default]
+    None,
+    /// Every log opened (no index file).
+    Built,
+    /// Every log `stat`ed; this many summarized.
+    Scanned(usize),
+    /// The directory's stamp unchanged: nothing read but the index.
+    Unchanged,
 }
 
 #[derive(Debug)]
 pub(super) struct Index {
     path: PathBuf,
+    /// See [`SETTLE`]; shorter in tests.
+    settle: Duration,
     /// Loaded on the first listing.
     entries: Mutex<Option<Entries>>,
 }
@@ -138,6 +174,7 @@ impl Index {
     pub(super) fn new(path: PathBuf) -> Index {
         Index {
             path,
+            settle: SETTLE,
             entries: Mutex::new(None),
         }
     }
@@ -201,10 +238,11 @@ impl Index {
         (page, more)
     }
 
-    /// The entries brought up to date with the directory: every log
-    /// `stat`ed, the ones written since summarized, the gone ones dropped,
-    /// the index saved when it changed. `None` when the directory cannot
-    /// be opened.
+    /// The entries brought up to date with the directory: the index alone
+    /// when the directory's stamp is the one they were read under;
+    /// otherwise every log `stat`ed, the ones written since summarized,
+    /// the gone ones dropped, and the index saved when it changed. `None`
+    /// when the directory cannot be opened.
     fn refresh(&self, dir: &Path) -> Option<std::sync::MutexGuard<'_, Option<Entries>>> {
         let started = std::time::Instant::now();
         let dir_fd = rustix::fs::open(
@@ -217,6 +255,8 @@ impl Index {
             .entries
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
+        // Taken before any log is read: a write after it changes it.
+        let stamp = stamp(&dir_fd, self.settle);
         // A first listing without an index file (a first start, or one
         // removed): every log is read anyway, so each is opened once — its
         // size and time from the open file, not a `stat` by name first.
@@ -228,22 +268,36 @@ impl Index {
             let entries = guard.insert(Entries {
                 by_id: ById::with_capacity_and_hasher(read.len(), Default::default()),
                 listings: 1,
+                stamp,
+                pass: Pass::Built,
             });
-            let summarized = read.iter().flatten().count();
             absorb(entries, dir, read.into_iter().flatten(), 1);
             let summarized_at = started.elapsed();
             self.save(entries);
-            log_refresh(
-                entries,
-                summarized,
-                [statted, summarized_at, started.elapsed()],
-            );
+            let _ = rustix::fs::unlinkat(&dir_fd, OLD_FILE, AtFlags::empty());
+            log_refresh(entries, [statted, summarized_at, started.elapsed()]);
             return Some(guard);
         }
-        // A new process reads the index while the directory is read and
+        let text = if guard.is_none() { self.read() } else { None };
+        let saved = match (guard.as_ref(), &text) {
+            (Some(entries), _) => entries.stamp,
+            (None, Some(text)) => file::saved_stamp(text),
+            (None, None) => None,
+        };
+        if stamp.is_some() && saved == stamp {
+            let entries = guard.get_or_insert_with(|| self.parse(text.as_deref()));
+            entries.listings += 1;
+            entries.pass = Pass::Unchanged;
+            let at = started.elapsed();
+            log_refresh(entries, [at, at, at]);
+            return Some(guard);
+        }
+        // A new process parses the index while the directory is read and
         // every log `stat`ed.
         let (loaded, found) = std::thread::scope(|scope| {
-            let loading = guard.is_none().then(|| scope.spawn(|| self.load()));
+            let loading = guard
+                .is_none()
+                .then(|| scope.spawn(|| self.parse(text.as_deref())));
             let found = in_parallel(
                 log_names(&dir_fd),
                 || (),
@@ -269,7 +323,7 @@ impl Index {
             }
         }
         let summarized = stale.len();
-        let mut changed = !stale.is_empty();
+        let mut changed = summarized > 0 || entries.stamp != stamp;
         let summaries = in_parallel(stale, Vec::new, |buffer, log| {
             let summary = open_log(&dir_fd, &log.0)
                 .map_err(|err| err.to_string())
@@ -281,49 +335,38 @@ impl Index {
         let before = entries.by_id.len();
         entries.by_id.retain(|_, entry| entry.seen == listing_no);
         changed |= entries.by_id.len() != before;
+        entries.stamp = stamp;
+        entries.pass = Pass::Scanned(summarized);
         if changed {
             self.save(entries);
         }
-        log_refresh(
-            entries,
-            summarized,
-            [statted, summarized_at, started.elapsed()],
-        );
+        log_refresh(entries, [statted, summarized_at, started.elapsed()]);
         Some(guard)
     }
 
-    fn load(&self) -> Entries {
-        let Ok(text) = std::fs::read_to_string(&self.path) else {
+    /// The index file's text, when it can be read.
+    fn read(&self) -> Option<String> {
+        std::fs::read_to_string(&self.path).ok()
+    }
+
+    /// Entries from the index file's text (none from none, or from a file
+    /// that is not an index).
+    fn parse(&self, text: Option<&str>) -> Entries {
+        let Some(text) = text else {
             return Entries::default();
         };
-        let mut lines = text.split('\n');
-        if lines.next() != Some(MAGIC) {
+        file::read(text).unwrap_or_else(|| {
             tracing::warn!(path = %self.path.display(), "session index unreadable; rebuilding it");
-            return Entries::default();
-        }
-        let mut by_id = ById::with_capacity_and_hasher(text.len() / 80, Default::default());
-        let mut shared = Shared::default();
-        for line in lines.filter(|line| !line.is_empty()) {
-            match parse_line(line, &mut shared) {
-                Some((id, entry)) => {
-                    by_id.insert(id, entry);
-                }
-                None => {
-                    tracing::debug!(path = %self.path.display(), "a session index line is unreadable; its log will be read")
-                }
-            }
-        }
-        Entries { by_id, listings: 0 }
+            Entries::default()
+        })
     }
 
     fn save(&self, entries: &Entries) {
         let result = (|| -> std::io::Result<()> {
             use std::os::unix::fs::OpenOptionsExt;
-            let mut text = String::with_capacity(entries.by_id.len() * 120);
-            text.push_str(MAGIC);
-            text.push('\n');
-            for (id, entry) in &entries.by_id {
-                write_line(&mut text, id, entry);
+            let text = file::write(entries);
+            if let Some(parent) = self.path.parent() {
+                super::create_private_dir(parent)?;
             }
             let temp = self.path.with_extension(format!(
                 "tmp.{}.{}",
@@ -351,6 +394,15 @@ impl Index {
             tracing::debug!(path = %self.path.display(), %err, "cannot save the session index");
         }
     }
+}
+
+/// The sessions directory's stamp, when its change time is at least
+/// `settle` old (see the module docs); `None` otherwise.
+fn stamp(dir: &OwnedFd, settle: Duration) -> Option<Stamp> {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).ok()?;
+    let stat = rustix::fs::fstat(dir).ok()?;
+    let ctime_ns = mtime_ns(stat.st_ctime, u32::try_from(stat.st_ctime_nsec).ok()?);
+    (now.as_nanos().checked_sub(ctime_ns)? >= settle.as_nanos()).then_some((stat.st_ino, ctime_ns))
 }
 
 /// Logs summarized in listing `listing_no` into `entries` (an unreadable
@@ -386,17 +438,14 @@ fn absorb(
     }
 }
 
-/// Where a refresh spent its time: until the logs were `stat`ed (or read,
-/// building), summarized, and in all (the index saved too).
-fn log_refresh(
-    entries: &Entries,
-    summarized: usize,
-    [statted, summarized_at, total]: [Duration; 3],
-) {
+/// What a refresh did and where it spent its time: until the logs were
+/// `stat`ed (or read, building), summarized, and in all (the index saved
+/// too).
+fn log_refresh(entries: &Entries, [statted, summarized_at, total]: [Duration; 3]) {
     let ms = |at: Duration| at.as_secs_f64() * 1000.0;
     tracing::debug!(
         logs = entries.by_id.len(),
-        summarized,
+        pass = ?entries.pass,
         statted_ms = ms(statted),
         summarized_ms = ms(summarized_at),
         total_ms = ms(total),
@@ -408,132 +457,6 @@ fn log_refresh(
 /// is read, and rejected, as before).
 fn exists(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok()
-}
-
-/// One index line (see the module docs).
-fn write_line(text: &mut String, id: &str, entry: &Entry) {
-    escape(text, id);
-    text.push('\t');
-    text.push_str(&entry.len.to_string());
-    text.push('\t');
-    text.push_str(&entry.mtime_ns.to_string());
-    text.push('\t');
-    match &entry.parent {
-        None => text.push('-'),
-        Some(parent) => {
-            text.push('^');
-            escape(text, parent);
-        }
-    }
-    text.push('\t');
-    escape(text, &entry.cwd);
-    text.push('\t');
-    match &entry.title {
-        None => text.push('-'),
-        Some(title) => {
-            text.push('+');
-            escape(text, title);
-        }
-    }
-    for root in entry.roots.iter() {
-        text.push('\t');
-        escape(text, root);
-    }
-    text.push('\n');
-}
-
-/// What index lines share as they are read: the cwds (many sessions, few
-/// workspaces) and the empty list of roots.
-#[derive(Default)]
-struct Shared {
-    cwds: HashSet<Arc<str>>,
-    no_roots: Option<Arc<[String]>>,
-}
-
-impl Shared {
-    fn cwd(&mut self, cwd: &str) -> Arc<str> {
-        if let Some(cwd) = self.cwds.get(cwd) {
-            return cwd.clone();
-        }
-        let cwd: Arc<str> = Arc::from(cwd);
-        self.cwds.insert(cwd.clone());
-        cwd
-    }
-
-    fn roots(&mut self, roots: Vec<String>) -> Arc<[String]> {
-        if roots.is_empty() {
-            self.no_roots
-                .get_or_insert_with(|| Arc::from(Vec::new()))
-                .clone()
-        } else {
-            roots.into()
-        }
-    }
-}
-
-/// An index line read back; `None` when it is not one.
-fn parse_line(line: &str, shared: &mut Shared) -> Option<(Arc<str>, Entry)> {
-    let mut fields = line.split('\t');
-    let id: Arc<str> = Arc::from(&*unescape(fields.next()?)?);
-    let len = fields.next()?.parse().ok()?;
-    let mtime_ns = fields.next()?.parse().ok()?;
-    let parent = match fields.next()? {
-        "-" => None,
-        parent => Some(Arc::from(&*unescape(parent.strip_prefix('^')?)?)),
-    };
-    let cwd = shared.cwd(&unescape(fields.next()?)?);
-    let title = match fields.next()? {
-        "-" => None,
-        title => Some(Arc::from(&*unescape(title.strip_prefix('+')?)?)),
-    };
-    let roots = fields
-        .map(|root| unescape(root).map(Cow::into_owned))
-        .collect::<Option<Vec<String>>>()?;
-    let roots = shared.roots(roots);
-    let entry = Entry {
-        len,
-        mtime_ns,
-        cwd,
-        roots,
-        title,
-        parent,
-        seen: 0,
-    };
-    Some((id, entry))
-}
-
-fn escape(text: &mut String, field: &str) {
-    for c in field.chars() {
-        match c {
-            '\\' => text.push_str("\\\\"),
-            '\t' => text.push_str("\\t"),
-            '\n' => text.push_str("\\n"),
-            '\r' => text.push_str("\\r"),
-            c => text.push(c),
-        }
-    }
-}
-
-fn unescape(field: &str) -> Option<Cow<'_, str>> {
-    if !field.contains('\\') {
-        return Some(Cow::Borrowed(field));
-    }
-    let mut out = String::with_capacity(field.len());
-    let mut chars = field.chars();
-    while let Some(c) = chars.next() {
-        if c != '\\' {
-            out.push(c);
-            continue;
-        }
-        out.push(match chars.next()? {
-            '\\' => '\\',
-            't' => '\t',
-            'n' => '\n',
-            'r' => '\r',
-            _ => return None,
-        });
-    }
-    Some(Cow::Owned(out))
 }
 
 /// The names of the logs (`*.jsonl`) in the directory, with their type

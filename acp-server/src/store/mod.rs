@@ -8,7 +8,9 @@
 //! process (another editor window) that loads the session gets
 //! `session.locked` naming the holder's pid. Lines are appended with
 //! `O_APPEND`. Logs are 0600 in a 0700 directory (an existing directory is
-//! tightened): they hold code and prompts.
+//! tightened): they hold code and prompts. After each write a writer
+//! touches the directory, whose change time then tells a listing that a
+//! log was written ([`index`]).
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
@@ -109,8 +111,11 @@ impl SessionStore {
             let _ = std::fs::remove_file(&path);
             return Err(write_error(err));
         }
+        let dir = Touch::open(&self.dir);
+        dir.touch();
         Ok(LogWriter {
             file,
+            dir,
             path,
             next_seq: 1,
             len: line.len() as u64,
@@ -159,7 +164,11 @@ impl SessionStore {
         lock(&file, id, &path)?;
         let reading = file.try_clone().map_err(|err| read_error(&path, err))?;
         let reader = LogReader::new(reading, u64::MAX, path)?;
-        Ok(OpenLog { reader, file })
+        Ok(OpenLog {
+            reader,
+            file,
+            dir: Touch::open(&self.dir),
+        })
     }
 
     /// Deletes a log, unless another writer holds it.
@@ -389,6 +398,7 @@ pub struct OpenLog {
     /// Its events.
     pub reader: LogReader,
     file: File,
+    dir: Touch,
 }
 
 impl OpenLog {
@@ -412,7 +422,9 @@ impl OpenLog {
                 dropped = len - valid_len,
                 "cutting a torn last line from the session log"
             );
-            file.set_len(valid_len).map_err(write_error)?;
+            let cut = file.set_len(valid_len);
+            self.dir.touch();
+            cut.map_err(write_error)?;
         }
         if valid_len > 0 {
             file.seek(SeekFrom::Start(valid_len - 1))
@@ -421,12 +433,15 @@ impl OpenLog {
             file.read_exact(&mut last).map_err(write_error)?;
             if last[0] != b'\n' {
                 file.seek(SeekFrom::End(0)).map_err(write_error)?;
-                file.write_all(b"\n").map_err(write_error)?;
+                let written = file.write_all(b"\n");
+                self.dir.touch();
+                written.map_err(write_error)?;
             }
         }
         let len = file.seek(SeekFrom::End(0)).map_err(write_error)?;
         Ok(LogWriter {
             file: self.file,
+            dir: self.dir,
             path,
             next_seq: self.reader.parser.last_seq + 1,
             len,
@@ -438,6 +453,7 @@ impl OpenLog {
 #[derive(Debug)]
 pub struct LogWriter {
     file: File,
+    dir: Touch,
     path: PathBuf,
     next_seq: u64,
     /// Bytes of complete lines: where the next line starts.
@@ -481,6 +497,7 @@ impl LogWriter {
                 .file
                 .set_len(self.len)
                 .and_then(|()| self.file.seek(SeekFrom::Start(self.len)).map(|_| ()));
+            self.dir.touch();
             if let Err(err) = cut {
                 tracing::error!(path = %self.path.display(), %err, "cannot cut a partly written line from the session log");
             }
@@ -489,6 +506,7 @@ impl LogWriter {
                 source,
             });
         }
+        self.dir.touch();
         self.len += line.len() as u64;
         self.next_seq = seq + 1;
         Ok(())
@@ -513,6 +531,45 @@ impl LogWriter {
     pub fn sync(&self) {
         if let Err(err) = self.file.sync_data() {
             tracing::warn!(path = %self.path.display(), %err, "cannot sync the session log");
+        }
+    }
+}
+
+/// The sessions directory as a log writer holds it: touched after each
+/// write, so that its change time tells a listing a log was written
+/// (the index trusts itself while that time stays as it was).
+#[derive(Debug)]
+struct Touch(Option<std::os::fd::OwnedFd>);
+
+impl Touch {
+    fn open(dir: &Path) -> Touch {
+        use rustix::fs::{Mode, OFlags};
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        match rustix::fs::open(dir, flags, Mode::empty()) {
+            Ok(fd) => Touch(Some(fd)),
+            Err(err) => {
+                tracing::warn!(dir = %dir.display(), %err, "cannot open the sessions directory: listings may not see this log's writes");
+                Touch(None)
+            }
+        }
+    }
+
+    /// Sets the directory's times to now (which sets its change time):
+    /// both to now, which the directory's write permission allows.
+    fn touch(&self) {
+        let Some(dir) = &self.0 else {
+            return;
+        };
+        let now = rustix::fs::Timespec {
+            tv_sec: 0,
+            tv_nsec: rustix::fs::UTIME_NOW,
+        };
+        let times = rustix::fs::Timestamps {
+            last_access: now,
+            last_modification: now,
+        };
+        if let Err(err) = rustix::fs::futimens(dir, &times) {
+            tracing::warn!(%err, "cannot touch the sessions directory: listings may not see a log's writes");
         }
     }
 }

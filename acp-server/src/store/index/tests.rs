@@ -1,5 +1,6 @@
 use super::*;
 use dsh_protocol::log::{Event, EventData};
+use file::{parse_line, write_line};
 
 fn event_line(seq: u64, data: EventData) -> String {
     let event = Event {
@@ -59,7 +60,7 @@ fn the_index_follows_the_logs() {
     );
     // Saved: a new process reads the index, not the logs.
     let saved = std::fs::read_to_string(dir.path().join(FILE)).unwrap();
-    assert!(saved.starts_with("dsh-session-index\t3\n"), "{saved}");
+    assert!(saved.starts_with("dsh-session-index\t4\n-\n"), "{saved}");
     assert!(saved.contains("\t/work/a\t+first\n"), "{saved}");
     // A log written since, a new log and a deleted log.
     log(dir.path(), "b", Some("now titled"));
@@ -248,4 +249,138 @@ fn many_logs_are_summarized_on_threads_in_the_same_way() {
         assert_eq!(id, &format!("s{i:04}"));
         assert_eq!(title, &(i % 2 == 0).then(|| format!("title {i}")));
     }
+}
+
+/// An index whose directory settles in 50 ms (the test's clock), not 2 s.
+fn quick(dir: &Path) -> Index {
+    Index {
+        settle: Duration::from_millis(50),
+        ..Index::new(dir.join(FILE))
+    }
+}
+
+fn pass(index: &Index) -> Pass {
+    index.entries.lock().unwrap().as_ref().unwrap().pass
+}
+
+fn settle() {
+    std::thread::sleep(Duration::from_millis(80));
+}
+
+/// While the sessions directory stays as it was when the index was
+/// saved, a listing reads the index alone; every write of a dsh log
+/// writer (an append, a torn line cut) is seen by the next listing, in
+/// the same process and a new one.
+#[test]
+fn an_unchanged_directory_is_listed_from_the_index_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    log(dir.path(), "a", Some("first"));
+    log(dir.path(), "b", None);
+    let store = super::super::SessionStore::new(dir.path().to_owned());
+    let listed = vec![("a".into(), Some("first".into())), ("b".into(), None)];
+    // Just written: not trusted yet.
+    let built = quick(dir.path());
+    assert_eq!(titles(&built, dir.path()), listed);
+    assert_eq!(pass(&built), Pass::Built);
+    settle();
+    let scanned = quick(dir.path());
+    assert_eq!(titles(&scanned, dir.path()), listed);
+    assert_eq!(pass(&scanned), Pass::Scanned(0));
+    let saved = std::fs::read_to_string(dir.path().join(FILE)).unwrap();
+    assert!(file::saved_stamp(&saved).is_some(), "{saved}");
+    let fresh = quick(dir.path());
+    for _ in 0..2 {
+        assert_eq!(titles(&fresh, dir.path()), listed);
+        assert_eq!(pass(&fresh), Pass::Unchanged);
+    }
+    // An append by a dsh writer.
+    let mut writer = store.open("b").unwrap().finish().unwrap();
+    writer.append(title("now titled")).unwrap();
+    let listed = vec![
+        ("a".into(), Some("first".into())),
+        ("b".into(), Some("now titled".into())),
+    ];
+    for index in [&quick(dir.path()), &fresh] {
+        assert_eq!(titles(index, dir.path()), listed);
+        assert_eq!(pass(index), Pass::Scanned(1));
+    }
+    drop(writer);
+    // A torn line (left by a crash: no dsh writer touched the directory
+    // after it) cut by the next writer.
+    settle();
+    assert_eq!(titles(&fresh, dir.path()), listed);
+    assert_eq!(pass(&fresh), Pass::Scanned(0));
+    assert_eq!(titles(&fresh, dir.path()), listed);
+    assert_eq!(pass(&fresh), Pass::Unchanged);
+    std::thread::sleep(Duration::from_millis(20));
+    let mut torn = std::fs::OpenOptions::new()
+        .append(true)
+        .open(dir.path().join("a.jsonl"))
+        .unwrap();
+    torn.write_all(b"{\"seq\":2,\"ti").unwrap();
+    drop(store.open("a").unwrap().finish().unwrap());
+    assert_eq!(titles(&fresh, dir.path()), listed);
+    assert_eq!(pass(&fresh), Pass::Scanned(1));
+    // A log created and one removed.
+    settle();
+    assert_eq!(titles(&fresh, dir.path()), listed);
+    log(dir.path(), "c", Some("third"));
+    std::fs::remove_file(dir.path().join("a.jsonl")).unwrap();
+    assert_eq!(
+        titles(&quick(dir.path()), dir.path()),
+        [
+            ("b".into(), Some("now titled".into())),
+            ("c".into(), Some("third".into()))
+        ]
+    );
+}
+
+/// A directory that changed less than the settling time ago is not
+/// trusted, however often it is listed: each listing `stat`s the logs.
+#[test]
+fn a_directory_that_just_changed_is_not_trusted() {
+    let dir = tempfile::tempdir().unwrap();
+    log(dir.path(), "a", Some("first"));
+    let index = Index {
+        settle: Duration::from_secs(3600),
+        ..Index::new(dir.path().join(FILE))
+    };
+    titles(&index, dir.path());
+    for _ in 0..2 {
+        titles(&index, dir.path());
+        assert_eq!(pass(&index), Pass::Scanned(0));
+    }
+    let saved = std::fs::read_to_string(dir.path().join(FILE)).unwrap();
+    assert_eq!(file::saved_stamp(&saved), None, "{saved}");
+}
+
+/// The stamp is kept only with every line of the index: a line that
+/// cannot be read drops it, so its log is read again.
+#[test]
+fn a_stamp_is_kept_only_with_every_line() {
+    let entry = Entry {
+        len: 1,
+        mtime_ns: 2,
+        cwd: "/w".into(),
+        roots: Vec::new().into(),
+        title: None,
+        parent: None,
+        seen: 0,
+    };
+    let mut entries = Entries {
+        stamp: Some((7, 1_700_000_000_000_000_001)),
+        ..Entries::default()
+    };
+    entries.by_id.insert("a".into(), entry.clone());
+    let text = file::write(&entries);
+    assert_eq!(file::saved_stamp(&text), entries.stamp);
+    let read = file::read(&text).unwrap();
+    assert_eq!(
+        (read.stamp, read.by_id.get("a")),
+        (entries.stamp, Some(&entry))
+    );
+    let broken = text.replace("\t/w\t-", "\t/w\tbroken");
+    let read = file::read(&broken).unwrap();
+    assert_eq!((read.stamp, read.by_id.len()), (None, 0));
+    assert!(file::read("dsh-session-index\t3\n").is_none());
 }
