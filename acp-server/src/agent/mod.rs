@@ -297,10 +297,9 @@ impl Agent {
         let out = replay.clone();
         let opened = blocking(move || {
             let mut log = store.open(&key)?;
-            let state =
-                SessionState::restore(&config.choices, &mut log.reader, out.as_deref(), &|_| {
-                    false
-                })?;
+            let state = log.reader.read_ahead(|events| {
+                SessionState::restore(&config.choices, events, out.as_deref(), &|_| false)
+            })?;
             let header = log.reader.header.clone();
             Ok((header, state, log.finish()?))
         })

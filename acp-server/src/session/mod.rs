@@ -328,11 +328,14 @@ impl Session {
         store: &SessionStore,
         out: &dyn Frontend,
     ) -> Result<(), AgentError> {
-        let events = self.read_written(store)?;
-        SessionState::restore(&self.config.choices, events, Some(out), &|call| {
-            self.jobs.runs_for(call)
-        })
-        .map(drop)
+        let mut events = self.read_written(store)?;
+        events
+            .read_ahead(|events| {
+                SessionState::restore(&self.config.choices, events, Some(out), &|call| {
+                    self.jobs.runs_for(call)
+                })
+            })
+            .map(drop)
     }
 
     /// A reader of the session's log as far as it is written now.

@@ -393,6 +393,68 @@ impl Iterator for LogReader {
     }
 }
 
+impl LogReader {
+    /// Below this many bytes left to read, [`Self::read_ahead`] reads
+    /// inline.
+    const AHEAD_FROM: u64 = 1 << 20;
+
+    /// A batch of events read ahead ends at this many, or this many bytes
+    /// of lines: at most [`Self::AHEAD_BATCHES`] + 2 batches are held.
+    const AHEAD_EVENTS: usize = 256;
+    const AHEAD_BYTES: u64 = 1 << 20;
+    const AHEAD_BATCHES: usize = 2;
+
+    /// Calls `each` with the log's events, read and parsed on a thread of
+    /// their own while `each` takes them (a replay folds, converts and
+    /// sends while the next lines are parsed); inline for a short log. The
+    /// reader is left where the events ended, as if `each` had read them
+    /// itself: when `each` stops early, at most a few batches further.
+    pub fn read_ahead<R>(
+        &mut self,
+        each: impl FnOnce(&mut dyn Iterator<Item = Result<Event, AgentError>>) -> R,
+    ) -> R {
+        let left = self
+            .reader
+            .get_ref()
+            .get_ref()
+            .metadata()
+            .map_or(0, |meta| meta.len())
+            .saturating_sub(self.offset)
+            .min(self.reader.get_ref().limit());
+        if left < Self::AHEAD_FROM {
+            return each(self);
+        }
+        let (batches, events) = std::sync::mpsc::sync_channel(Self::AHEAD_BATCHES);
+        std::thread::scope(|scope| {
+            scope.spawn(move || loop {
+                let start = self.offset;
+                let mut batch = Vec::with_capacity(Self::AHEAD_EVENTS);
+                let mut end = false;
+                while batch.len() < Self::AHEAD_EVENTS && self.offset - start < Self::AHEAD_BYTES {
+                    match self.next() {
+                        Some(event) => {
+                            end = event.is_err();
+                            batch.push(event);
+                            if end {
+                                break;
+                            }
+                        }
+                        None => {
+                            end = true;
+                            break;
+                        }
+                    }
+                }
+                // The taker stopped, or every event was sent.
+                if batches.send(batch).is_err() || end {
+                    return;
+                }
+            });
+            each(&mut events.into_iter().flatten())
+        })
+    }
+}
+
 /// A log locked for writing whose events are being read.
 pub struct OpenLog {
     /// Its events.
@@ -573,3 +635,6 @@ impl Touch {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -383,4 +383,27 @@ fn a_stamp_is_kept_only_with_every_line() {
     let read = file::read(&broken).unwrap();
     assert_eq!((read.stamp, read.by_id.len()), (None, 0));
     assert!(file::read("dsh-session-index\t3\n").is_none());
+    // A large index, read in two halves: the same entries; a broken line
+    // in the second half drops the stamp too.
+    for i in 0..6000 {
+        let entry = Entry {
+            title: Some(format!("title {i} of a session with a longer name").into()),
+            cwd: format!("/w{}", i % 3).into(),
+            ..entry.clone()
+        };
+        entries.by_id.insert(format!("s{i}").into(), entry);
+    }
+    let text = file::write(&entries);
+    assert!(text.len() > 256 * 1024);
+    let read = file::read(&text).unwrap();
+    assert_eq!((read.stamp, &read.by_id), (entries.stamp, &entries.by_id));
+    for at in [text.len() / 4, text.len() * 3 / 4] {
+        // The line holding byte `at`, its title field made unreadable.
+        let start = text[..at].rfind('\n').unwrap() + 1;
+        let title = start + text[start..].find("\t+").unwrap() + 1;
+        let mut broken = text.clone();
+        broken.replace_range(title..=title, "?");
+        let read = file::read(&broken).unwrap();
+        assert_eq!((read.stamp, read.by_id.len()), (None, 6000));
+    }
 }
