@@ -383,8 +383,8 @@ fn a_stamp_is_kept_only_with_every_line() {
     let read = file::read(&broken).unwrap();
     assert_eq!((read.stamp, read.by_id.len()), (None, 0));
     assert!(file::read("dsh-session-index\t3\n").is_none());
-    // A large index, read in two halves: the same entries; a broken line
-    // in the second half drops the stamp too.
+    // A large index: the same entries; a broken line anywhere drops the
+    // stamp.
     for i in 0..6000 {
         let entry = Entry {
             title: Some(format!("title {i} of a session with a longer name").into()),
