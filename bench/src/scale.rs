@@ -69,26 +69,24 @@ pub async fn list(bench: &Bench) {
         for i in 0..10_000 {
             write_session(&home, &bench.cwd, &format!("list-{i:05}"), 5, pad);
         }
-        // Built from the logs (no index file: a first start, or logs
-        // written by another dsh), then again in the same process.
-        let (mut cold, mut warm) = (Vec::new(), Vec::new());
+        // Built from the logs (no index file: a first start, or an index
+        // removed).
+        let mut cold = Vec::new();
         for _ in 0..5 {
             let _ = std::fs::remove_file(home.join("sessions/index/sessions.v4.tsv"));
             let mut proc = Proc::spawn(&bench.dsh, &home, &bench.mock.url);
             proc.call("initialize", json!({"protocolVersion":1})).await;
             cold.push(page(&mut proc).await);
-            warm.push(page(&mut proc).await);
             proc.close().await;
         }
-        let (cold, warm) = (median(cold), median(warm));
+        let cold = median(cold);
         // A new process whose index is up to date: right after a log was
         // written (the directory changed less than 2 s ago, so every log
         // is `stat`ed), and at an editor's start, when nothing was written
         // for a while (the index alone is read).
         let sessions = home.join("sessions");
         let touched = sessions.join(format!("list-{:05}.jsonl", 0));
-        let mut fresh = Vec::new();
-        for _ in 0..5 {
+        let write = || {
             let mut log = std::fs::OpenOptions::new()
                 .append(true)
                 .open(&touched)
@@ -98,11 +96,18 @@ pub async fn list(bench: &Bench) {
                 .unwrap()
                 .set_modified(std::time::SystemTime::now())
                 .unwrap();
+        };
+        let (mut fresh, mut warm) = (Vec::new(), Vec::new());
+        for _ in 0..5 {
+            write();
             let mut proc = Proc::spawn(&bench.dsh, &home, &bench.mock.url);
             proc.call("initialize", json!({"protocolVersion":1})).await;
             fresh.push(page(&mut proc).await);
+            write();
+            warm.push(page(&mut proc).await);
             proc.close().await;
         }
+        let warm = median(warm);
         tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
         let (mut settled, mut settled_warm) = (Vec::new(), Vec::new());
         for _ in 0..6 {

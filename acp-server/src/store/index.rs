@@ -9,17 +9,18 @@
 //! file) rather than `stat`ed by name and then opened.
 //!
 //! Whether any log was written since is told by the sessions directory's
-//! change time (`ctime`): dsh's log writers touch the directory after each
-//! write (`store::LogWriter`), and creating, removing or renaming a log
-//! changes it anyway. The index is saved with the directory's inode and
-//! change time as they were *before* its logs were read, and only when
-//! that change time was at least [`SETTLE`] old (a write in the same tick
-//! of a coarse clock would leave it equal). A listing that finds the same
-//! stamp reads the index alone; any other reads the directory and `stat`s
-//! every log (on up to four threads, while a new process parses the index
-//! file), summarizing the ones written since. A log changed in place by
-//! another program (not a dsh writer) shows once anything else in the
-//! directory changes.
+//! change time (`ctime`): dsh's log writers touch the directory after
+//! they write (`store::LogWriter`; at most once a second), and creating,
+//! removing or renaming a log changes it anyway. The index is saved with
+//! the directory's inode and change time as they were *before* its logs
+//! were read, and only when that change time was at least [`SETTLE`] old
+//! (a write in the same tick of a coarse clock would leave it equal) and
+//! every log could be read. A listing that finds the same stamp reads the
+//! index alone; any other reads the directory and `stat`s every log (on
+//! up to four threads, while a new process parses the index file),
+//! summarizing the ones written since. A log changed in place by another
+//! program (not a dsh writer) shows once anything else in the directory
+//! changes. The index file is trusted only when it is this user's alone.
 
 use std::collections::HashMap;
 use std::ffi::{CStr, CString};
@@ -255,37 +256,47 @@ impl Index {
             .entries
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if guard.is_none() {
+            // Before the stamp: neither changes the directory again.
+            self.make_room(&dir_fd);
+        }
         // Taken before any log is read: a write after it changes it.
         let stamp = stamp(&dir_fd, self.settle);
         // A first listing without an index file (a first start, or one
         // removed): every log is read anyway, so each is opened once — its
         // size and time from the open file, not a `stat` by name first.
         if guard.is_none() && !exists(&self.path) {
-            let read = in_parallel(log_names(&dir_fd), Vec::new, |buffer, (name, kind)| {
+            let (names, mut complete) = log_names(&dir_fd);
+            let read = in_parallel(names, Vec::new, |buffer, (name, kind)| {
                 read_log(&dir_fd, name, kind, buffer)
             });
             let statted = started.elapsed();
             let entries = guard.insert(Entries {
                 by_id: ById::with_capacity_and_hasher(read.len(), Default::default()),
                 listings: 1,
-                stamp,
+                stamp: None,
                 pass: Pass::Built,
             });
-            absorb(entries, dir, read.into_iter().flatten(), 1);
+            complete &= absorb(entries, dir, read.into_iter().flatten(), 1);
+            entries.stamp = stamp.filter(|_| complete);
             let summarized_at = started.elapsed();
             self.save(entries);
-            let _ = rustix::fs::unlinkat(&dir_fd, OLD_FILE, AtFlags::empty());
             log_refresh(entries, [statted, summarized_at, started.elapsed()]);
             return Some(guard);
         }
         let text = if guard.is_none() { self.read() } else { None };
-        let saved = match (guard.as_ref(), &text) {
-            (Some(entries), _) => entries.stamp,
-            (None, Some(text)) => file::saved_stamp(text),
-            (None, None) => None,
-        };
-        if stamp.is_some() && saved == stamp {
-            let entries = guard.get_or_insert_with(|| self.parse(text.as_deref()));
+        // The index is trusted only as read: a line that cannot be read
+        // drops its stamp.
+        if guard.is_none()
+            && stamp.is_some()
+            && text.as_deref().and_then(file::saved_stamp) == stamp
+        {
+            *guard = Some(self.parse(text.as_deref()));
+        }
+        if let Some(entries) = guard
+            .as_mut()
+            .filter(|entries| stamp.is_some() && entries.stamp == stamp)
+        {
             entries.listings += 1;
             entries.pass = Pass::Unchanged;
             let at = started.elapsed();
@@ -294,16 +305,13 @@ impl Index {
         }
         // A new process parses the index while the directory is read and
         // every log `stat`ed.
-        let (loaded, found) = std::thread::scope(|scope| {
+        let (loaded, (found, mut complete)) = std::thread::scope(|scope| {
             let loading = guard
                 .is_none()
                 .then(|| scope.spawn(|| self.parse(text.as_deref())));
-            let found = in_parallel(
-                log_names(&dir_fd),
-                || (),
-                |(), (name, _)| stat_log(&dir_fd, name),
-            );
-            (loading.map(|loading| loading.join()), found)
+            let (names, complete) = log_names(&dir_fd);
+            let found = in_parallel(names, || (), |(), (name, _)| stat_log(&dir_fd, name));
+            (loading.map(|loading| loading.join()), (found, complete))
         });
         let entries = match loaded {
             Some(Ok(loaded)) => guard.insert(loaded),
@@ -314,7 +322,19 @@ impl Index {
         entries.listings += 1;
         let listing_no = entries.listings;
         let mut stale: Vec<Found> = Vec::new();
-        for (name, len, mtime_ns) in found.into_iter().flatten() {
+        for found in found {
+            let (name, len, mtime_ns) = match found {
+                Ok(Some(found)) => found,
+                Ok(None) => continue,
+                // Kept as it was (not dropped as gone), and not trusted.
+                Err(name) => {
+                    complete = false;
+                    if let Some(entry) = entries.by_id.get_mut(id_of(&name)) {
+                        entry.seen = listing_no;
+                    }
+                    continue;
+                }
+            };
             match entries.by_id.get_mut(id_of(&name)) {
                 Some(entry) if entry.len == len && entry.mtime_ns == mtime_ns => {
                     entry.seen = listing_no;
@@ -323,6 +343,7 @@ impl Index {
             }
         }
         let summarized = stale.len();
+        let stamp = stamp.filter(|_| complete);
         let mut changed = summarized > 0 || entries.stamp != stamp;
         let summaries = in_parallel(stale, Vec::new, |buffer, log| {
             let summary = open_log(&dir_fd, &log.0)
@@ -330,12 +351,12 @@ impl Index {
                 .and_then(|file| summarize(file, log.1, buffer));
             (log, summary)
         });
-        absorb(entries, dir, summaries, listing_no);
+        let summarized_all = absorb(entries, dir, summaries, listing_no);
         let summarized_at = started.elapsed();
         let before = entries.by_id.len();
         entries.by_id.retain(|_, entry| entry.seen == listing_no);
         changed |= entries.by_id.len() != before;
-        entries.stamp = stamp;
+        entries.stamp = stamp.filter(|_| summarized_all);
         entries.pass = Pass::Scanned(summarized);
         if changed {
             self.save(entries);
@@ -344,9 +365,28 @@ impl Index {
         Some(guard)
     }
 
-    /// The index file's text, when it can be read.
+    /// Makes the index's directory and removes an earlier version's index
+    /// file (once per process, before the stamp is taken).
+    fn make_room(&self, dir: &OwnedFd) {
+        if let Some(parent) = self.path.parent() {
+            let _ = super::create_private_dir(parent);
+        }
+        let _ = rustix::fs::unlinkat(dir, OLD_FILE, AtFlags::empty());
+    }
+
+    /// The index file's text, when it can be read and is this user's
+    /// alone (0600, as it is saved: anything else is not trusted).
     fn read(&self) -> Option<String> {
-        std::fs::read_to_string(&self.path).ok()
+        use std::os::unix::fs::MetadataExt;
+        let mut file = std::fs::File::open(&self.path).ok()?;
+        let meta = file.metadata().ok()?;
+        if meta.uid() != nix::unistd::geteuid().as_raw() || meta.mode() & 0o077 != 0 {
+            tracing::warn!(path = %self.path.display(), "session index not this user's alone; rebuilding it");
+            return None;
+        }
+        let mut text = String::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+        file.read_to_string(&mut text).ok()?;
+        Some(text)
     }
 
     /// Entries from the index file's text (none from none, or from a file
@@ -406,13 +446,14 @@ fn stamp(dir: &OwnedFd, settle: Duration) -> Option<Stamp> {
 }
 
 /// Logs summarized in listing `listing_no` into `entries` (an unreadable
-/// one leaves them, with a warning).
+/// one leaves them, with a warning); whether every one could be read.
 fn absorb(
     entries: &mut Entries,
     dir: &Path,
     summaries: impl IntoIterator<Item = (Found, Summary)>,
     listing_no: u64,
-) {
+) -> bool {
+    let mut all = true;
     let mut shared = Shared::default();
     for ((name, len, mtime_ns), summary) in summaries {
         let id = id_of(&name);
@@ -433,9 +474,11 @@ fn absorb(
                 let path = dir.join(name.to_string_lossy().as_ref());
                 tracing::warn!(path = %path.display(), %err, "skipping unreadable session log");
                 entries.by_id.remove(id);
+                all = false;
             }
         }
     }
+    all
 }
 
 /// What a refresh did and where it spent its time: until the logs were
@@ -460,36 +503,52 @@ fn exists(path: &Path) -> bool {
 }
 
 /// The names of the logs (`*.jsonl`) in the directory, with their type
-/// as the directory knows it.
-fn log_names(dir: &OwnedFd) -> Vec<(CString, FileType)> {
+/// as the directory knows it; and whether the whole directory was read.
+fn log_names(dir: &OwnedFd) -> (Vec<(CString, FileType)>, bool) {
     let Ok(listing) = rustix::fs::Dir::read_from(dir) else {
-        return Vec::new();
+        return (Vec::new(), false);
     };
-    listing
-        .filter_map(Result::ok)
+    let mut complete = true;
+    let names = listing
+        .filter_map(|entry| {
+            complete &= entry.is_ok();
+            entry.ok()
+        })
         .filter(|entry| entry.file_name().to_bytes().ends_with(b".jsonl"))
         .map(|entry| (entry.file_name().to_owned(), entry.file_type()))
-        .collect()
+        .collect();
+    (names, complete)
 }
 
-/// A log's name, size and mtime; `None` for a name that is not UTF-8 or
-/// a log that went away.
-fn stat_log(dir: &OwnedFd, name: CString) -> Option<Found> {
-    name.to_str().ok()?.strip_suffix(".jsonl")?;
-    let stat = rustix::fs::statx(
+/// A log's name, size and mtime; `None` for a name that is not UTF-8, a
+/// log that went away or something that is not a log; its name back when
+/// it cannot be `stat`ed.
+fn stat_log(dir: &OwnedFd, name: CString) -> Result<Option<Found>, CString> {
+    if name
+        .to_str()
+        .ok()
+        .and_then(|name| name.strip_suffix(".jsonl"))
+        .is_none()
+    {
+        return Ok(None);
+    }
+    let stat = match rustix::fs::statx(
         dir,
         &name,
         AtFlags::SYMLINK_NOFOLLOW,
         StatxFlags::TYPE | StatxFlags::SIZE | StatxFlags::MTIME,
-    )
-    .ok()?;
+    ) {
+        Ok(stat) => stat,
+        Err(Errno::NOENT) => return Ok(None),
+        Err(_) => return Err(name),
+    };
     // Only regular files are logs: a FIFO or a link named `*.jsonl` in
     // the sessions directory would block or lead elsewhere.
     if FileType::from_raw_mode(u32::from(stat.stx_mode)) != FileType::RegularFile {
-        return None;
+        return Ok(None);
     }
     let mtime_ns = mtime_ns(stat.stx_mtime.tv_sec, stat.stx_mtime.tv_nsec);
-    Some((name, stat.stx_size, mtime_ns))
+    Ok(Some((name, stat.stx_size, mtime_ns)))
 }
 
 /// `each` over `items` in order, on up to four threads when there are many
@@ -567,9 +626,11 @@ fn read_log(
         FileType::RegularFile => {}
         // Never opened before it is known to be a regular file (a device
         // named like a log would be opened for nothing, or worse).
-        FileType::Unknown => {
-            stat_log(dir, name.clone())?;
-        }
+        FileType::Unknown => match stat_log(dir, name.clone()) {
+            Ok(Some(_)) => {}
+            Ok(None) => return None,
+            Err(name) => return Some(((name, 0, 0), Err("cannot stat it".to_owned()))),
+        },
         _ => return None,
     }
     let file = match open_log(dir, &name) {

@@ -111,7 +111,7 @@ impl SessionStore {
             let _ = std::fs::remove_file(&path);
             return Err(write_error(err));
         }
-        let dir = Touch::open(&self.dir);
+        let mut dir = Touch::open(&self.dir);
         dir.touch();
         Ok(LogWriter {
             file,
@@ -425,33 +425,67 @@ impl LogReader {
             return each(self);
         }
         let (batches, events) = std::sync::mpsc::sync_channel(Self::AHEAD_BATCHES);
-        std::thread::scope(|scope| {
-            scope.spawn(move || loop {
-                let start = self.offset;
-                let mut batch = Vec::with_capacity(Self::AHEAD_EVENTS);
-                let mut end = false;
-                while batch.len() < Self::AHEAD_EVENTS && self.offset - start < Self::AHEAD_BYTES {
-                    match self.next() {
-                        Some(event) => {
-                            end = event.is_err();
-                            batch.push(event);
-                            if end {
-                                break;
-                            }
-                        }
-                        None => {
-                            end = true;
+        let mut each = Some(each);
+        let ahead = std::thread::scope(|scope| {
+            let reader = &mut *self;
+            let reading = std::thread::Builder::new()
+                .name("dsh-log-read".to_owned())
+                .spawn_scoped(scope, move || reader.send_ahead(&batches));
+            match reading {
+                Ok(_) => each
+                    .take()
+                    .map(|each| each(&mut events.into_iter().flatten())),
+                Err(err) => {
+                    tracing::debug!(%err, "cannot start a thread to read the log ahead; reading it inline");
+                    None
+                }
+            }
+        });
+        match (ahead, each) {
+            (Some(ahead), _) => ahead,
+            (None, Some(each)) => each(self),
+            (None, None) => unreachable!("`each` is taken only when it runs"),
+        }
+    }
+
+    /// Reads the events in batches into `batches` until the end, an
+    /// error, or the taker stopping; a panic is sent as an error, so the
+    /// taker never mistakes it for the end of the log.
+    fn send_ahead(
+        &mut self,
+        batches: &std::sync::mpsc::SyncSender<Vec<Result<Event, AgentError>>>,
+    ) {
+        let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| loop {
+            let start = self.offset;
+            let mut batch = Vec::with_capacity(Self::AHEAD_EVENTS);
+            let mut end = false;
+            while batch.len() < Self::AHEAD_EVENTS && self.offset - start < Self::AHEAD_BYTES {
+                match self.next() {
+                    Some(event) => {
+                        end = event.is_err();
+                        batch.push(event);
+                        if end {
                             break;
                         }
                     }
+                    None => {
+                        end = true;
+                        break;
+                    }
                 }
-                // The taker stopped, or every event was sent.
-                if batches.send(batch).is_err() || end {
-                    return;
-                }
-            });
-            each(&mut events.into_iter().flatten())
-        })
+            }
+            // The taker stopped, or every event was sent.
+            if batches.send(batch).is_err() || end {
+                return;
+            }
+        }));
+        if read.is_err() {
+            self.done = true;
+            let _ = batches.send(vec![Err(AgentError::Internal(format!(
+                "reading {} failed",
+                self.path.display()
+            )))]);
+        }
     }
 }
 
@@ -597,31 +631,42 @@ impl LogWriter {
     }
 }
 
-/// The sessions directory as a log writer holds it: touched after each
-/// write, so that its change time tells a listing a log was written
-/// (the index trusts itself while that time stays as it was).
+/// The sessions directory as a log writer holds it: touched after its
+/// writes, so that its change time tells a listing a log was written (the
+/// index trusts itself while that time stays as it was, and only once it
+/// is two seconds old). A write less than a second after this writer's
+/// last touch needs none: the directory's change time is then at most a
+/// second old, newer than any stamp a listing could have trusted before
+/// the write (a crash between a write and its touch leaves that one write
+/// unseen until the directory next changes).
 #[derive(Debug)]
-struct Touch(Option<std::os::fd::OwnedFd>);
+struct Touch {
+    dir: PathBuf,
+    /// Opened once; by path when it could not be.
+    fd: Option<std::os::fd::OwnedFd>,
+    last: Option<std::time::Instant>,
+}
 
 impl Touch {
+    /// Touches needed at most this often (see above).
+    const EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
     fn open(dir: &Path) -> Touch {
         use rustix::fs::{Mode, OFlags};
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-        match rustix::fs::open(dir, flags, Mode::empty()) {
-            Ok(fd) => Touch(Some(fd)),
-            Err(err) => {
-                tracing::warn!(dir = %dir.display(), %err, "cannot open the sessions directory: listings may not see this log's writes");
-                Touch(None)
-            }
+        Touch {
+            dir: dir.to_owned(),
+            fd: rustix::fs::open(dir, flags, Mode::empty()).ok(),
+            last: None,
         }
     }
 
     /// Sets the directory's times to now (which sets its change time):
     /// both to now, which the directory's write permission allows.
-    fn touch(&self) {
-        let Some(dir) = &self.0 else {
+    fn touch(&mut self) {
+        if self.last.is_some_and(|last| last.elapsed() < Self::EVERY) {
             return;
-        };
+        }
         let now = rustix::fs::Timespec {
             tv_sec: 0,
             tv_nsec: rustix::fs::UTIME_NOW,
@@ -630,8 +675,20 @@ impl Touch {
             last_access: now,
             last_modification: now,
         };
-        if let Err(err) = rustix::fs::futimens(dir, &times) {
-            tracing::warn!(%err, "cannot touch the sessions directory: listings may not see a log's writes");
+        let touched = match &self.fd {
+            Some(fd) => rustix::fs::futimens(fd, &times),
+            None => rustix::fs::utimensat(
+                rustix::fs::CWD,
+                &self.dir,
+                &times,
+                rustix::fs::AtFlags::empty(),
+            ),
+        };
+        match touched {
+            Ok(()) => self.last = Some(std::time::Instant::now()),
+            Err(err) => {
+                tracing::warn!(dir = %self.dir.display(), %err, "cannot touch the sessions directory: listings may not see a log's writes");
+            }
         }
     }
 }

@@ -20,6 +20,16 @@ fn store_with(events: usize, pad: usize) -> (tempfile::TempDir, SessionStore) {
     (dir, store)
 }
 
+/// `work`'s answer, or a failure when it takes more than 30 s (a read
+/// ahead that hangs fails the test instead of hanging it).
+fn within<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
+    let (done, answer) = std::sync::mpsc::channel();
+    std::thread::spawn(move || done.send(work()));
+    answer
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("the read ahead hung")
+}
+
 fn texts(events: impl Iterator<Item = Result<Event, AgentError>>) -> Vec<String> {
     events
         .map(|event| match event.unwrap().data {
@@ -67,20 +77,24 @@ fn a_corrupt_line_read_ahead_is_an_error_and_stopping_early_stops_the_reader() {
     let middle = text[..text.len() / 2].rfind('\n').unwrap() + 1;
     let broken = format!("{}{{not json\n{}", &text[..middle], &text[middle..]);
     std::fs::write(&path, broken).unwrap();
-    let mut reader = store.read("s", None).unwrap();
-    let (before, error) = reader.read_ahead(|events| {
-        let mut before = 0;
-        for event in events {
-            match event {
-                Ok(_) => before += 1,
-                Err(err) => return (before, Some(err)),
+    let reader_store = store.clone();
+    let (before, error) = within(move || {
+        reader_store.read("s", None).unwrap().read_ahead(|events| {
+            let mut before = 0;
+            for event in events {
+                match event {
+                    Ok(_) => before += 1,
+                    Err(err) => return (before, Some(err)),
+                }
             }
-        }
-        (before, None)
+            (before, None)
+        })
     });
     assert!(error.is_some());
     assert!((1_000..2_000).contains(&before), "{before}");
-    let mut reader = store.read("s", None).unwrap();
-    let first = reader.read_ahead(|events| events.next().map(|event| event.is_ok()));
+    let first = within(move || {
+        let mut reader = store.read("s", None).unwrap();
+        reader.read_ahead(|events| events.next().map(|event| event.is_ok()))
+    });
     assert_eq!(first, Some(true));
 }

@@ -158,7 +158,11 @@ pub(super) fn parse_line(line: &str, shared: &mut Shared) -> Option<(Arc<str>, E
     let id: Arc<str> = Arc::from(&*unescape(fields.next()?)?);
     let len = fields.next()?.parse().ok()?;
     // Nanoseconds since 1970 fit in 64 bits until 2554 (and parse faster).
-    let mtime_ns = u128::from(fields.next()?.parse::<u64>().ok()?);
+    let mtime_ns = fields.next()?;
+    let mtime_ns = match mtime_ns.parse::<u64>() {
+        Ok(mtime_ns) => u128::from(mtime_ns),
+        Err(_) => mtime_ns.parse().ok()?,
+    };
     let parent = match fields.next()? {
         "-" => None,
         parent => Some(Arc::from(&*unescape(parent.strip_prefix('^')?)?)),
