@@ -236,9 +236,9 @@ pub(super) fn new_session(
     })
 }
 
-/// Answers a request that made a session (`session/new`, `session/fork`)
-/// with `answer(id, modes, options)`, then sends the editor what it should
-/// know of it (notices, commands).
+/// Answers a request that opened a session (`session/new`, `session/fork`,
+/// `session/load`, `session/resume`) with `answer(id, modes, options)`,
+/// then sends the editor what it should know of it (notices, commands).
 fn answer_opened<T: agent_client_protocol::JsonRpcResponse>(
     opened: Result<Opened, AgentError>,
     responder: Responder<T, V1>,
@@ -320,18 +320,11 @@ pub(super) fn load_session(
     cx.spawn(async move {
         let id = request.session_id.0.to_string();
         let loaded = spawned(async move { agent.load_session(&id, mcp, sink).await }).await;
-        match loaded {
-            Ok(opened) => {
-                responder.respond(
-                    LoadSessionResponse::new()
-                        .modes(convert::mode_state(opened.mode))
-                        .config_options(opening.options(opened.options)),
-                )?;
-                opening.notify(&request.session_id, opened.notices, opened.commands);
-                Ok(())
-            }
-            Err(error) => responder.respond_with_error(to_acp(&error)),
-        }
+        answer_opened(loaded, responder, &opening, |_, modes, options| {
+            LoadSessionResponse::new()
+                .modes(modes)
+                .config_options(options)
+        })
     })
 }
 
@@ -349,18 +342,12 @@ pub(super) fn resume_session(
     let opening = ctx.opening(&cx);
     cx.spawn(async move {
         let id = request.session_id.0.to_string();
-        match spawned(async move { agent.resume_session(&id, mcp).await }).await {
-            Ok(opened) => {
-                responder.respond(
-                    ResumeSessionResponse::new()
-                        .modes(convert::mode_state(opened.mode))
-                        .config_options(opening.options(opened.options)),
-                )?;
-                opening.notify(&request.session_id, opened.notices, opened.commands);
-                Ok(())
-            }
-            Err(error) => responder.respond_with_error(to_acp(&error)),
-        }
+        let resumed = spawned(async move { agent.resume_session(&id, mcp).await }).await;
+        answer_opened(resumed, responder, &opening, |_, modes, options| {
+            ResumeSessionResponse::new()
+                .modes(modes)
+                .config_options(options)
+        })
     })
 }
 

@@ -573,7 +573,7 @@ mod tests {
         )
         .unwrap();
         let provider = super::super::Provider::from_settings(&config.model).unwrap();
-        let spool = Arc::new(super::super::spool::Spool::new_in(home.path()).unwrap());
+        let slot = Arc::new(super::super::spool::SpoolSlot::new(home.path().to_owned()));
         let request = ModelRequest {
             model: config.choices.models[0].clone(),
             thought_level: dsh_protocol::model::ThoughtLevel::Off,
@@ -585,10 +585,10 @@ mod tests {
             ))],
             tools: Vec::new(),
             session_id: "s".into(),
-            spool: Some(spool.clone()),
+            spool: Some(slot.clone()),
         };
         let prepared = provider.prepare(request).await.unwrap();
-        spool.cut_short();
+        slot.current().unwrap().cut_short();
         let error = match provider.start(&prepared).await {
             Err(error) => error,
             Ok(_) => panic!("a request over a cut spool was sent"),

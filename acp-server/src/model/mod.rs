@@ -48,7 +48,7 @@ pub struct ModelRequest {
     /// Where the request's messages are written to be sent from (the
     /// session's, [`spool`]; a file of its own in the temp directory when
     /// `None`).
-    pub spool: Option<std::sync::Arc<spool::Spool>>,
+    pub spool: Option<std::sync::Arc<spool::SpoolSlot>>,
 }
 
 impl ModelRequest {
@@ -342,7 +342,7 @@ impl Provider {
         };
         tokio::task::spawn_blocking(move || {
             let spool = match &request.spool {
-                Some(spool) => spool.clone(),
+                Some(slot) => slot.get().map_err(body::BodyError::Spool)?,
                 // A request of its own (a session's title): a spool of its
                 // own.
                 None => std::sync::Arc::new(

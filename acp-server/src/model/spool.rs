@@ -26,9 +26,9 @@
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Spools are numbered from 1 in the process: a message's key names its
 /// spool.
@@ -120,6 +120,63 @@ impl Spool {
     /// Whether its session should start a new one.
     pub fn is_retired(&self) -> bool {
         self.retired.load(Ordering::Relaxed)
+    }
+}
+
+/// A session's spool, made when a request first needs it — on the
+/// blocking thread that writes the request, not the turn's — and again
+/// once it was retired or let go with the history.
+#[derive(Debug)]
+pub struct SpoolSlot {
+    /// Where its spools are made (the directory of logs).
+    dir: PathBuf,
+    current: Mutex<Option<Arc<Spool>>>,
+}
+
+impl SpoolSlot {
+    /// A slot whose spools are made in `dir`.
+    pub fn new(dir: PathBuf) -> SpoolSlot {
+        SpoolSlot {
+            dir,
+            current: Mutex::new(None),
+        }
+    }
+
+    /// The spool to write the next request to: the current one, or a new
+    /// one (blocking: it may make the file). In the temp directory when
+    /// none can be made beside the logs (said once).
+    ///
+    /// # Errors
+    /// Neither directory can take one.
+    pub fn get(&self) -> io::Result<Arc<Spool>> {
+        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(spool) = current.as_ref().filter(|spool| !spool.is_retired()) {
+            return Ok(spool.clone());
+        }
+        let made = Spool::new_in(&self.dir).or_else(|err| {
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| {
+                tracing::warn!(dir = %self.dir.display(), "cannot make a spool for the model requests beside the logs ({err}); using the temp directory");
+            });
+            Spool::new_in(&std::env::temp_dir())
+        })?;
+        let made = Arc::new(made);
+        *current = Some(made.clone());
+        Ok(made)
+    }
+
+    /// The spool the last request was written to, if it is still held.
+    pub fn current(&self) -> Option<Arc<Spool>> {
+        self.current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Lets the spool go (with the history): the next request makes a
+    /// new one; a request that holds this one keeps it until it is sent.
+    pub fn clear(&self) {
+        *self.current.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 }
 

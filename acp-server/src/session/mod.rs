@@ -79,7 +79,7 @@ pub struct Session {
     /// The process's budget for histories in memory.
     residency: Arc<Residency>,
     /// Where its requests are sent from ([`Session::spool`]).
-    spool: Mutex<Option<Arc<crate::model::spool::Spool>>>,
+    spool: Arc<crate::model::spool::SpoolSlot>,
     locked: Mutex<Locked>,
     turn_lock: Arc<tokio::sync::Mutex<()>>,
     turn_cancel: Mutex<Option<CancellationToken>>,
@@ -150,6 +150,7 @@ impl Session {
         let roots = crate::tools::canonical_roots(&header.cwd, &header.roots);
         let spill_dir = config.home.join("spill").join(header.id.as_str());
         let store = SessionStore::new(config.sessions_dir());
+        let spool = Arc::new(crate::model::spool::SpoolSlot::new(store.dir().to_owned()));
         let home = config.protected.home();
         let home_readable = vec![
             home.join("spill").join(header.id.as_str()),
@@ -168,7 +169,7 @@ impl Session {
             mcp: Mutex::new(None),
             store,
             residency: residency.clone(),
-            spool: Mutex::new(None),
+            spool,
             header,
             locked: Mutex::new(Locked {
                 log: Some(log),

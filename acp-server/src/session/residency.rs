@@ -114,28 +114,13 @@ impl Residency {
 }
 
 impl Session {
-    /// The spool its requests are sent from ([`crate::model::spool`]): a
+    /// Where its requests are sent from ([`crate::model::spool`]): a
     /// request holds the spool, not the history, which can then leave
-    /// memory while the request waits. A new one when the last was retired
-    /// (mostly messages no request carries any longer), or let go with the
-    /// history. Beside the logs; in the temp directory when none can be
-    /// made there (said once); `None` when neither can (the request fails
-    /// with why).
-    pub(crate) fn spool(&self) -> Option<Arc<crate::model::spool::Spool>> {
-        use crate::model::spool::Spool;
-        let mut spool = lock(&self.spool);
-        if let Some(current) = spool.as_ref().filter(|spool| !spool.is_retired()) {
-            return Some(current.clone());
-        }
-        let made = Spool::new_in(self.store.dir()).or_else(|err| {
-            static SAID: std::sync::Once = std::sync::Once::new();
-            SAID.call_once(|| {
-                tracing::warn!(dir = %self.store.dir().display(), "cannot make a spool for the model requests beside the logs ({err}); using the temp directory");
-            });
-            Spool::new_in(&std::env::temp_dir())
-        });
-        *spool = made.ok().map(Arc::new);
-        spool.clone()
+    /// memory while the request waits. The spool is made by the request
+    /// that first needs it, again when the last was retired (mostly
+    /// messages no request carries any longer) or let go with the history.
+    pub(crate) fn spool(&self) -> Arc<crate::model::spool::SpoolSlot> {
+        self.spool.clone()
     }
 
     /// Drops its model history from memory (under the session's lock), and
@@ -143,6 +128,6 @@ impl Session {
     /// spool (a request that holds the old one keeps it until it is sent).
     pub(super) fn let_go_of_history(&self, state: &mut super::state::SessionState) {
         state.evict_history();
-        *lock(&self.spool) = None;
+        self.spool.clear();
     }
 }

@@ -576,15 +576,18 @@ async fn the_spool_lasts_until_the_history_goes_or_it_is_retired() {
     for data in a_turn("c1") {
         session.record(data, &out).unwrap();
     }
-    let spool = session.spool().unwrap();
+    // None is made until a request needs one.
+    assert!(session.spool().current().is_none());
+    let spool = session.spool().get().unwrap();
     spool.append(b"[1]").unwrap();
     spool.read_live(3);
-    assert!(Arc::ptr_eq(&spool, &session.spool().unwrap()));
+    assert!(Arc::ptr_eq(&spool, &session.spool().get().unwrap()));
     assert!(session.evict_history());
-    let after = session.spool().unwrap();
+    assert!(session.spool().current().is_none());
+    let after = session.spool().get().unwrap();
     assert_ne!(after.id(), spool.id());
-    assert!(Arc::ptr_eq(&after, &session.spool().unwrap()));
+    assert!(Arc::ptr_eq(&after, &session.spool().get().unwrap()));
     after.append(&vec![b' '; 2 << 20]).unwrap();
     after.read_live(3);
-    assert_ne!(session.spool().unwrap().id(), after.id());
+    assert_ne!(session.spool().get().unwrap().id(), after.id());
 }

@@ -139,7 +139,7 @@ impl Turn<'_> {
             messages,
             tools: Vec::new(),
             session_id: self.session.id.to_string(),
-            spool: self.session.spool(),
+            spool: Some(self.session.spool()),
         };
         let summary = match self.generate(request).await {
             Ok(Some((summary, _))) if !summary.trim().is_empty() => summary,

@@ -192,7 +192,7 @@ impl Turn<'_> {
             messages: locked.state.history.messages(),
             tools,
             session_id: session.id.to_string(),
-            spool: session.spool(),
+            spool: Some(session.spool()),
         })
     }
 

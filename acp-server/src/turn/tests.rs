@@ -322,10 +322,13 @@ async fn each_message_of_a_session_is_written_to_its_spool_once() {
     world.provider = Arc::new(Provider::Replay(replay));
     let out = Recorder::default();
     world.prompt("first", &out).await.unwrap();
-    let spool = world.session.spool().unwrap();
+    let spool = world.session.spool().current().unwrap();
     let first = spool.len();
     world.prompt("second", &out).await.unwrap();
-    assert!(Arc::ptr_eq(&spool, &world.session.spool().unwrap()));
+    assert!(Arc::ptr_eq(
+        &spool,
+        &world.session.spool().current().unwrap()
+    ));
     let bodies: Vec<usize> = requests.lock().unwrap().iter().map(Vec::len).collect();
     assert_eq!(bodies.len(), 2);
     assert!(
