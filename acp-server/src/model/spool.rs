@@ -149,7 +149,7 @@ impl SpoolSlot {
     /// # Errors
     /// Neither directory can take one.
     pub fn get(&self) -> io::Result<Arc<Spool>> {
-        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        let mut current = self.locked();
         if let Some(spool) = current.as_ref().filter(|spool| !spool.is_retired()) {
             return Ok(spool.clone());
         }
@@ -167,16 +167,17 @@ impl SpoolSlot {
 
     /// The spool the last request was written to, if it is still held.
     pub fn current(&self) -> Option<Arc<Spool>> {
-        self.current
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.locked().clone()
     }
 
     /// Lets the spool go (with the history): the next request makes a
     /// new one; a request that holds this one keeps it until it is sent.
     pub fn clear(&self) {
-        *self.current.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        *self.locked() = None;
+    }
+
+    fn locked(&self) -> std::sync::MutexGuard<'_, Option<Arc<Spool>>> {
+        self.current.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 

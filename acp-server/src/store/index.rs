@@ -246,12 +246,7 @@ impl Index {
     /// when the directory cannot be opened.
     fn refresh(&self, dir: &Path) -> Option<std::sync::MutexGuard<'_, Option<Entries>>> {
         let started = std::time::Instant::now();
-        let dir_fd = rustix::fs::open(
-            dir,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .ok()?;
+        let dir_fd = super::open_dir(dir).ok()?;
         let mut guard = self
             .entries
             .lock()
@@ -262,10 +257,11 @@ impl Index {
         }
         // Taken before any log is read: a write after it changes it.
         let stamp = stamp(&dir_fd, self.settle);
+        let saved = guard.is_none().then(|| self.read());
         // A first listing without an index file (a first start, or one
         // removed): every log is read anyway, so each is opened once — its
         // size and time from the open file, not a `stat` by name first.
-        if guard.is_none() && !exists(&self.path) {
+        if matches!(saved, Some(Saved::Missing)) {
             let (names, mut complete) = log_names(&dir_fd);
             let read = in_parallel(names, Vec::new, |buffer, (name, kind)| {
                 read_log(&dir_fd, name, kind, buffer)
@@ -284,7 +280,10 @@ impl Index {
             log_refresh(entries, [statted, summarized_at, started.elapsed()]);
             return Some(guard);
         }
-        let text = if guard.is_none() { self.read() } else { None };
+        let text = match saved {
+            Some(Saved::Text(text)) => Some(text),
+            _ => None,
+        };
         // The index is trusted only as read: a line that cannot be read
         // drops its stamp.
         if guard.is_none()
@@ -374,19 +373,28 @@ impl Index {
         let _ = rustix::fs::unlinkat(dir, OLD_FILE, AtFlags::empty());
     }
 
-    /// The index file's text, when it can be read and is this user's
-    /// alone (0600, as it is saved: anything else is not trusted).
-    fn read(&self) -> Option<String> {
+    /// The index file as a new process finds it: its text when it can be
+    /// read and is this user's alone (0600, as it is saved: anything else
+    /// is not trusted).
+    fn read(&self) -> Saved {
         use std::os::unix::fs::MetadataExt;
-        let mut file = std::fs::File::open(&self.path).ok()?;
-        let meta = file.metadata().ok()?;
+        let mut file = match std::fs::File::open(&self.path) {
+            Ok(file) => file,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Saved::Missing,
+            Err(_) => return Saved::Unusable,
+        };
+        let Ok(meta) = file.metadata() else {
+            return Saved::Unusable;
+        };
         if meta.uid() != nix::unistd::geteuid().as_raw() || meta.mode() & 0o077 != 0 {
             tracing::warn!(path = %self.path.display(), "session index not this user's alone; rebuilding it");
-            return None;
+            return Saved::Unusable;
         }
         let mut text = String::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-        file.read_to_string(&mut text).ok()?;
-        Some(text)
+        match file.read_to_string(&mut text) {
+            Ok(_) => Saved::Text(text),
+            Err(_) => Saved::Unusable,
+        }
     }
 
     /// Entries from the index file's text (none from none, or from a file
@@ -441,7 +449,7 @@ impl Index {
 fn stamp(dir: &OwnedFd, settle: Duration) -> Option<Stamp> {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).ok()?;
     let stat = rustix::fs::fstat(dir).ok()?;
-    let ctime_ns = mtime_ns(stat.st_ctime, u32::try_from(stat.st_ctime_nsec).ok()?);
+    let ctime_ns = epoch_ns(stat.st_ctime, u32::try_from(stat.st_ctime_nsec).ok()?);
     (now.as_nanos().checked_sub(ctime_ns)? >= settle.as_nanos()).then_some((stat.st_ino, ctime_ns))
 }
 
@@ -496,10 +504,13 @@ fn log_refresh(entries: &Entries, [statted, summarized_at, total]: [Duration; 3]
     );
 }
 
-/// Whether the index file is there (a link or anything else counts: it
-/// is read, and rejected, as before).
-fn exists(path: &Path) -> bool {
-    std::fs::symlink_metadata(path).is_ok()
+/// The index file as a new process finds it ([`Index::read`]).
+enum Saved {
+    /// No index file: it is built from the logs.
+    Missing,
+    /// One that cannot be read or trusted: every log is `stat`ed and read.
+    Unusable,
+    Text(String),
 }
 
 /// The names of the logs (`*.jsonl`) in the directory, with their type
@@ -547,7 +558,7 @@ fn stat_log(dir: &OwnedFd, name: CString) -> Result<Option<Found>, CString> {
     if FileType::from_raw_mode(u32::from(stat.stx_mode)) != FileType::RegularFile {
         return Ok(None);
     }
-    let mtime_ns = mtime_ns(stat.stx_mtime.tv_sec, stat.stx_mtime.tv_nsec);
+    let mtime_ns = epoch_ns(stat.stx_mtime.tv_sec, stat.stx_mtime.tv_nsec);
     Ok(Some((name, stat.stx_size, mtime_ns)))
 }
 
@@ -644,7 +655,7 @@ fn read_log(
         return None;
     }
     let len = u64::try_from(stat.st_size).unwrap_or(0);
-    let mtime_ns = mtime_ns(
+    let mtime_ns = epoch_ns(
         stat.st_mtime,
         u32::try_from(stat.st_mtime_nsec).unwrap_or(0),
     );
@@ -652,9 +663,9 @@ fn read_log(
     Some(((name, len, mtime_ns), summary))
 }
 
-/// A modification time in nanoseconds since the epoch; before 1970 counts
-/// as 1970, as it did through `SystemTime`.
-fn mtime_ns(secs: i64, nanos: u32) -> u128 {
+/// A file time (modification, change) in nanoseconds since the epoch;
+/// before 1970 counts as 1970, as it did through `SystemTime`.
+fn epoch_ns(secs: i64, nanos: u32) -> u128 {
     u128::try_from(secs).map_or(0, |secs| secs * 1_000_000_000 + u128::from(nanos))
 }
 

@@ -631,6 +631,17 @@ impl LogWriter {
     }
 }
 
+/// Opens a directory to work in by handle (the listing's reads, a
+/// writer's touches).
+fn open_dir(dir: &Path) -> rustix::io::Result<std::os::fd::OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    rustix::fs::open(
+        dir,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+}
+
 /// The sessions directory as a log writer holds it: touched after its
 /// writes, so that its change time tells a listing a log was written (the
 /// index trusts itself while that time stays as it was, and only once it
@@ -652,11 +663,9 @@ impl Touch {
     const EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
     fn open(dir: &Path) -> Touch {
-        use rustix::fs::{Mode, OFlags};
-        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
         Touch {
             dir: dir.to_owned(),
-            fd: rustix::fs::open(dir, flags, Mode::empty()).ok(),
+            fd: open_dir(dir).ok(),
             last: None,
         }
     }
