@@ -1,7 +1,7 @@
-//! What runs in a child between `fork` and `exec`: the death signal and the
-//! loss of `CAP_SYS_PTRACE`. Only raw system calls here — no allocation,
-//! no locks — because dsh is multi-threaded and the child is a copy of it
-//! with one thread.
+//! What runs in a child between `fork` and `exec`: the death signal, the
+//! loss of `CAP_SYS_PTRACE`, and a clean signal state. Only raw system
+//! calls here — no allocation, no locks — because dsh is multi-threaded and
+//! the child is a copy of it with one thread.
 
 /// Capabilities that let a process read another process's memory and
 /// `/proc/<pid>/environ` even when it is non-dumpable: `CAP_SYS_PTRACE`,
@@ -10,20 +10,22 @@
 #[cfg(target_os = "linux")]
 const INSPECTION_CAPS: [u32; 3] = [19, 21, 38];
 
-/// Prepares `command`'s child: it gets `death` when dsh dies and cannot
-/// inspect dsh (see [`drop_inspection_capabilities`]).
+/// Prepares `command`'s child: it gets `death` when dsh dies, cannot
+/// inspect dsh (see [`drop_inspection_capabilities`]) and starts with no
+/// signal blocked or ignored ([`reset_signals`]).
 #[cfg(target_os = "linux")]
 pub(crate) fn harden(command: &mut tokio::process::Command, death: nix::sys::signal::Signal) {
     // SAFETY: the closure runs in the forked child before exec and only
     // makes async-signal-safe system calls (prctl, capget, capset,
-    // getrlimit, setrlimit); it
-    // touches no memory shared with other threads of the parent.
+    // getrlimit, setrlimit, rt_sigaction, sigprocmask);
+    // it touches no memory shared with other threads of the parent.
     let nofile = crate::inherited_fd_limit();
     #[allow(unsafe_code)]
     unsafe {
         command.pre_exec(move || {
             nix::sys::prctl::set_pdeathsig(death).map_err(std::io::Error::from)?;
             drop_inspection_capabilities();
+            reset_signals()?;
             if let Some(soft) = nofile {
                 let mut limit = libc::rlimit {
                     rlim_cur: 0,
@@ -42,6 +44,57 @@ pub(crate) fn harden(command: &mut tokio::process::Command, death: nix::sys::sig
 /// Not available off Linux; children are still killed on orderly exits.
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn harden(_command: &mut tokio::process::Command, _death: nix::sys::signal::Signal) {}
+
+/// Gives the process about to exec the signal state a program expects at
+/// its start: every signal's action the default one (an ignored signal
+/// would stay ignored across exec) and none blocked. The signal mask is
+/// inherited across `fork` and `exec`, and std's `Command` does not clear
+/// it: the guard blocks SIGHUP, SIGINT, SIGTERM and SIGCHLD to wait for
+/// them, and without this its command could not be stopped by `kill`,
+/// `timeout` or Ctrl-C. Call it between `fork` and `exec` only: it drops
+/// the handlers of the process it runs in.
+///
+/// # Errors
+/// The mask could not be set.
+#[cfg(target_os = "linux")]
+pub(crate) fn reset_signals() -> std::io::Result<()> {
+    // The raw system call, because the C library refuses the signals it
+    // keeps for its threads (32, 33), and those can be ignored too. An
+    // all-zero kernel `struct sigaction` is the default action with no
+    // flags and an empty mask whatever the architecture's field order;
+    // the buffer is larger than any of them.
+    let default = [0u64; 8];
+    for signal in 1..=64 {
+        if signal == libc::SIGKILL || signal == libc::SIGSTOP {
+            continue;
+        }
+        // SAFETY: rt_sigaction reads a valid, zeroed buffer and writes
+        // nothing (no old action asked for); it is async-signal-safe.
+        // Signals the kernel does not have fail harmlessly (EINVAL).
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigaction,
+                signal,
+                default.as_ptr(),
+                std::ptr::null_mut::<u64>(),
+                std::mem::size_of::<u64>(),
+            );
+        }
+    }
+    nix::sys::signal::sigprocmask(
+        nix::sys::signal::SigmaskHow::SIG_SETMASK,
+        Some(&nix::sys::signal::SigSet::empty()),
+        None,
+    )
+    .map_err(std::io::Error::from)?;
+    Ok(())
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn reset_signals() -> std::io::Result<()> {
+    Ok(())
+}
 
 /// Removes the [`INSPECTION_CAPS`] from this process's bounding, ambient
 /// and inheritable sets, so nothing it executes can hold them. A child

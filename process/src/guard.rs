@@ -88,7 +88,8 @@ pub fn main(mut args: Vec<OsString>) -> i32 {
         eprintln!("dsh __guard: cannot block signals: {err}");
         return 125;
     }
-    // std resets the signal mask in the child before exec.
+    // The command must not inherit that mask (std keeps it across exec):
+    // it is cleared in the child below.
     let mut command = std::process::Command::new(&program);
     command.args(args);
     if prepared.as_ref().is_some_and(|prepared| prepared.mounts) {
@@ -100,13 +101,15 @@ pub fn main(mut args: Vec<OsString>) -> i32 {
     {
         use std::os::unix::process::CommandExt;
         // SAFETY: the guard is single-threaded, so the forked child may
-        // allocate; it only makes system calls (setsid, prctl, seccomp,
-        // landlock) before exec.
+        // allocate; it only makes system calls (setsid, prctl,
+        // rt_sigaction, sigprocmask, seccomp, landlock) before exec.
         #[allow(unsafe_code)]
         unsafe {
             command.pre_exec(move || {
                 // It dies with the guard, whoever kills the guard.
                 nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)?;
+                // Signals blocked for the guard's sigwait are the guard's.
+                crate::child::reset_signals()?;
                 match &confinement {
                     Some(confinement) => confinement.enter()?,
                     None => {

@@ -440,4 +440,36 @@ mod tests {
         }
         assert!(EnvPolicy::new(&["[".to_owned()], &[]).is_err());
     }
+
+    /// A child starts with no signal blocked or ignored, whatever the
+    /// thread that spawned it blocks or the process ignores.
+    #[cfg(target_os = "linux")]
+    #[tokio::test(flavor = "current_thread")]
+    async fn children_start_with_no_signal_blocked_or_ignored() {
+        use nix::sys::signal::{SigHandler, SigSet, Signal};
+        let mut blocked = SigSet::empty();
+        for signal in [Signal::SIGHUP, Signal::SIGINT, Signal::SIGTERM] {
+            blocked.add(signal);
+        }
+        blocked.thread_block().unwrap();
+        // SAFETY: SIG_IGN installs no handler; no other test uses SIGUSR2.
+        #[allow(unsafe_code)]
+        let before = unsafe { nix::sys::signal::signal(Signal::SIGUSR2, SigHandler::SigIgn) };
+        let output = Spawner::default()
+            .command("grep")
+            .args(["-E", "^Sig(Blk|Ign)", "/proc/self/status"])
+            .output()
+            .await;
+        blocked.thread_unblock().unwrap();
+        #[allow(unsafe_code)]
+        // SAFETY: puts back the disposition read above.
+        unsafe {
+            nix::sys::signal::signal(Signal::SIGUSR2, before.unwrap()).unwrap();
+        }
+        let output = String::from_utf8(output.unwrap().stdout).unwrap();
+        assert_eq!(
+            output,
+            "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n"
+        );
+    }
 }

@@ -33,6 +33,7 @@ mod run;
 mod sandbox;
 mod sdk;
 mod sessions;
+mod signals;
 mod streaming;
 mod subagents;
 mod titles;
