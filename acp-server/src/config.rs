@@ -124,6 +124,10 @@ pub struct RawEnv {
     /// must not see, on top of `dsh_process::DEFAULT_SECRET_PATTERNS`.
     #[serde(default)]
     pub scrub: Vec<String>,
+    /// Variables (exact names) children see although the built-in scrub
+    /// would remove them: chosen on purpose. Never the model key's.
+    #[serde(default)]
+    pub pass: Vec<String>,
 }
 
 /// `[permissions]`.
@@ -390,7 +394,8 @@ impl Config {
             std::slice::from_ref(&api_key_env)
         };
         let env_policy = dsh_process::EnvPolicy::new(&raw.env.scrub, key_names)
-            .map_err(|err| ConfigError::Invalid(format!("[env] scrub: {err}")))?;
+            .map_err(|err| ConfigError::Invalid(format!("[env] scrub: {err}")))?
+            .passing(&raw.env.pass);
         let protected = crate::permission::Protected::new(&raw.permissions.protected_paths, &home)
             .map_err(|err| ConfigError::Invalid(format!("[permissions] protected_paths: {err}")))?
             .hiding(raw.sandbox.hidden_paths(&home));
@@ -523,6 +528,22 @@ mod tests {
         assert_eq!(config.model.retry.max_retries, 5);
         assert_eq!(config.choices.default_thought_level, ThoughtLevel::High);
         assert_eq!(config.idle_evict, Some(Duration::from_secs(60)));
+    }
+
+    #[test]
+    fn env_pass_lets_chosen_variables_through_but_never_the_key() {
+        let raw: RawConfig = toml::from_str(
+            "[env]\nscrub = [\"ACME_*\"]\npass = [\"SSH_AUTH_SOCK\", \"REDIS_URL\", \"DEEPSEEK_API_KEY\"]\n",
+        )
+        .unwrap();
+        let config = Config::from_raw(raw, "/h".into(), &MapEnv(HashMap::new())).unwrap();
+        let env = config.spawner.env();
+        assert!(!env.is_secret("SSH_AUTH_SOCK"));
+        assert!(!env.is_secret_variable("REDIS_URL", "redis://:pw@cache"));
+        assert!(env.is_secret_variable("CACHE_URL", "redis://:pw@cache"));
+        assert!(env.is_secret("DEEPSEEK_API_KEY"));
+        assert!(env.is_secret("ACME_ID"));
+        assert!(toml::from_str::<RawConfig>("[env]\npasss = []\n").is_err());
     }
 
     #[test]

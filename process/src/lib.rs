@@ -3,7 +3,8 @@
 //! through a [`Spawner`], so each one gets the same treatment:
 //!
 //! - an environment without secrets (a configurable list of name patterns,
-//!   plus the variable that holds the model key) — [`EnvPolicy`];
+//!   values that hold a URL with a password, the variable that holds the
+//!   model key) — [`EnvPolicy`];
 //! - its own process group, so dsh can stop it with everything it started;
 //! - a death signal, so it dies with dsh even when dsh is SIGKILLed;
 //! - no way to read dsh's memory or environment: dsh makes itself
@@ -46,16 +47,58 @@ pub const DEFAULT_SECRET_PATTERNS: &[&str] = &[
     "*_DSN",
     "*DATABASE_URL",
     "*_COOKIE",
+    "*_PWD",
+    "*JWT*",
+    "*_AUTH_CONFIG",
+    "SSH_AUTH_SOCK",
 ];
 
-/// Which of dsh's environment variables children must not see. The
-/// patterns are checked when the policy is built and compiled on first use
-/// (most sessions start no child at all).
+/// Secret variables a command run in full-access keeps: git over SSH needs
+/// the agent's socket, and a full-access command could reach the socket's
+/// path anyway. Every other child goes without (see
+/// [`Spawner::full_access_env`]).
+pub const FULL_ACCESS_VARIABLES: &[&str] = &["SSH_AUTH_SOCK"];
+
+/// Whether `value` holds a URL with a password in it —
+/// `postgres://user:pass@host/db`, `redis://:pass@host`, one of several in
+/// a list — whatever the variable is called.
+pub fn has_credentialed_url(value: &str) -> bool {
+    let mut rest = value;
+    while let Some(at) = rest.find("://") {
+        let scheme = rest[..at]
+            .rsplit(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+            .next()
+            .unwrap_or_default();
+        let after = &rest[at + 3..];
+        let authority = after
+            .split(|c: char| matches!(c, '/' | '?' | '#') || c.is_whitespace())
+            .next()
+            .unwrap_or_default();
+        if !scheme.is_empty() {
+            if let Some((userinfo, _host)) = authority.rsplit_once('@') {
+                if userinfo
+                    .split_once(':')
+                    .is_some_and(|(_user, password)| !password.is_empty())
+                {
+                    return true;
+                }
+            }
+        }
+        rest = after;
+    }
+    false
+}
+
+/// Which of dsh's environment variables children must not see: names that
+/// match a secret pattern, values that hold a credentialed URL, the
+/// variable of the model key. The patterns are checked when the policy is
+/// built and compiled on first use (most sessions start no child at all).
 #[derive(Debug, Clone)]
 pub struct EnvPolicy {
     patterns: Vec<String>,
     compiled: std::sync::OnceLock<globset::GlobSet>,
     names: Vec<String>,
+    pass: Vec<String>,
 }
 
 impl Default for EnvPolicy {
@@ -92,7 +135,17 @@ impl EnvPolicy {
             patterns,
             compiled: std::sync::OnceLock::new(),
             names: names.to_vec(),
+            pass: Vec::new(),
         })
+    }
+
+    /// Passes the variables named in `pass` (exact names) to children
+    /// although a default pattern or their value would keep them back —
+    /// chosen on purpose in the configuration. The model key's variable and
+    /// names matched by the `extra` patterns stay secret.
+    pub fn passing(mut self, pass: &[String]) -> EnvPolicy {
+        self.pass = pass.to_vec();
+        self
     }
 
     fn compiled(&self) -> &globset::GlobSet {
@@ -109,15 +162,48 @@ impl EnvPolicy {
         })
     }
 
-    /// Whether a variable of this name must be kept from children.
+    /// Whether a variable of this name must be kept from children (by its
+    /// name alone; [`EnvPolicy::is_secret_variable`] looks at its value too).
     pub fn is_secret(&self, name: &str) -> bool {
-        self.names.iter().any(|secret| secret == name) || self.compiled().is_match(name)
+        if self.names.iter().any(|secret| secret == name) {
+            return true;
+        }
+        if self.pass.iter().any(|passed| passed == name) {
+            return self.extra_matches(name);
+        }
+        self.compiled().is_match(name)
+    }
+
+    /// Whether one of the configured patterns (not the defaults) matches.
+    fn extra_matches(&self, name: &str) -> bool {
+        self.compiled()
+            .matches(name)
+            .into_iter()
+            .any(|index| index >= DEFAULT_SECRET_PATTERNS.len())
+    }
+
+    /// Whether this variable must be kept from children: its name is
+    /// secret, or its value holds a credentialed URL.
+    pub fn is_secret_variable(&self, name: &str, value: &str) -> bool {
+        self.is_secret(name)
+            || (has_credentialed_url(value) && !self.pass.iter().any(|passed| passed == name))
     }
 
     /// dsh's environment without the secrets, for a child.
     pub fn scrubbed(&self) -> Vec<(String, String)> {
         std::env::vars()
-            .filter(|(name, _)| !self.is_secret(name))
+            .filter(|(name, value)| !self.is_secret_variable(name, value))
+            .collect()
+    }
+
+    /// The [`FULL_ACCESS_VARIABLES`] of dsh's environment that the
+    /// configured patterns do not scrub.
+    fn full_access(&self) -> Vec<(String, String)> {
+        FULL_ACCESS_VARIABLES
+            .iter()
+            .filter(|name| !self.names.iter().any(|secret| secret == *name))
+            .filter(|name| !self.extra_matches(name))
+            .filter_map(|name| Some(((*name).to_owned(), std::env::var(name).ok()?)))
             .collect()
     }
 }
@@ -165,6 +251,13 @@ impl Spawner {
             .kill_on_drop(true);
         child::harden(&mut command, nix::sys::signal::Signal::SIGKILL);
         command
+    }
+
+    /// What a command run in full-access adds to [`Spawner::guarded`]'s
+    /// environment: the [`FULL_ACCESS_VARIABLES`] dsh has (the SSH agent's
+    /// socket), which every other child goes without.
+    pub fn full_access_env(&self) -> Vec<(String, String)> {
+        self.env.full_access()
     }
 
     /// Whether commands can run in a [`sandbox::Sandbox`]: there is a
@@ -425,6 +518,11 @@ mod tests {
             "SSH_PRIVATE_KEY",
             "ACME_ANYTHING",
             "LOCAL_LLM",
+            "MYSQL_PWD",
+            "CI_JOB_JWT",
+            "CI_JOB_JWT_V2",
+            "DOCKER_AUTH_CONFIG",
+            "SSH_AUTH_SOCK",
         ] {
             assert!(policy.is_secret(name), "{name}");
         }
@@ -433,8 +531,10 @@ mod tests {
             "HOME",
             "LANG",
             "CARGO_HOME",
-            "SSH_AUTH_SOCK",
             "PATHEXT",
+            "PWD",
+            "OLDPWD",
+            "GIT_AUTHOR_NAME",
         ] {
             assert!(!policy.is_secret(name), "{name}");
         }
@@ -471,5 +571,55 @@ mod tests {
             output,
             "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n"
         );
+    }
+
+    #[test]
+    fn values_that_hold_a_password_in_a_url_are_secret_whatever_the_name() {
+        for value in [
+            "postgres://user:pass@db.internal:5432/app",
+            "redis://:hunter2@cache:6379/0",
+            "mysql+pymysql://root:x@localhost/db",
+            "amqp://guest:guest@rabbit",
+            "redis://cache1:6379,redis://:p@cache2:6379",
+            "see https://user:token@example.com/repo.git",
+        ] {
+            assert!(has_credentialed_url(value), "{value}");
+        }
+        for value in [
+            "https://example.com/path?q=a:b@c",
+            "ssh://git@github.com/org/repo.git",
+            "postgres://user@localhost/app",
+            "redis://localhost:6379",
+            "user:pass@host",
+            "http://user:@host",
+            "/usr/bin:/bin",
+            "",
+        ] {
+            assert!(!has_credentialed_url(value), "{value}");
+        }
+        let policy = EnvPolicy::default();
+        assert!(policy.is_secret_variable("REDIS_URL", "redis://:pw@cache:6379"));
+        assert!(policy.is_secret_variable("ANYTHING", "postgres://u:p@h/db"));
+        assert!(!policy.is_secret_variable("REDIS_URL", "redis://cache:6379"));
+    }
+
+    #[test]
+    fn the_configuration_passes_chosen_variables_but_never_the_key_or_its_own_patterns() {
+        let pass = [
+            "SSH_AUTH_SOCK",
+            "DATABASE_URL",
+            "DEEPSEEK_API_KEY",
+            "ACME_TOKEN",
+        ]
+        .map(str::to_owned);
+        let policy = EnvPolicy::new(&["ACME_*".to_owned()], &["DEEPSEEK_API_KEY".to_owned()])
+            .unwrap()
+            .passing(&pass);
+        assert!(!policy.is_secret("SSH_AUTH_SOCK"));
+        assert!(!policy.is_secret_variable("DATABASE_URL", "postgres://u:p@h/db"));
+        assert!(policy.is_secret("DEEPSEEK_API_KEY"));
+        assert!(policy.is_secret("ACME_TOKEN"));
+        assert!(policy.is_secret("GITHUB_TOKEN"));
+        assert!(policy.is_secret_variable("OTHER_URL", "postgres://u:p@h/db"));
     }
 }

@@ -31,6 +31,7 @@ mod registry;
 mod robustness;
 mod run;
 mod sandbox;
+mod scrub;
 mod sdk;
 mod sessions;
 mod signals;

@@ -419,6 +419,10 @@ fn local_command(
     if let Some(tmp) = &env.command.tmp {
         command.env("TMPDIR", tmp);
     }
+    // The SSH agent's socket, which git over SSH needs: full-access only.
+    if env.command.mode == dsh_protocol::Mode::FullAccess && env.command.sandbox.is_none() {
+        command.envs(env.spawner.full_access_env());
+    }
     command.envs(env.command.env());
     command.current_dir(workdir);
     Ok(command)
