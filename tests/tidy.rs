@@ -75,7 +75,7 @@ const HOMES: &[(&str, &[&str])] = &[
         ],
     ),
     ("async_lsp", &["lsp-bridge/src/"]),
-    ("rmcp", &["acp-server/src/mcp/mod.rs", "fixtures/test-mcp/"]),
+    ("rmcp", &["acp-server/src/mcp/", "fixtures/test-mcp/"]),
     ("brush_parser", &["acp-server/src/permission/shell.rs"]),
     ("tower_lsp", &["fixtures/test-lsp/"]),
     ("jsonrpsee", &["acp-server/src/sdk/"]),

@@ -368,9 +368,9 @@ async fn client_eof_mid_turn_stops_shell_language_server_and_mcp_server_within_2
         )
     };
     let deadline = Instant::now() + Duration::from_secs(15);
-    // The shell command runs under dsh's command guard, whose command line
-    // holds the marker too.
-    while !matches!(all(&cwd), (1.., 1, 1)) {
+    // The shell command and the MCP server run under dsh's command guard,
+    // whose command line holds the marker (the server's name) too.
+    while !matches!(all(&cwd), (1.., 1, 1..)) {
         assert!(
             Instant::now() < deadline,
             "not everything started: {:?}",

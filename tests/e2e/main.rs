@@ -21,6 +21,7 @@ mod live_output;
 mod load;
 mod lsp;
 mod mcp;
+mod mcp_hardening;
 mod neovim;
 mod plan_mode;
 mod projection;

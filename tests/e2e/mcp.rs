@@ -16,7 +16,7 @@ use crate::support::{
 
 const FIXTURE: &str = "dsh-test-mcp";
 
-fn stdio_server(name: &str, log: &std::path::Path, extra: &[(&str, &str)]) -> McpServer {
+pub(crate) fn stdio_server(name: &str, log: &std::path::Path, extra: &[(&str, &str)]) -> McpServer {
     let mut env = vec![
         EnvVariable::new("MCP_FIXTURE_LOG", log.display().to_string()),
         EnvVariable::new(
@@ -42,7 +42,7 @@ fn servers(log: &std::path::Path) -> Vec<McpServer> {
     ]
 }
 
-async fn wait_until(what: &str, timeout: Duration, mut pred: impl FnMut() -> bool) {
+pub(crate) async fn wait_until(what: &str, timeout: Duration, mut pred: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;
     while !pred() {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
@@ -50,7 +50,7 @@ async fn wait_until(what: &str, timeout: Duration, mut pred: impl FnMut() -> boo
     }
 }
 
-fn offered(request: &serde_json::Value) -> Vec<String> {
+pub(crate) fn offered(request: &serde_json::Value) -> Vec<String> {
     request["tools"]
         .as_array()
         .unwrap()
@@ -69,12 +69,19 @@ async fn session_with_servers(conn: &Conn, env: &TestEnv, log: &std::path::Path)
         .session_id
 }
 
-/// Fixture MCP server processes running in the test's workspace.
+/// Fixture MCP server processes running in the test's workspace (not the
+/// command guards above them, whose command lines name them too).
 fn fixtures_running(env: &TestEnv) -> usize {
-    procs::live_pids(FIXTURE, &env.cwd().canonicalize().unwrap()).len()
+    procs::live_pids(FIXTURE, &env.cwd().canonicalize().unwrap())
+        .into_iter()
+        .filter(|pid| {
+            !std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains("__guard"))
+        })
+        .count()
 }
 
-fn logged(log: &std::path::Path) -> String {
+pub(crate) fn logged(log: &std::path::Path) -> String {
     std::fs::read_to_string(log).unwrap_or_default()
 }
 

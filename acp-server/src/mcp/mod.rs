@@ -3,34 +3,43 @@
 //! named `mcp__<server>__<tool>`; calls go through the same permission
 //! policy and presentation as built-in tools.
 //!
-//! Transports: stdio (a child in its own process group with a scrubbed
-//! environment plus the env the client gave, reaped on close) and Streamable
-//! HTTP (`url` plus `headers`). Servers start in parallel with a timeout; a
-//! server that fails is reported and the rest work. `tools/list_changed`
-//! marks a server's tool list stale and it is listed again before the next
-//! model call. A stdio server that exits is restarted with backoff, at most
-//! [`MAX_RESTARTS`] times per session.
+//! Transports: stdio (a child under the command guard with a scrubbed
+//! environment plus the env the client gave; everything it starts is
+//! killed when it exits or is stopped, `stdio.rs`) and Streamable HTTP
+//! (`url` plus `headers`). Servers start in parallel with a timeout; a
+//! server that fails is reported and the rest work. Tool lists are
+//! collected within bounds and named without collisions (`list.rs`).
+//! `tools/list_changed` marks a server's tool list stale; it is listed
+//! again in the background before the next model call, which waits for it
+//! at most [`REFRESH_WAIT`] (never past a cancel) and otherwise offers the
+//! last known list. A stdio server that exits is restarted with backoff,
+//! at most [`MAX_RESTARTS`] times per session.
 
+mod list;
+mod render;
 mod settings;
+mod stdio;
 
+pub use list::sanitize;
 pub use settings::{ConfiguredServers, RawMcpServer};
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dsh_protocol::tool::{ToolContent, ToolOutcome, ToolView};
-use dsh_protocol::{ErrorCode, UserContent};
+use dsh_protocol::model::ToolSchema;
+use dsh_protocol::tool::ToolOutcome;
+use dsh_protocol::ErrorCode;
 use rmcp::model::CallToolRequestParams;
-use rmcp::service::{NotificationContext, RunningService};
+use rmcp::service::{NotificationContext, Peer, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use tokio_util::sync::CancellationToken;
 
-use dsh_protocol::model::ToolSchema;
+use list::ListError;
 
 /// How to reach one server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,7 +112,7 @@ pub struct McpTool {
     pub server: String,
     /// The tool's own name.
     pub tool: String,
-    /// Description.
+    /// Description (cut past [`list::MAX_DESCRIPTION_BYTES`]).
     pub description: String,
     /// Input schema.
     pub schema: serde_json::Value,
@@ -127,13 +136,21 @@ type Service = RunningService<RoleClient, Watcher>;
 #[derive(Default)]
 struct Live {
     service: Option<Service>,
+    /// A stdio server's process: the guard and everything under it.
+    process: Option<stdio::Process>,
     /// Restarts used so far.
     restarts: u32,
     /// When the next restart may happen (backoff after an exit).
     restart_at: Option<Instant>,
     /// Set by [`McpHub::shutdown`]: never restart.
     stopped: bool,
+    /// Why the server was failed (its tool list went past a bound): it is
+    /// stopped, offers nothing and is never restarted.
+    failed: Option<String>,
 }
+
+/// What stopping a server takes down.
+type Parts = (Option<Service>, Option<stdio::Process>);
 
 struct Connection {
     config: McpServerConfig,
@@ -143,62 +160,28 @@ struct Connection {
     watcher: Watcher,
     live: tokio::sync::Mutex<Live>,
     tools: std::sync::RwLock<Vec<McpTool>>,
+    /// A background refresh is under way (one at a time).
+    refreshing: AtomicBool,
 }
 
 /// A session's MCP servers and their tools.
 #[derive(Default)]
 pub struct McpHub {
-    connections: Vec<Connection>,
+    connections: Vec<Arc<Connection>>,
+    /// Background refreshes and restarts, aborted by [`McpHub::shutdown`].
+    background: std::sync::Mutex<tokio::task::JoinSet<()>>,
 }
 
 const START_TIMEOUT: Duration = Duration::from_secs(15);
 const CALL_TIMEOUT: Duration = Duration::from_secs(120);
-const MAX_RESULT_BYTES: usize = 64 * 1024;
-/// Images shown in the editor per result (base64 bytes); the model still
-/// gets every image.
-const MAX_SHOWN_IMAGE_BYTES: usize = 4 * 1024 * 1024;
+/// How long a model call waits for the refreshes it started; past it (or
+/// a cancel) the step goes on with the last known lists.
+pub const REFRESH_WAIT: Duration = Duration::from_millis(500);
+/// How long a server's transport may take to close when it is stopped.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How many times a session restarts a stdio server that exited.
 pub const MAX_RESTARTS: u32 = 3;
 const FIRST_BACKOFF: Duration = Duration::from_millis(250);
-
-/// `[A-Za-z0-9_-]{1,32}`: other characters become `_`, long names are cut.
-pub fn sanitize(name: &str) -> String {
-    let cleaned: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(32)
-        .collect();
-    if cleaned.is_empty() {
-        "server".to_owned()
-    } else {
-        cleaned
-    }
-}
-
-/// Unique sanitized names: a repeated name gets `_2`, `_3`… in order.
-fn unique_names(configs: &[McpServerConfig]) -> Vec<String> {
-    let mut names: BTreeMap<String, usize> = BTreeMap::new();
-    configs
-        .iter()
-        .map(|config| {
-            let base = sanitize(&config.name);
-            let count = names.entry(base.clone()).or_insert(0);
-            *count += 1;
-            if *count == 1 {
-                base
-            } else {
-                let suffix = format!("_{count}");
-                format!("{}{suffix}", &base[..base.len().min(32 - suffix.len())])
-            }
-        })
-        .collect()
-}
 
 fn backoff(restart: u32) -> Duration {
     FIRST_BACKOFF * 2u32.saturating_pow(restart.min(6))
@@ -208,12 +191,17 @@ fn is_down(service: &Service) -> bool {
     service.is_closed() || service.peer().is_transport_closed()
 }
 
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Connects to a server: its service and, for stdio, its process.
 async fn connect(
     config: &McpServerConfig,
     cwd: &Path,
     spawner: &dsh_process::Spawner,
     watcher: Watcher,
-) -> Result<Service, String> {
+) -> Result<(Service, Option<stdio::Process>), String> {
     let handshake = async {
         match &config.transport {
             McpTransport::Http { url, headers } => {
@@ -229,10 +217,11 @@ async fn connect(
                     StreamableHttpClientTransportConfig::with_uri(url.as_str())
                         .custom_headers(custom),
                 );
-                watcher
+                let service = watcher
                     .serve(transport)
                     .await
-                    .map_err(|err| format!("the MCP handshake with {url} failed: {err}"))
+                    .map_err(|err| format!("the MCP handshake with {url} failed: {err}"))?;
+                Ok((service, None))
             }
             McpTransport::Stdio {
                 command,
@@ -240,18 +229,25 @@ async fn connect(
                 env,
                 cwd: own_cwd,
             } => {
-                let mut cmd = spawner.command(command);
-                cmd.args(args)
-                    .current_dir(own_cwd.as_deref().unwrap_or(cwd))
-                    .envs(env.iter().cloned());
-                let (transport, _stderr) = TokioChildProcess::builder(cmd)
-                    .stderr(std::process::Stdio::null())
-                    .spawn()
-                    .map_err(|err| format!("cannot start {command}: {err}"))?;
-                watcher
-                    .serve(transport)
-                    .await
-                    .map_err(|err| format!("the MCP handshake failed: {err}"))
+                let stdio::Started {
+                    process,
+                    stdout,
+                    stdin,
+                } = stdio::start(
+                    spawner,
+                    command,
+                    args,
+                    env,
+                    own_cwd.as_deref().unwrap_or(cwd),
+                )?;
+                // Dropped on a timeout below, the process's guard sweeps.
+                match watcher.serve((stdout, stdin)).await {
+                    Ok(service) => Ok((service, Some(process))),
+                    Err(err) => {
+                        process.stop().await;
+                        Err(format!("the MCP handshake failed: {err}"))
+                    }
+                }
             }
         }
     };
@@ -264,59 +260,118 @@ async fn connect(
     }
 }
 
-impl Connection {
-    /// Lists the server's tools (replacing the known list) and clears the
-    /// stale mark. Tools with unusable schemas are skipped with a log line.
-    async fn list(&self, index: usize, service: &Service) -> Result<(), String> {
-        self.watcher.tools_changed.store(false, Ordering::SeqCst);
-        let tools = match tokio::time::timeout(START_TIMEOUT, service.list_all_tools()).await {
-            Ok(Ok(tools)) => tools,
-            Ok(Err(err)) => return Err(format!("it did not list its tools: {err}")),
-            Err(_) => return Err("it did not list its tools in time".to_owned()),
-        };
-        let mut seen = std::collections::BTreeSet::new();
-        let mut listed = Vec::new();
-        for tool in tools {
-            let schema = serde_json::Value::Object((*tool.input_schema).clone());
-            if schema.get("type").and_then(|t| t.as_str()) != Some("object") {
-                tracing::warn!(server = %self.name, tool = %tool.name, "skipping MCP tool: its input schema is not an object");
-                continue;
-            }
-            let model_name = format!("mcp__{}__{}", self.name, sanitize(&tool.name));
-            if !seen.insert(model_name.clone()) {
-                tracing::warn!(server = %self.name, tool = %tool.name, "skipping MCP tool: its sanitized name collides with an earlier tool");
-                continue;
-            }
-            listed.push(McpTool {
-                model_name,
-                server: self.name.clone(),
-                tool: tool.name.to_string(),
-                description: tool.description.as_deref().unwrap_or("").to_owned(),
-                schema,
-                index,
-            });
+/// Stops a server: its transport closed (a stdio server's stdin), then its
+/// process and everything under it.
+async fn stop((service, process): Parts, name: &str) {
+    if let Some(service) = service {
+        if tokio::time::timeout(CLOSE_TIMEOUT, service.cancel())
+            .await
+            .is_err()
+        {
+            tracing::warn!(server = %name, "MCP server did not close in {} s", CLOSE_TIMEOUT.as_secs());
         }
-        *self.tools.write().unwrap_or_else(|p| p.into_inner()) = listed;
-        Ok(())
+    }
+    if let Some(process) = process {
+        process.stop().await;
+    }
+}
+
+impl Connection {
+    /// Lists the server's tools and installs them, clearing the stale mark
+    /// first (a change announced meanwhile marks it again). Returns what
+    /// was cut or skipped. Past a bound the known list is emptied; the
+    /// caller fails the server ([`Connection::fail`]).
+    async fn list(&self, index: usize, peer: &Peer<RoleClient>) -> Result<Vec<String>, ListError> {
+        self.watcher.tools_changed.store(false, Ordering::SeqCst);
+        let listed = list::list(peer, &self.name, index).await;
+        let mut tools = self.tools.write().unwrap_or_else(|p| p.into_inner());
+        match listed {
+            Ok(listed) => {
+                *tools = listed.tools;
+                for note in &listed.notes {
+                    tracing::warn!(server = %self.name, "{note}");
+                }
+                Ok(listed.notes)
+            }
+            Err(err) => {
+                if matches!(err, ListError::Bound(_)) {
+                    tools.clear();
+                }
+                Err(err)
+            }
+        }
+    }
+
+    /// Marks the server failed for `reason`; returns what to stop.
+    fn fail(&self, live: &mut Live, reason: &str) -> Parts {
+        tracing::warn!(server = %self.name, "MCP server failed: {reason}");
+        live.failed = Some(reason.to_owned());
+        self.tools
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+        (live.service.take(), live.process.take())
+    }
+
+    /// Whether a background refresh has something to do: the list is
+    /// stale, or the server is down and may be restarted.
+    fn due(&self) -> bool {
+        if self.watcher.tools_changed.load(Ordering::SeqCst) {
+            return true;
+        }
+        let Ok(live) = self.live.try_lock() else {
+            return false;
+        };
+        !live.stopped
+            && live.failed.is_none()
+            && live.service.as_ref().is_none_or(is_down)
+            && live.restart_at.is_none_or(|due| due <= Instant::now())
+    }
+
+    /// A background refresh: restarts the server if it is down and its
+    /// backoff has passed, lists its tools if they are stale.
+    async fn bring_up_to_date(&self, index: usize) {
+        let peer = match self.peer(index, false).await {
+            Ok(peer) => peer,
+            Err(reason) => {
+                tracing::debug!(server = %self.name, "no refresh: {reason}");
+                return;
+            }
+        };
+        if !self.watcher.tools_changed.load(Ordering::SeqCst) {
+            return;
+        }
+        match self.list(index, &peer).await {
+            Ok(_) => tracing::info!(server = %self.name, "MCP tool list refreshed"),
+            Err(ListError::Failed(reason)) => {
+                tracing::warn!(server = %self.name, "{reason}; the last known tools stay offered")
+            }
+            Err(ListError::Bound(over)) => {
+                let parts = self.fail(&mut *self.live.lock().await, &over.0);
+                stop(parts, &self.name).await;
+            }
+        }
     }
 
     /// A running service's peer, restarting an exited stdio server when its
     /// backoff allows (`wait`: sleep until it does).
-    async fn peer(
-        &self,
-        index: usize,
-        wait: bool,
-    ) -> Result<rmcp::service::Peer<RoleClient>, String> {
+    async fn peer(&self, index: usize, wait: bool) -> Result<Peer<RoleClient>, String> {
         let mut live = self.live.lock().await;
         if live.stopped {
             return Err(format!("MCP server {} is stopped", self.name));
+        }
+        if let Some(reason) = &live.failed {
+            return Err(format!("MCP server {} failed: {reason}", self.name));
         }
         if let Some(service) = live.service.as_ref() {
             if !is_down(service) {
                 return Ok(service.peer().clone());
             }
             tracing::warn!(server = %self.name, "MCP server exited");
-            live.service = None;
+            // Its guard has swept (or is sweeping) what it left: reap it.
+            let parts = (live.service.take(), live.process.take());
+            let name = self.name.clone();
+            tokio::spawn(async move { stop(parts, &name).await });
             live.restart_at = Some(Instant::now() + backoff(live.restarts));
         }
         let restartable = matches!(self.config.transport, McpTransport::Stdio { .. });
@@ -340,16 +395,25 @@ impl Connection {
         live.restarts += 1;
         let attempt = live.restarts;
         match connect(&self.config, &self.cwd, &self.spawner, self.watcher.clone()).await {
-            Ok(service) => {
+            Ok((service, process)) => {
                 tracing::info!(server = %self.name, attempt, "MCP server restarted");
-                let listed = self.list(index, &service).await;
-                if let Err(reason) = listed {
-                    tracing::warn!(server = %self.name, "{reason}");
-                }
                 let peer = service.peer().clone();
                 live.service = Some(service);
+                live.process = process;
                 live.restart_at = None;
-                Ok(peer)
+                match self.list(index, &peer).await {
+                    Ok(_) => Ok(peer),
+                    Err(ListError::Failed(reason)) => {
+                        tracing::warn!(server = %self.name, "{reason}");
+                        Ok(peer)
+                    }
+                    Err(ListError::Bound(over)) => {
+                        let parts = self.fail(&mut live, &over.0);
+                        drop(live);
+                        stop(parts, &self.name).await;
+                        Err(format!("MCP server {} failed: {}", self.name, over.0))
+                    }
+                }
             }
             Err(reason) => {
                 live.restart_at = Some(Instant::now() + backoff(attempt));
@@ -364,74 +428,104 @@ impl Connection {
 
 impl McpHub {
     /// Starts every server in parallel (each bounded by a timeout) and lists
-    /// their tools. Returns the hub and one message per server that failed.
+    /// their tools. Returns the hub and the notices for the user: servers
+    /// that failed, servers renamed, tools cut or skipped.
     pub async fn start(
         configs: Vec<McpServerConfig>,
         cwd: &Path,
         spawner: &dsh_process::Spawner,
     ) -> (Arc<McpHub>, Vec<String>) {
         crate::install_tls();
-        let names = unique_names(&configs);
-        let connections: Vec<Connection> = configs
+        let (names, mut notices) = list::server_names(&configs);
+        let connections: Vec<Arc<Connection>> = configs
             .into_iter()
             .zip(names)
-            .map(|(config, name)| Connection {
-                config,
-                name,
-                cwd: cwd.to_path_buf(),
-                spawner: spawner.clone(),
-                watcher: Watcher::default(),
-                live: tokio::sync::Mutex::new(Live::default()),
-                tools: std::sync::RwLock::new(Vec::new()),
+            .map(|(config, name)| {
+                Arc::new(Connection {
+                    config,
+                    name,
+                    cwd: cwd.to_path_buf(),
+                    spawner: spawner.clone(),
+                    watcher: Watcher::default(),
+                    live: tokio::sync::Mutex::new(Live::default()),
+                    tools: std::sync::RwLock::new(Vec::new()),
+                    refreshing: AtomicBool::new(false),
+                })
             })
             .collect();
         let started = futures::future::join_all(connections.iter().enumerate().map(
             |(index, connection)| async move {
-                let service = connect(
+                let (service, process) = connect(
                     &connection.config,
                     cwd,
                     &connection.spawner,
                     connection.watcher.clone(),
                 )
                 .await?;
-                let listed = connection.list(index, &service).await;
-                connection.live.lock().await.service = Some(service);
-                listed
+                let peer = service.peer().clone();
+                let mut live = connection.live.lock().await;
+                live.service = Some(service);
+                live.process = process;
+                match connection.list(index, &peer).await {
+                    Ok(notes) => Ok(notes),
+                    Err(ListError::Failed(reason)) => Err(reason),
+                    Err(ListError::Bound(over)) => {
+                        let parts = connection.fail(&mut live, &over.0);
+                        drop(live);
+                        stop(parts, &connection.name).await;
+                        Err(over.0)
+                    }
+                }
             },
         ))
         .await;
-        let failures = connections
-            .iter()
-            .zip(started)
-            .filter_map(|(connection, result)| {
-                result.err().map(|reason| {
-                    format!(
-                        "MCP server \"{}\" is unavailable: {reason}",
-                        connection.config.name
-                    )
-                })
-            })
-            .collect();
-        (Arc::new(McpHub { connections }), failures)
+        for (connection, result) in connections.iter().zip(started) {
+            match result {
+                Ok(notes) => notices.extend(notes),
+                Err(reason) => notices.push(format!(
+                    "MCP server \"{}\" is unavailable: {reason}",
+                    connection.config.name
+                )),
+            }
+        }
+        let hub = McpHub {
+            connections,
+            background: std::sync::Mutex::default(),
+        };
+        (Arc::new(hub), notices)
     }
 
-    /// Brings the tool lists up to date before a model call: lists again the
-    /// servers that sent `tools/list_changed`, and restarts exited stdio
-    /// servers whose backoff has passed.
-    pub async fn refresh(&self) {
-        for (index, connection) in self.connections.iter().enumerate() {
-            let peer = connection.peer(index, false).await;
-            if peer.is_ok() && connection.watcher.tools_changed.load(Ordering::SeqCst) {
-                let live = connection.live.lock().await;
-                if let Some(service) = live.service.as_ref() {
-                    match connection.list(index, service).await {
-                        Ok(()) => {
-                            tracing::info!(server = %connection.name, "MCP tool list refreshed")
-                        }
-                        Err(reason) => tracing::warn!(server = %connection.name, "{reason}"),
-                    }
+    /// Brings the tool lists up to date before a model call, in the
+    /// background: lists again the servers that sent `tools/list_changed`
+    /// and restarts exited stdio servers whose backoff has passed. Waits
+    /// for the refreshes it started at most [`REFRESH_WAIT`] and never past
+    /// `cancel`; a refresh still running keeps going, and until it ends the
+    /// last known list is offered (and no second one starts).
+    pub async fn refresh(&self, cancel: &CancellationToken) {
+        let mut started = Vec::new();
+        {
+            let mut background = lock(&self.background);
+            while background.try_join_next().is_some() {}
+            for (index, connection) in self.connections.iter().enumerate() {
+                if !connection.due() || connection.refreshing.swap(true, Ordering::SeqCst) {
+                    continue;
                 }
+                let (done, finished) = tokio::sync::oneshot::channel::<()>();
+                let connection = connection.clone();
+                background.spawn(async move {
+                    connection.bring_up_to_date(index).await;
+                    connection.refreshing.store(false, Ordering::SeqCst);
+                    let _ = done.send(());
+                });
+                started.push(finished);
             }
+        }
+        if started.is_empty() {
+            return;
+        }
+        tokio::select! {
+            _ = tokio::time::timeout(REFRESH_WAIT, futures::future::join_all(started)) => {}
+            () = cancel.cancelled() => {}
         }
     }
 
@@ -561,178 +655,29 @@ impl McpHub {
                 .store(true, Ordering::SeqCst);
         }
         let value = serde_json::to_value(&result).unwrap_or_default();
-        render(value)
+        render::render(value)
     }
 
-    /// Stops every server (children are killed with their transports) and
-    /// prevents restarts.
+    /// Stops every server (with everything their processes started) and
+    /// prevents restarts; background refreshes are aborted first (one may
+    /// hold a server while it starts).
     pub async fn shutdown(&self) {
-        for connection in &self.connections {
-            let service = {
+        lock(&self.background).abort_all();
+        futures::future::join_all(self.connections.iter().map(|connection| async move {
+            let parts = {
                 let mut live = connection.live.lock().await;
                 live.stopped = true;
-                live.service.take()
+                (live.service.take(), live.process.take())
             };
-            if let Some(service) = service {
-                if tokio::time::timeout(Duration::from_secs(2), service.cancel())
-                    .await
-                    .is_err()
-                {
-                    tracing::warn!(server = %connection.name, "MCP server did not stop in 2 s");
-                }
-            }
-        }
+            stop(parts, &connection.name).await;
+        }))
+        .await;
     }
-}
-
-/// Turns a `CallToolResult` (as JSON) into an outcome: text and resources
-/// for the model (capped), images attached for image-capable models.
-fn render(result: serde_json::Value) -> ToolOutcome {
-    let mut text = String::new();
-    let mut attachments = Vec::new();
-    // What the editor shows: each block as its own kind of content.
-    let mut shown = Vec::new();
-    let mut shown_bytes = 0usize;
-    for block in result["content"].as_array().into_iter().flatten() {
-        match block["type"].as_str() {
-            Some("text") => {
-                let piece = block["text"].as_str().unwrap_or("");
-                text.push_str(piece);
-                shown.push(ToolContent::Text {
-                    text: piece.to_owned(),
-                });
-            }
-            Some("image") => {
-                let mime = block["mimeType"].as_str().unwrap_or("image/png").to_owned();
-                let data = block["data"].as_str().unwrap_or("").to_owned();
-                text.push_str(&format!("[image: {mime}, attached after the tool results]"));
-                shown_bytes += data.len();
-                shown.push(if shown_bytes <= MAX_SHOWN_IMAGE_BYTES {
-                    ToolContent::Image {
-                        mime_type: mime.clone(),
-                        data: data.clone(),
-                    }
-                } else {
-                    ToolContent::Text {
-                        text: format!("[image: {mime}, {} bytes, too large to show]", data.len()),
-                    }
-                });
-                attachments.push(UserContent::Image {
-                    mime_type: mime,
-                    data,
-                });
-            }
-            Some("resource") => {
-                let resource = &block["resource"];
-                let uri = resource["uri"].as_str().unwrap_or("").to_owned();
-                let body = resource["text"].as_str();
-                text.push_str(&format!(
-                    "<resource uri=\"{uri}\">\n{}\n</resource>",
-                    body.unwrap_or("[binary]")
-                ));
-                shown.push(ToolContent::Resource {
-                    uri,
-                    text: body
-                        .map(|b| dsh_protocol::content::head_bytes(b, MAX_RESULT_BYTES).to_owned()),
-                });
-            }
-            Some("resource_link") => {
-                let uri = block["uri"].as_str().unwrap_or("").to_owned();
-                text.push_str(&format!("[resource_link uri={uri}]"));
-                shown.push(ToolContent::Resource { uri, text: None });
-            }
-            other => text.push_str(&format!("[{} content]", other.unwrap_or("unknown"))),
-        }
-        text.push('\n');
-    }
-    if text.is_empty() {
-        if let Some(structured) = result.get("structuredContent").filter(|v| !v.is_null()) {
-            text = structured.to_string();
-        }
-    }
-    if text.len() > MAX_RESULT_BYTES {
-        text = format!(
-            "{}\n[result truncated: {} bytes in all]",
-            dsh_protocol::content::head_bytes(&text, MAX_RESULT_BYTES),
-            text.len()
-        );
-    }
-    let is_error = result["isError"].as_bool().unwrap_or(false);
-    let mut outcome = if is_error {
-        ToolOutcome::failed(
-            ErrorCode::InvalidToolArgs,
-            if text.is_empty() {
-                "The MCP tool reported an error.".to_owned()
-            } else {
-                text.clone()
-            },
-        )
-    } else {
-        if shown.is_empty() {
-            shown.push(ToolContent::Text { text: text.clone() });
-        }
-        // Long text blocks are capped like the model's copy.
-        for block in &mut shown {
-            if let ToolContent::Text { text } = block {
-                if text.len() > MAX_RESULT_BYTES {
-                    *text = format!(
-                        "{}\n[truncated: {} bytes in all]",
-                        dsh_protocol::content::head_bytes(text, MAX_RESULT_BYTES),
-                        text.len()
-                    );
-                }
-            }
-        }
-        ToolOutcome::ok(
-            text,
-            ToolView {
-                content: shown,
-                ..ToolView::default()
-            },
-        )
-    };
-    outcome.attachments = attachments;
-    outcome
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn names_are_sanitized() {
-        assert_eq!(sanitize("my server.v2"), "my_server_v2");
-        assert_eq!(sanitize(&"x".repeat(40)).len(), 32);
-        assert_eq!(sanitize(""), "server");
-    }
-
-    #[test]
-    fn repeated_names_get_deterministic_suffixes() {
-        let config = |name: &str| McpServerConfig {
-            name: name.to_owned(),
-            transport: McpTransport::Http {
-                url: "http://127.0.0.1:1/mcp".to_owned(),
-                headers: Vec::new(),
-            },
-        };
-        let names = unique_names(&[
-            config("docs"),
-            config("docs"),
-            config("do cs"),
-            config(&"y".repeat(40)),
-            config(&"y".repeat(40)),
-        ]);
-        assert_eq!(
-            names,
-            [
-                "docs",
-                "docs_2",
-                "do_cs",
-                &"y".repeat(32),
-                &format!("{}_2", "y".repeat(30))
-            ]
-        );
-    }
 
     #[test]
     fn restart_backoff_doubles() {

@@ -201,7 +201,7 @@ impl Turn<'_> {
     pub(super) async fn step(&self, step: u64) -> Result<Next, AgentError> {
         // MCP tool lists changed by the servers apply to the next call.
         if let Some(hub) = self.session.mcp() {
-            hub.refresh().await;
+            hub.refresh(self.cancel).await;
         }
         let request = self.request().await?;
         let (model_id, sent_tokens) = (request.model.id.clone(), request.estimated_tokens());
