@@ -134,7 +134,7 @@ pub struct RawEnv {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawPermissions {
-    /// More protected paths (globs), on top of `Protected::DEFAULT`.
+    /// More protected paths (globs), on top of `permission::protected::PROJECT`.
     #[serde(default)]
     pub protected_paths: Vec<String>,
 }
@@ -398,6 +398,7 @@ impl Config {
             .passing(&raw.env.pass);
         let protected = crate::permission::Protected::new(&raw.permissions.protected_paths, &home)
             .map_err(|err| ConfigError::Invalid(format!("[permissions] protected_paths: {err}")))?
+            .reading(&raw.instructions)
             .hiding(raw.sandbox.hidden_paths(&home));
         raw.compaction.validate().map_err(ConfigError::Invalid)?;
         let mcp_servers = crate::mcp::ConfiguredServers::from_raw(raw.mcp_servers, &home, env)

@@ -36,6 +36,7 @@ mod scrub;
 mod sdk;
 mod sessions;
 mod signals;
+mod steering;
 mod streaming;
 mod subagents;
 mod titles;

@@ -16,7 +16,7 @@ use std::path::Path;
 use super::files;
 
 /// The compatibility directories searched in a project after `.dsh`.
-pub(super) const COMPAT: &[&str] = &[".claude"];
+pub const COMPAT: &[&str] = &[".claude"];
 /// A command name's cap, bytes.
 const MAX_NAME: usize = 64;
 /// A description's cap in the menu, characters.

@@ -24,7 +24,7 @@ const MAX_DESCRIPTION_CHARS: usize = 1024;
 const MAX_NAME: usize = 64;
 
 /// The compatibility directories searched in a project after `.dsh`.
-pub(super) const COMPAT: &[&str] = &[".claude", ".agents"];
+pub const COMPAT: &[&str] = &[".claude", ".agents"];
 
 /// One skill found.
 #[derive(Debug, Clone, PartialEq, Eq)]

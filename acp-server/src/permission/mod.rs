@@ -15,10 +15,13 @@
 //! - a program from the workspace (a language server in `node_modules/.bin`)
 //!   is a command from the repository: asked once per program and session,
 //!   refused in read-only;
-//! - [`Protected`] paths (`.git/` internals, `.envrc`, editor task files, …)
-//!   turn an edit into code execution: always asked, never remembered,
-//!   refused in read-only; dsh's own home (`$DSH_HOME`: configuration and
-//!   session logs) is refused below full-access.
+//! - [`Protected`] paths ([`protected::PROJECT`]: `.git/` internals,
+//!   `.envrc`, editor task files, …, which turn an edit into code
+//!   execution; instruction files, `.dsh/`, `.claude/`, `.agents/`, which
+//!   steer later sessions): always asked, never remembered, refused in
+//!   read-only — a write or edit of one, and a command line that names one
+//!   (no "always" rule covers it); dsh's own home (`$DSH_HOME`:
+//!   configuration and session logs) is refused below full-access.
 //!
 //! "Always" answers become session rules scoped to what was asked: a tool on
 //! one path, or a command and its subcommand for `bash` ([`rules::scope`]).
@@ -29,10 +32,12 @@
 
 mod answers;
 pub mod code;
+pub mod protected;
 pub mod rules;
 pub mod shell;
 
 pub use answers::{answer, Answer, AnswerOption, Approvals, Hint, Offered, Question};
+pub use protected::Protected;
 
 use std::path::{Path, PathBuf};
 
@@ -83,122 +88,6 @@ pub enum Decision {
     Deny(String),
     /// Ask the user; the reason explains why.
     Ask(String),
-}
-
-/// Paths whose change can make programs run code (git hooks and config,
-/// direnv, editor task files, package-manager settings) and dsh's own home.
-/// The patterns are checked at configuration time and compiled on the
-/// first write decision.
-#[derive(Debug, Clone)]
-pub struct Protected {
-    patterns: Vec<String>,
-    compiled: std::sync::OnceLock<globset::GlobSet>,
-    home: PathBuf,
-    hidden: Vec<PathBuf>,
-}
-
-fn protected_glob(pattern: &str) -> Result<globset::Glob, String> {
-    globset::GlobBuilder::new(pattern)
-        .literal_separator(true)
-        .build()
-        .map_err(|err| format!("invalid protected path {pattern:?}: {err}"))
-}
-
-impl Protected {
-    /// Protected by default; `[permissions] protected_paths` adds to them.
-    pub const DEFAULT: &'static [&'static str] = &[
-        "**/.git",
-        "**/.git/**",
-        "**/.envrc",
-        "**/.env.local",
-        "**/.vscode/tasks.json",
-        "**/.vscode/settings.json",
-        "**/.vscode/launch.json",
-        "**/.idea/workspace.xml",
-        "**/.idea/runConfigurations/**",
-        "**/.husky/**",
-        "**/.githooks/**",
-        "**/.pre-commit-config.yaml",
-        "**/.cargo/config",
-        "**/.cargo/config.toml",
-        "**/.npmrc",
-        "**/.yarnrc",
-        "**/.yarnrc.yml",
-        "**/.devcontainer/**",
-        // Instruction files steer every later session in the project:
-        // a change is asked about in every mode that asks at all.
-        "**/AGENTS.md",
-        "**/AGENTS.local.md",
-        "**/CLAUDE.md",
-        "**/CLAUDE.local.md",
-    ];
-
-    /// The default patterns plus `extra`, and `home` (`$DSH_HOME`).
-    ///
-    /// # Errors
-    /// A pattern that is not a valid glob.
-    pub fn new(extra: &[String], home: &Path) -> Result<Protected, String> {
-        let patterns: Vec<String> = Self::DEFAULT
-            .iter()
-            .map(|pattern| (*pattern).to_owned())
-            .chain(extra.iter().cloned())
-            .collect();
-        for pattern in &patterns {
-            protected_glob(pattern)?;
-        }
-        Ok(Protected {
-            patterns,
-            compiled: std::sync::OnceLock::new(),
-            home: home.canonicalize().unwrap_or_else(|_| home.to_path_buf()),
-            hidden: Vec::new(),
-        })
-    }
-
-    /// The same, with the secret locations no file tool reads or writes
-    /// below full-access (and never without asking): the sandbox's hidden
-    /// paths (`SandboxSettings::hidden_paths`).
-    #[must_use]
-    pub fn hiding(mut self, hidden: Vec<PathBuf>) -> Protected {
-        self.hidden = hidden;
-        self
-    }
-
-    /// The secret locations (for walks that must skip them).
-    pub fn hidden(&self) -> &[PathBuf] {
-        &self.hidden
-    }
-
-    /// Whether `path` is in a secret location.
-    pub fn is_hidden(&self, path: &Path) -> bool {
-        self.hidden.iter().any(|dir| path.starts_with(dir))
-    }
-
-    /// Whether `path` is inside dsh's own home.
-    pub fn in_home(&self, path: &Path) -> bool {
-        path.starts_with(&self.home)
-    }
-
-    /// dsh's own home (`$DSH_HOME`), canonical.
-    pub fn home(&self) -> &Path {
-        &self.home
-    }
-
-    /// Whether changing `path` can make a program run code.
-    pub fn guards(&self, path: &Path) -> bool {
-        self.compiled
-            .get_or_init(|| {
-                let mut builder = globset::GlobSetBuilder::new();
-                for pattern in &self.patterns {
-                    if let Ok(glob) = protected_glob(pattern) {
-                        builder.add(glob);
-                    }
-                }
-                builder
-                    .build()
-                    .unwrap_or_else(|_| globset::GlobSet::empty())
-            })
-            .is_match(path)
-    }
 }
 
 /// What the policy knows about the session besides its mode and rules.
@@ -266,6 +155,7 @@ pub fn choices(access: &Access, ctx: &Context<'_>) -> Choices {
             }
             _ => Remember::Never,
         },
+        Access::Execute { .. } if names_protected(access, ctx).is_some() => Remember::Never,
         Access::Execute { command, .. } => shell::analyze(command)
             .plain
             .and_then(|words| rules::scope(&words))
@@ -280,6 +170,45 @@ pub fn choices(access: &Access, ctx: &Context<'_>) -> Choices {
             && ctx.commands == crate::sandbox::Guard::Kernel { network: false },
         remember,
     }
+}
+
+/// The protected path a command line names (why it is protected), if
+/// any: a word of a plain line (or an option's `=value`) that, taken as a
+/// path from the command's directory, is one. Only a plain line can match
+/// an allow rule or be offered "always"; any other line is asked about
+/// anyway.
+fn names_protected(access: &Access, ctx: &Context<'_>) -> Option<String> {
+    let Access::Execute { command, workdir } = access else {
+        return None;
+    };
+    let words = shell::analyze(command).plain?;
+    words
+        .iter()
+        .flat_map(|word| {
+            let value = word
+                .starts_with('-')
+                .then(|| word.split_once('=').map(|(_, value)| value))
+                .flatten();
+            std::iter::once(word.as_str()).chain(value)
+        })
+        .filter(|word| !word.is_empty())
+        .find_map(|word| ctx.protected.reason(&lexical(&workdir.join(word))))
+}
+
+/// `path` with `.` and `..` taken away by their names (no link is
+/// followed: the words of a command that has not run).
+fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// The scope string a rule stores for an "always" answer, if one may be
@@ -438,16 +367,10 @@ pub fn decide(
                     ));
                 }
             }
-            let protected = paths.iter().find(|p| ctx.protected.guards(p));
+            let protected = paths.iter().find_map(|p| ctx.protected.reason(p));
             match (mode, outside, protected) {
                 (Mode::FullAccess, _, _) => (Decision::Allow, true),
-                (_, _, Some(path)) => (
-                    Decision::Ask(format!(
-                        "changes {}, a file that can make programs run code",
-                        path.display()
-                    )),
-                    false,
-                ),
+                (_, _, Some(reason)) => (Decision::Ask(format!("changes {reason}")), false),
                 (Mode::AcceptEdits, false, None) => (Decision::Allow, true),
                 (_, true, None) => (
                     Decision::Ask("writes outside the workspace".to_owned()),
@@ -485,9 +408,12 @@ pub fn decide(
                 (Mode::ReadOnly | Mode::Plan, Guard::PromptOnly) => {
                     return denied("running commands")
                 }
-                (Mode::Ask | Mode::AcceptEdits, _) => {
-                    (Decision::Ask("runs a command".to_owned()), true)
-                }
+                (Mode::Ask | Mode::AcceptEdits, _) => match names_protected(access, ctx) {
+                    // A line that names a protected path is asked about
+                    // every time: no rule covers it.
+                    Some(reason) => (Decision::Ask(format!("runs a command on {reason}")), false),
+                    None => (Decision::Ask("runs a command".to_owned()), true),
+                },
             }
         }
     };

@@ -472,6 +472,7 @@ fn the_web_is_asked_about_per_host_and_kept_from_read_only_unless_configured() {
 }
 
 mod code_options;
+mod steering;
 
 #[test]
 fn the_file_tools_read_dsh_home_only_where_it_holds_no_secrets() {

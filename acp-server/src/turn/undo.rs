@@ -3,18 +3,22 @@
 //! them since; `/undo` again goes one more turn back. Files are written
 //! through the editor when it offers `fs/write_text_file` (its buffers and
 //! review list see the change), else on disk. The editor sees a tool call
-//! with a diff per file; the model is told with the next prompt.
+//! with a diff per file; the model is told with the next prompt. Below
+//! full-access, an undo that would change a protected file (a hooks file,
+//! a skill, an instruction file, `.git/…`) is asked about first.
 
 use std::path::Path;
 
 use dsh_protocol::checkpoint::CheckpointFile;
-use dsh_protocol::log::EventData;
+use dsh_protocol::log::{EventData, PermissionOutcome};
 use dsh_protocol::tool::{FileDiff, FileLocation, ToolContent, ToolKind, ToolView};
 use dsh_protocol::ToolCallId;
 
 use super::Turn;
 use crate::checkpoint::{hash, Snapshot};
 use crate::error::AgentError;
+use crate::frontend::Ask;
+use crate::permission::{self, AnswerOption};
 
 /// What a file is now: its text, `None` when it does not exist.
 type Now = Option<Vec<u8>>;
@@ -79,6 +83,9 @@ impl Turn<'_> {
             }
             now.push(content);
         }
+        if let Some(refusal) = self.confirm_protected(turn, &files, mode).await? {
+            return self.notice(&refusal);
+        }
         let mut view = ToolView {
             title: format!("Undo turn {turn}"),
             kind: Some(ToolKind::Edit),
@@ -114,6 +121,79 @@ impl Turn<'_> {
             summary,
         })
         .map(drop)
+    }
+
+    /// Below full-access, an undo that would write or delete a protected
+    /// file (one that runs code or steers later sessions,
+    /// [`crate::permission::protected`]) is asked about first, as a tool's
+    /// change of it would be, with no "always": `None` when it may go on,
+    /// else what the user is told (nothing was changed).
+    async fn confirm_protected(
+        &self,
+        turn: u64,
+        files: &[CheckpointFile],
+        mode: dsh_protocol::Mode,
+    ) -> Result<Option<String>, AgentError> {
+        let protected = &self.config.protected;
+        let reasons: Vec<String> = files
+            .iter()
+            .filter_map(|file| protected.reason(Path::new(&file.path)))
+            .collect();
+        if mode == dsh_protocol::Mode::FullAccess || reasons.is_empty() {
+            return Ok(None);
+        }
+        let option = |outcome, label: &str| AnswerOption {
+            outcome,
+            label: label.to_owned(),
+        };
+        let question = Ask {
+            call_id: ToolCallId::new(format!("dsh-undo-{turn}-protected")),
+            title: format!("Undo turn {turn}: put back protected files?"),
+            kind: ToolKind::Edit,
+            raw_input: serde_json::json!({ "undo": turn, "files": files.iter().map(|file| &file.path).collect::<Vec<_>>() }),
+            locations: files
+                .iter()
+                .filter(|file| protected.guards(Path::new(&file.path)))
+                .map(|file| FileLocation {
+                    path: file.path.clone(),
+                    line: None,
+                })
+                .collect(),
+            content: vec![ToolContent::Text {
+                text: format!(
+                    "/undo of turn {turn} would write or delete {}.",
+                    reasons.join("; ")
+                ),
+            }],
+            question: permission::Question::Permission(vec![
+                option(PermissionOutcome::AllowOnce, "Undo, these files too"),
+                option(PermissionOutcome::RejectOnce, "Don't undo"),
+            ]),
+            person_only: false,
+        };
+        let answer = tokio::select! {
+            biased;
+            () = self.cancel.cancelled() => PermissionOutcome::Cancelled,
+            answer = self.frontend.ask(question) => answer.permission_outcome(),
+        };
+        tracing::info!(?answer, turn, "undo of protected files answered");
+        // The mode at the moment of the answer decides, as for tools.
+        let mode = self.session.mode();
+        Ok(if !answer.allows() {
+            Some(format!(
+                "Turn {turn} was not undone: it would change protected files and was not allowed. Nothing was changed."
+            ))
+        } else if matches!(
+            mode,
+            dsh_protocol::Mode::ReadOnly | dsh_protocol::Mode::Plan
+        ) {
+            Some(format!(
+                "Turn {turn} was not undone: the session is in {} mode now. Nothing was changed.",
+                mode.as_str()
+            ))
+        } else {
+            None
+        })
     }
 
     /// Why turn `turn` cannot be undone for want of its kept contents:

@@ -1,0 +1,253 @@
+//! Protected paths: the one table of project paths whose change is asked
+//! about in every mode that asks at all, never remembered, and refused in
+//! read-only ([`PROJECT`], documented in docs/security.md's *Protected
+//! paths*) — files whose change makes programs run code, and files dsh or
+//! another agent reads from the project as instructions, hooks, skills,
+//! commands or configuration, so that the next session is steered by
+//! them. Plus dsh's own home and the secret locations.
+//!
+//! The readers of those files name their paths themselves
+//! (`context::files::Roots::places`, `hooks::PROJECT_FILE`, the
+//! instruction settings); the tests beside this table check that every
+//! path they read is guarded, and that docs/security.md lists the table
+//! as it is.
+
+use std::path::{Path, PathBuf};
+
+use crate::context::instructions::InstructionSettings;
+
+/// Why a path is protected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Why {
+    /// Changing it can make a program run code.
+    RunsCode,
+    /// dsh (or another agent) reads it from the project into later
+    /// sessions: instructions, hooks, skills, commands, configuration.
+    Steers,
+    /// `[permissions] protected_paths`.
+    Configured,
+}
+
+/// One row of the table: glob patterns (`**/` matches at any depth; `*`
+/// never crosses a `/`) and what reads the files.
+#[derive(Debug, Clone, Copy)]
+pub struct Entry {
+    /// The patterns.
+    pub patterns: &'static [&'static str],
+    /// Why changing them matters.
+    pub why: Why,
+    /// What reads them (the docs' table says the same).
+    pub reader: &'static str,
+}
+
+/// The protected project paths.
+pub const PROJECT: &[Entry] = &[
+    Entry {
+        patterns: &["**/.git", "**/.git/**"],
+        why: Why::RunsCode,
+        reader: "git: hooks, `core.fsmonitor`, aliases, filters",
+    },
+    Entry {
+        patterns: &["**/.envrc", "**/.env.local"],
+        why: Why::RunsCode,
+        reader: "direnv and dotenv loaders",
+    },
+    Entry {
+        patterns: &[
+            "**/.vscode/tasks.json",
+            "**/.vscode/settings.json",
+            "**/.vscode/launch.json",
+            "**/.idea/workspace.xml",
+            "**/.idea/runConfigurations/**",
+            "**/.devcontainer/**",
+        ],
+        why: Why::RunsCode,
+        reader: "editors: tasks, run configurations, containers",
+    },
+    Entry {
+        patterns: &[
+            "**/.husky/**",
+            "**/.githooks/**",
+            "**/.pre-commit-config.yaml",
+        ],
+        why: Why::RunsCode,
+        reader: "git hook managers",
+    },
+    Entry {
+        patterns: &[
+            "**/.cargo/config",
+            "**/.cargo/config.toml",
+            "**/.npmrc",
+            "**/.yarnrc",
+            "**/.yarnrc.yml",
+        ],
+        why: Why::RunsCode,
+        reader: "cargo, npm and yarn: runners, scripts, registries",
+    },
+    Entry {
+        patterns: &[
+            "**/AGENTS.md",
+            "**/AGENTS.local.md",
+            "**/CLAUDE.md",
+            "**/CLAUDE.local.md",
+        ],
+        why: Why::Steers,
+        reader: "dsh's instruction files (`[instructions]`; configured names are added), handed to the model every turn",
+    },
+    Entry {
+        patterns: &["**/.dsh", "**/.dsh/**"],
+        why: Why::Steers,
+        reader: "dsh: `.dsh/hooks.json` (hooks), `.dsh/skills/` (the model's skill catalog), `.dsh/commands/` (custom commands); the place of any project configuration",
+    },
+    Entry {
+        patterns: &["**/.claude", "**/.claude/**"],
+        why: Why::Steers,
+        reader: "dsh: `.claude/skills/`, `.claude/commands/`; Claude Code: `settings*.json` (hooks, permissions), agents",
+    },
+    Entry {
+        patterns: &["**/.agents", "**/.agents/**"],
+        why: Why::Steers,
+        reader: "dsh and other agents: `.agents/skills/`",
+    },
+];
+
+/// Paths whose change can make programs run code or steer later
+/// sessions ([`PROJECT`]), and dsh's own home. The patterns are checked
+/// at configuration time and compiled on the first write decision.
+#[derive(Debug, Clone)]
+pub struct Protected {
+    patterns: Vec<(String, Why)>,
+    compiled: std::sync::OnceLock<globset::GlobSet>,
+    home: PathBuf,
+    hidden: Vec<PathBuf>,
+}
+
+fn protected_glob(pattern: &str) -> Result<globset::Glob, String> {
+    globset::GlobBuilder::new(pattern)
+        .literal_separator(true)
+        .build()
+        .map_err(|err| format!("invalid protected path {pattern:?}: {err}"))
+}
+
+impl Protected {
+    /// The table's patterns plus `extra` (`[permissions]
+    /// protected_paths`), and `home` (`$DSH_HOME`).
+    ///
+    /// # Errors
+    /// A pattern that is not a valid glob.
+    pub fn new(extra: &[String], home: &Path) -> Result<Protected, String> {
+        let patterns: Vec<(String, Why)> = PROJECT
+            .iter()
+            .flat_map(|entry| {
+                entry
+                    .patterns
+                    .iter()
+                    .map(|pattern| ((*pattern).to_owned(), entry.why))
+            })
+            .chain(
+                extra
+                    .iter()
+                    .map(|pattern| (pattern.clone(), Why::Configured)),
+            )
+            .collect();
+        for (pattern, _) in &patterns {
+            protected_glob(pattern)?;
+        }
+        Ok(Protected {
+            patterns,
+            compiled: std::sync::OnceLock::new(),
+            home: home.canonicalize().unwrap_or_else(|_| home.to_path_buf()),
+            hidden: Vec::new(),
+        })
+    }
+
+    /// The same, with the instruction files and project root markers
+    /// `settings` names (configured names beyond the table's) guarded too.
+    #[must_use]
+    pub fn reading(mut self, settings: &InstructionSettings) -> Protected {
+        let names = settings
+            .instruction_file_candidates
+            .iter()
+            .chain(&settings.local_instruction_file_candidates)
+            .chain(&settings.project_root_markers)
+            .filter(|name| !name.is_empty() && !name.contains('/'));
+        for name in names {
+            let pattern = format!("**/{}", globset::escape(name));
+            if !self.patterns.iter().any(|(known, _)| *known == pattern) {
+                self.patterns.push((pattern, Why::Steers));
+            }
+        }
+        self.compiled = std::sync::OnceLock::new();
+        self
+    }
+
+    /// The same, with the secret locations no file tool reads or writes
+    /// below full-access (and never without asking): the sandbox's hidden
+    /// paths (`SandboxSettings::hidden_paths`).
+    #[must_use]
+    pub fn hiding(mut self, hidden: Vec<PathBuf>) -> Protected {
+        self.hidden = hidden;
+        self
+    }
+
+    /// The secret locations (for walks that must skip them).
+    pub fn hidden(&self) -> &[PathBuf] {
+        &self.hidden
+    }
+
+    /// Whether `path` is in a secret location.
+    pub fn is_hidden(&self, path: &Path) -> bool {
+        self.hidden.iter().any(|dir| path.starts_with(dir))
+    }
+
+    /// Whether `path` is inside dsh's own home.
+    pub fn in_home(&self, path: &Path) -> bool {
+        path.starts_with(&self.home)
+    }
+
+    /// dsh's own home (`$DSH_HOME`), canonical.
+    pub fn home(&self) -> &Path {
+        &self.home
+    }
+
+    fn set(&self) -> &globset::GlobSet {
+        self.compiled.get_or_init(|| {
+            let mut builder = globset::GlobSetBuilder::new();
+            for (pattern, _) in &self.patterns {
+                if let Ok(glob) = protected_glob(pattern) {
+                    builder.add(glob);
+                }
+            }
+            builder
+                .build()
+                .unwrap_or_else(|_| globset::GlobSet::empty())
+        })
+    }
+
+    /// Why `path` is protected; `None` when it is not. Where several rows
+    /// match, code execution is named first.
+    pub fn why(&self, path: &Path) -> Option<Why> {
+        let matched = self.set().matches(path);
+        [Why::RunsCode, Why::Steers, Why::Configured]
+            .into_iter()
+            .find(|why| matched.iter().any(|&at| self.patterns[at].1 == *why))
+    }
+
+    /// Whether changing `path` can make a program run code or steer a
+    /// later session.
+    pub fn guards(&self, path: &Path) -> bool {
+        self.set().is_match(path)
+    }
+
+    /// What the permission prompt says of a change to `path`.
+    pub fn reason(&self, path: &Path) -> Option<String> {
+        let what = match self.why(path)? {
+            Why::RunsCode => "a file that can make programs run code",
+            Why::Steers => {
+                "a file that steers later sessions (instructions, hooks, skills, commands or configuration)"
+            }
+            Why::Configured => "a protected path ([permissions] protected_paths)",
+        };
+        Some(format!("{}, {what}", path.display()))
+    }
+}
