@@ -103,8 +103,8 @@ pub struct RunFlags {
     pub max_steps: Option<u64>,
     /// Answers to the model's questions, by question id: {"id": "label"},
     /// ["a", "b"] or {"custom": "text"}; @FILE reads them from FILE
-    #[arg(long, value_name = "JSON|@FILE", value_parser = parse_answers)]
-    pub answers: Option<std::collections::BTreeMap<String, GivenAnswer>>,
+    #[arg(long, value_name = "JSON|@FILE")]
+    pub answers: Option<String>,
     /// The task (quote it); `-`, or none when stdin is not a terminal,
     /// reads it from stdin
     #[arg(value_name = "TASK")]
@@ -146,6 +146,10 @@ impl RunFlags {
             .ok()
             .filter(|dir| dir.is_dir())
             .ok_or_else(|| format!("--cwd {}: not a directory", cwd.display()))?;
+        let answers = self
+            .answers
+            .map(|answers| parse_answers(&answers, &cwd))
+            .transpose()?;
         Ok(RunArgs {
             cwd,
             approve: self.approve.unwrap_or(Approvals::Never),
@@ -156,7 +160,7 @@ impl RunFlags {
             quiet: self.quiet,
             timeout: self.timeout,
             max_steps: self.max_steps,
-            answers: self.answers,
+            answers,
             task,
         })
     }

@@ -31,6 +31,7 @@ mod queue;
 mod registry;
 mod robustness;
 mod run;
+mod run_answers;
 mod sandbox;
 mod scrub;
 mod sdk;
