@@ -35,6 +35,7 @@ mod run_answers;
 mod sandbox;
 mod scrub;
 mod sdk;
+mod sdk_flood;
 mod sessions;
 mod signals;
 mod steering;

@@ -3,9 +3,12 @@
 //! (the module's own dispatch: the same methods, parsing and errors as
 //! over WebSocket), on its own task so a slow call never holds up the
 //! next line; its answer and its subscription's notifications funnel into
-//! one writer task that owns stdout. Lines that are not requests are
-//! answered here ([`crate::ndjson`] answers those that are not even text)
-//! and never end the connection.
+//! one writer task that owns stdout. At most [`MAX_IN_FLIGHT`] calls are
+//! dispatched and not yet answered: at the cap no line is taken, so stdin
+//! is not read (a client that sends without reading stdout holds a few
+//! hundred calls in dsh, not one task per line it wrote). Lines that are
+//! not requests are answered here ([`crate::ndjson`] answers those that
+//! are not even text) and never end the connection.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,6 +25,9 @@ use crate::ndjson;
 /// Notifications one subscription may queue for the writer.
 const SUBSCRIPTION_BUFFER: usize = 1024;
 
+/// Calls dispatched whose answer is not yet queued for stdout.
+pub const MAX_IN_FLIGHT: usize = 256;
+
 /// Serves the module on `input`/`output` until stdin ends or a client
 /// calls `shutdown`; then every session is stopped and the output
 /// drained.
@@ -37,12 +43,22 @@ where
     let (out, out_rx) = mpsc::channel::<String>(256);
     let writer = tokio::spawn(write_lines(output, out_rx));
     let calls = tokio_util::task::TaskTracker::new();
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT));
     let mut errors_open = true;
     loop {
+        // A free slot before the next line: at the cap, lines wait in the
+        // reader's small channel and then in the pipe.
+        let slot = tokio::select! {
+            slot = slots.clone().acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => break,
+            },
+            () = hub.stop.cancelled() => break,
+        };
         tokio::select! {
             line = line_rx.next() => match line {
                 Some(line) => {
-                    calls.spawn(call(methods.clone(), line, out.clone()));
+                    calls.spawn(call(methods.clone(), line, out.clone(), slot));
                 }
                 None => break,
             },
@@ -74,10 +90,19 @@ where
 }
 
 /// One line: the method's answer, then its subscription's notifications.
-async fn call(methods: Methods, line: String, out: mpsc::Sender<String>) {
+/// The `slot` is given back once the answer is queued (a subscription's
+/// notifications have their own bound).
+async fn call(
+    methods: Methods,
+    line: String,
+    out: mpsc::Sender<String>,
+    slot: tokio::sync::OwnedSemaphorePermit,
+) {
     match methods.raw_json_request(&line, SUBSCRIPTION_BUFFER).await {
         Ok((response, mut notifications)) => {
-            if out.send(response.get().to_owned()).await.is_err() {
+            let sent = out.send(response.get().to_owned()).await;
+            drop(slot);
+            if sent.is_err() {
                 return;
             }
             while let Some(notification) = notifications.recv().await {
