@@ -6,7 +6,11 @@ use serde_json::json;
 use crate::support::*;
 
 fn titles(conn: &Conn) -> Vec<String> {
-    conn.updates()
+    titles_in(&conn.updates())
+}
+
+fn titles_in(updates: &[agent_client_protocol::v1::schema::SessionNotification]) -> Vec<String> {
+    updates
         .iter()
         .filter_map(|n| match &n.update {
             SessionUpdate::SessionInfoUpdate(SessionInfoUpdate {
@@ -103,4 +107,114 @@ async fn a_failed_or_unfit_title_leaves_the_first_prompt_as_the_title() {
         );
         conn.finish().await;
     }
+}
+
+/// The sessions `session/list` gives a new dsh process, with their titles.
+async fn listed_titles(env: &TestEnv) -> Vec<Option<String>> {
+    let conn = env.connect().await;
+    conn.initialize().await;
+    let listed = conn
+        .cx
+        .send_request(agent_client_protocol::v1::schema::ListSessionsRequest::new())
+        .block_task()
+        .await
+        .unwrap();
+    conn.finish().await;
+    listed.sessions.into_iter().map(|s| s.title).collect()
+}
+
+#[tokio::test]
+async fn a_title_that_comes_after_the_first_turn_is_recorded_shown_and_listed() {
+    let env = env().await;
+    // The turn's answer is instant; the title comes 1.5 s later (in
+    // chunks 0.5 s apart: a stream silent for longer is abandoned).
+    env.mock.push_title(json!({
+        "chunks": [{"text": "Rename "}, {"text": "the config "}, {"text": "loader"}],
+        "finish": "stop",
+        "delay_ms": 500
+    }));
+    env.mock.push_json(reply("Done."));
+    let conn = env.connect().await;
+    conn.initialize().await;
+    let session = conn.start(&env.cwd()).await;
+    let done = conn
+        .prompt(&session, "rename the config loader to settings")
+        .await
+        .unwrap();
+    assert_eq!(done.stop_reason, StopReason::EndTurn);
+    assert_eq!(titles(&conn), ["rename the config loader to settings"]);
+    conn.wait_for("the model's title", |updates| titles_in(updates).len() == 2)
+        .await;
+    assert_eq!(
+        titles(&conn),
+        [
+            "rename the config loader to settings",
+            "Rename the config loader"
+        ]
+    );
+    let logged: Vec<serde_json::Value> = env
+        .log_events(&session)
+        .into_iter()
+        .filter(|e| e["type"] == "session/title")
+        .collect();
+    assert_eq!(logged.len(), 2, "{logged:?}");
+    assert_eq!(logged[1]["data"]["title"], "Rename the config loader");
+    validate_frames(&conn.finish().await);
+    assert_eq!(
+        listed_titles(&env).await,
+        [Some("Rename the config loader".to_owned())]
+    );
+}
+
+#[tokio::test]
+async fn closing_the_session_cancels_a_pending_title_request() {
+    let env = env().await;
+    // The title request never finishes on its own.
+    env.mock
+        .push_title(json!({"chunks":[{"text":"Never named"}],"finish":"stop","hang_after":0}));
+    env.mock.push_json(reply("Done."));
+    let conn = env.connect().await;
+    conn.initialize().await;
+    let session = conn.start(&env.cwd()).await;
+    conn.prompt(&session, "look at the build script")
+        .await
+        .unwrap();
+    assert_eq!(env.mock.title_requests().len(), 1);
+    assert_eq!(env.mock.let_go(), 0, "the request outlives the turn");
+    conn.cx
+        .send_request(agent_client_protocol::v1::schema::CloseSessionRequest::new(
+            session.clone(),
+        ))
+        .block_task()
+        .await
+        .unwrap();
+    let written = std::fs::read(env.log_path(&session)).unwrap();
+    // The request is let go of: its connection closed by dsh.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while env.mock.let_go() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the title request was not cancelled by session/close"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(titles(&conn), ["look at the build script"]);
+    assert_eq!(
+        std::fs::read(env.log_path(&session)).unwrap(),
+        written,
+        "nothing written after session/close"
+    );
+    let logged = env.log_events(&session);
+    assert_eq!(
+        logged
+            .iter()
+            .filter(|e| e["type"] == "session/title")
+            .count(),
+        1
+    );
+    validate_frames(&conn.finish().await);
+    assert_eq!(
+        listed_titles(&env).await,
+        [Some("look at the build script".to_owned())]
+    );
 }

@@ -58,7 +58,7 @@ const SETTLE: Duration = Duration::from_secs(2);
 type Stamp = (u64, u128);
 
 /// How far into a log its title is looked for (it is written with the
-/// first prompt, near the top).
+/// first prompt, near the top, and the model's soon after).
 const TITLE_WINDOW: u64 = 64 * 1024;
 
 /// Below this many logs to summarize, one thread does it.
@@ -684,8 +684,8 @@ struct TitleData {
 
 /// Reads a log's header and the title within its first 64 KiB (`len` is
 /// its size, read in as few reads as it takes): the last `session/title`
-/// of the first turn (the first prompt's, then the model's when it wrote
-/// one), stopping at that turn's end. `buffer` is reused from log to log.
+/// there (the first prompt's, then the model's when it wrote one, during
+/// the first turn or after it). `buffer` is reused from log to log.
 fn summarize(mut file: std::fs::File, len: u64, buffer: &mut Vec<u8>) -> Summary {
     let want = usize::try_from(len.min(TITLE_WINDOW)).unwrap_or(0);
     buffer.clear();
@@ -715,13 +715,9 @@ fn summarize(mut file: std::fs::File, len: u64, buffer: &mut Vec<u8>) -> Summary
     let mut found = None;
     for line in lines {
         // A line whose type its first bytes name (dsh writes seq, time,
-        // type, then the data) is not searched unless it is one of the
-        // two that matter.
-        if leading_type(line).is_some_and(|kind| kind != b"session/title" && kind != b"turn/end") {
+        // type, then the data) is not searched unless it is a title.
+        if leading_type(line).is_some_and(|kind| kind != b"session/title") {
             continue;
-        }
-        if found.is_some() && contains(line, "\"turn/end\"") {
-            break;
         }
         if !contains(line, "\"session/title\"") {
             continue;

@@ -13,6 +13,7 @@ mod hooks;
 mod instructions;
 mod step;
 mod subagent;
+mod title;
 mod tools;
 mod undo;
 
@@ -280,32 +281,14 @@ impl Turn<'_> {
         // other failure, and leaves the session usable.
         let outcome = {
             use futures::FutureExt as _;
-            let steps = std::panic::AssertUnwindSafe(self.steps()).catch_unwind();
             // The model's title is asked for beside the first turn's steps
-            // and recorded when it comes; if the steps end first it is
-            // dropped (the turn's answer never waits for it).
-            let naming = async {
-                match first_prompt.filter(|_| self.config.model_titles) {
-                    Some(prompt) => self.model_title(&prompt).await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::pin!(steps, naming);
-            let mut named = false;
-            let outcome = loop {
-                tokio::select! {
-                    outcome = &mut steps => break outcome,
-                    title = &mut naming, if !named => {
-                        named = true;
-                        if let Some((title, usage)) = title {
-                            if let Err(error) = self.record(EventData::Title { title, usage }) {
-                                tracing::warn!(%error, "the model's title was not recorded");
-                            }
-                        }
-                    }
-                }
-            };
-            outcome.unwrap_or_else(|payload| {
+            // and recorded when it comes, during the turn or after it (the
+            // turn's answer never waits for it).
+            if let Some(prompt) = first_prompt.filter(|_| self.config.model_titles) {
+                title::start(self.session, self.provider.clone(), prompt);
+            }
+            let steps = std::panic::AssertUnwindSafe(self.steps()).catch_unwind();
+            steps.await.unwrap_or_else(|payload| {
                 let detail = format!(
                     "session {} turn {}: {}",
                     self.session.id,
@@ -367,46 +350,6 @@ impl Turn<'_> {
         match crate::checkpoint::event(self.number, files) {
             Some(event) => self.record(event).map(drop),
             None => Ok(()),
-        }
-    }
-
-    /// A title from the model for a session that starts with `prompt`:
-    /// one short side request; `None` when it fails or the answer is empty
-    /// or too long (the first prompt's line stays the title).
-    async fn model_title(
-        &self,
-        prompt: &str,
-    ) -> Option<(String, Option<dsh_protocol::model::Usage>)> {
-        let model_id = self.session.locked().state.settings.model.clone();
-        let mut model = self.config.choices.model(&model_id).cloned()?;
-        model.max_tokens = Some(32);
-        let request = crate::model::ModelRequest {
-            model,
-            thought_level: dsh_protocol::model::ThoughtLevel::Off,
-            system: crate::prompt::TITLE_PROMPT.to_owned(),
-            messages: vec![Arc::new(dsh_protocol::model::Message::new(
-                dsh_protocol::model::ChatMessage::User(vec![UserContent::text(
-                    dsh_protocol::content::head_bytes(prompt, 2000),
-                )]),
-            ))],
-            tools: Vec::new(),
-            session_id: self.session.id.to_string(),
-            // A side request the conversation never carries again: its
-            // message is not written to the session's spool (nor its size
-            // weighed against what the spool holds).
-            spool: None,
-        };
-        match self.generate(request).await {
-            Ok(Some((text, usage))) => {
-                let title = crate::prompt::clean_title(&text, self.config.max_title_bytes)?;
-                tracing::debug!(%title, "the model named the session");
-                Some((title, usage))
-            }
-            Ok(None) => None,
-            Err(error) => {
-                tracing::debug!(code = %error.code, "no title from the model: {}", error.message);
-                None
-            }
         }
     }
 

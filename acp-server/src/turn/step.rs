@@ -371,44 +371,55 @@ impl Turn<'_> {
     }
 
     /// One model call whose text is the answer (not streamed to the
-    /// editor), with its usage. `None` when cancelled.
+    /// editor), with its usage. `None` when the turn is cancelled.
     pub(super) async fn generate(
         &self,
         request: ModelRequest,
     ) -> Result<Option<(String, Option<dsh_protocol::model::Usage>)>, ModelError> {
-        let request = self.provider.prepare(request).await?;
-        let started = start_with_retry(
+        generate(
             &self.provider,
-            &request,
             self.config.model.retry,
             self.cancel,
-            |attempt, delay, error| {
-                tracing::debug!(attempt, delay_ms = delay.as_millis() as u64, code = %error.code, "retrying a side model request");
-            },
+            request,
         )
-        .await?;
-        let Started::Stream(mut stream) = started else {
-            return Ok(None);
+        .await
+    }
+}
+
+/// One model call whose text is the answer (not streamed to the editor),
+/// with its usage, retried by `retry`. `None` when `cancel` fires.
+pub(super) async fn generate(
+    provider: &crate::model::Provider,
+    retry: crate::model::retry::RetryPolicy,
+    cancel: &tokio_util::sync::CancellationToken,
+    request: ModelRequest,
+) -> Result<Option<(String, Option<dsh_protocol::model::Usage>)>, ModelError> {
+    let request = provider.prepare(request).await?;
+    let started = start_with_retry(provider, &request, retry, cancel, |attempt, delay, error| {
+        tracing::debug!(attempt, delay_ms = delay.as_millis() as u64, code = %error.code, "retrying a side model request");
+    })
+    .await?;
+    let Started::Stream(mut stream) = started else {
+        return Ok(None);
+    };
+    let (mut text, mut usage) = (String::new(), None);
+    loop {
+        let next = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return Ok(None),
+            next = stream.next() => next,
         };
-        let (mut text, mut usage) = (String::new(), None);
-        loop {
-            let next = tokio::select! {
-                biased;
-                () = self.cancel.cancelled() => return Ok(None),
-                next = stream.next() => next,
-            };
-            match next {
-                Some(Ok(StreamEvent::TextDelta(delta))) => text.push_str(&delta),
-                Some(Ok(StreamEvent::Usage(used))) => usage = Some(used),
-                Some(Ok(StreamEvent::Finish(_))) => return Ok(Some((text, usage))),
-                Some(Ok(_)) => {}
-                Some(Err(error)) => return Err(error),
-                None => {
-                    return Err(ModelError::new(
-                        ErrorCode::ModelStreamClosed,
-                        "the summary stream ended without finishing",
-                    ))
-                }
+        match next {
+            Some(Ok(StreamEvent::TextDelta(delta))) => text.push_str(&delta),
+            Some(Ok(StreamEvent::Usage(used))) => usage = Some(used),
+            Some(Ok(StreamEvent::Finish(_))) => return Ok(Some((text, usage))),
+            Some(Ok(_)) => {}
+            Some(Err(error)) => return Err(error),
+            None => {
+                return Err(ModelError::new(
+                    ErrorCode::ModelStreamClosed,
+                    "the summary stream ended without finishing",
+                ))
             }
         }
     }

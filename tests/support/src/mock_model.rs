@@ -52,6 +52,8 @@ struct State {
     /// kept apart from the scripted conversation, and those requests.
     titles: VecDeque<ScriptEntry>,
     title_requests: Vec<serde_json::Value>,
+    /// Hanging responses (`hang_after`) whose connection the client closed.
+    let_go: usize,
 }
 
 /// A running mock server; it stops when dropped.
@@ -121,6 +123,12 @@ impl MockModel {
     /// The title requests received.
     pub fn title_requests(&self) -> Vec<serde_json::Value> {
         self.state.lock().unwrap().title_requests.clone()
+    }
+
+    /// How many hanging responses (`hang_after`) the client let go of:
+    /// it closed their connection (a cancelled request).
+    pub fn let_go(&self) -> usize {
+        self.state.lock().unwrap().let_go
     }
 
     /// Request bodies received so far.
@@ -319,7 +327,12 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>) {
         if entry.hang_after == Some(index) {
             let _ = stream.write_all(&pending).await;
             let _ = stream.flush().await;
-            tokio::time::sleep(Duration::from_secs(3600)).await;
+            // Held open until the client lets go of it (or an hour).
+            let mut byte = [0u8; 1];
+            let hung = tokio::time::timeout(Duration::from_secs(3600), stream.read(&mut byte));
+            if let Ok(Ok(0) | Err(_)) = hung.await {
+                state.lock().unwrap().let_go += 1;
+            }
             return;
         }
         if entry.drop_after == Some(index) {
