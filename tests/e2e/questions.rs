@@ -259,6 +259,42 @@ async fn without_forms_each_question_with_options_is_a_permission_prompt() {
 }
 
 #[tokio::test]
+async fn a_client_that_advertised_forms_but_has_none_gets_permission_prompts_for_good() {
+    let env = TestEnv::new().await;
+    env.mock
+        .push_json(call("q1", "ask_user_question", two_questions()));
+    env.mock.push_json(reply("SQLite it is."));
+    env.mock
+        .push_json(call("q2", "ask_user_question", two_questions()));
+    env.mock.push_json(reply("Postgres then."));
+    // It advertises `elicitation.form` but answers the form -32601.
+    let sim = ClientSim::with_forms();
+    sim.elicit(Elicit::MethodNotFound);
+    sim.answer(Answer::SelectId("option-1"));
+    sim.answer(Answer::SelectId("option-0"));
+    let conn = env.connect_with(sim.clone()).await;
+    let session = conn.start(&env.cwd()).await;
+    let stop = conn.prompt(&session, "set up the app").await.unwrap();
+    assert_eq!(stop.stop_reason, StopReason::EndTurn);
+    // That call is asked again as a permission prompt.
+    let not_asked = "- name: not asked: the editor cannot ask free-text questions; ask it in your reply instead";
+    assert_eq!(
+        tool_result(&env, "q1"),
+        format!("The user's answers:\n- db: chose \"SQLite\"\n{not_asked}")
+    );
+    // And the rest of the connection's: no second form.
+    let stop = conn.prompt(&session, "again").await.unwrap();
+    assert_eq!(stop.stop_reason, StopReason::EndTurn);
+    assert_eq!(
+        tool_result(&env, "q2"),
+        format!("The user's answers:\n- db: chose \"Postgres (Recommended)\"\n{not_asked}")
+    );
+    assert_eq!(sim.elicitations.lock().unwrap().len(), 1);
+    assert_eq!(sim.asked(), ["q1", "q2"]);
+    conn.finish().await;
+}
+
+#[tokio::test]
 async fn a_declined_form_is_told_to_the_model_and_a_cancelled_one_cancels_the_turn() {
     let env = TestEnv::new().await;
     env.mock

@@ -36,6 +36,8 @@ pub(super) struct Ctx {
     /// Each session's commands shown as terminals ([`AcpSink`]).
     pub(super) live_terminals:
         Arc<std::sync::Mutex<std::collections::HashMap<String, super::sink::LiveTerminals>>>,
+    /// The client answered a form "method not found" ([`AcpSink::forms`]).
+    pub(super) forms_refused: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Ctx {
@@ -56,6 +58,7 @@ impl Ctx {
                 .entry(session_id.0.to_string())
                 .or_default()
                 .clone(),
+            forms_refused: self.forms_refused.clone(),
         }
     }
 }

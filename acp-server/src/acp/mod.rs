@@ -113,6 +113,7 @@ pub async fn serve(
         caps: Arc::new(RwLock::new(ClientCaps::default())),
         backlog: backlog.clone(),
         live_terminals: Arc::default(),
+        forms_refused: Arc::default(),
     };
     let [c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14] =
         std::array::from_fn(|_| ctx.clone());

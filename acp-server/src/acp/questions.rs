@@ -4,13 +4,17 @@
 //! multi-select question, free text without options) and an optional
 //! free-text `<id>_other` field beside each question with options.
 //! `accept` → the answers, `decline` → declined, `cancel` → cancelled (as
-//! a cancelled permission). Any other client gets one
+//! a cancelled permission). A client that answers `elicitation/create`
+//! with "method not found" (-32601: the official Python SDK does unless
+//! its unstable flag is on) is asked as one without forms, for that call
+//! and the rest of the connection. Any other client gets one
 //! `session/request_permission` per question, in order: the labels
 //! (`allow_once`) and "Skip" (`reject_once`); a multi-select question is
 //! a single choice there, and a free-text one cannot be asked at all —
 //! the answers say so.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 
 use agent_client_protocol::v1::schema::{
     CreateElicitationRequest, CreateElicitationResponse, ElicitationAction,
@@ -44,18 +48,26 @@ impl AcpSink {
     /// Asks the model's questions: a form when the client has them, else
     /// one permission prompt per question.
     pub(super) async fn ask_questions(&self, ask: Ask, questions: Vec<UserQuestion>) -> Answer {
-        if self.caps.elicitation_form {
-            self.elicit(&ask, &questions).await
-        } else {
-            self.ask_one_by_one(&ask, &questions).await
+        if self.forms() {
+            if let Some(answer) = self.elicit(&ask, &questions).await {
+                return answer;
+            }
         }
+        self.ask_one_by_one(&ask, &questions).await
+    }
+
+    /// Whether the client takes forms: it advertised `elicitation.form`
+    /// and never answered one "method not found".
+    pub(super) fn forms(&self) -> bool {
+        self.caps.elicitation_form && !self.forms_refused.load(Ordering::Relaxed)
     }
 
     /// A plan review, for a client with forms: a question of the same kind
     /// as the model's (the design's plan-review intent) — one choice among
     /// the three answers, and free text that keeps planning and says what
-    /// to change. Declining keeps planning.
-    pub(super) async fn ask_plan(&self, ask: Ask) -> Answer {
+    /// to change. Declining keeps planning. `None` when the client does not
+    /// know forms after all (ask it as a permission).
+    pub(super) async fn ask_plan(&self, ask: &Ask) -> Option<Answer> {
         let question = crate::permission::Question::Plan;
         let offered = question.options();
         let plan = ask
@@ -87,14 +99,14 @@ impl AcpSink {
             multi_select: false,
         };
         let questions = [review];
-        match self.elicit(&ask, &questions).await {
+        Some(match self.elicit(ask, &questions).await? {
             Answer::Questions(answers) => {
                 let Some(answer) = answers.into_iter().find(|a| a.id == PLAN_FIELD) else {
-                    return Answer::Unavailable;
+                    return Some(Answer::Unavailable);
                 };
                 if let Some(change) = answer.custom.filter(|text| !text.trim().is_empty()) {
                     let kept = dsh_protocol::content::head_bytes(&change, FEEDBACK_BYTES);
-                    return Answer::PlanChange(kept.to_owned());
+                    return Some(Answer::PlanChange(kept.to_owned()));
                 }
                 let chosen = answer
                     .selected
@@ -108,13 +120,14 @@ impl AcpSink {
             }
             Answer::Declined => Answer::Plan(dsh_protocol::log::PlanOutcome::KeepPlanning),
             other => other,
-        }
+        })
     }
 
     /// One `elicitation/create`, scoped to the session and the call. Sent
     /// untyped so the form's fields keep the questions' order (the typed
-    /// schema keeps them sorted by id).
-    async fn elicit(&self, ask: &Ask, questions: &[UserQuestion]) -> Answer {
+    /// schema keeps them sorted by id). `None` when the client answers
+    /// that it has no such method: it is never sent another form.
+    async fn elicit(&self, ask: &Ask, questions: &[UserQuestion]) -> Option<Answer> {
         let scope = ElicitationSessionScope::new(self.session_id.clone())
             .tool_call_id(ask.call_id.as_str());
         let request = CreateElicitationRequest::new(
@@ -130,17 +143,22 @@ impl AcpSink {
             Ok(message) => message,
             Err(err) => {
                 tracing::error!(error = ?err, "cannot build the elicitation; unavailable");
-                return Answer::Unavailable;
+                return Some(Answer::Unavailable);
             }
         };
         let response = match self.cx.send_request(message).block_task().await {
             Ok(response) => serde_json::from_value::<CreateElicitationResponse>(response),
+            Err(err) if err.code == agent_client_protocol::ErrorCode::METHOD_NOT_FOUND => {
+                tracing::info!("the client has no elicitation/create after all; asking without forms from now on");
+                self.forms_refused.store(true, Ordering::Relaxed);
+                return None;
+            }
             Err(err) => {
                 tracing::warn!(error = ?err, "elicitation failed; unavailable");
-                return Answer::Unavailable;
+                return Some(Answer::Unavailable);
             }
         };
-        match response.map(|response| response.action) {
+        Some(match response.map(|response| response.action) {
             Ok(ElicitationAction::Accept(accepted)) => Answer::Questions(form_answers(
                 questions,
                 accepted.content.unwrap_or_default(),
@@ -155,7 +173,7 @@ impl AcpSink {
                 tracing::warn!(%err, "the client's elicitation answer is not one; unavailable");
                 Answer::Unavailable
             }
-        }
+        })
     }
 
     /// One `session/request_permission` per question with options; a

@@ -37,6 +37,9 @@ pub(super) struct AcpSink {
     /// session's, on this connection: a background job's end may come
     /// through a later prompt's sink.
     pub(super) live_terminals: LiveTerminals,
+    /// The client answered a form "method not found": the connection's
+    /// questions go as permission prompts ([`AcpSink::forms`]).
+    pub(super) forms_refused: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// See [`AcpSink::live_terminals`].
@@ -343,10 +346,10 @@ impl Frontend for AcpSink {
                 let questions = questions.clone();
                 return self.ask_questions(ask, questions).await;
             }
-            if matches!(ask.question, crate::permission::Question::Plan)
-                && self.caps.elicitation_form
-            {
-                return self.ask_plan(ask).await;
+            if matches!(ask.question, crate::permission::Question::Plan) && self.forms() {
+                if let Some(answer) = self.ask_plan(&ask).await {
+                    return answer;
+                }
             }
             let options = permission_options(&ask.question);
             let question = ask.question;

@@ -56,6 +56,9 @@ pub enum Elicit {
     Cancel,
     /// Leave it open (never answer).
     Hold,
+    /// Answer "method not found" (-32601), as the official Python SDK
+    /// does unless its unstable flag is on.
+    MethodNotFound,
 }
 
 struct Terminal {
@@ -216,6 +219,10 @@ impl ClientSim {
             Elicit::Hold => {
                 self.held.lock().unwrap().push(responder);
                 return Ok(());
+            }
+            Elicit::MethodNotFound => {
+                return responder
+                    .respond_with_error(agent_client_protocol::Error::method_not_found());
             }
         };
         responder.respond(CreateElicitationResponse::new(action))
