@@ -67,12 +67,7 @@ fn read_rust_files() -> Vec<File> {
 const HOMES: &[(&str, &[&str])] = &[
     (
         "agent_client_protocol",
-        &[
-            "acp-server/src/acp/",
-            "acp-server/src/demo.rs",
-            "tests/e2e/",
-            "tests/support/",
-        ],
+        &["acp-server/src/acp/", "tests/e2e/", "tests/support/"],
     ),
     ("async_lsp", &["lsp-bridge/src/"]),
     ("rmcp", &["acp-server/src/mcp/", "fixtures/test-mcp/"]),

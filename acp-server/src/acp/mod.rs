@@ -2,10 +2,11 @@
 //! function per method, translating requests into calls on the [`Agent`]
 //! and answers back; [`sink`] is the core's `Frontend` over ACP;
 //! [`convert`] maps the two vocabularies; [`transport`] is the stdio framing
-//! that survives bad input. `dsh demo`, an ACP *client*, lives apart in
-//! [`crate::demo`].
+//! that survives bad input. [`demo_client`] is `dsh demo`'s ACP *client*
+//! (the editor side), which [`crate::demo`] drives.
 
 pub mod convert;
+pub mod demo_client;
 pub mod error;
 mod handlers;
 mod questions;
