@@ -231,11 +231,21 @@ async fn an_idle_session_is_evicted_and_its_next_prompt_rebuilds_it() {
     let history = world.agent.history(&session).await.unwrap();
     assert_eq!(history.len(), 4, "{history:?}");
 
-    // 0 is never.
+    // 0 is never. Beside it, a world that evicts after a second, whose
+    // session rests later: once that one is evicted, a sweep of the first
+    // (had it one) would have found its session idle for longer.
     let never = World::with_config("[session]\nidle_evict_s = 0\n", &[reply("Only.")]);
     let session = never.session().await;
     assert_eq!(never.prompt(&session, "One", &out).await, "EndTurn");
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let soon = World::with_config("[session]\nidle_evict_s = 1\n", &[reply("Only.")]);
+    let later = soon.session().await;
+    assert_eq!(soon.prompt(&later, "One", &out).await, "EndTurn");
+    let later = soon.agent.session(&later).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !later.history_evicted() {
+        assert!(std::time::Instant::now() < deadline, "never evicted");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     assert!(!never.agent.session(&session).unwrap().history_evicted());
 }
 
@@ -271,10 +281,19 @@ async fn a_session_with_a_running_turn_or_job_keeps_its_history() {
                 .await
         })
     };
-    while !live.is_busy() {
-        tokio::task::yield_now().await;
+    // Mid-reply: its first words were shown, the rest is on its way.
+    let replying = || {
+        out.updates.lock().unwrap().iter().any(|update| {
+            matches!(
+                update,
+                dsh_acp_server::update::AgentUpdate::MessageChunk(..)
+            )
+        })
+    };
+    while !replying() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(live.is_busy());
     assert_eq!(world.agent.evict_idle(Duration::ZERO), 0);
     turn.await.unwrap().unwrap();
     // A background job runs after its turn: never evicted until it ends.

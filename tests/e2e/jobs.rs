@@ -291,7 +291,7 @@ async fn a_stricter_mode_kills_the_jobs_started_in_a_looser_one() {
     env.mock.push_json(call(
         "b2",
         "bash",
-        json!({"command": format!("while true; do echo x >> {}; sleep 0.05; done", grow.display()), "description": "writes outside", "run_in_background": true}),
+        json!({"command": format!("echo $$ > writer.pid; while true; do echo x >> {}; sleep 0.05; done", grow.display()), "description": "writes outside", "run_in_background": true}),
     ));
     env.mock.push_json(reply("started in full-access"));
     let sim = ClientSim::new(false, false);
@@ -300,9 +300,11 @@ async fn a_stricter_mode_kills_the_jobs_started_in_a_looser_one() {
     let session = conn.start(&env.cwd()).await;
     conn.prompt(&session, "start one in ask").await.unwrap();
     let asked = pid_in(&env.cwd().join("ask.pid")).await;
-    // Ask → accept-edits is not stricter: the job runs on.
+    // Ask → accept-edits is not stricter: the job runs on. Which jobs a
+    // mode change stops is decided as the change is recorded, and said
+    // (a notice) before the mode's answer: nothing was said. (Its end,
+    // below, names the later change to read-only.)
     conn.set_mode(&session, "accept-edits").await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
         pid_alive(asked),
         "a job started in ask was killed by accept-edits"
@@ -310,11 +312,17 @@ async fn a_stricter_mode_kills_the_jobs_started_in_a_looser_one() {
     assert!(!env
         .log_events(&session)
         .iter()
-        .any(|e| e["type"] == "job/end"));
+        .any(|e| e["type"] == "job/end"
+            || (e["type"] == "agent/notice"
+                && e["data"]["text"]
+                    .as_str()
+                    .unwrap()
+                    .contains("stopped the background"))));
     conn.set_mode(&session, "full-access").await;
     conn.prompt(&session, "start one in full-access")
         .await
         .unwrap();
+    let writer = pid_in(&env.cwd().join("writer.pid")).await;
     for _ in 0..200 {
         if size_of(&grow) > 0 {
             break;
@@ -328,6 +336,7 @@ async fn a_stricter_mode_kills_the_jobs_started_in_a_looser_one() {
     conn.clear_updates();
     conn.set_mode(&session, "read-only").await;
     let ends = job_ends(&env, &session, 2).await;
+    // Both, the ask job too, by this change.
     for end in &ends {
         assert_eq!(end["data"]["status"], "killed", "{end}");
         assert!(
@@ -339,10 +348,8 @@ async fn a_stricter_mode_kills_the_jobs_started_in_a_looser_one() {
         );
     }
     assert!(!pid_alive(asked), "the ask job outlived read-only");
-    // The file stops growing.
-    let stopped = size_of(&grow);
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    assert_eq!(size_of(&grow), stopped, "the job still writes outside");
+    // The file stops growing: the shell that writes it is gone.
+    assert!(!pid_alive(writer), "the job still writes outside");
     // The user was told, naming both jobs.
     let said = crate::support::chunk_text(&conn.updates(), false);
     assert!(
