@@ -16,6 +16,7 @@ mod faults;
 mod fuzz;
 mod hardening;
 mod hooks;
+mod hooks_hardening;
 mod jobs;
 mod live_output;
 mod load;

@@ -6,12 +6,21 @@
 //!
 //! A project's hooks (`.dsh/hooks.json`) are code from the repository:
 //! they run only once the user allowed that content of the file
-//! ("Run this project's hooks?"), remembered per hash in the log
-//! (`hook/consent`); an allow given outside `read-only` and `plan` does
-//! not cover those modes (they ask again). No answer runs nothing.
+//! ("Run this project's hooks?"). Every answer is bound to the content it
+//! was given for (its SHA-256): "always" is remembered per hash in the log
+//! (`hook/consent`), "this time" holds for that hash until the turn ends.
+//! A turn reads the file once, at its first hook point; the subagents it
+//! starts use that read and never read the file themselves, so a file
+//! rewritten during the turn runs nothing until the next turn asks about
+//! it. A foreground child is part of the turn and shares its one-time
+//! answer; a background child outlives the turn, so it does not: it asks
+//! again (in the parent's editor, like its other permissions). An allow
+//! given outside `read-only` and `plan` does not cover those modes (they
+//! ask again). No answer runs nothing.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
 use dsh_protocol::hook::{HookConsent, HookRun};
 use dsh_protocol::log::{EventData, PermissionOutcome, PermissionRule};
@@ -36,17 +45,29 @@ const STDERR_SUMMARY: usize = 1000;
 /// A turn's hook state.
 #[derive(Default)]
 pub(super) struct TurnHooks {
-    /// The project's hooks file, read at the turn's first hook point.
-    project: tokio::sync::OnceCell<Option<ProjectHooks>>,
-    /// This turn's answer when it was not remembered (once, or none).
-    answered: std::sync::Mutex<Option<Answered>>,
+    /// The project's hooks as this turn read them, and its one-time
+    /// answer about them (shared with its foreground subagents).
+    project: Arc<ProjectRead>,
     /// `Stop` hooks that blocked so far.
     stops: AtomicU32,
 }
 
+/// The project's hooks file as one turn read it, and the turn's one-time
+/// answer about that content.
+#[derive(Default)]
+pub(super) struct ProjectRead {
+    /// The file, read at the turn's first hook point (`None`: none, or
+    /// invalid).
+    file: tokio::sync::OnceCell<Option<ProjectHooks>>,
+    /// The turn's answer when it was not remembered (once, or none).
+    answered: std::sync::Mutex<Option<Answered>>,
+}
+
 /// A turn's one-time answer about the project's hooks.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Answered {
+#[derive(Debug, Clone)]
+struct Answered {
+    /// The SHA-256 of the content it was given for: it holds for no other.
+    hash: String,
     /// Run them.
     allow: bool,
     /// It was given in read-only or plan mode (an allow given in another
@@ -55,18 +76,36 @@ pub(super) struct Answered {
 }
 
 impl TurnHooks {
-    /// A turn's hooks, with the answer about the project's hooks its
-    /// parent turn gave (a subagent's).
-    pub(super) fn answered(answer: Option<Answered>) -> TurnHooks {
+    /// A subagent's turn's hooks: `project` is its parent turn's read
+    /// ([`TurnHooks::for_child`]).
+    pub(super) fn delegated(project: Arc<ProjectRead>) -> TurnHooks {
         TurnHooks {
-            answered: std::sync::Mutex::new(answer),
+            project,
             ..TurnHooks::default()
         }
     }
 
-    /// This turn's answer about the project's hooks, if it gave one.
-    pub(super) fn answer(&self) -> Option<Answered> {
-        *self.answered.lock().unwrap_or_else(|p| p.into_inner())
+    /// What a subagent this turn starts gets of the project's hooks: this
+    /// turn's read of the file (the child never reads it), and — in the
+    /// foreground, which ends within this turn — this turn's one-time
+    /// answer. A background child outlives the turn: no answer, so it asks
+    /// again. A file this turn has not read (no hook point reached, project
+    /// hooks off) is none to the child.
+    pub(super) fn for_child(&self, background: bool) -> Arc<ProjectRead> {
+        if !background {
+            return self.project.clone();
+        }
+        let file = self.project.file.get().cloned().flatten();
+        Arc::new(ProjectRead {
+            file: tokio::sync::OnceCell::new_with(Some(file)),
+            answered: std::sync::Mutex::default(),
+        })
+    }
+}
+
+impl ProjectRead {
+    fn answered(&self) -> std::sync::MutexGuard<'_, Option<Answered>> {
+        self.answered.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -167,6 +206,7 @@ impl Turn<'_> {
         let project = self
             .hooks
             .project
+            .file
             .get_or_init(|| async move {
                 let read =
                     tokio::task::spawn_blocking(move || crate::hooks::read_project(&root, timeout))
@@ -185,7 +225,7 @@ impl Turn<'_> {
     }
 
     /// Whether the project's hooks may run: remembered for this content,
-    /// answered earlier in this turn, or asked now.
+    /// answered for this content earlier in this turn, or asked now.
     async fn consented(&self, project: &ProjectHooks) -> Result<bool, AgentError> {
         let read_only = matches!(self.session.mode(), Mode::ReadOnly | Mode::Plan);
         let remembered = self
@@ -203,12 +243,10 @@ impl Turn<'_> {
                 return Ok(true);
             }
         }
-        let answered = *self
-            .hooks
-            .answered
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let answered = self.hooks.project.answered().clone();
         match answered {
+            // Given for other content: it holds for none of this.
+            Some(answer) if answer.hash != project.hash => {}
             // A refusal holds; an allow given outside read-only and plan
             // does not cover them (the mode changed during the turn).
             Some(answer) if !answer.allow || !read_only || answer.read_only => {
@@ -247,7 +285,7 @@ impl Turn<'_> {
                     "Never run this version of them",
                 ),
             ]),
-            person_only: true,
+            unattended: permission::Unattended::PersonOnly,
         };
         let answer = tokio::select! {
             biased;
@@ -267,11 +305,11 @@ impl Turn<'_> {
                 read_only,
             }))?;
         } else {
-            *self
-                .hooks
-                .answered
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()) = Some(Answered { allow, read_only });
+            *self.hooks.project.answered() = Some(Answered {
+                hash: project.hash.clone(),
+                allow,
+                read_only,
+            });
         }
         Ok(allow)
     }

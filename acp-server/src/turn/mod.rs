@@ -63,8 +63,9 @@ pub(super) struct Delegation {
         Arc<std::sync::Mutex<crate::checkpoint::TurnCapture>>,
         crate::checkpoint::Store,
     )>,
-    /// The parent turn's answer about the project's hooks, if it gave one.
-    hooks_answered: Option<hooks::Answered>,
+    /// The parent turn's read of the project's hooks (the child never
+    /// reads the file) and, in the foreground, its one-time answer.
+    project_hooks: Arc<hooks::ProjectRead>,
 }
 
 /// Paths tools of the running step worked on.
@@ -118,11 +119,11 @@ async fn run_turn(
         .as_ref()
         .and_then(|delegated| delegated.checkpoint.as_ref())
         .map_or_else(Arc::default, |(capture, _)| capture.clone());
-    let hooks = hooks::TurnHooks::answered(
-        delegated
-            .as_ref()
-            .and_then(|delegated| delegated.hooks_answered),
-    );
+    let hooks = delegated
+        .as_ref()
+        .map_or_else(hooks::TurnHooks::default, |delegated| {
+            hooks::TurnHooks::delegated(delegated.project_hooks.clone())
+        });
     let parse = delegated.is_none();
     let turn = Turn {
         session,

@@ -64,7 +64,7 @@ impl Turn<'_> {
         // Its changes are this turn's: `/undo` of this turn undoes them.
         let delegation = Delegation {
             checkpoint: Some((self.capture.clone(), self.checkpoint_store())),
-            hooks_answered: self.hooks.answer(),
+            project_hooks: self.hooks.for_child(false),
         };
         let relay = Relay::new(
             self.frontend,
@@ -118,7 +118,9 @@ impl Turn<'_> {
             args.prompt.clone(),
             call.id.clone(),
         );
-        let hooks_answered = self.hooks.answer();
+        // The hooks this turn read, without its one-time answer (the
+        // child outlives the turn).
+        let project_hooks = self.hooks.for_child(true);
         let started = self.session.jobs.start_task(
             spec,
             move |job| {
@@ -144,7 +146,7 @@ impl Turn<'_> {
                     );
                     let delegation = Delegation {
                         checkpoint: None,
-                        hooks_answered,
+                        project_hooks,
                     };
                     let ran =
                         run_child(&child, provider, &prompt, &relay, &cancel, delegation).await;
@@ -616,11 +618,11 @@ impl Frontend for Relay<'_> {
                 ));
             }
             // What the user allows or refuses for good in a child's
-            // prompt holds for the parent too.
-            EventData::PermissionRule(rule) => {
-                let data = EventData::PermissionRule(rule.clone());
-                if let Err(error) = self.session.record(data, self.parent) {
-                    tracing::warn!(%error, "a subagent's permission rule was not given to its parent");
+            // prompt holds for the parent too: a rule, or an answer about
+            // the project's hooks (for that content).
+            EventData::PermissionRule(_) | EventData::HookConsent(_) => {
+                if let Err(error) = self.session.record(event.data.clone(), self.parent) {
+                    tracing::warn!(%error, "a subagent's lasting answer was not given to its parent");
                 }
             }
             _ => {}
