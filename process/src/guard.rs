@@ -27,6 +27,12 @@ use nix::unistd::Pid;
 /// The hidden subcommand that runs the guard.
 pub const ARG: &str = "__guard";
 
+/// The guard's option (after the sandbox's, before `--`) for a command
+/// run without a sandbox that must still not signal the guard: it enters
+/// a Landlock domain of its own with the signal scope alone (see
+/// [`crate::Spawner::contained`]).
+pub const CONTAIN: &str = "--contain";
+
 /// Runs the guard with the arguments after [`ARG`]; returns the exit code
 /// for the process (a command killed by a signal is re-raised instead).
 pub fn main(mut args: Vec<OsString>) -> i32 {
@@ -37,6 +43,10 @@ pub fn main(mut args: Vec<OsString>) -> i32 {
             return 2;
         }
     };
+    let contain = args.first().is_some_and(|arg| arg == CONTAIN);
+    if contain {
+        args.remove(0);
+    }
     let mut args = args.into_iter().peekable();
     if args.peek().is_some_and(|arg| arg == "--") {
         args.next();
@@ -72,6 +82,12 @@ pub fn main(mut args: Vec<OsString>) -> i32 {
     };
     let sandboxed = prepared.is_some();
     let confinement = sandboxed.then(crate::confine::Confinement::new);
+    // A contained command without a sandbox: the signal scope alone keeps
+    // it from killing this guard (a sandbox has it already). Where the
+    // kernel has none, it runs as a plain guarded command.
+    let mut scope = (contain && !sandboxed)
+        .then(crate::sandbox::signal_scope)
+        .flatten();
     // After the sandbox: a new user namespace starts with every capability.
     #[cfg(target_os = "linux")]
     crate::child::drop_inspection_capabilities();
@@ -116,7 +132,7 @@ pub fn main(mut args: Vec<OsString>) -> i32 {
                         nix::unistd::setsid().map_err(std::io::Error::from)?;
                     }
                 }
-                if let Some(prepared) = prepared.as_mut() {
+                if let Some(prepared) = prepared.as_mut().or(scope.as_mut()) {
                     prepared.restrict()?;
                 }
                 Ok(())

@@ -16,7 +16,11 @@
 //! Shell commands also run under the [`guard`]: a small process (dsh's own
 //! binary, `dsh __guard`) that is a child subreaper, so whatever a command
 //! leaves behind — background jobs, even `setsid` daemons — is killed when
-//! the command ends or is stopped.
+//! the command ends or is stopped. A command cannot kill its guard to
+//! escape the sweep: a sandboxed one is kept from signalling it by its
+//! sandbox, and what runs with the user's rights by their choice (hooks,
+//! MCP servers) by a Landlock signal scope of its own
+//! ([`Spawner::contained`]).
 //!
 //! This crate knows nothing of sessions, tools or protocols.
 #![warn(missing_docs)]
@@ -328,32 +332,61 @@ impl Spawner {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        match &self.guard {
-            Some(guard) => {
-                let mut command = tokio::process::Command::new(guard);
-                command
-                    .env_clear()
-                    .envs(self.env.scrubbed())
-                    .stdin(std::process::Stdio::null())
-                    .process_group(0)
-                    .kill_on_drop(true)
-                    .arg(guard::ARG)
-                    .args(sandbox.map(sandbox::Sandbox::to_args).unwrap_or_default())
-                    .arg("--")
-                    .arg(program)
-                    .args(args);
-                child::harden(&mut command, nix::sys::signal::Signal::SIGTERM);
-                Ok(command)
-            }
-            None if sandbox.is_some() => {
-                Err("commands cannot be sandboxed without the command guard".to_owned())
-            }
-            None => {
-                let mut command = self.command(program);
-                command.args(args);
-                Ok(command)
-            }
+        if sandbox.is_some() && self.guard.is_none() {
+            return Err("commands cannot be sandboxed without the command guard".to_owned());
         }
+        let guard_args = sandbox.map(sandbox::Sandbox::to_args).unwrap_or_default();
+        Ok(self.under_guard(program, args, guard_args))
+    }
+
+    /// A command that runs `program args…` under the guard with the
+    /// user's rights (no sandbox) but unable to signal anything outside
+    /// itself — above all its guard, which it could otherwise kill
+    /// (`kill -9 $PPID`) so that what it started outlives it: it enters a
+    /// Landlock domain of its own with the signal scope alone (Linux 6.12+;
+    /// on older kernels it is a plain [`Spawner::guarded`] command), which
+    /// also sets `no_new_privs` (setuid programs such as `sudo` gain
+    /// nothing in it). For programs that run outside the sandbox by the
+    /// user's choice: hooks, MCP servers. Stop it with [`stop_guarded`].
+    pub fn contained<I, S>(&self, program: &str, args: I) -> tokio::process::Command
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.under_guard(program, args, vec![guard::CONTAIN.into()])
+    }
+
+    /// `program args…` under the guard, given `guard_args` before `--`
+    /// (or alone, in its process group, without a guard).
+    fn under_guard<I, S>(
+        &self,
+        program: &str,
+        args: I,
+        guard_args: Vec<std::ffi::OsString>,
+    ) -> tokio::process::Command
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let Some(guard) = &self.guard else {
+            let mut command = self.command(program);
+            command.args(args);
+            return command;
+        };
+        let mut command = tokio::process::Command::new(guard);
+        command
+            .env_clear()
+            .envs(self.env.scrubbed())
+            .stdin(std::process::Stdio::null())
+            .process_group(0)
+            .kill_on_drop(true)
+            .arg(guard::ARG)
+            .args(guard_args)
+            .arg("--")
+            .arg(program)
+            .args(args);
+        child::harden(&mut command, nix::sys::signal::Signal::SIGTERM);
+        command
     }
 }
 

@@ -253,6 +253,24 @@ impl Sandbox {
     }
 }
 
+/// The Landlock domain of a command that keeps the user's rights but must
+/// not signal — or kill — the guard above it (a hook, an MCP server):
+/// Landlock's signal scope alone (ABI 6+), no rule on files or the
+/// network. Built in the guard, entered by the command after the fork
+/// ([`Prepared::restrict`]); `None` where the kernel has no signal scope.
+pub(crate) fn signal_scope() -> Option<Prepared> {
+    let ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .scope(Scope::Signal)
+        .ok()?
+        .create()
+        .ok()?;
+    Some(Prepared {
+        ruleset: Some(ruleset),
+        mounts: false,
+    })
+}
+
 /// A sandbox ready to be entered by the command, after the fork.
 pub struct Prepared {
     ruleset: Option<landlock::RulesetCreated>,

@@ -1,7 +1,8 @@
 //! Hooks under attack (issue 37): a one-time consent to a project's hooks
 //! file is bound to the content it was given for and to its turn — a file
 //! the model rewrites during the turn runs nothing in a subagent, in the
-//! foreground or the background, until a new question.
+//! foreground or the background, until a new question — and a hook that
+//! kills its guard leaves nothing running.
 
 use std::time::{Duration, Instant};
 
@@ -177,5 +178,76 @@ async fn issue37_item1_a_background_subagent_never_runs_a_hooks_file_rewritten_a
     assert_eq!(short_hash(&asked[0]), short_hash(&asked[1]), "{asked:?}");
     // v1 after r1, w1 and d1 in the parent; none in the child.
     assert_eq!(lines, ["v1"; 3], "{lines:?}");
+    conn.finish().await;
+}
+
+/// Live processes whose command line holds `marker`, anywhere.
+fn holding(marker: &str) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        if String::from_utf8_lossy(&cmdline).contains(marker) && procs::pid_alive(pid) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// Item 3: a hook that starts `setsid sleep` in the background and then
+/// kills its guard (`kill -9 $PPID`) cannot: the guard sweeps the sleep
+/// when the hook ends.
+#[tokio::test]
+async fn issue37_item3_a_hook_that_kills_its_guard_leaves_nothing_running() {
+    let env = TestEnv::with_config("[hooks]\nconfig = \"hooks.json\"").await;
+    let home = env.home.path().display().to_string();
+    // A sleep no other process holds: its duration is the marker.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    let marker = format!("999.{}{nanos:09}", std::process::id());
+    let hook = format!("setsid sleep {marker} & kill -9 $PPID; echo kill=$? > '{home}/killed'");
+    std::fs::write(
+        env.home.path().join("hooks.json"),
+        json!({"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": hook}]}]}})
+            .to_string(),
+    )
+    .unwrap();
+    env.mock.push_json(reply("Hello."));
+    let conn = env.connect_with(ClientSim::new(false, false)).await;
+    let session = conn.start(&env.cwd()).await;
+    conn.prompt(&session, "hello").await.unwrap();
+    let runs: Vec<Value> = env
+        .log_events(&session)
+        .into_iter()
+        .filter(|e| e["type"] == "hook/result")
+        .collect();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    // The hook has ended: within a bounded wait, its sleep is gone.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = holding(&marker);
+        if left.is_empty() {
+            break;
+        }
+        if Instant::now() >= deadline {
+            for pid in &left {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(*pid as i32),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+            panic!("the hook's sleep outlived it: {left:?}; {runs:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The guard was out of the hook's reach.
+    let killed = std::fs::read_to_string(env.home.path().join("killed")).unwrap_or_default();
+    assert_eq!(killed.trim(), "kill=1", "{runs:?}");
     conn.finish().await;
 }

@@ -1,8 +1,10 @@
 //! Runs one hook: `sh -c COMMAND` under the command guard (its own
 //! process group, a scrubbed environment, everything it leaves behind
-//! killed), the event's JSON on stdin, `CLAUDE_PROJECT_DIR` and
-//! `DSH_PROJECT_DIR` set, in the project root, within its timeout. Its
-//! output is read bounded.
+//! killed — `setsid` daemons too), contained so that it cannot kill the
+//! guard to escape that ([`dsh_process::Spawner::contained`]: the user's
+//! rights, but no signal to anything outside the hook), the event's JSON
+//! on stdin, `CLAUDE_PROJECT_DIR` and `DSH_PROJECT_DIR` set, in the project
+//! root, within its timeout. Its output is read bounded.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -80,13 +82,9 @@ pub async fn run(call: Invocation<'_>) -> Report {
 }
 
 async fn run_inner(call: &Invocation<'_>) -> Report {
-    let mut command = match call
+    let mut command = call
         .spawner
-        .guarded("sh", ["-c", call.hook.command.as_str()], None)
-    {
-        Ok(command) => command,
-        Err(err) => return failure(err),
-    };
+        .contained("sh", ["-c", call.hook.command.as_str()]);
     command
         .current_dir(call.project)
         .env("CLAUDE_PROJECT_DIR", call.project)
