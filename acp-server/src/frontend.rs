@@ -59,26 +59,28 @@ pub struct Ask {
     pub content: Vec<ToolContent>,
     /// What is asked, with its options.
     pub question: crate::permission::Question,
-    /// Only a person may allow it (a repository's own code, such as its
-    /// hooks): answers that stand for no one (`dsh run --approve`, an SDK
-    /// session's approvals) reject it.
-    pub person_only: bool,
+    /// Which answers that stand for no one (`dsh run --approve`, an SDK
+    /// session's approvals) may allow it: only a person may allow a
+    /// repository's own code (its hooks); `sandboxed` approvals do not
+    /// allow a command that names a protected path. The others reject it.
+    pub unattended: crate::permission::Unattended,
 }
 
 impl Ask {
     /// The answer `approvals` give without asking anyone; `None`: a
     /// person (the client) answers.
     pub fn standing_answer(&self, approvals: crate::permission::Approvals) -> Option<Answer> {
-        use crate::permission::Approvals;
-        match approvals {
-            Approvals::Client => None,
-            _ if self.person_only => Some(Answer::Permission(
-                dsh_protocol::log::PermissionOutcome::RejectOnce,
-            )),
-            Approvals::Sandboxed if self.sandboxed_allows() => Some(Answer::Permission(
-                dsh_protocol::log::PermissionOutcome::AllowOnce,
-            )),
-            approvals => self.question.standing_answer(approvals),
+        use crate::permission::{Approvals, Unattended};
+        use dsh_protocol::log::PermissionOutcome;
+        match (approvals, self.unattended) {
+            (Approvals::Client, _) => None,
+            (_, Unattended::PersonOnly) | (Approvals::Sandboxed, Unattended::FullAccessOnly) => {
+                Some(Answer::Permission(PermissionOutcome::RejectOnce))
+            }
+            (Approvals::Sandboxed, _) if self.sandboxed_allows() => {
+                Some(Answer::Permission(PermissionOutcome::AllowOnce))
+            }
+            (approvals, _) => self.question.standing_answer(approvals),
         }
     }
 

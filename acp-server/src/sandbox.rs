@@ -9,8 +9,10 @@
 //! | full-access          | everything             | everything                      | yes          |
 //!
 //! Hidden paths are secret locations (`~/.ssh`, `~/.aws`, …, and
-//! `$DSH_HOME`), extended by `[sandbox] hidden`. "Allow once, with network"
-//! lifts the network rule for one command.
+//! `$DSH_HOME`), extended by `[sandbox] hidden`. Where the roots are
+//! writable, the protected paths at each root (`.git/hooks`, `.dsh`,
+//! `AGENTS.md`, …: the policy's table) stay read-only. "Allow once, with
+//! network" lifts the network rule for one command.
 
 use std::path::{Path, PathBuf};
 
@@ -166,33 +168,34 @@ impl SandboxSettings {
     }
 }
 
-/// The sandbox for one command, or `None` when it runs without one
-/// (full-access, or no kernel support). `hidden` is the configuration's
-/// list ([`SandboxSettings::hidden_paths`], computed once at load).
-pub fn for_command(
-    mode: Mode,
-    guard: Guard,
-    settings: &SandboxSettings,
-    roots: &[PathBuf],
-    tmp: &Path,
-    hidden: &[PathBuf],
-    with_network: bool,
-) -> Option<Sandbox> {
-    let Guard::Kernel { network } = guard else {
+/// The sandbox for one command in `scope`, or `None` when it runs
+/// without one (full-access, or no kernel support). Where the roots are
+/// writable (`ask`, `accept-edits`), the protected paths below each root
+/// are held read-only (`Scope::read_only`: the guard covers those that
+/// exist when the command starts).
+pub fn for_command(scope: &Scope<'_>, tmp: &Path, with_network: bool) -> Option<Sandbox> {
+    let Guard::Kernel { network } = scope.guard else {
         return None;
     };
-    if mode == Mode::FullAccess {
+    if scope.mode == Mode::FullAccess {
         return None;
     }
-    let hidden = hidden.to_vec();
     let mut writable = vec![tmp.to_path_buf()];
-    if matches!(mode, Mode::Ask | Mode::AcceptEdits) {
-        writable.extend(roots.iter().cloned());
-        writable.extend(settings.writable.iter().map(|path| expand_home(path)));
+    let mut read_only = Vec::new();
+    if matches!(scope.mode, Mode::Ask | Mode::AcceptEdits) {
+        writable.extend(scope.roots.iter().cloned());
+        writable.extend(scope.settings.writable.iter().map(|path| expand_home(path)));
+        read_only.extend(
+            scope
+                .roots
+                .iter()
+                .flat_map(|root| scope.read_only.iter().map(move |name| root.join(name))),
+        );
     }
     Some(Sandbox {
         writable,
-        hidden,
+        hidden: scope.hidden.to_vec(),
+        read_only,
         network: network || with_network,
     })
 }
@@ -340,6 +343,10 @@ pub struct Scope<'a> {
     pub guard: Guard,
     /// Paths no command may see.
     pub hidden: &'a [PathBuf],
+    /// Paths below each root that commands may not change where the
+    /// roots are writable (relative: the protected paths' names,
+    /// `permission::Protected::in_sandbox`).
+    pub read_only: &'a [PathBuf],
     /// The session's id (its private temporary directory is named for it).
     pub session: &'a str,
     /// The session's canonical roots.
@@ -351,20 +358,12 @@ pub struct Scope<'a> {
 /// How a command runs in `scope` (`with_network`: the user allowed this
 /// one the network).
 pub fn command_run(scope: Scope<'_>, with_network: bool) -> CommandRun {
-    let Scope {
-        settings,
-        guard,
-        hidden,
-        session,
-        roots,
-        mode,
-    } = scope;
-    let mut run = CommandRun::unsandboxed(mode);
-    run.session = session.to_owned();
-    if !matches!(guard, Guard::Kernel { .. }) || mode == Mode::FullAccess {
+    let mut run = CommandRun::unsandboxed(scope.mode);
+    run.session = scope.session.to_owned();
+    if !matches!(scope.guard, Guard::Kernel { .. }) || scope.mode == Mode::FullAccess {
         return run;
     }
-    let tmp = match private_tmp(session) {
+    let tmp = match private_tmp(scope.session) {
         Ok(tmp) => tmp,
         Err(err) => {
             run.refused = Some(format!(
@@ -373,9 +372,9 @@ pub fn command_run(scope: Scope<'_>, with_network: bool) -> CommandRun {
             return run;
         }
     };
-    run.sandbox = for_command(mode, guard, settings, roots, &tmp, hidden, with_network);
+    run.sandbox = for_command(&scope, &tmp, with_network);
     run.tmp = Some(tmp);
-    run.local_only = settings.prefer_local;
+    run.local_only = scope.settings.prefer_local;
     run
 }
 

@@ -34,6 +34,7 @@ pub async fn rows(bench: &Bench) {
             .map(|path| std::path::Path::new(&home).join(path))
             .chain([bench.home.clone()])
             .collect(),
+        read_only: Vec::new(),
         network: false,
     };
     let direct = time(

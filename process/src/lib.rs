@@ -285,9 +285,8 @@ impl Spawner {
             return false;
         };
         let sandbox = sandbox::Sandbox {
-            writable: Vec::new(),
-            hidden: Vec::new(),
             network: false,
+            ..sandbox::Sandbox::default()
         };
         let Ok(mut command) = self.guarded(
             "/bin/sh",

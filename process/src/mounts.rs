@@ -13,7 +13,13 @@
 //!    the command sees no other program's shared memory and none of the
 //!    user's terminals (it can still open new ptys through `/dev/ptmx`);
 //! 5. hidden paths are bound read-only onto themselves, also inside
-//!    writable roots (Landlock keeps them unreadable).
+//!    writable roots (Landlock keeps them unreadable);
+//! 6. the read-only paths (a workspace root's protected paths: `.git/hooks`,
+//!    `.git/config`, `.dsh`, `AGENTS.md`, …) that exist now are bound
+//!    read-only onto themselves: the command can read and run them but not
+//!    write them, create entries in them, or rename or delete them (a mount
+//!    point is busy). A link is followed to what it names when that lies
+//!    inside a writable path (and is not one of them, nor holds one).
 //!
 //! The command then holds no `CAP_SYS_ADMIN` (`confine` drops it from the
 //! bounding set), so it cannot undo any of this.
@@ -26,11 +32,13 @@ use nix::sys::statvfs::{statvfs, FsFlags};
 const NONE: Option<&str> = None;
 
 /// Sets the namespace up; the guard has entered a new user and mount
-/// namespace. `writable` are the paths the command may change.
+/// namespace. `writable` are the paths the command may change, `hidden`
+/// those it may not read, `held` those beneath `writable` it may not
+/// change (where they exist).
 ///
 /// # Errors
 /// A step that the sandbox depends on failed (then nothing runs).
-pub fn confine(writable: &[PathBuf], hidden: &[PathBuf]) -> Result<(), String> {
+pub fn confine(writable: &[PathBuf], hidden: &[PathBuf], held: &[PathBuf]) -> Result<(), String> {
     let fail = |what: &str, path: &Path, err: nix::Error| {
         format!("mount namespace: {what} {}: {err}", path.display())
     };
@@ -89,9 +97,34 @@ pub fn confine(writable: &[PathBuf], hidden: &[PathBuf]) -> Result<(), String> {
         bind_in_place(&path).map_err(|err| fail("cover", &path, err))?;
         read_only(&path).map_err(|err| fail("cover", &path, err))?;
     }
+    let held = hold(&writable, held).map_err(|(path, err)| fail("hold", &path, err));
     // The working directory was resolved before the binds: enter it again,
     // on the writable mount now in its place.
     std::env::set_current_dir(&here).map_err(|err| err.to_string())?;
+    held
+}
+
+/// Step 6: binds each of `paths` that exists (and lies inside a writable
+/// path) read-only onto itself. One gone meanwhile is skipped.
+fn hold(writable: &[PathBuf], paths: &[PathBuf]) -> Result<(), (PathBuf, nix::Error)> {
+    let mut held: Vec<PathBuf> = Vec::new();
+    for path in paths {
+        let Ok(path) = path.canonicalize() else {
+            continue;
+        };
+        let inside = writable
+            .iter()
+            .any(|root| path.starts_with(root) && path != *root);
+        let holds_one = writable.iter().any(|root| root.starts_with(&path));
+        if !inside || holds_one || held.contains(&path) {
+            continue;
+        }
+        match bind_in_place(&path).and_then(|()| read_only(&path)) {
+            Ok(()) => held.push(path),
+            Err(nix::Error::ENOENT) => {}
+            Err(err) => return Err((path, err)),
+        }
+    }
     Ok(())
 }
 

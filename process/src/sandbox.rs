@@ -8,10 +8,12 @@
 //!
 //! - **Files: Landlock.** Everything is readable and executable except the
 //!   hidden paths; only the writable paths (and a few devices such as
-//!   `/dev/null`) can be written. Landlock only grants, so "all but
-//!   `~/.ssh`" is built from the siblings of each hidden path and of its
-//!   ancestors; an entry created after the command starts in one of those
-//!   ancestors (a new file directly in `$HOME`) is not readable by it.
+//!   `/dev/null`) can be written — and of those, not the read-only paths
+//!   beneath them, which the mount namespace ([`crate::mounts`]) holds.
+//!   Landlock only grants, so "all but `~/.ssh`" is built from the
+//!   siblings of each hidden path and of its ancestors; an entry created
+//!   after the command starts in one of those ancestors (a new file
+//!   directly in `$HOME`) is not readable by it.
 //! - **Network: a network namespace,** a new empty one (only a loopback
 //!   that reaches itself), entered through an unprivileged user namespace
 //!   that maps the caller's own uid and gid. That stops TCP, UDP (DNS) and
@@ -40,6 +42,12 @@ pub struct Sandbox {
     pub writable: Vec<PathBuf>,
     /// Paths it may not read or write, even beneath a writable path.
     pub hidden: Vec<PathBuf>,
+    /// Paths beneath a writable path it may read but not change, where
+    /// they exist when it starts (each bound read-only onto itself: no
+    /// write, no new entry inside, no rename or delete); a link is
+    /// followed to what it names inside a writable path. Held by the
+    /// mount namespace: where there is none, they stay writable.
+    pub read_only: Vec<PathBuf>,
     /// Whether it may use the network.
     pub network: bool,
 }
@@ -123,6 +131,10 @@ impl Sandbox {
             args.push(OsString::from("--hide"));
             args.push(path.as_os_str().to_owned());
         }
+        for path in &self.read_only {
+            args.push(OsString::from("--read-only"));
+            args.push(path.as_os_str().to_owned());
+        }
         if !self.network {
             args.push(OsString::from("--no-network"));
         }
@@ -154,6 +166,9 @@ impl Sandbox {
             } else if flag == OsStr::new("--hide") {
                 sandbox.hidden.push(value(at)?);
                 at += 2;
+            } else if flag == OsStr::new("--read-only") {
+                sandbox.read_only.push(value(at)?);
+                at += 2;
             } else if flag == OsStr::new("--no-network") {
                 sandbox.network = false;
                 at += 1;
@@ -182,7 +197,7 @@ impl Sandbox {
         let mut mounts = false;
         let in_own_network = match enter_namespaces(true, !self.network) {
             Ok(()) => {
-                match crate::mounts::confine(&self.writable, &self.hidden) {
+                match crate::mounts::confine(&self.writable, &self.hidden, &self.read_only) {
                     Ok(()) => mounts = true,
                     Err(err) => eprintln!(
                         "dsh: {err}; metadata outside the writable paths is not protected"
@@ -353,6 +368,7 @@ mod tests {
         let sandbox = Sandbox {
             writable: vec!["/w 1".into(), "/tmp/x".into()],
             hidden: vec!["/home/u/.ssh".into()],
+            read_only: vec!["/w 1/.git/hooks".into(), "/w 1/AGENTS.md".into()],
             network: false,
         };
         let mut args = sandbox.to_args();

@@ -357,6 +357,26 @@ impl Answer {
     }
 }
 
+/// Which standing answers — those of no person: `dsh run --approve`, an
+/// SDK session's approvals — may allow a call. One fact of the call, set
+/// where it is asked ([`super::Choices::unattended`] for a tool call) and
+/// read by the front end's standing answer (`frontend::Ask`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Unattended {
+    /// Those whose approvals cover it (`sandboxed`: a command, a read or
+    /// a search; `all`: anything).
+    #[default]
+    Covered,
+    /// Only `all` (full access): a command that names a protected path.
+    /// `sandboxed` stands for the kernel sandbox, which holds only the
+    /// protected paths that exist at a root when a command starts (not a
+    /// `.dsh/` it makes, nor one deeper in the tree).
+    FullAccessOnly,
+    /// None: only a person may allow it (a repository's own code, such
+    /// as its hooks).
+    PersonOnly,
+}
+
 /// Who answers a session's permission asks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Approvals {
@@ -371,8 +391,8 @@ pub enum Approvals {
     /// run in that mode's kernel sandbox (writes only in the roots and the
     /// private temp dir, no network unless `[sandbox] network`); reads and
     /// searches outside the roots too (what such a command may read); what
-    /// else would ask (edits outside the roots, protected paths, fetches)
-    /// is rejected. `dsh run` answers so (the SDK does not take it).
+    /// else would ask (edits outside the roots, protected paths — a
+    /// command that names one too —, fetches) is rejected. `dsh run` answers so (the SDK does not take it).
     Sandboxed,
     /// A client answers (the SDK's `session/respond`).
     Client,
@@ -429,6 +449,7 @@ mod tests {
             with_network: false,
             once: true,
             remember: Remember::Scope("cargo test".to_owned()),
+            unattended: Unattended::Covered,
         };
         assert_eq!(
             ids(&scoped),
@@ -439,6 +460,7 @@ mod tests {
             with_network: false,
             once: true,
             remember: Remember::Never,
+            unattended: Unattended::Covered,
         };
         assert_eq!(ids(&never), ["allow_once", "reject_once"]);
         assert_eq!(answer(&never.options(), "allow_always"), None);
@@ -450,6 +472,7 @@ mod tests {
             with_network: false,
             once: false,
             remember: Remember::Scope("/w/bin/ls".to_owned()),
+            unattended: Unattended::Covered,
         };
         assert_eq!(
             ids(&launch),
@@ -475,6 +498,7 @@ mod tests {
                 with_network: false,
                 once: true,
                 remember: Remember::Never,
+                unattended: Unattended::Covered,
             }
             .options(),
         );

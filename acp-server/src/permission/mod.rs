@@ -36,7 +36,7 @@ pub mod protected;
 pub mod rules;
 pub mod shell;
 
-pub use answers::{answer, Answer, AnswerOption, Approvals, Hint, Offered, Question};
+pub use answers::{answer, Answer, AnswerOption, Approvals, Hint, Offered, Question, Unattended};
 pub use protected::Protected;
 
 use std::path::{Path, PathBuf};
@@ -138,10 +138,14 @@ pub struct Choices {
     pub with_network: bool,
     /// What "always" would remember.
     pub remember: Remember,
+    /// Which standing answers may allow it: not `sandboxed` approvals for
+    /// a command that names a protected path.
+    pub unattended: Unattended,
 }
 
 /// The answers to offer when asking about `access`.
 pub fn choices(access: &Access, ctx: &Context<'_>) -> Choices {
+    let names_protected = names_protected(access, ctx).is_some();
     let remember = match access {
         Access::None => Remember::Never,
         Access::External => Remember::Tool,
@@ -155,7 +159,7 @@ pub fn choices(access: &Access, ctx: &Context<'_>) -> Choices {
             }
             _ => Remember::Never,
         },
-        Access::Execute { .. } if names_protected(access, ctx).is_some() => Remember::Never,
+        Access::Execute { .. } if names_protected => Remember::Never,
         Access::Execute { command, .. } => shell::analyze(command)
             .plain
             .and_then(|words| rules::scope(&words))
@@ -169,19 +173,42 @@ pub fn choices(access: &Access, ctx: &Context<'_>) -> Choices {
         with_network: matches!(access, Access::Execute { .. })
             && ctx.commands == crate::sandbox::Guard::Kernel { network: false },
         remember,
+        unattended: if names_protected {
+            Unattended::FullAccessOnly
+        } else {
+            Unattended::Covered
+        },
     }
 }
 
 /// The protected path a command line names (why it is protected), if
-/// any: a word of a plain line (or an option's `=value`) that, taken as a
-/// path from the command's directory, is one. Only a plain line can match
-/// an allow rule or be offered "always"; any other line is asked about
-/// anyway.
+/// any. A line a rule could match (a plain command whose program runs no
+/// code from its arguments) names one by a word (or an option's
+/// `=value`) that, taken as a path from the command's directory, is one:
+/// `cp x .dsh/hooks.json`, not `git commit -m "update AGENTS.md"`. Any
+/// other line — a list, a pipeline, redirections, `sh -c '…'`, an
+/// interpreter's code — is searched as text: each piece between blanks,
+/// quotes and shell punctuation is taken as such a path (`mkdir .dsh &&
+/// cp x .dsh/hooks.json`, `sh -c 'echo x > AGENTS.md'`). Those lines are
+/// never remembered anyway; for them this is the reason shown, and what
+/// keeps `sandboxed` approvals from allowing them
+/// ([`Unattended::FullAccessOnly`]). A name made at run time (`$(printf
+/// …)`) is not seen.
 fn names_protected(access: &Access, ctx: &Context<'_>) -> Option<String> {
     let Access::Execute { command, workdir } = access else {
         return None;
     };
-    let words = shell::analyze(command).plain?;
+    let named = |word: &str| {
+        (!word.is_empty())
+            .then(|| ctx.protected.reason(&lexical(&workdir.join(word))))
+            .flatten()
+    };
+    let plain = shell::analyze(command).plain;
+    let Some(words) = plain.filter(|words| rules::scope(words).is_some()) else {
+        return command
+            .split(|c: char| c.is_whitespace() || "'\"`;&|<>(){}$=,".contains(c))
+            .find_map(named);
+    };
     words
         .iter()
         .flat_map(|word| {
@@ -191,8 +218,7 @@ fn names_protected(access: &Access, ctx: &Context<'_>) -> Option<String> {
                 .flatten();
             std::iter::once(word.as_str()).chain(value)
         })
-        .filter(|word| !word.is_empty())
-        .find_map(|word| ctx.protected.reason(&lexical(&workdir.join(word))))
+        .find_map(named)
 }
 
 /// `path` with `.` and `..` taken away by their names (no link is

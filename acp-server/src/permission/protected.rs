@@ -6,6 +6,10 @@
 //! commands or configuration, so that the next session is steered by
 //! them. Plus dsh's own home and the secret locations.
 //!
+//! The same table says what the command sandbox holds read-only at each
+//! workspace root ([`Protected::in_sandbox`]): a command that writes one
+//! of these without naming it (a build step, `tar x`) cannot change it.
+//!
 //! The readers of those files name their paths themselves
 //! (`context::files::Roots::places`, `hooks::PROJECT_FILE`, the
 //! instruction settings); the tests beside this table check that every
@@ -38,6 +42,51 @@ pub struct Entry {
     pub why: Why,
     /// What reads them (the docs' table says the same).
     pub reader: &'static str,
+    /// What of it a sandboxed command may not change at a workspace root.
+    pub sandbox: InSandbox,
+}
+
+/// What the command sandbox holds read-only of a row, at each workspace
+/// root where it exists when a command starts (bound read-only onto
+/// itself: no write, no new entry inside, no rename or delete).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InSandbox {
+    /// The paths its patterns name: `<root>/name` for each `**/name` and
+    /// `**/name/**` with no wildcard in `name`.
+    Named,
+    /// Only these paths below a root: the rest of the row is what the
+    /// programs' ordinary work writes (git's index, objects and refs).
+    Only(&'static [&'static str]),
+}
+
+impl Entry {
+    /// The paths below a workspace root that the sandbox holds read-only
+    /// ([`InSandbox`]).
+    pub fn in_sandbox(&self) -> Vec<&'static str> {
+        match self.sandbox {
+            InSandbox::Only(paths) => paths.to_vec(),
+            InSandbox::Named => {
+                let mut names: Vec<&str> = self
+                    .patterns
+                    .iter()
+                    .filter_map(|pattern| root_name(pattern))
+                    .collect();
+                names.dedup();
+                names
+            }
+        }
+    }
+}
+
+/// The path below a root that `pattern` names there (`**/name` or
+/// `**/name/**`, no wildcard in `name`); `None` for any other pattern.
+fn root_name(pattern: &str) -> Option<&str> {
+    let name = pattern.strip_prefix("**/")?;
+    let name = name.strip_suffix("/**").unwrap_or(name);
+    let literal = !name.is_empty()
+        && !name.contains(['*', '?', '[', ']', '{', '}', '\\'])
+        && name.split('/').all(|part| !matches!(part, "" | "." | ".."));
+    literal.then_some(name)
 }
 
 /// The protected project paths.
@@ -46,11 +95,15 @@ pub const PROJECT: &[Entry] = &[
         patterns: &["**/.git", "**/.git/**"],
         why: Why::RunsCode,
         reader: "git: hooks, `core.fsmonitor`, aliases, filters",
+        // Commands keep writing the index, objects and refs (`git add`,
+        // `git commit`); what makes git run code is its hooks and config.
+        sandbox: InSandbox::Only(&[".git/hooks", ".git/config", ".git/config.worktree"]),
     },
     Entry {
         patterns: &["**/.envrc", "**/.env.local"],
         why: Why::RunsCode,
         reader: "direnv and dotenv loaders",
+        sandbox: InSandbox::Named,
     },
     Entry {
         patterns: &[
@@ -63,6 +116,7 @@ pub const PROJECT: &[Entry] = &[
         ],
         why: Why::RunsCode,
         reader: "editors: tasks, run configurations, containers",
+        sandbox: InSandbox::Named,
     },
     Entry {
         patterns: &[
@@ -72,6 +126,7 @@ pub const PROJECT: &[Entry] = &[
         ],
         why: Why::RunsCode,
         reader: "git hook managers",
+        sandbox: InSandbox::Named,
     },
     Entry {
         patterns: &[
@@ -83,6 +138,7 @@ pub const PROJECT: &[Entry] = &[
         ],
         why: Why::RunsCode,
         reader: "cargo, npm and yarn: runners, scripts, registries",
+        sandbox: InSandbox::Named,
     },
     Entry {
         patterns: &[
@@ -93,21 +149,25 @@ pub const PROJECT: &[Entry] = &[
         ],
         why: Why::Steers,
         reader: "dsh's instruction files (`[instructions]`; configured names are added), handed to the model every turn",
+        sandbox: InSandbox::Named,
     },
     Entry {
         patterns: &["**/.dsh", "**/.dsh/**"],
         why: Why::Steers,
         reader: "dsh: `.dsh/hooks.json` (hooks), `.dsh/skills/` (the model's skill catalog), `.dsh/commands/` (custom commands); the place of any project configuration",
+        sandbox: InSandbox::Named,
     },
     Entry {
         patterns: &["**/.claude", "**/.claude/**"],
         why: Why::Steers,
         reader: "dsh: `.claude/skills/`, `.claude/commands/`; Claude Code: `settings*.json` (hooks, permissions), agents",
+        sandbox: InSandbox::Named,
     },
     Entry {
         patterns: &["**/.agents", "**/.agents/**"],
         why: Why::Steers,
         reader: "dsh and other agents: `.agents/skills/`",
+        sandbox: InSandbox::Named,
     },
 ];
 
@@ -118,6 +178,8 @@ pub const PROJECT: &[Entry] = &[
 pub struct Protected {
     patterns: Vec<(String, Why)>,
     compiled: std::sync::OnceLock<globset::GlobSet>,
+    /// Below each root, what a sandboxed command gets read-only.
+    in_sandbox: Vec<PathBuf>,
     home: PathBuf,
     hidden: Vec<PathBuf>,
 }
@@ -153,9 +215,25 @@ impl Protected {
         for (pattern, _) in &patterns {
             protected_glob(pattern)?;
         }
+        let mut in_sandbox: Vec<PathBuf> = Vec::new();
+        let names = PROJECT
+            .iter()
+            .flat_map(Entry::in_sandbox)
+            .map(str::to_owned)
+            .chain(
+                extra
+                    .iter()
+                    .filter_map(|pattern| root_name(pattern).map(str::to_owned)),
+            );
+        for name in names {
+            if !in_sandbox.iter().any(|known| *known == Path::new(&name)) {
+                in_sandbox.push(PathBuf::from(name));
+            }
+        }
         Ok(Protected {
             patterns,
             compiled: std::sync::OnceLock::new(),
+            in_sandbox,
             home: home.canonicalize().unwrap_or_else(|_| home.to_path_buf()),
             hidden: Vec::new(),
         })
@@ -163,18 +241,36 @@ impl Protected {
 
     /// The same, with the instruction files and project root markers
     /// `settings` names (configured names beyond the table's) guarded too.
+    /// The instruction files are held read-only in the sandbox as well; a
+    /// root marker is not (its presence places the root, its content
+    /// steers nothing, and a marker directory such as `.hg` is written by
+    /// its own tool's ordinary work).
     #[must_use]
     pub fn reading(mut self, settings: &InstructionSettings) -> Protected {
-        let names = settings
+        let valid = |name: &&String| !name.is_empty() && !name.contains('/');
+        let instructions: Vec<&String> = settings
             .instruction_file_candidates
             .iter()
             .chain(&settings.local_instruction_file_candidates)
-            .chain(&settings.project_root_markers)
-            .filter(|name| !name.is_empty() && !name.contains('/'));
+            .filter(valid)
+            .collect();
+        let names = instructions
+            .iter()
+            .copied()
+            .chain(settings.project_root_markers.iter().filter(valid));
         for name in names {
             let pattern = format!("**/{}", globset::escape(name));
             if !self.patterns.iter().any(|(known, _)| *known == pattern) {
                 self.patterns.push((pattern, Why::Steers));
+            }
+        }
+        for name in instructions {
+            let name = Path::new(name);
+            if name != Path::new(".")
+                && name != Path::new("..")
+                && !self.in_sandbox.iter().any(|known| known == name)
+            {
+                self.in_sandbox.push(name.to_path_buf());
             }
         }
         self.compiled = std::sync::OnceLock::new();
@@ -188,6 +284,16 @@ impl Protected {
     pub fn hiding(mut self, hidden: Vec<PathBuf>) -> Protected {
         self.hidden = hidden;
         self
+    }
+
+    /// The paths below each workspace root that a sandboxed command (in
+    /// `ask` and `accept-edits`, whose roots it may write) gets read-only
+    /// where they exist when it starts: the table's ([`Entry::in_sandbox`]),
+    /// `[permissions] protected_paths` of the form `**/name` or
+    /// `**/name/**`, and the configured instruction file names. A fixed
+    /// set of names, looked up at each root; nothing deeper.
+    pub fn in_sandbox(&self) -> &[PathBuf] {
+        &self.in_sandbox
     }
 
     /// The secret locations (for walks that must skip them).

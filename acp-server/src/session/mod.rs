@@ -680,6 +680,7 @@ impl Session {
                 settings: &self.config.sandbox,
                 guard: self.config.command_guard(),
                 hidden: self.config.protected.hidden(),
+                read_only: self.config.protected.in_sandbox(),
                 session: self.id.as_str(),
                 roots: &self.roots,
                 mode: self.mode(),

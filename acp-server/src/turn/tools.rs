@@ -140,7 +140,7 @@ impl Turn<'_> {
             locations: planned.view.locations.clone(),
             content: planned.view.content.clone(),
             question: permission::Question::Permission(choices.options()),
-            person_only: false,
+            unattended: choices.unattended,
         };
         let answer = tokio::select! {
             biased;
@@ -380,7 +380,7 @@ impl Turn<'_> {
             locations: Vec::new(),
             content: planned.view.content.clone(),
             question: permission::Question::Plan,
-            person_only: false,
+            unattended: permission::Unattended::Covered,
         };
         let (answer, feedback) = tokio::select! {
             biased;
@@ -461,7 +461,7 @@ impl Turn<'_> {
             locations: Vec::new(),
             content: planned.view.content.clone(),
             question: permission::Question::User(questions.to_vec()),
-            person_only: false,
+            unattended: permission::Unattended::Covered,
         };
         let wait = planned.question_wait(self.config.question_timeout);
         let answer = match (wait, self.session.outlet()) {

@@ -169,7 +169,7 @@ impl Turn<'_> {
                 option(PermissionOutcome::AllowOnce, "Undo, these files too"),
                 option(PermissionOutcome::RejectOnce, "Don't undo"),
             ]),
-            person_only: false,
+            unattended: permission::Unattended::FullAccessOnly,
         };
         let answer = tokio::select! {
             biased;

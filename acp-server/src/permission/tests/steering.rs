@@ -232,8 +232,121 @@ fn issue37_item2_the_documented_table_is_the_table() {
                 Why::Steers => "steers later sessions",
                 Why::Configured => "configured",
             };
-            vec![patterns.join(", "), why.to_owned(), entry.reader.to_owned()]
+            let held: Vec<String> = entry
+                .in_sandbox()
+                .iter()
+                .map(|path| format!("`{path}`"))
+                .collect();
+            vec![
+                patterns.join(", "),
+                why.to_owned(),
+                entry.reader.to_owned(),
+                held.join(", "),
+            ]
         })
         .collect();
     assert_eq!(rows, documented);
+}
+
+/// What the command sandbox holds read-only at each root is the table's
+/// root-level names (git's hooks and config, not the rest of `.git`),
+/// the configured `**/name` patterns and instruction file names — not a
+/// root marker, nor a pattern with a wildcard.
+#[test]
+fn issue37_item2_the_sandbox_holds_the_tables_root_level_names() {
+    let names = |protected: &Protected| -> Vec<String> {
+        protected
+            .in_sandbox()
+            .iter()
+            .map(|path| path.display().to_string())
+            .collect()
+    };
+    let held = names(&table());
+    for name in [
+        ".git/hooks",
+        ".git/config",
+        ".envrc",
+        ".vscode/tasks.json",
+        ".idea/runConfigurations",
+        ".devcontainer",
+        ".husky",
+        ".cargo/config.toml",
+        "AGENTS.md",
+        "CLAUDE.local.md",
+        ".dsh",
+        ".claude",
+        ".agents",
+    ] {
+        assert!(held.contains(&name.to_owned()), "{name}: {held:?}");
+    }
+    assert!(!held.contains(&".git".to_owned()), "{held:?}");
+    let unique: std::collections::BTreeSet<&String> = held.iter().collect();
+    assert_eq!(unique.len(), held.len(), "{held:?}");
+    // Every name, or what it holds, is protected by the table itself.
+    for name in &held {
+        let path = Path::new("/w").join(name);
+        assert!(
+            table().guards(&path) || table().guards(&path.join("x")),
+            "{name}"
+        );
+    }
+    let settings = InstructionSettings {
+        instruction_file_candidates: vec!["GEMINI.md".to_owned()],
+        project_root_markers: vec![".hg".to_owned()],
+        ..InstructionSettings::default()
+    };
+    let extra = [
+        "**/deploy.sh".to_owned(),
+        "**/.tool/**".to_owned(),
+        "**/*.lock".to_owned(),
+        "/abs/**".to_owned(),
+    ];
+    let configured = Protected::new(&extra, Path::new("/home/u/.dsh"))
+        .unwrap()
+        .reading(&settings);
+    let held = names(&configured);
+    for name in ["deploy.sh", ".tool", "GEMINI.md"] {
+        assert!(held.contains(&name.to_owned()), "{name}: {held:?}");
+    }
+    for name in [".hg", "*.lock", "/abs"] {
+        assert!(!held.contains(&name.to_owned()), "{name}: {held:?}");
+    }
+}
+
+/// A command line that names a protected path — a plain one, a list
+/// that makes it, a shell's text — is not for `sandboxed` approvals
+/// (`Unattended::FullAccessOnly`); other lines, and a commit message that
+/// mentions one, are.
+#[test]
+fn issue37_item2_commands_naming_protected_paths_are_not_for_sandboxed_approvals() {
+    for line in [
+        "cp x .dsh/hooks.json",
+        "mkdir -p .dsh && cp x .dsh/hooks.json",
+        "sh -c 'echo x > AGENTS.md'",
+        "echo evil > .git/hooks/pre-commit",
+        "tar xf a.tar -C .claude",
+        "python3 -c 'open(\".agents/skills/x/SKILL.md\", \"w\")'",
+    ] {
+        with_context(|ctx| {
+            assert_eq!(
+                choices(&exec(line), ctx).unattended,
+                Unattended::FullAccessOnly,
+                "{line}"
+            );
+        });
+    }
+    for line in [
+        "cargo test",
+        "npm run build && git add -A",
+        "git commit -m 'update AGENTS.md'",
+        "cat .gitignore",
+    ] {
+        with_context(|ctx| {
+            assert_eq!(
+                choices(&exec(line), ctx).unattended,
+                Unattended::Covered,
+                "{line}"
+            );
+        });
+    }
 }
