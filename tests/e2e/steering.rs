@@ -235,7 +235,7 @@ async fn a_sandboxed_command_cannot_change_the_protected_paths_at_a_root() {
     git(&cwd, &["config", "user.name", "t"]);
     git(&cwd, &["config", "user.email", "t@example.com"]);
     let hook = cwd.join(".git/hooks/pre-commit");
-    std::fs::write(&hook, "#!/bin/sh\necho pre-commit ran\n").unwrap();
+    std::fs::write(&hook, "#!/bin/sh\necho ran > hook-ran.txt\n").unwrap();
     std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::create_dir_all(cwd.join(".dsh/skills/keep")).unwrap();
     std::fs::create_dir_all(cwd.join(".claude")).unwrap();
@@ -320,7 +320,7 @@ async fn a_sandboxed_command_cannot_change_the_protected_paths_at_a_root() {
     }
     assert_eq!(
         std::fs::read_to_string(&hook).unwrap(),
-        "#!/bin/sh\necho pre-commit ran\n"
+        "#!/bin/sh\necho ran > hook-ran.txt\n"
     );
     assert!(!cwd.join(".git/hooks/post-checkout").exists());
     assert!(!cwd.join(".dsh/skills/x").exists());
@@ -329,8 +329,9 @@ async fn a_sandboxed_command_cannot_change_the_protected_paths_at_a_root() {
         std::fs::read_to_string(cwd.join(".git/config")).unwrap(),
         config
     );
-    // The commits were made, the hook ran (read-only, still executable).
+    // The commits were made, and the hook ran (read-only, still run).
     assert_eq!(git(&cwd, &["log", "--format=%s"]), "one\n");
+    assert!(cwd.join("hook-ran.txt").exists());
     assert_eq!(git(&cwd.join("sub"), &["log", "--format=%s"]), "two\n");
     assert_eq!(
         git(&cwd, &["show", "--format=", "--name-only", "HEAD"]),
