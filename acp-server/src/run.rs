@@ -401,9 +401,15 @@ impl Frontend for RunFrontend {
                 "rejected"
             },
             self.approve.name(),
-            match self.approve {
-                Approvals::Edits => " allows edits only",
-                Approvals::Sandboxed => " allows edits and sandboxed commands",
+            match (self.approve, ask.unattended) {
+                (_, crate::permission::Unattended::PersonOnly) => {
+                    ": only a person may allow this"
+                }
+                (Approvals::Sandboxed, crate::permission::Unattended::FullAccessOnly) => {
+                    ": it names a protected path, which only --approve all allows"
+                }
+                (Approvals::Edits, _) => " allows edits only",
+                (Approvals::Sandboxed, _) => " allows edits and sandboxed commands",
                 _ => "",
             },
         );

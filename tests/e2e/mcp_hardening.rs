@@ -131,6 +131,44 @@ async fn nothing_an_mcp_server_started_outlives_it() {
     .await;
 }
 
+/// A server that kills its guard (`kill -9 $PPID`) before it starts
+/// cannot: it is contained like a hook, and what it started still dies
+/// with `session/close`.
+#[tokio::test]
+async fn an_mcp_server_cannot_kill_its_guard_to_leave_its_children() {
+    let env = TestEnv::new().await;
+    let log = env.home.path().join("mcp.log");
+    let bound = Duration::from_secs(10);
+    let conn = env.connect().await;
+    conn.initialize().await;
+    let mark = mark(4);
+    let server = McpServer::Stdio(
+        McpServerStdio::new("killer", "/bin/sh")
+            .args(vec![
+                "-c".to_owned(),
+                "setsid sleep \"$MARK\" </dev/null >/dev/null 2>&1 & kill -9 $PPID; exec \"$FIXTURE\" stdio"
+                    .to_owned(),
+            ])
+            .env(vec![
+                EnvVariable::new("MCP_FIXTURE_LOG", log.display().to_string()),
+                EnvVariable::new("MARK", &mark),
+                EnvVariable::new("FIXTURE", test_mcp_binary().display().to_string()),
+            ]),
+    );
+    let session = new_session(&conn, &env, vec![server]).await;
+    wait_until("the server's daemon", bound, || marked(&mark) == 1).await;
+    conn.cx
+        .send_request(CloseSessionRequest::new(session))
+        .block_task()
+        .await
+        .unwrap();
+    wait_until("the daemon to die with session/close", bound, || {
+        marked(&mark) == 0
+    })
+    .await;
+    conn.finish().await;
+}
+
 /// A server whose `tools/list` never ends fails at a bound, with a notice,
 /// quickly and in bounded memory; a huge description is cut and said so;
 /// the other servers work.

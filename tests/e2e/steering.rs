@@ -381,7 +381,7 @@ async fn approve_sandboxed_rejects_a_command_naming_a_protected_path() {
     }
     assert!(
         stderr.contains(
-            "permission rejected (--approve sandboxed allows edits and sandboxed commands): Run cp x.json .dsh/hooks.json"
+            "permission rejected (--approve sandboxed: it names a protected path, which only --approve all allows): Run cp x.json .dsh/hooks.json"
         ),
         "{stderr}"
     );

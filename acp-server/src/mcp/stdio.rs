@@ -4,7 +4,9 @@
 //! helpers, `setsid` daemons in sessions of their own — stays below the
 //! guard and is killed when the server exits (before a restart), when the
 //! session closes or dsh exits, and when dsh dies (the guard's death
-//! signal). The transport is the server's stdin and stdout; rmcp caps one
+//! signal). It is contained like a hook (`Spawner::contained`): it keeps
+//! the user's rights but cannot signal anything outside itself, so it
+//! cannot kill its guard to leave its children behind. The transport is the server's stdin and stdout; rmcp caps one
 //! incoming message at 16 MiB.
 
 use std::path::{Path, PathBuf};
@@ -55,7 +57,8 @@ pub fn start(
     let program = resolve(command, &path, cwd)
         .ok_or_else(|| format!("cannot start {command}: no such program"))?;
     let program = program.to_string_lossy().into_owned();
-    let mut cmd = spawner.guarded(&program, args, None)?;
+    // Contained: it cannot signal its guard away and leave its children.
+    let mut cmd = spawner.contained(&program, args);
     cmd.current_dir(cwd)
         .envs(env.iter().cloned())
         .stdin(std::process::Stdio::piped())
