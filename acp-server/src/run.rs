@@ -3,7 +3,9 @@
 //! The same core as ACP (session log, tools, policy, language servers);
 //! what it shows comes from the same places: the logged events (`--json`
 //! prints them as they are recorded, and the final text is the last
-//! reply's) and the projected updates (one stderr line per tool call).
+//! reply's, or a slash command's answer) and the projected updates (one
+//! stderr line per tool call). Settings are checked before a session
+//! opens, and a run that fails before its turn leaves no session.
 //! Permission asks are decided by `--approve`, never by a person; the
 //! model's questions are answered from `--answers`, or told no one is
 //! there.
@@ -28,6 +30,7 @@ use dsh_protocol::UserContent;
 use futures::future::BoxFuture;
 
 use crate::agent::Agent;
+use crate::context::commands::Invocation;
 use crate::error::AgentError;
 use crate::frontend::{Ask, Frontend, Output};
 use crate::permission::Approvals;
@@ -194,8 +197,15 @@ fn parse_max_steps(text: &str) -> Result<u64, String> {
 
 /// What the run showed and saw.
 struct Seen {
-    /// The last reply's text.
+    /// The run's text: a slash command's answer (the notices recorded
+    /// before a turn starts: `/help`, `/skills`, a setting changed), then,
+    /// once a turn starts, its last reply's.
     text: String,
+    /// Whether a turn started (its replies are the text from then on).
+    turn_started: bool,
+    /// Whether the run recorded anything but its settings: until then it
+    /// has failed before its turn ([`turn`]).
+    recorded: bool,
     /// Usage summed over the run's model calls.
     usage: Usage,
     /// What the session's model calls cost so far (the latest usage
@@ -319,7 +329,24 @@ impl RunFrontend {
                 let _ = stdout.flush();
             }
         }
+        if !matches!(event.data, EventData::Config { .. }) {
+            self.seen().recorded = true;
+        }
         match &event.data {
+            EventData::Notice { text } => {
+                let mut seen = self.seen();
+                if !seen.turn_started {
+                    if !seen.text.is_empty() {
+                        seen.text.push('\n');
+                    }
+                    seen.text.push_str(text);
+                }
+            }
+            EventData::TurnStart { .. } => {
+                let mut seen = self.seen();
+                seen.turn_started = true;
+                seen.text.clear();
+            }
             EventData::AssistantMessage { text, usage, .. } => {
                 let mut seen = self.seen();
                 if !text.is_empty() {
@@ -449,6 +476,8 @@ pub async fn run(agent: Arc<Agent>, mut args: RunArgs) -> u8 {
         json: args.json,
         seen: Mutex::new(Seen {
             text: String::new(),
+            turn_started: false,
+            recorded: false,
             usage: Usage::default(),
             cost: None,
             titles: Default::default(),
@@ -536,7 +565,8 @@ pub async fn run(agent: Arc<Agent>, mut args: RunArgs) -> u8 {
 /// message), and whether a signal interrupted it.
 type Finished = (Option<StopReason>, Option<(String, String)>, bool);
 
-/// Opens (or continues) the session and runs the task in it.
+/// Opens (or continues) the session and runs the task in it. A session
+/// the run opened is removed again when the run fails before its turn.
 async fn turn(
     agent: &Arc<Agent>,
     args: &RunArgs,
@@ -565,6 +595,11 @@ async fn turn(
             ),
         ));
     }
+    // Checked before a session is opened: a run that fails here leaves
+    // none behind.
+    let content = vec![UserContent::text(args.task.clone())];
+    let settings =
+        settings(args, &content, &agent.config().choices).map_err(|error| (None, error))?;
     let opened = match &args.session {
         Some(id) => agent.resume_session(id, Vec::new()).await,
         None => agent.new_session(&args.cwd, &[], Vec::new()).await,
@@ -572,26 +607,66 @@ async fn turn(
     .map_err(|error| (None, error))?;
     let id = opened.session.id.to_string();
     frontend.line(&format!("session: {id}"));
-    let fail = |error| (Some(id.clone()), error);
-    let mode = args.approve.mode();
-    let settings = [
-        ("mode", mode),
+    match in_session(agent, args, frontend, &id, &settings, content).await {
+        Ok(finished) => Ok((id, finished)),
+        // Nothing of the turn was recorded: the session this run opened
+        // goes again (an empty "(untitled)" one helps no one).
+        Err(error) if args.session.is_none() => match agent.delete_session(&id).await {
+            Ok(()) => Err((None, error)),
+            Err(err) => {
+                tracing::warn!(session = %id, %err, "the failed run's session was not removed");
+                Err((Some(id), error))
+            }
+        },
+        Err(error) => Err((Some(id), error)),
+    }
+}
+
+/// The settings the run gives its session — `--approve`'s mode, `--model`,
+/// `--thought-level` — each checked as the session checks it; and a task
+/// that is `/mode` or `/model` checked the same way (in a chat a bad value
+/// is answered with the choices; unattended it is a usage error).
+fn settings<'a>(
+    args: &'a RunArgs,
+    content: &[UserContent],
+    choices: &crate::settings::Choices,
+) -> Result<Vec<(&'static str, &'a str)>, AgentError> {
+    let given = [
+        ("mode", args.approve.mode()),
         ("model", args.model.as_deref()),
         ("thought_level", args.thought_level.as_deref()),
     ];
-    for (key, value) in settings {
-        if let Some(value) = value {
-            agent
-                .set_config_option(&id, key, value, frontend.as_ref())
-                .map_err(fail)?;
-        }
+    let settings = given
+        .into_iter()
+        .filter_map(|(key, value)| Some((key, value?)))
+        .map(|(key, value)| {
+            crate::settings::Settings::validate(choices, key, value).map(|_| (key, value))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if let Some(Invocation::Set { key, value }) = crate::context::commands::parse(content) {
+        crate::settings::Settings::validate(choices, key, &value)?;
     }
-    let ticket = agent.begin_prompt(&id).map_err(fail)?;
-    let prompt = agent.prompt(
-        ticket,
-        vec![UserContent::text(args.task.clone())],
-        frontend.clone(),
-    );
+    Ok(settings)
+}
+
+/// Sets the settings and runs the task in the open session `id`.
+///
+/// # Errors
+/// What failed before the turn recorded anything: the run failed before
+/// its turn.
+async fn in_session(
+    agent: &Arc<Agent>,
+    args: &RunArgs,
+    frontend: &Arc<RunFrontend>,
+    id: &str,
+    settings: &[(&str, &str)],
+    content: Vec<UserContent>,
+) -> Result<Finished, AgentError> {
+    for (key, value) in settings {
+        agent.set_config_option(id, key, value, frontend.as_ref())?;
+    }
+    let ticket = agent.begin_prompt(id)?;
+    let prompt = agent.prompt(ticket, content, frontend.clone());
     tokio::pin!(prompt);
     let deadline = async {
         match args.timeout {
@@ -606,16 +681,16 @@ async fn turn(
         signal = shutdown_signal() => {
             tracing::info!(signal, "interrupted: cancelling the turn");
             interrupted = true;
-            agent.cancel(&id);
+            agent.cancel(id);
             prompt.await
         }
         () = deadline => {
             timed_out = true;
-            agent.cancel(&id);
+            agent.cancel(id);
             prompt.await
         }
     };
-    let finished = match outcome {
+    Ok(match outcome {
         Ok(stop) if timed_out => (
             Some(stop),
             Some((
@@ -628,13 +703,14 @@ async fn turn(
             false,
         ),
         Ok(stop) => (Some(stop), None, interrupted),
+        // A project's hooks that do not load, a key gone meanwhile.
+        Err(error) if !interrupted && !frontend.seen().recorded => return Err(error),
         Err(error) => (
             None,
             Some((error.code().as_str().to_owned(), error.to_string())),
             interrupted,
         ),
-    };
-    Ok((id, finished))
+    })
 }
 
 /// The first SIGTERM or SIGINT; its name.

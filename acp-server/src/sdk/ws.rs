@@ -122,33 +122,49 @@ fn random_token() -> String {
     format!("{}{}", a.simple(), b.simple())
 }
 
-/// Writes `token` to a new 0600 file in a 0700 directory under `home`;
-/// its path.
-fn write_token_file(
-    home: &std::path::Path,
-    port: u16,
-    token: &str,
-) -> Result<std::path::PathBuf, String> {
-    use std::io::Write;
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    let dir = home.join("sdk");
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&dir)
-        .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
-    let path = dir.join(format!("ws-{port}.token"));
-    // A stale file of an earlier start (the port was free again).
-    let _ = std::fs::remove_file(&path);
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&path)
-        .and_then(|mut file| file.write_all(token.as_bytes()))
-        .map_err(|err| format!("cannot write {}: {err}", path.display()))?;
-    Ok(path)
+/// The token file, 0600 in a 0700 directory under dsh's home: written at
+/// start, removed when this is dropped — when [`serve`] returns, and when
+/// its future is dropped unfinished (SIGTERM, SIGINT: `main.rs` drops the
+/// serving future when a signal comes). A file a killed server left is
+/// replaced by the next start on its port.
+struct TokenFile(std::path::PathBuf);
+
+impl TokenFile {
+    /// Writes `token` to `$home/sdk/ws-<port>.token`.
+    fn write(home: &std::path::Path, port: u16, token: &str) -> Result<TokenFile, String> {
+        use std::io::Write;
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        let dir = home.join("sdk");
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
+        let path = dir.join(format!("ws-{port}.token"));
+        // A stale file of an earlier start (the port was free again).
+        let _ = std::fs::remove_file(&path);
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+            .map_err(|err| format!("cannot write {}: {err}", path.display()))?;
+        // Removed from here on, also when the write fails.
+        let written = TokenFile(path);
+        (&file)
+            .write_all(token.as_bytes())
+            .map_err(|err| format!("cannot write {}: {err}", written.0.display()))?;
+        Ok(written)
+    }
+}
+
+impl Drop for TokenFile {
+    fn drop(&mut self) {
+        if let Err(err) = std::fs::remove_file(&self.0) {
+            tracing::warn!(%err, file = %self.0.display(), "cannot remove the SDK token file");
+        }
+    }
 }
 
 /// Serves until a client calls `shutdown` (or `stop` is cancelled):
@@ -168,8 +184,8 @@ pub async fn serve(hub: Arc<Hub>, addr: SocketAddr, token: Option<String>) -> Re
         None => {
             let token = random_token();
             let home = hub.agent.config().home.clone();
-            let path = write_token_file(&home, local.port(), &token)?;
-            (token, Some(path))
+            let file = TokenFile::write(&home, local.port(), &token)?;
+            (token, Some(file))
         }
     };
     // Tests and launchers read the token file's path, then the port, from
@@ -177,16 +193,14 @@ pub async fn serve(hub: Arc<Hub>, addr: SocketAddr, token: Option<String>) -> Re
     {
         use std::io::Write;
         let mut stderr = std::io::stderr().lock();
-        if let Some(path) = &token_file {
+        if let Some(TokenFile(path)) = &token_file {
             let _ = writeln!(stderr, "dsh sdk: token in {}", path.display());
         }
         let _ = writeln!(stderr, "dsh sdk: listening on ws://{local}");
     }
     tracing::info!(%local, token_file = token_file.is_some(), "SDK WebSocket server started");
     let served = accept_loop(&hub, listener, token).await;
-    if let Some(path) = token_file {
-        let _ = std::fs::remove_file(path);
-    }
+    drop(token_file);
     served
 }
 
