@@ -25,7 +25,13 @@ Zed: add to settings.json
 
 /// A coding agent for editors, served over the Agent Client Protocol (ACP)
 #[derive(Parser)]
-#[command(name = "dsh", version = dsh_acp_server::VERSION, after_help = AFTER_HELP)]
+#[command(
+    name = "dsh",
+    version = dsh_acp_server::VERSION,
+    after_help = AFTER_HELP,
+    // Ours (below): clap's own refuses `dsh help --help`.
+    disable_help_subcommand = true
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -70,6 +76,7 @@ enum Command {
     /// bash: `dsh completions bash > ~/.local/share/bash-completion/completions/dsh`;
     /// zsh: `dsh completions zsh > ~/.zfunc/_dsh` (with ~/.zfunc in fpath);
     /// fish: `dsh completions fish > ~/.config/fish/completions/dsh.fish`
+    /// (make the directory first where it is missing: `mkdir -p`)
     Completions {
         /// The shell
         shell: clap_complete::Shell,
@@ -79,6 +86,13 @@ enum Command {
     /// Show the version
     #[command(hide = true)]
     Version,
+    /// Print this message or the help of the given subcommand(s)
+    Help {
+        /// The subcommand(s): `dsh help sessions show` is `dsh sessions
+        /// show --help`
+        #[arg(value_name = "COMMAND")]
+        command: Vec<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -95,12 +109,12 @@ enum SessionsCommand {
     List,
     /// A session's conversation as text: prompts, replies, tool calls
     Show {
-        /// The session id
+        /// The session id, or the start of exactly one
         id: String,
     },
     /// Delete a session, its checkpoints and its subagents' logs
     Delete {
-        /// The session id
+        /// The session id, or the start of exactly one
         id: String,
     },
 }
@@ -118,7 +132,7 @@ fn main() -> ExitCode {
     // Help and version go to stdout (exit 0), usage errors to stderr
     // (exit 2); either way nothing else happens.
     let cli = Cli::parse();
-    let mut stdout = std::io::stdout();
+    let mut stdout = Stdout::default();
     match cli.command {
         Some(Command::Acp) => run(SERVER_LOG, serve_acp),
         Some(Command::Run(flags)) => match flags.into_args() {
@@ -150,7 +164,7 @@ fn main() -> ExitCode {
             })
         }
         Some(Command::Demo) => run(QUIET_LOG, || async move {
-            match dsh_acp_server::demo::run(Box::new(std::io::stdout())).await {
+            match dsh_acp_server::demo::run(Box::new(Stdout::default())).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(err) => {
                     // The user ran this in a terminal; tell them plainly,
@@ -187,10 +201,66 @@ fn main() -> ExitCode {
             let _ = writeln!(stdout, "dsh {}", dsh_acp_server::VERSION);
             ExitCode::SUCCESS
         }
+        Some(Command::Help { command }) => {
+            // `dsh help A B` is `dsh A B --help`: the same text (clap
+            // prints it, past a closed stdout too), and an unknown command
+            // the same usage error.
+            let args = ["dsh".to_owned()]
+                .into_iter()
+                .chain(command)
+                .chain(["--help".to_owned()]);
+            match Cli::try_parse_from(args) {
+                Err(err) => err.exit(),
+                Ok(_) => ExitCode::SUCCESS,
+            }
+        }
         None => {
-            let _ = Cli::command().print_long_help();
+            let _ = write!(stdout, "{}", Cli::command().render_long_help());
             ExitCode::SUCCESS
         }
+    }
+}
+
+/// Standard output for the commands a person runs (not `acp` and `sdk`:
+/// their writers own stdout and end at its EOF). A reader that goes away
+/// (`dsh man | head`) is a normal end of the output, not an error: the
+/// rest is dropped, nothing is said on stderr, and the command ends with
+/// its own exit status. (`dsh run` writes its result past any write error
+/// already; clap's help and usage output too.)
+#[derive(Default)]
+struct Stdout {
+    /// The reader went away (EPIPE): nothing more is written.
+    gone: bool,
+}
+
+impl Stdout {
+    /// `op` on the process's stdout; `done` (as if it had worked) once the
+    /// reader is gone.
+    fn unless_gone<T>(
+        &mut self,
+        op: impl FnOnce(&mut std::io::Stdout) -> std::io::Result<T>,
+        done: T,
+    ) -> std::io::Result<T> {
+        if self.gone {
+            return Ok(done);
+        }
+        match op(&mut std::io::stdout()) {
+            Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => {
+                self.gone = true;
+                Ok(done)
+            }
+            other => other,
+        }
+    }
+}
+
+impl Write for Stdout {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.unless_gone(|out| out.write(buf), buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.unless_gone(Write::flush, ())
     }
 }
 
@@ -362,7 +432,7 @@ async fn sessions(command: SessionsCommand) -> ExitCode {
         }
     };
     let agent = Agent::new(Ok(config));
-    let (mut stdout, mut stderr) = (std::io::stdout(), std::io::stderr());
+    let (mut stdout, mut stderr) = (Stdout::default(), std::io::stderr());
     let code = match &command {
         SessionsCommand::List => sessions::list(&agent, &mut stdout).await,
         SessionsCommand::Show { id } => sessions::show(&agent, id, &mut stdout).await,

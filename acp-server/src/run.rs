@@ -503,9 +503,6 @@ pub async fn run(agent: Arc<Agent>, mut args: RunArgs) -> u8 {
                 let _ = stdout.flush();
             }
             stderr_line(&format!("dsh run: {}: {error}", error.code()));
-            if let Some(session) = session {
-                stderr_line(&format!("session: {session}"));
-            }
             return match error {
                 AgentError::InvalidParams(_) => 2,
                 _ => 1,
@@ -537,7 +534,6 @@ pub async fn run(agent: Arc<Agent>, mut args: RunArgs) -> u8 {
         let _ = writeln!(stdout, "{text}");
     }
     let _ = stdout.flush();
-    stderr_line(&format!("session: {session}"));
     if interrupted {
         stderr_line(&format!(
             "dsh run: interrupted; continue with --session {session}"
@@ -606,6 +602,8 @@ async fn turn(
     }
     .map_err(|error| (None, error))?;
     let id = opened.session.id.to_string();
+    // Said once, as soon as there is one: a later step continues it with
+    // --session (and a run killed on the way still named it).
     frontend.line(&format!("session: {id}"));
     match in_session(agent, args, frontend, &id, &settings, content).await {
         Ok(finished) => Ok((id, finished)),

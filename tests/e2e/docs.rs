@@ -145,7 +145,8 @@ async fn readmes_demo_runs_as_written() {
 
 /// "The command line": the commands README lists are the ones `dsh --help`
 /// lists, each takes `--help`, `--version` prints the version, and the
-/// completion and man-page lines run as written (up to their redirection).
+/// completion and man-page lines run as written, in a HOME where their
+/// directories do not exist yet.
 #[tokio::test]
 async fn readmes_command_line_is_the_programs() {
     let readme = read_doc("README.md");
@@ -186,20 +187,60 @@ async fn readmes_command_line_is_the_programs() {
         format!("dsh {}\n", env!("CARGO_PKG_VERSION"))
     );
 
+    // The completion and man-page lines, run as written by sh in a fresh
+    // HOME (none of their directories exists yet), the built dsh on PATH.
     let block = readme_block("Shell\ncompletions and the man page", "sh");
+    let home = tempfile::tempdir().unwrap();
+    let path = format!(
+        "{}:{}",
+        Path::new(DSH).parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let man = std::process::Command::new("sh")
+        .args(["-c", "command -v man"])
+        .output()
+        .is_ok_and(|found| found.status.success());
     let mut ran = 0;
     for line in block.lines().filter(|line| !line.trim().is_empty()) {
-        let words = words(line);
+        // The dsh command: after the `mkdir -p … &&`, up to its
+        // redirection or pipe.
+        let words = words(line.rsplit("&& ").next().unwrap());
         assert_eq!(words[0], "dsh", "{line}");
-        let output = dsh(&env, &words[1..]).await;
-        let stdout = text(&output.stdout);
+        let into_man = line.contains("| man ");
+        if into_man && !man {
+            // No man(1) here to render the page: what it is given is.
+            let output = dsh(&env, &words[1..]).await;
+            assert_exit(&output, 0, line);
+            assert!(text(&output.stdout).contains(".TH"), "{line}");
+            ran += 1;
+            continue;
+        }
+        let output = tokio::process::Command::new("sh")
+            .args(["-c", line])
+            .env_clear()
+            .env("HOME", home.path())
+            .env("PATH", &path)
+            .env("DSH_HOME", env.home.path())
+            .output()
+            .await
+            .unwrap();
         assert_exit(&output, 0, line);
+        // What the line made: the file it redirects into, else its output.
+        let written = match line.split_once(" > ") {
+            Some((_, target)) => {
+                let target = target.split_whitespace().next().unwrap();
+                let file = home.path().join(target.strip_prefix("~/").unwrap());
+                std::fs::read_to_string(&file)
+                    .unwrap_or_else(|err| panic!("{line}: {}: {err}", file.display()))
+            }
+            None => text(&output.stdout),
+        };
         match words[1].as_str() {
             "completions" => {
-                assert!(stdout.contains("dsh"), "{line}: {stdout}");
+                assert!(written.contains("dsh"), "{line}: {written}");
                 if words[2] == "bash" {
                     let file = env.workspace.path().join("dsh.bash");
-                    std::fs::write(&file, &stdout).unwrap();
+                    std::fs::write(&file, &written).unwrap();
                     let check = std::process::Command::new("bash")
                         .arg("-n")
                         .arg(&file)
@@ -208,12 +249,14 @@ async fn readmes_command_line_is_the_programs() {
                     assert!(check.status.success(), "{}", text(&check.stderr));
                 }
             }
-            "man" => assert!(stdout.contains(".TH"), "not a man page: {stdout}"),
+            // Rendered by man(1), or the page itself.
+            "man" if into_man => assert!(written.contains("dsh run"), "{line}: {written}"),
+            "man" => assert!(written.contains(".TH"), "not a man page: {written}"),
             other => panic!("an unexpected command in README: {other}"),
         }
         ran += 1;
     }
-    assert_eq!(ran, 4, "{block}");
+    assert_eq!(ran, 5, "{block}");
 }
 
 /// "Any editor, by hand": Zed's `settings.json` entry is JSON, and the

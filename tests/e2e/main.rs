@@ -5,6 +5,7 @@ mod support;
 
 mod backpressure;
 mod cli;
+mod cli_first_hour;
 mod confine;
 mod context;
 mod cost;

@@ -43,13 +43,16 @@ pub fn run(env: &dyn Env, out: &mut dyn Write) -> u8 {
             Some(config)
         }
         Err(error) => {
-            let _ = writeln!(out, "config:       {} — broken", config_path.display());
-            for line in super::explain(&error).lines() {
+            let place = match super::from_env(&error, env) {
+                Some(name) => format!("the environment variable {name}"),
+                None => config_path.display().to_string(),
+            };
+            let _ = writeln!(out, "config:       {place} — broken");
+            for line in super::explain(&error, env).lines() {
                 let _ = writeln!(out, "              {line}");
             }
             found.broken.push(format!(
-                "fix the configuration (`dsh config check` says where): {}",
-                config_path.display()
+                "fix the configuration (`dsh config check` says where): {place}"
             ));
             // The other checks go on with the defaults (and the
             // environment's overrides), if those load.
@@ -143,8 +146,16 @@ fn key_and_endpoint(config: &Config, env: &dyn Env, out: &mut dyn Write, found: 
         }
         Err(why) => {
             let _ = writeln!(out, "endpoint:     {base} — unreachable: {why}");
+            // A server on this machine may just not be running; a remote
+            // one is behind the network (this check connects directly;
+            // model requests go through HTTPS_PROXY when it is set).
+            let check = if crate::model::settings::is_loopback(base) {
+                "start the server"
+            } else {
+                "check the network (DNS, a firewall; behind a proxy, set HTTPS_PROXY)"
+            };
             found.broken.push(format!(
-                "the model endpoint {base} cannot be reached ({why}): start the server, or set DEEPSEEK_BASE_URL / [provider] base_url"
+                "the model endpoint {base} cannot be reached ({why}): {check}, or set DEEPSEEK_BASE_URL / [provider] base_url"
             ));
         }
     }

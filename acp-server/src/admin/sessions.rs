@@ -2,7 +2,8 @@
 //! The list is `session/list`'s (newest first, subagents left out), `show`
 //! reads the log a line at a time and prints its conversation as text (a
 //! line per tool call), `delete` is `session/delete` (the session's
-//! checkpoints and its subagents' logs go too).
+//! checkpoints and its subagents' logs go too). Both take an id or the
+//! start of exactly one ([`resolve`]).
 
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
@@ -69,12 +70,53 @@ fn one_line(text: &str, max: usize) -> String {
     cut
 }
 
+/// The stored session `given` names: its id, or — as git takes a
+/// commit's — the start of exactly one stored session's id (subagents'
+/// included: `show` and `delete` take theirs too).
+///
+/// # Errors
+/// What to say: no session is named, or the start is ambiguous (the
+/// matches listed).
+async fn resolve(store: &SessionStore, given: &str) -> Result<String, String> {
+    let not_found = || format!("no session {}", given.chars().take(140).collect::<String>());
+    let path = store.path(given).map_err(|_| not_found())?;
+    if path.exists() {
+        return Ok(given.to_owned());
+    }
+    let (store, prefix) = (store.clone(), given.to_owned());
+    let mut matches: Vec<String> = tokio::task::spawn_blocking(move || {
+        store
+            .list()
+            .into_iter()
+            .filter(|session| session.id.starts_with(&prefix))
+            .map(|session| session.id.to_string())
+            .collect()
+    })
+    .await
+    .map_err(|err| err.to_string())?;
+    matches.sort();
+    match matches.len() {
+        0 => Err(not_found()),
+        1 => Ok(matches.remove(0)),
+        count => Err(format!(
+            "{given:?} is ambiguous: {count} session ids start with it; give more of the id:\n  {}",
+            matches.join("\n  ")
+        )),
+    }
+}
+
 /// `dsh sessions show ID`: the conversation as text — the user's prompts,
 /// the replies, a line per tool call with its outcome. Exit status 1 for
-/// an unknown id or an unreadable log.
-pub async fn show(agent: &Arc<Agent>, id: &str, out: &mut (dyn Write + Send)) -> u8 {
+/// an unknown or ambiguous id or an unreadable log.
+pub async fn show(agent: &Arc<Agent>, given: &str, out: &mut (dyn Write + Send)) -> u8 {
     let store = SessionStore::new(agent.config().sessions_dir());
-    let id = id.to_owned();
+    let id = match resolve(&store, given).await {
+        Ok(id) => id,
+        Err(err) => {
+            let _ = writeln!(out, "dsh sessions show: {err}");
+            return 1;
+        }
+    };
     let (tx, mut rx) = tokio::sync::mpsc::channel::<String>(64);
     let reader = tokio::task::spawn_blocking(move || -> Result<(), String> {
         let log = store.read(&id, None).map_err(|err| err.to_string())?;
@@ -182,16 +224,20 @@ fn describe(
 }
 
 /// `dsh sessions delete ID`: the session, its checkpoints and its
-/// subagents' logs. Exit status 1 for an unknown id, a session another
-/// dsh has open, or a file that cannot be removed.
-pub async fn delete(agent: &Arc<Agent>, id: &str, out: &mut dyn Write) -> u8 {
+/// subagents' logs. Exit status 1 for an unknown or ambiguous id (nothing
+/// is deleted), a session another dsh has open, or a file that cannot be
+/// removed.
+pub async fn delete(agent: &Arc<Agent>, given: &str, out: &mut dyn Write) -> u8 {
     let store = SessionStore::new(agent.config().sessions_dir());
     // An unknown id is an error, not a silent success.
-    if !store.path(id).is_ok_and(|path| path.exists()) {
-        let _ = writeln!(out, "dsh sessions delete: no session {id}");
-        return 1;
-    }
-    match agent.delete_session(id).await {
+    let id = match resolve(&store, given).await {
+        Ok(id) => id,
+        Err(err) => {
+            let _ = writeln!(out, "dsh sessions delete: {err}");
+            return 1;
+        }
+    };
+    match agent.delete_session(&id).await {
         Ok(()) => {
             let _ = writeln!(out, "deleted session {id}");
             0

@@ -173,7 +173,10 @@ impl Agent {
             Ok(())
         } else {
             Err(AgentError::AuthRequired(format!(
-                "dsh needs the {key}: run `dsh login` in a terminal (or use your editor's Authenticate button), or set {env} in the environment your editor starts dsh with — in Zed, under agent_servers.<name>.env in settings.json ({checked})",
+                // Said for every front end: `dsh run` in a shell or CI, a
+                // program over the SDK, an editor (whose authentication
+                // methods say where its settings put the variable).
+                "dsh needs the {key}: set {env} in the environment dsh starts with, or run `dsh login` in a terminal to store it ({checked})",
                 env = self.config.model.key.name,
                 key = self.config.model.key_name(),
                 checked = crate::credentials::missing(crate::credentials::Lookup::of(&self.config.model.key)),
