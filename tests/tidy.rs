@@ -791,3 +791,146 @@ fn the_folds_have_no_catch_all() {
         bad.join("\n")
     );
 }
+
+/// `cargo metadata` of the locked tree, offline (it builds nothing), for
+/// the host: dsh builds on Linux only, and a clone holds the sources of its
+/// platform's packages, not every platform's.
+fn locked_metadata() -> &'static serde_json::Value {
+    static METADATA: std::sync::OnceLock<serde_json::Value> = std::sync::OnceLock::new();
+    METADATA.get_or_init(|| {
+        let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+        let version = std::process::Command::new(rustc)
+            .arg("-vV")
+            .output()
+            .expect("rustc -vV");
+        let version = String::from_utf8(version.stdout).unwrap();
+        let host = version
+            .lines()
+            .find_map(|line| line.strip_prefix("host: "))
+            .expect("rustc names its host");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let output = std::process::Command::new(cargo)
+            .args(["metadata", "--locked", "--offline", "--format-version", "1"])
+            .args(["--filter-platform", host])
+            .current_dir(workspace())
+            .output()
+            .expect("cargo metadata");
+        assert!(
+            output.status.success(),
+            "cargo metadata --locked --offline: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_slice(&output.stdout).unwrap()
+    })
+}
+
+/// `1.89`, `1.89.0` → (1, 89, 0).
+fn rust_version(text: &str) -> (u32, u32, u32) {
+    let mut parts = text.split('.').map(|part| part.parse::<u32>().unwrap());
+    let major = parts.next().unwrap();
+    (major, parts.next().unwrap_or(0), parts.next().unwrap_or(0))
+}
+
+/// Issue 38 §3: the workspace's `rust-version` is the Rust dsh needs. No
+/// locked package needs a newer one; every member inherits it (so cargo
+/// checks it: without `rust-version.workspace = true` a member has none);
+/// README's "Rust toolchain (… or later)" says the same.
+#[test]
+fn the_rust_version_covers_the_locked_tree_and_readme_states_it() {
+    let manifest: toml::Table =
+        toml::from_str(&std::fs::read_to_string(workspace().join("Cargo.toml")).unwrap()).unwrap();
+    let declared = manifest["workspace"]["package"]["rust-version"]
+        .as_str()
+        .expect("[workspace.package] rust-version")
+        .to_owned();
+    let ours = rust_version(&declared);
+    let metadata = locked_metadata();
+    let members: BTreeSet<&str> = metadata["workspace_members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|id| id.as_str().unwrap())
+        .collect();
+    let packages = metadata["packages"].as_array().unwrap();
+    assert!(packages.len() > 100, "saw only {} packages", packages.len());
+    let mut newer = Vec::new();
+    let mut uninherited = Vec::new();
+    let mut highest = (0, 0, 0);
+    for package in packages {
+        let name = package["name"].as_str().unwrap();
+        let needs = package["rust_version"].as_str().map(rust_version);
+        if members.contains(package["id"].as_str().unwrap()) {
+            if needs != Some(ours) {
+                uninherited.push(format!("{name}: {:?}", package["rust_version"]));
+            }
+        } else if let Some(needs) = needs {
+            highest = highest.max(needs);
+            if needs > ours {
+                newer.push(format!("{name} {}: {needs:?}", package["version"]));
+            }
+        }
+    }
+    assert!(
+        newer.is_empty(),
+        "locked packages need a newer Rust than rust-version {declared}:\n{}",
+        newer.join("\n")
+    );
+    assert!(
+        uninherited.is_empty(),
+        "members without rust-version.workspace = true:\n{}",
+        uninherited.join("\n")
+    );
+    assert!(highest > (1, 80, 0), "saw no package's rust-version");
+    let readme = std::fs::read_to_string(workspace().join("README.md")).unwrap();
+    let stated = readme
+        .split_once("Rust toolchain (")
+        .and_then(|(_, rest)| rest.split_once(" or later"))
+        .expect("README: a Rust toolchain (X or later)")
+        .0;
+    assert_eq!(
+        rust_version(stated),
+        ours,
+        "README states Rust {stated}, Cargo.toml {declared}"
+    );
+}
+
+/// Issue 38 §11: a plain `cargo build --release` (README's "Build it")
+/// builds dsh and the crates it is made of — `default-members` is the
+/// `dsh` package and its path dependencies — not the benchmark, the test
+/// support or the fixture servers.
+#[test]
+fn a_plain_build_builds_dsh_and_its_crates_only() {
+    let metadata = locked_metadata();
+    let packages = metadata["packages"].as_array().unwrap();
+    let by_name = |name: &str| {
+        packages
+            .iter()
+            .find(|package| package["name"] == name)
+            .unwrap_or_else(|| panic!("no package {name}"))
+    };
+    // dsh's package and, transitively, its normal path dependencies.
+    let mut wanted = BTreeSet::new();
+    let mut queue = vec!["dsh-acp-server".to_owned()];
+    while let Some(name) = queue.pop() {
+        if !wanted.insert(name.clone()) {
+            continue;
+        }
+        for dependency in by_name(&name)["dependencies"].as_array().unwrap() {
+            if dependency["path"].is_string() && dependency["kind"].is_null() {
+                queue.push(dependency["name"].as_str().unwrap().to_owned());
+            }
+        }
+    }
+    assert!(wanted.len() >= 4, "{wanted:?}");
+    let default: BTreeSet<String> = metadata["workspace_default_members"]
+        .as_array()
+        .expect("cargo metadata names the default members")
+        .iter()
+        .map(|id| {
+            let id = id.as_str().unwrap();
+            let package = packages.iter().find(|package| package["id"] == id).unwrap();
+            package["name"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    assert_eq!(default, wanted, "[workspace] default-members");
+}

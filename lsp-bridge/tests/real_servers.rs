@@ -36,12 +36,24 @@ fn copy(from: &Path, to: &Path) {
     }
 }
 
+/// Whether `command` is on PATH; if not, the calling test skips (fails
+/// under `DSH_REAL_LSP=1`), naming the command that installs it.
 fn available(command: &str) -> bool {
     let found = which::which(command).is_ok();
-    if !found {
+    let test = format!("real_servers::{}", dsh_test_support::skip::this_test());
+    if found {
+        dsh_test_support::skip::ran(&test);
+    } else {
+        let install = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("the workspace")
+            .join(".ci/install-lsp");
         dsh_test_support::skip::skip(
-            &format!("real_servers ({command})"),
-            &format!("{command} not on PATH (run .ci/install-lsp and set DSH_REAL_LSP=1)"),
+            &test,
+            &format!(
+                "{command} not on PATH; install it (with the other servers these tests use) and put it on PATH: export PATH=\"$(bash {})\":$PATH",
+                install.display()
+            ),
             required(),
         );
     }
@@ -301,11 +313,9 @@ async fn a_rustup_proxy_without_the_component_does_not_count() {
     // On this machine image ~/.cargo/bin/rust-analyzer is such a stub.
     let stub =
         Path::new(&std::env::var("HOME").unwrap_or_default()).join(".cargo/bin/rust-analyzer");
+    let test = "real_servers::a_rustup_proxy_without_the_component_does_not_count";
     if !stub.exists() {
-        dsh_test_support::skip::note(
-            "real_servers::a_rustup_proxy_without_the_component_does_not_count",
-            "no rustup proxy for rust-analyzer here",
-        );
+        dsh_test_support::skip::note(test, "no rustup proxy for rust-analyzer here");
         return;
     }
     let spec = dsh_lsp_bridge::registry::builtin()
@@ -314,12 +324,10 @@ async fn a_rustup_proxy_without_the_component_does_not_count() {
         .unwrap();
     if dsh_lsp_bridge::registry::verify(&spec, &stub, &dsh_process::Spawner::default(), None).await
     {
-        dsh_test_support::skip::note(
-            "real_servers::a_rustup_proxy_without_the_component_does_not_count",
-            "rust-analyzer is really installed here",
-        );
+        dsh_test_support::skip::note(test, "rust-analyzer is really installed here");
         return;
     }
+    dsh_test_support::skip::ran(test);
     let (_dir, root) = workspace("python");
     std::fs::write(root.join("lib.rs"), "fn main() {}\n").unwrap();
     let settings = BridgeSettings {

@@ -542,53 +542,103 @@ async fn sessions_are_listed_shown_and_deleted_from_a_terminal() {
     }
 }
 
-/// Runs only inside [`a_skip_is_said_and_listed_and_fails_under_dsh_ci`].
+/// Runs only inside [`a_skip_is_said_and_listed_and_fails_under_dsh_ci`]:
+/// `DSH_SKIP_PROBE=skip` skips, `=ran` runs (as `DSH_SKIP_PROBE_AS`, else
+/// under its own name).
 #[test]
 fn skip_probe() {
-    if std::env::var_os("DSH_SKIP_PROBE").is_some() {
-        dsh_test_support::skip::skip("cli::skip_probe", "the probe skips", false);
+    let test =
+        std::env::var("DSH_SKIP_PROBE_AS").unwrap_or_else(|_| dsh_test_support::skip::this_test());
+    match std::env::var("DSH_SKIP_PROBE").as_deref() {
+        Ok("skip") => dsh_test_support::skip::skip(&test, "the probe skips", false),
+        Ok("ran") => dsh_test_support::skip::ran(&test),
+        _ => {}
     }
 }
 
-/// A test that cannot run here says `SKIPPED: <test>: <reason>` and is
-/// listed in target/test-skips.txt; under `DSH_CI=1` (`.ci/run`) it fails;
-/// `CI` alone changes nothing.
+/// A test that cannot run here says `SKIPPED: <test>: <reason>` on stderr
+/// (seen without `--nocapture`, as README says) and is listed in
+/// target/test-skips.txt, which holds the last run's skips only: a test
+/// that skips again is listed once, one that then runs is not listed, and
+/// an earlier run's lines go; test binaries writing at once lose no line.
+/// Under `DSH_CI=1` (`.ci/run`) a skip fails; `CI` alone changes nothing.
 #[test]
 fn a_skip_is_said_and_listed_and_fails_under_dsh_ci() {
     let target = tempfile::tempdir().unwrap();
-    let probe = |vars: &[(&str, &str)]| {
+    let file = target.path().join("test-skips.txt");
+    let command = |vars: &[(&str, &str)]| {
         let mut command = std::process::Command::new(std::env::current_exe().unwrap());
         command
-            .args([
-                "--exact",
-                "cli::skip_probe",
-                "--nocapture",
-                "--test-threads=1",
-            ])
+            .args(["--exact", "cli::skip_probe", "--test-threads=1"])
             .env_remove("DSH_CI")
-            .env("DSH_SKIP_PROBE", "1")
+            .env_remove("DSH_SKIP_PROBE_AS")
             .env("CARGO_TARGET_DIR", target.path());
         for (name, value) in vars {
             command.env(name, value);
         }
-        command.output().unwrap()
+        command
     };
-    let output = probe(&[("CI", "true")]);
+    let probe = |vars: &[(&str, &str)]| command(vars).output().unwrap();
+    // The listed lines, without the run's `# run …` line.
+    let listed = || {
+        std::fs::read_to_string(&file)
+            .unwrap()
+            .lines()
+            .filter(|line| !line.starts_with('#'))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let output = probe(&[("DSH_SKIP_PROBE", "skip"), ("CI", "true")]);
     assert!(output.status.success(), "{}", text(&output.stderr));
     assert!(
         text(&output.stderr).contains("SKIPPED: cli::skip_probe: the probe skips"),
         "{}",
         text(&output.stderr)
     );
-    let listed = std::fs::read_to_string(target.path().join("test-skips.txt")).unwrap();
-    assert_eq!(listed, "cli::skip_probe: the probe skips\n");
+    assert_eq!(listed(), ["cli::skip_probe: the probe skips"]);
+    // Again: still one line.
+    assert!(probe(&[("DSH_SKIP_PROBE", "skip")]).status.success());
+    assert_eq!(listed(), ["cli::skip_probe: the probe skips"]);
+    // Its tool is there now: the line goes.
+    assert!(probe(&[("DSH_SKIP_PROBE", "ran")]).status.success());
+    assert!(listed().is_empty(), "{:?}", listed());
 
-    let output = probe(&[("DSH_CI", "1")]);
+    // An earlier run's lines (another parent process) go at this run's
+    // first report.
+    std::fs::write(&file, "# run 1@1\nother::test: an old reason\n").unwrap();
+    assert!(probe(&[("DSH_SKIP_PROBE", "skip")]).status.success());
+    assert_eq!(listed(), ["cli::skip_probe: the probe skips"]);
+
+    // Eight test binaries of one run at once: every line, whole.
+    let names: Vec<String> = (0..8).map(|n| format!("probe::n{n}")).collect();
+    let children: Vec<_> = names
+        .iter()
+        .map(|name| {
+            command(&[("DSH_SKIP_PROBE", "skip"), ("DSH_SKIP_PROBE_AS", name)])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut child in children {
+        assert!(child.wait().unwrap().success());
+    }
+    let mut expected: Vec<String> = names
+        .iter()
+        .map(|name| format!("{name}: the probe skips"))
+        .collect();
+    expected.insert(0, "cli::skip_probe: the probe skips".to_owned());
+    let mut got = listed();
+    got.sort();
+    expected.sort();
+    assert_eq!(got, expected);
+
+    let output = probe(&[("DSH_SKIP_PROBE", "skip"), ("DSH_CI", "1")]);
     assert!(!output.status.success());
-    // With --nocapture the panic's message is on stderr.
     assert!(
-        text(&output.stderr).contains("must run here"),
+        text(&output.stdout).contains("must run here"),
         "{}",
-        text(&output.stderr)
+        text(&output.stdout)
     );
 }

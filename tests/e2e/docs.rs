@@ -337,6 +337,7 @@ async fn readmes_ci_step_runs_as_written() {
         );
         return;
     }
+    dsh_test_support::skip::ran("docs::readmes_ci_step_runs_as_written");
     assert_eq!(output.status.code(), Some(0), "{stderr}");
     std::fs::write(env.workspace.path().join(&output_file), &output.stdout).unwrap();
     let written = std::fs::read_to_string(env.workspace.path().join(&output_file)).unwrap();
@@ -562,4 +563,230 @@ fn no_table_is_split_by_a_blank_line() {
         }
     }
     assert!(split.is_empty(), "tables split by a blank line: {split:?}");
+}
+
+/// Issue 38 §4: README's install line uses `Cargo.lock` (`--locked`;
+/// without it cargo resolves every dependency again, over the network),
+/// installs the `dsh` binary of `acp-server`'s package, and says where it
+/// builds (with `--path`, the workspace's `target/release`, kept) — not
+/// in a temporary directory. The uninstall line names that package.
+#[test]
+fn readmes_install_line_is_locked_and_says_where_it_builds() {
+    let block = readme_block("## Install it", "sh");
+    let lines: Vec<Vec<String>> = block.lines().map(words).collect();
+    let install = lines
+        .iter()
+        .find(|words| words[..2] == ["cargo", "install"])
+        .expect("a cargo install line");
+    for flag in ["--locked", "--path", "acp-server", "--bin", "dsh"] {
+        assert!(install.contains(&flag.to_owned()), "{flag} in {install:?}");
+    }
+    let manifest: toml::Table = toml::from_str(&read_doc("acp-server/Cargo.toml")).unwrap();
+    let package = manifest["package"]["name"].as_str().unwrap();
+    let bins: Vec<&str> = manifest["bin"]
+        .as_array()
+        .map(|bins| bins.iter().filter_map(|bin| bin["name"].as_str()).collect())
+        .unwrap_or_default();
+    assert!(
+        bins.contains(&"dsh") || manifest["package"]["name"].as_str() == Some("dsh"),
+        "acp-server builds a dsh binary: {bins:?}"
+    );
+    let uninstall = lines
+        .iter()
+        .find(|words| words[..2] == ["cargo", "uninstall"])
+        .expect("a cargo uninstall line");
+    assert_eq!(uninstall[2], package);
+    let readme = read_doc("README.md");
+    let section = readme
+        .split_once("## Install it")
+        .unwrap()
+        .1
+        .split_once("\n## ")
+        .unwrap()
+        .0;
+    assert!(
+        section.contains("`target/release/`") && !section.contains("temporary directory"),
+        "{section}"
+    );
+}
+
+/// Issue 38 §10 and §12: README says a skip is shown without
+/// `--nocapture` and listed in `target/test-skips.txt`: a skipping test run
+/// without `--nocapture` shows its line, and that is the file it is listed
+/// in (`cli::skip_probe`, the probe of `cli.rs`).
+#[test]
+fn readmes_skips_are_shown_without_nocapture() {
+    let readme = read_doc("README.md");
+    assert!(
+        readme.contains("(no `--nocapture` needed)")
+            && readme.contains("`target/test-skips.txt`, rewritten by each run"),
+        "README's skip sentence"
+    );
+    let target = tempfile::tempdir().unwrap();
+    let output = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "cli::skip_probe"])
+        .env_remove("DSH_CI")
+        .env_remove("DSH_SKIP_PROBE_AS")
+        .env("DSH_SKIP_PROBE", "skip")
+        .env("CARGO_TARGET_DIR", target.path())
+        .output()
+        .unwrap();
+    let stderr = text(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("SKIPPED: cli::skip_probe: the probe skips"),
+        "{stderr}"
+    );
+    let listed = dsh_test_support::skip::skips_file();
+    assert_eq!(listed.file_name().unwrap(), "test-skips.txt");
+    assert!(
+        std::fs::read_to_string(target.path().join("test-skips.txt"))
+            .unwrap()
+            .contains("cli::skip_probe: the probe skips")
+    );
+}
+
+/// Issue 38 §12: editors.md lists the key's sources in the order dsh
+/// reads them (`credentials::missing` names them so), and `./.env` last,
+/// only with `[credentials] dotenv = true`, which is off by default.
+#[test]
+fn editors_md_lists_the_key_sources_as_the_code_reads_them() {
+    use dsh_acp_server::credentials::{missing, CredentialSettings, Lookup};
+    let editors = read_doc("docs/editors.md");
+    let list = editors
+        .split_once("## The API key")
+        .unwrap()
+        .1
+        .split_once("\n\n`initialize`")
+        .expect("the list of sources, then the auth methods")
+        .0;
+    let items: Vec<&str> = list.split("\n1. ").nth(1).unwrap().split("\n4. ").collect();
+    let (first_three, dotenv) = (items[0], items[1]);
+    let home = std::path::Path::new("/home");
+    let said = missing(Lookup {
+        home,
+        name: "DEEPSEEK_API_KEY",
+        dotenv: false,
+    });
+    let said = said.strip_prefix("sources checked: ").unwrap();
+    let (read, not_read) = said.split_once("; ").unwrap();
+    let mut at = 0;
+    for (source, in_docs) in read.split(", ").zip([
+        "`DEEPSEEK_API_KEY`",
+        "`$DSH_HOME/.credentials.yaml`",
+        "`$DSH_HOME/.env`",
+    ]) {
+        let found = first_three[at..].find(in_docs).unwrap_or_else(|| {
+            panic!("{in_docs} (the code: {source}) after {at} in {first_three}")
+        });
+        at += found + in_docs.len();
+    }
+    assert!(not_read.contains("./.env") && not_read.contains("[credentials] dotenv = true"));
+    assert!(!CredentialSettings::default().dotenv, "./.env is opt-in");
+    assert!(
+        dotenv.starts_with("`./.env`")
+            && dotenv.contains("only with\n   `[credentials] dotenv = true`"),
+        "{dotenv}"
+    );
+}
+
+/// Issue 38 §12: the auth methods acp-mapping.md's `initialize` row
+/// describes are the ones `initialize` offers at DeepSeek's endpoint
+/// (which needs a key): as many, with their ids and types.
+#[tokio::test]
+async fn acp_mappings_auth_methods_are_the_ones_initialize_offers() {
+    let mut env = TestEnv::new().await;
+    env.api_key = None;
+    env.extra_env.push((
+        "DEEPSEEK_BASE_URL".into(),
+        "https://api.deepseek.com".into(),
+    ));
+    let mut child = env.dsh(&["acp"]).spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let initialize = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": 1, "clientCapabilities": {}}});
+    stdin
+        .write_all(format!("{initialize}\n").as_bytes())
+        .await
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+        .await
+        .expect("initialize is answered")
+        .unwrap()
+        .expect("a line");
+    drop(stdin);
+    let answer: serde_json::Value = serde_json::from_str(&line).unwrap();
+    let methods = answer["result"]["authMethods"].as_array().unwrap().clone();
+    assert!(!methods.is_empty(), "{answer}");
+    let mapping = read_doc("docs/acp-mapping.md");
+    let row = mapping
+        .lines()
+        .find(|line| line.starts_with("| `initialize` |"))
+        .expect("the initialize row");
+    let said = row
+        .split_once("`authMethods`")
+        .expect("the row names authMethods")
+        .1
+        .split_once(". ")
+        .unwrap()
+        .0;
+    let count = ["none", "one", "two", "three", "four"][methods.len()];
+    assert!(said.contains(count), "{count} methods: {said}");
+    for method in &methods {
+        let id = method["id"].as_str().unwrap();
+        assert!(said.contains(&format!("`{id}`")), "{id} in {said}");
+        let kind = method["type"].as_str().unwrap_or("agent");
+        let named = said.split_once(&format!("`{id}`")).unwrap().1;
+        let named: String = named.chars().take(60).collect();
+        assert!(named.contains(kind), "{id} is {kind}: {named}");
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+}
+
+/// Issue 38 §12: error-codes.md's `run.timeout` row says the exit status
+/// `dsh run --timeout` has, and README's exit statuses count a timeout
+/// among the failures.
+#[tokio::test]
+async fn a_timeout_exits_as_error_codes_md_says() {
+    let doc = read_doc("docs/error-codes.md");
+    let row = doc
+        .lines()
+        .find(|line| line.starts_with("| `run.timeout` |"))
+        .expect("the run.timeout row");
+    let exits: i32 = row
+        .split_once("exits ")
+        .expect("the row says how dsh run exits")
+        .1
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let readme = read_doc("README.md");
+    let failed = readme
+        .split_once(&format!("{exits} failed ("))
+        .expect("README's exit statuses")
+        .1
+        .split_once(')')
+        .unwrap()
+        .0;
+    assert!(failed.contains("`--timeout`"), "{failed}");
+
+    let env = TestEnv::new().await;
+    env.mock
+        .push_json(serde_json::json!({"chunks":[{"text":"slow"}],"hang_after":1,"finish":"stop"}));
+    let output = dsh(
+        &env,
+        &[
+            "run".into(),
+            "--timeout".into(),
+            "0.5".into(),
+            "slow".into(),
+        ],
+    )
+    .await;
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(exits), "{stderr}");
+    assert!(stderr.contains("run.timeout"), "{stderr}");
 }

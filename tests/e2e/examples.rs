@@ -8,7 +8,10 @@ use std::time::Duration;
 use crate::support::DSH;
 
 fn examples() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/sdk")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace")
+        .join("examples/sdk")
 }
 
 async fn run_example(program: &str, args: &[PathBuf]) -> String {
@@ -90,19 +93,22 @@ async fn the_python_example_runs_over_stdio() {
 
 #[tokio::test]
 async fn the_typescript_example_runs_over_websocket() {
-    let built = examples().join("typescript/dist/example.js");
+    let test = "examples::the_typescript_example_runs_over_websocket";
+    let dir = examples().join("typescript");
+    let built = dir.join("dist/example.js");
     if !built.exists() {
-        // CI builds it (.ci/run sets DSH_EXAMPLES=1); elsewhere it needs
-        // `npm ci && npm run build` in examples/sdk/typescript.
+        // CI builds it (.ci/run sets DSH_EXAMPLES=1).
         dsh_test_support::skip::skip(
-            "examples::the_typescript_example_runs_over_websocket",
+            test,
             &format!(
-                "{} is not built (npm ci && npm run build in examples/sdk/typescript)",
-                built.display()
+                "{} is not built; build it: (cd {} && npm ci && npm run build)",
+                built.display(),
+                dir.display()
             ),
             std::env::var_os("DSH_EXAMPLES").is_some(),
         );
         return;
     }
+    dsh_test_support::skip::ran(test);
     run_example("node", &[built]).await;
 }

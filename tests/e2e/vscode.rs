@@ -14,18 +14,39 @@ use crate::support::DSH;
 
 #[tokio::test]
 async fn the_vscode_extension_tests_pass_against_this_dsh() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../editor-extensions/vscode");
+    let test = "vscode::the_vscode_extension_tests_pass_against_this_dsh";
+    let required = std::env::var_os("DSH_VSCODE").is_some();
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace")
+        .join("editor-extensions/vscode");
     if !dir.join("dist/test/protocol.test.js").exists() {
         dsh_test_support::skip::skip(
-            "vscode::the_vscode_extension_tests_pass_against_this_dsh",
+            test,
             &format!(
-                "the extension is not built in {} (npm ci && npm run build)",
+                "the extension is not built; build it: (cd {} && npm ci && npm run build)",
                 dir.display()
             ),
-            std::env::var_os("DSH_VSCODE").is_some(),
+            required,
         );
         return;
     }
+    // The panel test drives Chromium (test/webview.test.ts: `CHROMIUM`,
+    // else /usr/bin/chromium).
+    let chromium = std::env::var_os("CHROMIUM")
+        .map_or_else(|| PathBuf::from("/usr/bin/chromium"), PathBuf::from);
+    if !chromium.exists() {
+        dsh_test_support::skip::skip(
+            test,
+            &format!(
+                "no Chromium at {} for the panel test; install it: sudo apt-get install chromium (or set CHROMIUM to one)",
+                chromium.display()
+            ),
+            required,
+        );
+        return;
+    }
+    dsh_test_support::skip::ran(test);
     let child = tokio::process::Command::new("node")
         .args(["--test", "--test-reporter=spec", "dist/test/"])
         .current_dir(&dir)
