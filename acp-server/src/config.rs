@@ -221,7 +221,9 @@ pub struct Config {
     /// The model client's settings.
     pub model: Arc<ModelSettings>,
     /// The models, reasoning levels and modes a session can pick, and its
-    /// defaults.
+    /// defaults. For a served catalog ([`ModelSettings::served_catalog`])
+    /// no model until [`Config::serving`] (the agent, before the first
+    /// session), and `default_model` is the configured one or "".
     pub choices: Arc<Choices>,
     /// `session/list` page size.
     pub list_page_size: usize,
@@ -295,6 +297,12 @@ impl Config {
     /// # Errors
     /// A default model missing from the catalog, or an empty replay path.
     pub fn from_raw(raw: RawConfig, home: PathBuf, env: &dyn Env) -> Result<Config, ConfigError> {
+        let (base_url, base_url_key) = match (env.var("DEEPSEEK_BASE_URL"), raw.provider.base_url) {
+            (Some(url), _) => (url, "DEEPSEEK_BASE_URL"),
+            (None, Some(url)) => (url, "[provider] base_url"),
+            (None, None) => (DEFAULT_BASE_URL.to_owned(), "the default base URL"),
+        };
+        let base_url = base_url.trim().trim_end_matches('/').to_owned();
         let provider = match env.var("DSH_PROVIDER") {
             Some(kind) => match kind.as_str() {
                 "deepseek" => ProviderKind::Deepseek,
@@ -306,14 +314,12 @@ impl Config {
                     )))
                 }
             },
-            None => raw.provider.kind.unwrap_or(ProviderKind::Deepseek),
+            // DeepSeek's dialect for its API, OpenAI's for any other.
+            None => raw
+                .provider
+                .kind
+                .unwrap_or_else(|| crate::model::settings::implied_kind(&base_url)),
         };
-        let (base_url, base_url_key) = match (env.var("DEEPSEEK_BASE_URL"), raw.provider.base_url) {
-            (Some(url), _) => (url, "DEEPSEEK_BASE_URL"),
-            (None, Some(url)) => (url, "[provider] base_url"),
-            (None, None) => (DEFAULT_BASE_URL.to_owned(), "the default base URL"),
-        };
-        let base_url = base_url.trim().trim_end_matches('/').to_owned();
         if provider != ProviderKind::Replay {
             crate::model::settings::check_base_url(&base_url, base_url_key)
                 .map_err(ConfigError::Invalid)?;
@@ -326,7 +332,14 @@ impl Config {
         // (another endpoint serving a model of that name bills its own); a
         // model's own `pricing` wins.
         let deepseek = provider == ProviderKind::Deepseek;
-        let models: Vec<ModelInfo> = if raw.models.is_empty() {
+        // An OpenAI-compatible endpoint without `[[models]]`: the catalog
+        // is the model it serves, asked when a session is first opened
+        // (`model::served`, `Config::serving`); DeepSeek's built-in
+        // catalog means nothing to it.
+        let served_catalog = raw.models.is_empty() && provider == ProviderKind::Openai;
+        let models: Vec<ModelInfo> = if served_catalog {
+            Vec::new()
+        } else if raw.models.is_empty() {
             builtin_models()
                 .into_iter()
                 .map(|model| ModelInfo {
@@ -365,8 +378,14 @@ impl Config {
                 )));
             }
         }
-        let default_model = raw.default_model.unwrap_or_else(|| models[0].id.clone());
-        if !models.iter().any(|model| model.id == default_model) {
+        // Served: checked against what the endpoint serves ("" picks its
+        // only model).
+        let default_model = match raw.default_model {
+            Some(model) => model,
+            None if served_catalog => String::new(),
+            None => models[0].id.clone(),
+        };
+        if !served_catalog && !models.iter().any(|model| model.id == default_model) {
             return Err(ConfigError::Invalid(format!(
                 "default_model {default_model:?} is not in the model catalog"
             )));
@@ -439,6 +458,7 @@ impl Config {
                     max_delay: ms(raw.provider.retry_max_delay_ms.unwrap_or(10_000)),
                 },
                 session_header: raw.provider.session_header.unwrap_or(true),
+                served_catalog,
             }),
             choices: Arc::new(Choices {
                 models,
@@ -468,6 +488,19 @@ impl Config {
             protected,
             home,
         })
+    }
+
+    /// This configuration with the catalog the endpoint serves
+    /// ([`ModelSettings::served_catalog`]): `model`, the one
+    /// [`crate::model::served::pick`] chose, and the default.
+    pub fn serving(&self, model: ModelInfo) -> Config {
+        let mut config = self.clone();
+        config.choices = Arc::new(Choices {
+            default_model: model.id.clone(),
+            models: vec![model],
+            ..(*self.choices).clone()
+        });
+        config
     }
 
     /// Runs shell commands under the command guard of this executable
@@ -525,10 +558,62 @@ mod tests {
         assert_eq!(config.model.base_url, "http://env/v1");
         assert_eq!(config.model.provider, ProviderKind::Openai);
         assert_eq!(config.model.key.name, "MY_KEY");
-        assert_eq!(config.choices.default_model, "deepseek-v4-flash");
+        // No `[[models]]` for an OpenAI-compatible endpoint: what it
+        // serves, asked later; no default named.
+        assert!(config.model.served_catalog);
+        assert!(config.choices.models.is_empty());
+        assert_eq!(config.choices.default_model, "");
         assert_eq!(config.model.retry.max_retries, 5);
         assert_eq!(config.choices.default_thought_level, ThoughtLevel::High);
         assert_eq!(config.idle_evict, Some(Duration::from_secs(60)));
+    }
+
+    /// Issue 38, item 1: a base URL alone implies the dialect, and an
+    /// OpenAI-compatible endpoint without `[[models]]` gets the catalog it
+    /// serves, never DeepSeek's.
+    #[test]
+    fn a_base_url_alone_implies_the_dialect_and_the_catalog() {
+        let load = |text: &str, url: Option<&'static str>| {
+            let raw: RawConfig = toml::from_str(text).unwrap();
+            let env = MapEnv(
+                url.map(|url| ("DEEPSEEK_BASE_URL", url))
+                    .into_iter()
+                    .collect(),
+            );
+            Config::from_raw(raw, "/h".into(), &env).unwrap()
+        };
+        let local = load("", Some("http://127.0.0.1:8080/v1"));
+        assert_eq!(local.model.provider, ProviderKind::Openai);
+        assert!(local.model.served_catalog && local.choices.models.is_empty());
+        let served: ModelInfo = toml::from_str("id = \"qwen2.5-coder:32b\"").unwrap();
+        let serving = local.serving(served);
+        assert_eq!(serving.choices.default_model, "qwen2.5-coder:32b");
+        assert_eq!(serving.choices.models.len(), 1);
+        assert_eq!(serving.choices.models[0].max_tokens, None);
+        // `default_model` is checked against what is served, later.
+        let named = load(
+            "default_model = \"llama3.2\"\n",
+            Some("http://localhost:11434/v1"),
+        );
+        assert_eq!(named.choices.default_model, "llama3.2");
+        let deepseek = load("", None);
+        assert_eq!(deepseek.model.provider, ProviderKind::Deepseek);
+        assert!(!deepseek.model.served_catalog);
+        assert_eq!(deepseek.choices.default_model, "deepseek-v4-flash");
+        let listed = load(
+            "[[models]]\nid = \"qwen2.5-coder:32b\"\n",
+            Some("http://127.0.0.1:8080/v1"),
+        );
+        assert_eq!(listed.model.provider, ProviderKind::Openai);
+        assert!(!listed.model.served_catalog);
+        assert_eq!(listed.choices.models[0].max_tokens, None);
+        // A declared kind wins (a proxy of DeepSeek's API).
+        let proxy = load(
+            "[provider]\nkind = \"deepseek\"\n",
+            Some("https://llm-proxy.example.com/v1"),
+        );
+        assert_eq!(proxy.model.provider, ProviderKind::Deepseek);
+        assert_eq!(proxy.choices.default_model, "deepseek-v4-flash");
     }
 
     #[test]

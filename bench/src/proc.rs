@@ -21,6 +21,9 @@ impl Proc {
             .env("DSH_HOME", home)
             .env("DEEPSEEK_API_KEY", "bench-key")
             .env("DEEPSEEK_BASE_URL", base_url)
+            // The mock speaks for DeepSeek's API: its dialect, its catalog
+            // (another base URL would be asked for the model it serves).
+            .env("DSH_PROVIDER", "deepseek")
             .env("DSH_LOG", "error")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -41,6 +41,7 @@ impl Sdk {
             .env("DSH_HOME", &bench.home)
             .env("DEEPSEEK_API_KEY", "bench-key")
             .env("DEEPSEEK_BASE_URL", &bench.mock.url)
+            .env("DSH_PROVIDER", "deepseek")
             .env("DSH_LOG", "error")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

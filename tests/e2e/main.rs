@@ -21,6 +21,7 @@ mod hooks_hardening;
 mod jobs;
 mod live_output;
 mod load;
+mod local_server;
 mod lsp;
 mod mcp;
 mod mcp_hardening;

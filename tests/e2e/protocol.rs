@@ -12,7 +12,13 @@ use crate::support::{tool_names, TestEnv};
 
 #[tokio::test]
 async fn initialize_advertises_honest_capabilities() {
-    let env = TestEnv::new().await;
+    let mut env = TestEnv::new().await;
+    // The default endpoint, which needs a key: its auth methods (the
+    // loopback mock needs none and gets none, tests/e2e/local_server.rs).
+    env.extra_env.push((
+        "DEEPSEEK_BASE_URL".into(),
+        "https://api.deepseek.com".into(),
+    ));
     let conn = env.connect().await;
     let init = conn.initialize().await;
     assert_eq!(init.protocol_version, ProtocolVersion::V1);

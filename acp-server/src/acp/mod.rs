@@ -46,7 +46,12 @@ pub fn initialize_response(request: &InitializeRequest, agent: &Agent) -> Initia
     let env = &agent.config().model.key.name;
     let key = agent.config().model.key_name();
     let mut methods = Vec::new();
-    if agent.config().model.takes_key() {
+    // Offered where a key is needed: not for a keyless endpoint nor one
+    // on this machine (asked without a key unless one is found), where an
+    // editor's "Authenticate" button would ask for a key nothing needs.
+    // The default endpoint (DeepSeek's API) always needs one: the ACP
+    // registry's verifier wants a method there.
+    if agent.config().model.needs_key() {
         // The terminal login, in both shapes clients read: `type:
         // "terminal"` with `args` (the auth-methods RFD; the registry's
         // verifier), and `_meta["terminal-auth"]` with the command (Zed's

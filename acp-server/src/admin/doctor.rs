@@ -83,6 +83,7 @@ pub fn run(env: &dyn Env, out: &mut dyn Write) -> u8 {
     );
     if let Some(config) = &config {
         key_and_endpoint(config, env, out, &mut found);
+        models(config, out, &mut found);
         language_servers(config, out);
         sandbox(config, out, &mut found);
     }
@@ -159,6 +160,82 @@ fn key_and_endpoint(config: &Config, env: &dyn Env, out: &mut dyn Write, found: 
             ));
         }
     }
+}
+
+/// The catalog: the models `config.toml` lists (or the built-in ones), or
+/// — for an OpenAI-compatible endpoint with none listed — those it serves
+/// (`GET {base}/models`, as the first session asks) and the one sessions
+/// would use.
+fn models(config: &Config, out: &mut dyn Write, found: &mut Findings) {
+    use crate::model::served;
+    let model = &config.model;
+    if model.provider == ProviderKind::Replay {
+        return;
+    }
+    if !model.served_catalog {
+        let ids: Vec<&str> = config
+            .choices
+            .models
+            .iter()
+            .map(|m| m.id.as_str())
+            .collect();
+        let _ = writeln!(
+            out,
+            "models:       {} (default {})",
+            ids.join(", "),
+            config.choices.default_model
+        );
+        return;
+    }
+    let asked = crate::model::Provider::from_settings(&config.model)
+        .map_err(|err| err.to_string())
+        .and_then(|provider| {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|err| err.to_string())?;
+            Ok(runtime.block_on(provider.served_models()))
+        });
+    let listed = match asked {
+        Ok(Ok(listed)) => listed,
+        // Unreachable, or no key: the lines above said so.
+        Ok(Err(error))
+            if matches!(
+                error.code,
+                dsh_protocol::ErrorCode::ModelTransport
+                    | dsh_protocol::ErrorCode::MissingCredential
+            ) =>
+        {
+            let _ = writeln!(
+                out,
+                "models:       not asked (see the endpoint and the key)"
+            );
+            return;
+        }
+        Ok(Err(error)) => {
+            let _ = writeln!(out, "models:       cannot be listed: {error}");
+            found.broken.push(error.message);
+            return;
+        }
+        Err(error) => {
+            let _ = writeln!(out, "models:       cannot be listed: {error}");
+            return;
+        }
+    };
+    let wanted = Some(config.choices.default_model.as_str()).filter(|id| !id.is_empty());
+    let line = match served::pick(&listed, wanted, &model.base_url) {
+        Ok(used) if wanted.is_some() => format!("using {} (default_model)", used.id),
+        Ok(used) => format!("using {} (the only one)", used.id),
+        Err(why) => {
+            found.broken.push(why.message);
+            "none chosen".to_owned()
+        }
+    };
+    let _ = writeln!(
+        out,
+        "models:       served by the endpoint: {} — {line}",
+        served::names(&listed)
+    );
 }
 
 /// A TCP connection to the base URL's host and port, within

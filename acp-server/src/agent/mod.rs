@@ -83,6 +83,9 @@ pub struct Agent {
     sweeping: std::sync::atomic::AtomicBool,
     /// The budget for its sessions' histories in memory.
     residency: Arc<crate::session::Residency>,
+    /// `config` with the model the endpoint serves, once asked
+    /// ([`Agent::ready`]).
+    served: tokio::sync::OnceCell<Arc<Config>>,
 }
 
 impl Agent {
@@ -141,12 +144,45 @@ impl Agent {
             gave_back: Mutex::new(Instant::now()),
             me: me.clone(),
             sweeping: std::sync::atomic::AtomicBool::new(false),
+            served: tokio::sync::OnceCell::new(),
         })
     }
 
-    /// The configuration.
+    /// The configuration (with the served model, once asked).
     pub fn config(&self) -> &Config {
-        &self.config
+        self.served.get().map_or(&self.config, |served| served)
+    }
+
+    /// The configuration sessions get, once it is valid: the loaded one,
+    /// or — where the catalog is what the endpoint serves
+    /// ([`crate::model::served`]) — that with the served model, asked at
+    /// the first session request (never at start-up) and kept for the
+    /// process.
+    ///
+    /// # Errors
+    /// A configuration error; the served models cannot be had, or no one
+    /// of them is the one to use.
+    async fn ready(&self) -> Result<Arc<Config>, AgentError> {
+        self.check_config()?;
+        if !self.config.model.served_catalog {
+            return Ok(self.config.clone());
+        }
+        let provider = self
+            .provider
+            .clone()
+            .ok_or_else(|| AgentError::Internal("no model provider".to_owned()))?;
+        self.served
+            .get_or_try_init(|| async {
+                let served = provider.served_models().await?;
+                let wanted = Some(self.config.choices.default_model.as_str())
+                    .filter(|wanted| !wanted.is_empty());
+                let model =
+                    crate::model::served::pick(&served, wanted, &self.config.model.base_url)?;
+                tracing::info!(model = %model.id, "using the model the endpoint serves");
+                Ok(Arc::new(self.config.serving(model)))
+            })
+            .await
+            .cloned()
     }
 
     fn check_config(&self) -> Result<(), AgentError> {
@@ -239,6 +275,7 @@ impl Agent {
         mcp: Vec<McpServerConfig>,
     ) -> Result<Opened, AgentError> {
         let (cwd, roots) = self.workspace(cwd, extra_roots).await?;
+        let config = self.ready().await?;
         let mut header = crate::session::new_header(cwd, roots);
         header.mcp_servers = crate::mcp::recorded(&mcp);
         let store = self.store.clone();
@@ -248,9 +285,9 @@ impl Agent {
         })
         .await?;
         let session = Session::new(
-            self.config.clone(),
+            config.clone(),
             header,
-            SessionState::new(&self.config.choices),
+            SessionState::new(&config.choices),
             log,
             &self.shutdown,
             &self.residency,
@@ -290,18 +327,18 @@ impl Agent {
         id: &str,
         replay: Option<Arc<dyn Frontend>>,
     ) -> Result<Arc<Session>, AgentError> {
-        self.check_config()?;
+        let config = self.ready().await?;
         if let Some(session) = self.live(id) {
             return self.reopen(session, replay).await;
         }
         let store = self.store.clone();
-        let config = self.config.clone();
         let key = id.to_owned();
         let out = replay.clone();
+        let restored = config.clone();
         let opened = blocking(move || {
             let mut log = store.open(&key)?;
             let state = log.reader.read_ahead(|events| {
-                SessionState::restore(&config.choices, events, out.as_deref(), &|_| false)
+                SessionState::restore(&restored.choices, events, out.as_deref(), &|_| false)
             })?;
             let header = log.reader.header.clone();
             Ok((header, state, log.finish()?))
@@ -316,14 +353,7 @@ impl Agent {
             }
             Err(err) => return Err(err),
         };
-        let session = Session::new(
-            self.config.clone(),
-            header,
-            state,
-            log,
-            &self.shutdown,
-            &self.residency,
-        );
+        let session = Session::new(config, header, state, log, &self.shutdown, &self.residency);
         self.track(&session);
         Ok(session)
     }
@@ -511,7 +541,7 @@ impl Agent {
         out: &dyn Frontend,
     ) -> Result<Vec<ConfigOption>, AgentError> {
         let session = self.session(id)?;
-        let key = Settings::validate(&self.config.choices, key, value)?;
+        let key = Settings::validate(&self.config().choices, key, value)?;
         tracing::info!(session = %id, key = key.as_str(), value, "setting changed");
         session.record(
             EventData::Config {

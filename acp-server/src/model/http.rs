@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use dsh_protocol::model::StreamEvent;
+use dsh_protocol::model::{ModelInfo, StreamEvent};
 use dsh_protocol::ErrorCode;
 use futures::StreamExt;
 
@@ -20,6 +20,8 @@ pub struct HttpProvider {
     /// takes ~8 ms and ~2 MB, which an editor should not pay at every spawn.
     client: std::sync::OnceLock<reqwest::Client>,
     settings: Arc<ModelSettings>,
+    /// The models the endpoint serves, once asked.
+    served: tokio::sync::OnceCell<Vec<ModelInfo>>,
 }
 
 const USER_AGENT: &str = concat!(
@@ -34,6 +36,7 @@ impl HttpProvider {
         HttpProvider {
             client: std::sync::OnceLock::new(),
             settings,
+            served: tokio::sync::OnceCell::new(),
         }
     }
 
@@ -60,8 +63,13 @@ impl HttpProvider {
         self.settings.provider
     }
 
-    pub(super) async fn start(&self, request: &Prepared) -> Result<EventStream, ModelError> {
-        let key = match self.settings.key_policy {
+    /// The key a request carries (`None`: it goes without one).
+    ///
+    /// # Errors
+    /// `auth.missing_credential`: the endpoint needs a key and none is
+    /// found.
+    async fn key(&self) -> Result<Option<String>, ModelError> {
+        Ok(match self.settings.key_policy {
             KeyPolicy::None => None,
             KeyPolicy::Optional => crate::credentials::resolve_now(&self.settings.key).await,
             KeyPolicy::Required => Some(
@@ -79,7 +87,29 @@ impl HttpProvider {
                         )
                     })?,
             ),
-        };
+        })
+    }
+
+    /// The models the endpoint serves ([`super::served`]): asked once, the
+    /// answer kept for the process (a failure is not kept).
+    ///
+    /// # Errors
+    /// The list cannot be had: what [`super::served`] says.
+    pub(super) async fn served_models(&self) -> Result<Vec<ModelInfo>, ModelError> {
+        self.served
+            .get_or_try_init(|| async {
+                let key = self.key().await?;
+                super::served::ask(self.client()?, &self.settings, key, |err| {
+                    self.send_error(err)
+                })
+                .await
+            })
+            .await
+            .cloned()
+    }
+
+    pub(super) async fn start(&self, request: &Prepared) -> Result<EventStream, ModelError> {
+        let key = self.key().await?;
         let url = format!("{}/chat/completions", self.settings.base_url);
         // Read from the spool as it is sent (see `body`). reqwest cannot
         // replay such a body for its own retries (an HTTP/2 stream
@@ -563,7 +593,7 @@ mod tests {
         });
         let home = tempfile::tempdir().unwrap();
         let raw: crate::config::RawConfig = toml::from_str(&format!(
-            "[provider]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:{port}\"\n"
+            "[provider]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:{port}\"\n[[models]]\nid = \"local\"\n"
         ))
         .unwrap();
         let config = crate::config::Config::from_raw(

@@ -11,6 +11,7 @@ pub mod http;
 pub mod replay;
 pub mod retry;
 pub mod script;
+pub mod served;
 pub mod settings;
 pub mod spool;
 pub mod sse;
@@ -366,6 +367,22 @@ impl Provider {
             )
         })?
         .map_err(unwritten)
+    }
+
+    /// The models the endpoint serves ([`served`]), asked once per
+    /// process.
+    ///
+    /// # Errors
+    /// The list cannot be had (unreachable, an error status, not a list,
+    /// too slow); the replay provider serves none.
+    pub async fn served_models(&self) -> Result<Vec<ModelInfo>, ModelError> {
+        match self {
+            Provider::Http(provider) => provider.served_models().await,
+            Provider::Replay(_) => Err(ModelError::new(
+                ErrorCode::Internal,
+                "the replay provider serves no model list",
+            )),
+        }
     }
 
     /// Starts one attempt of a prepared request; errors before the first

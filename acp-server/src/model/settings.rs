@@ -111,6 +111,10 @@ pub struct ModelSettings {
     pub retry: RetryPolicy,
     /// Whether requests carry the session id header.
     pub session_header: bool,
+    /// The catalog is what the endpoint serves (`GET {base}/models`,
+    /// [`super::served`]): an OpenAI-compatible endpoint for which
+    /// `config.toml` lists no `[[models]]`.
+    pub served_catalog: bool,
 }
 
 /// Whether model requests carry an API key.
@@ -162,6 +166,30 @@ pub fn is_loopback(base_url: &str) -> bool {
     }
 }
 
+/// Whether `base_url` is DeepSeek's API (`api.deepseek.com`, or another
+/// name under `deepseek.com`): the dialect a base URL implies when
+/// `[provider] kind` does not say.
+pub fn is_deepseek(base_url: &str) -> bool {
+    reqwest::Url::parse(base_url)
+        .ok()
+        .and_then(|url| url.host_str().map(str::to_ascii_lowercase))
+        .is_some_and(|host| {
+            let host = host.trim_end_matches('.');
+            host == "deepseek.com" || host.ends_with(".deepseek.com")
+        })
+}
+
+/// The dialect of an endpoint whose `kind` is not configured: DeepSeek's
+/// for its API, OpenAI's for any other base URL (llama.cpp, vLLM, Ollama,
+/// which refuse DeepSeek's fields).
+pub fn implied_kind(base_url: &str) -> ProviderKind {
+    if is_deepseek(base_url) {
+        ProviderKind::Deepseek
+    } else {
+        ProviderKind::Openai
+    }
+}
+
 /// Checks a base URL before any request: an absolute `http` or `https`
 /// URL with a host. The error names `key` (where the value came from:
 /// `DEEPSEEK_BASE_URL`, `[provider] base_url`) and says what to write.
@@ -199,15 +227,9 @@ pub fn check_base_url(base_url: &str, key: &str) -> Result<(), String> {
 impl ModelSettings {
     /// Whether requests fail without an API key: false for keyless
     /// providers and loopback endpoints (where a key is sent if found).
+    /// The editor is offered authentication methods only then.
     pub fn needs_key(&self) -> bool {
         self.key_policy == KeyPolicy::Required
-    }
-
-    /// Whether requests may carry a key at all (what `dsh login` and the
-    /// editor's authentication methods are for): false only for keyless
-    /// providers.
-    pub fn takes_key(&self) -> bool {
-        self.key_policy != KeyPolicy::None
     }
 
     /// What the key is, for people: "DeepSeek API key", or "API key for
@@ -254,6 +276,26 @@ mod tests {
             "https://example.invalid",
         ] {
             assert!(!is_loopback(url), "{url}");
+        }
+    }
+
+    #[test]
+    fn only_deepseeks_api_implies_its_dialect() {
+        for url in [
+            DEFAULT_BASE_URL,
+            "https://api.deepseek.com/v1",
+            "https://API.DeepSeek.com./beta",
+        ] {
+            assert_eq!(implied_kind(url), ProviderKind::Deepseek, "{url}");
+        }
+        for url in [
+            "http://127.0.0.1:8080/v1",
+            "http://localhost:11434/v1",
+            "https://deepseek.com.example.org/v1",
+            "https://notdeepseek.com",
+            "https://openrouter.ai/api/v1",
+        ] {
+            assert_eq!(implied_kind(url), ProviderKind::Openai, "{url}");
         }
     }
 

@@ -1,7 +1,8 @@
 //! A mock OpenAI-compatible model server on 127.0.0.1 for tests and
 //! benchmarks. It answers `POST /chat/completions` with the next scripted
 //! entry (see `dsh_acp_server::model::script`) as an SSE stream, or with an
-//! HTTP error status, and records every request body. [`call`], [`calls`]
+//! HTTP error status, and records every request body; `GET /models` with
+//! the models [`MockModel::serve_models`] named (404 until then). [`call`], [`calls`]
 //! and [`reply`] write the entries tests queue most.
 
 use std::collections::VecDeque;
@@ -54,6 +55,10 @@ struct State {
     title_requests: Vec<serde_json::Value>,
     /// Hanging responses (`hang_after`) whose connection the client closed.
     let_go: usize,
+    /// What `GET /models` lists (`None`: 404).
+    served: Option<Vec<String>>,
+    /// `GET /models` requests received.
+    model_lists: usize,
 }
 
 /// A running mock server; it stops when dropped.
@@ -112,6 +117,16 @@ impl MockModel {
         for entry in ScriptEntry::parse_script(&text).expect("valid script") {
             self.push(entry);
         }
+    }
+
+    /// The models `GET /models` lists from now on (OpenAI's list).
+    pub fn serve_models(&self, ids: &[&str]) {
+        self.state.lock().unwrap().served = Some(ids.iter().map(|id| (*id).to_owned()).collect());
+    }
+
+    /// How many `GET /models` requests came.
+    pub fn model_lists(&self) -> usize {
+        self.state.lock().unwrap().model_lists
     }
 
     /// Queues the answer to the next title request.
@@ -204,6 +219,33 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>) {
         }
     };
     let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+    if head.starts_with("GET ") {
+        let path = head.split_whitespace().nth(1).unwrap_or("");
+        let served = {
+            let mut state = state.lock().unwrap();
+            let listing = path.ends_with("/models");
+            state.model_lists += usize::from(listing);
+            state.served.clone().filter(|_| listing)
+        };
+        let _ = match served {
+            Some(ids) => {
+                let data: Vec<Value> = ids
+                    .iter()
+                    .map(
+                        |id| json!({"id": id, "object": "model", "created": 0, "owned_by": "mock"}),
+                    )
+                    .collect();
+                let body = json!({"object": "list", "data": data}).to_string();
+                write_response(&mut stream, 200, None, &body).await
+            }
+            None => {
+                let body =
+                    format!(r#"{{"error":{{"message":"mock model: no route GET {path}"}}}}"#);
+                write_response(&mut stream, 404, None, &body).await
+            }
+        };
+        return;
+    }
     let length = head
         .lines()
         .find_map(|line| {
