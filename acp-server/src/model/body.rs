@@ -271,10 +271,19 @@ impl Serialize for Rest<'_> {
             if thinking {
                 map.serialize_entry("reasoning_effort", request.thought_level.as_str())?;
             }
-        } else if thinking && request.thought_level != ThoughtLevel::High {
+        } else {
             // Plain OpenAI-compatible servers take `reasoning_effort` when
-            // they support it; "high" is their default so it is left out.
-            map.serialize_entry("reasoning_effort", request.thought_level.as_str())?;
+            // they support it, in OpenAI's values (vLLM refuses others):
+            // "high" is their default, left out; "max" is DeepSeek's word,
+            // sent as their highest.
+            let effort = match request.thought_level {
+                ThoughtLevel::Low => Some("low"),
+                ThoughtLevel::Max => Some("high"),
+                ThoughtLevel::Off | ThoughtLevel::High => None,
+            };
+            if let Some(effort) = effort {
+                map.serialize_entry("reasoning_effort", effort)?;
+            }
         }
         map.end()
     }
@@ -732,7 +741,16 @@ mod tests {
 
         let openai = json(&request(ThoughtLevel::High), ProviderKind::Openai);
         assert!(openai.get("thinking").is_none());
+        assert!(openai.get("reasoning_effort").is_none());
         assert!(openai["messages"][2].get("reasoning_content").is_none());
+        // OpenAI's values only: DeepSeek's "max" is their "high".
+        for (level, effort) in [(ThoughtLevel::Low, "low"), (ThoughtLevel::Max, "high")] {
+            let openai = json(&request(level), ProviderKind::Openai);
+            assert_eq!(openai["reasoning_effort"], effort, "{level:?}");
+        }
+        assert!(json(&request(ThoughtLevel::Off), ProviderKind::Openai)
+            .get("reasoning_effort")
+            .is_none());
     }
 
     #[test]
