@@ -790,3 +790,25 @@ async fn a_timeout_exits_as_error_codes_md_says() {
     assert_eq!(output.status.code(), Some(exits), "{stderr}");
     assert!(stderr.contains("run.timeout"), "{stderr}");
 }
+
+/// Issue 38 §1: configuration.md's Local servers say what the code does:
+/// how long the server's model list is waited for (`model::served`), and
+/// that a `[[models]] id` is sent as the server's model name.
+#[test]
+fn configuration_md_says_how_a_local_servers_model_is_found() {
+    let doc = read_doc("docs/configuration.md");
+    let section = doc
+        .split_once("### Local servers")
+        .expect("the Local servers section")
+        .1;
+    let seconds = dsh_acp_server::model::served::LIST_TIMEOUT.as_secs();
+    assert!(
+        section.contains(&format!("within {seconds} s")),
+        "{section}"
+    );
+    assert!(section.contains("`GET\n  {base_url}/models`"), "{section}");
+    assert!(
+        doc.contains("`id` is sent\n# as the request's `model`: the server's own name for it"),
+        "the [[models]] example says what id is"
+    );
+}
