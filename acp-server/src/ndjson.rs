@@ -7,7 +7,9 @@
 //!   frame) carrying the request id when one can be recovered, and skipped;
 //! - a request whose envelope is not JSON-RPC 2.0 but whose id is usable
 //!   is answered with that id (-32600);
-//! - everything else is handed on as text, for the protocol's own parser.
+//! - everything else is handed on as text, for the protocol's own parser
+//!   ([`read_lines`] hands on with it what the envelope says: the method,
+//!   a request's id, where the params are).
 //!
 //! When stdin and stdout are pipes or sockets (as editors spawn us) they are
 //! driven non-blocking by the runtime itself; tokio's `stdin()`/`stdout()`
@@ -207,14 +209,104 @@ pub async fn write_line<W: AsyncWrite + Unpin>(output: &mut W, frame: &str) -> i
     output.write_all(b"\n").await
 }
 
-/// Reads lines from `input` until it ends: good ones go to `lines`, the
-/// answers to bad ones to `errors`.
+/// Reads lines from `input` until it ends: the text of good ones goes to
+/// `lines`, the answers to bad ones to `errors`.
 pub async fn read_frames<R: AsyncRead + Unpin>(
     input: R,
     max_frame: usize,
-    mut lines: mpsc::Sender<String>,
-    mut errors: mpsc::Sender<String>,
+    lines: mpsc::Sender<String>,
+    errors: mpsc::Sender<String>,
 ) {
+    let lines =
+        lines.with(|line: Line| futures::future::ready(Ok::<_, mpsc::SendError>(line.text)));
+    read_lines(input, max_frame, lines, errors).await;
+}
+
+/// A line handed on to the protocol's parser, and what its envelope says
+/// (read once, here).
+#[derive(Debug)]
+pub struct Line {
+    /// The frame.
+    pub text: String,
+    /// Its `method`, for a request or a notification.
+    pub method: Option<String>,
+    /// A request's id (a `method` and an integer or string id), as
+    /// [`id_key`] writes it.
+    pub id: Option<String>,
+    /// Where `params` is in `text`.
+    params: Option<std::ops::Range<usize>>,
+}
+
+impl Line {
+    /// What the line is, from its envelope; or, for a request JSON-RPC 2.0
+    /// would not take ([`malformed_request`]), its id and what is wrong.
+    pub(crate) fn classify(text: String) -> Result<Line, (serde_json::Value, String)> {
+        let Ok(envelope) = serde_json::from_str::<Envelope>(&text) else {
+            return Ok(Line::opaque(text));
+        };
+        if let Some(malformed) = malformed_request(&envelope) {
+            return Err(malformed);
+        }
+        let method = envelope
+            .method
+            .and_then(|method| serde_json::from_str::<String>(method.get()).ok());
+        let id = method
+            .as_ref()
+            .and(envelope.id)
+            .and_then(|id| serde_json::from_str(id.get()).ok())
+            .and_then(|id: serde_json::Value| id_key(&id));
+        // A borrowed `RawValue` is a slice of `text`.
+        let params = envelope.params.map(|params| {
+            let start = params.get().as_ptr() as usize - text.as_ptr() as usize;
+            start..start + params.get().len()
+        });
+        Ok(Line {
+            method,
+            id,
+            params,
+            text,
+        })
+    }
+
+    /// A line whose envelope could not be read (the protocol's parser
+    /// answers it).
+    pub fn opaque(text: String) -> Line {
+        Line {
+            text,
+            method: None,
+            id: None,
+            params: None,
+        }
+    }
+
+    /// Its `params`, unparsed.
+    pub fn params(&self) -> Option<&str> {
+        self.params.clone().map(|range| &self.text[range])
+    }
+}
+
+/// A request id as one text, to match requests and their answers: an
+/// integer's digits or a string's JSON; other ids (`null`, fractions,
+/// integers past `i64`) are none.
+pub fn id_key(id: &serde_json::Value) -> Option<String> {
+    match id {
+        serde_json::Value::Number(number) => number.as_i64().map(|n| n.to_string()),
+        serde_json::Value::String(_) => Some(id.to_string()),
+        _ => None,
+    }
+}
+
+/// Reads lines from `input` until it ends: good ones go to `lines`, the
+/// answers to bad ones to `errors`.
+pub async fn read_lines<R, L>(
+    input: R,
+    max_frame: usize,
+    mut lines: L,
+    mut errors: mpsc::Sender<String>,
+) where
+    R: AsyncRead + Unpin,
+    L: futures::Sink<Line> + Unpin,
+{
     let mut reader = BufReader::with_capacity(64 * 1024, input);
     let mut line = Vec::new();
     loop {
@@ -247,15 +339,15 @@ pub async fn read_frames<R: AsyncRead + Unpin>(
         } else if !line.iter().all(u8::is_ascii_whitespace) {
             match String::from_utf8(std::mem::take(&mut line)) {
                 Ok(text) => {
-                    let sent = match malformed_request(&text) {
-                        Some((id, detail)) => {
+                    let sent = match Line::classify(text) {
+                        Err((id, detail)) => {
                             tracing::warn!(%detail, "answering a malformed request");
                             errors
                                 .send(error_frame(id, -32600, "Invalid request", detail))
                                 .await
                                 .is_ok()
                         }
-                        None => lines.send(text).await.is_ok(),
+                        Ok(line) => lines.send(line).await.is_ok(),
                     };
                     if !sent {
                         break;
@@ -378,8 +470,7 @@ struct Envelope<'a> {
 /// SDK would answer those with a `null` id, which leaves the client's
 /// request pending forever; dsh answers them with their id. Returns the id
 /// and what is wrong. Everything else goes to the SDK untouched.
-fn malformed_request(text: &str) -> Option<(serde_json::Value, String)> {
-    let envelope: Envelope = serde_json::from_str(text).ok()?;
+fn malformed_request(envelope: &Envelope) -> Option<(serde_json::Value, String)> {
     let method = envelope.method?;
     let id: serde_json::Value = serde_json::from_str(envelope.id?.get()).ok()?;
     if !(id.is_string() || id.is_i64() || id.is_u64()) {
@@ -417,7 +508,7 @@ mod tests {
 
     #[test]
     fn malformed_requests_keep_their_id() {
-        let id = |text: &str| malformed_request(text).map(|(id, _)| id);
+        let id = |text: &str| Line::classify(text.to_owned()).err().map(|(id, _)| id);
         assert_eq!(
             id(r#"{"id":"a","method":"x","params":{}}"#),
             Some("a".into())

@@ -3,6 +3,7 @@
 
 mod support;
 
+mod acp_pipe;
 mod backpressure;
 mod cli;
 mod cli_first_hour;

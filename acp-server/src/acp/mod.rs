@@ -9,6 +9,7 @@ pub mod convert;
 pub mod demo_client;
 pub mod error;
 mod handlers;
+mod inflight;
 mod questions;
 mod sink;
 pub mod transport;
@@ -104,8 +105,19 @@ pub fn initialize_response(request: &InitializeRequest, agent: &Agent) -> Initia
         )
 }
 
+/// How long after stdin's end the requests read before it may take to
+/// reach their handlers and be answered; dsh answers what is left itself.
+const EOF_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Serves ACP on `transport` until the client disconnects; `backlog` is the
-/// transport's count of updates not yet written.
+/// transport's count of updates not yet written and of requests not yet
+/// answered.
+///
+/// When stdin ends, every request read before the end still reaches its
+/// handler, in the order it came; then the agent shuts down (turns are
+/// cancelled, as `dsh sdk` does: prompts are answered `cancelled`), and
+/// every request is answered before this returns — what is unanswered
+/// [`EOF_GRACE`] after the end gets -32800 from the transport.
 ///
 /// # Errors
 /// The connection failed fatally.
@@ -114,6 +126,7 @@ pub async fn serve(
     transport: impl ConnectTo<AgentRole>,
     backlog: Arc<transport::Backlog>,
 ) -> Result<(), agent_client_protocol::Error> {
+    let at_eof = at_eof(agent.clone(), backlog.clone());
     let ctx = Ctx {
         agent,
         caps: Arc::new(RwLock::new(ClientCaps::default())),
@@ -208,8 +221,34 @@ pub async fn serve(
             async move |notification: CancelNotification, _cx| handlers::cancel(&c12, notification),
             agent_client_protocol::on_receive_notification!(),
         )
-        .connect_to(transport)
-        .await;
+        .on_receive_notification(
+            {
+                let backlog = backlog.clone();
+                async move |marker: transport::EndOfInput, _cx| {
+                    backlog.reached(&marker);
+                    Ok(())
+                }
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .connect_to(transport);
+    tokio::pin!(served, at_eof);
+    let served = tokio::select! {
+        served = &mut served => served,
+        () = &mut at_eof => served.await,
+    };
     backlog.disconnect();
     served
+}
+
+/// stdin's end: the requests read get their answers (see [`serve`]), then
+/// the SDK reads the end of its input.
+async fn at_eof(agent: Arc<Agent>, backlog: Arc<transport::Backlog>) {
+    backlog.input_closed().await;
+    let deadline = tokio::time::Instant::now() + EOF_GRACE;
+    let _ = tokio::time::timeout_at(deadline, backlog.dispatched()).await;
+    tracing::info!("stdin closed; stopping");
+    let settled = tokio::time::timeout_at(deadline, backlog.settled());
+    let _ = futures::join!(agent.shutdown(), settled);
+    backlog.end_input();
 }

@@ -17,18 +17,26 @@
 //! run of deltas starts with a fence: a notification sent through the SDK
 //! that the writer recognises, drops and reports; once it has passed,
 //! everything sent through the SDK before it has been written.
+//!
+//! Lines go to the SDK in the order they came, through [`InFlight`]: a line
+//! that needs an answer first (its `initialize`, its session's load) waits,
+//! and holds the ones behind it; every request is counted until its answer
+//! is written, so that when stdin ends each one is answered before dsh
+//! exits ([`Backlog::settled`], [`Backlog::end_input`]).
 
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use agent_client_protocol::JsonRpcMessage as _;
 use futures::channel::mpsc;
 use futures::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite};
 
+use super::inflight::InFlight;
 pub use crate::ndjson::stdio;
-use crate::ndjson::{self, Outgoing};
+use crate::ndjson::{self, Line, Outgoing};
 
 /// The largest frame accepted, bytes (images are base64 inside prompts).
 pub const DEFAULT_MAX_FRAME: usize = 64 * 1024 * 1024;
@@ -50,6 +58,18 @@ pub struct StdioTransport {
 
 /// The method of the fence notification (never written to the client).
 pub const FENCE: &str = "$/dsh/fence";
+
+/// The notification the SDK reads behind the last line, once stdin has
+/// ended: the SDK dispatches in order, so when it reaches its handler
+/// ([`Backlog::reached`]) every request read has reached its own. Its
+/// token (the transport's) tells it from a client's.
+#[derive(
+    Debug, Clone, serde::Serialize, serde::Deserialize, agent_client_protocol::JsonRpcNotification,
+)]
+#[notification(method = "$/dsh/end_of_input")]
+pub struct EndOfInput {
+    token: u64,
+}
 
 /// Updates waiting to be written, past this, hold streaming.
 pub const BACKLOG_HIGH: usize = 256;
@@ -81,12 +101,23 @@ pub struct Backlog {
     writer_idle: AtomicBool,
     closed: AtomicBool,
     changed: tokio::sync::Notify,
+    /// Requests read and not yet answered.
+    requests: InFlight,
+    /// [`EndOfInput`]'s token.
+    token: u64,
 }
 
 impl Backlog {
     /// An empty backlog.
     pub fn new() -> Arc<Backlog> {
-        Arc::new(Backlog::default())
+        use std::hash::{BuildHasher, Hasher};
+        let token = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish();
+        Arc::new(Backlog {
+            token,
+            ..Backlog::default()
+        })
     }
 
     /// One update handed to the SDK (the direct path must fence before
@@ -186,6 +217,60 @@ impl Backlog {
     fn close(&self) {
         self.closed.store(true, Ordering::Release);
         self.changed.notify_waiters();
+        self.requests.writer_closed();
+    }
+
+    /// Resolves once stdin has ended.
+    pub async fn input_closed(&self) {
+        self.requests.input_closed().await;
+    }
+
+    /// [`EndOfInput`] reached its handler.
+    pub fn reached(&self, marker: &EndOfInput) {
+        if marker.token == self.token {
+            self.requests.dispatched();
+        }
+    }
+
+    /// Resolves once every line read from stdin has reached its handler
+    /// (after stdin's end: [`EndOfInput`]).
+    pub async fn dispatched(&self) {
+        self.requests.all_dispatched().await;
+    }
+
+    /// Resolves once stdin has ended and every request read from it is
+    /// answered (or stdout is gone).
+    pub async fn settled(&self) {
+        self.requests.settled().await;
+    }
+
+    /// Ends the SDK's input after stdin's end: every request still owed an
+    /// answer, or still waiting to go to the SDK, is answered here with
+    /// -32800 (a later answer from the SDK is not written), and the SDK
+    /// reads the end of its input.
+    pub fn end_input(&self) {
+        let owed = self.requests.end();
+        if !owed.is_empty() {
+            tracing::warn!(
+                requests = owed.len(),
+                "stdin closed; answering requests that did not finish as cancelled"
+            );
+        }
+        for id in owed {
+            self.answer_cancelled(&id);
+        }
+    }
+
+    /// Answers request `id` (as [`ndjson::id_key`] writes it) -32800,
+    /// written as the SDK writes answers ([`response_id`] reads it).
+    fn answer_cancelled(&self, id: &str) {
+        let error = serde_json::json!({
+            "code": -32800,
+            "message": "Request cancelled",
+            "data": {"detail": "stdin closed and dsh is exiting; the request did not finish"},
+        });
+        let frame = format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{error}}}"#);
+        self.queue_direct(Outgoing::Frame(frame), 0);
     }
 
     /// Past the high-water mark (and the client still there).
@@ -238,15 +323,86 @@ where
     *backlog.direct.lock().unwrap_or_else(|p| p.into_inner()) = Some(out_tx.clone());
     let (error_tx, error_rx) = mpsc::channel::<String>(64);
     let writer = tokio::spawn(write_frames(output, out_rx, error_rx, backlog.clone()));
-    let (in_tx, in_rx) = mpsc::channel::<String>(64);
-    tokio::spawn(ndjson::read_frames(input, max_frame, in_tx, error_tx));
-    let sink = out_tx
-        .sink_map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "stdout writer stopped"))
-        .with(|frame: String| futures::future::ready(Ok::<_, io::Error>(Outgoing::Frame(frame))));
+    let (in_tx, in_rx) = mpsc::channel::<Line>(64);
+    tokio::spawn({
+        let backlog = backlog.clone();
+        async move {
+            ndjson::read_lines(input, max_frame, in_tx, error_tx).await;
+            backlog.requests.stdin_closed();
+        }
+    });
+    let (sdk_tx, sdk_rx) = mpsc::channel::<String>(1);
+    tokio::spawn(hand_on(in_rx, sdk_tx, backlog.clone()));
+    // Once stdin has ended, a frame for a client that stopped reading is
+    // dropped: the answers owed still come, and dsh still exits cleanly.
+    let sink = futures::sink::unfold(
+        (out_tx, backlog.clone()),
+        |(out_tx, backlog), frame: String| async move {
+            if out_tx.unbounded_send(Outgoing::Frame(frame)).is_err()
+                && !backlog.requests.stdin_has_ended()
+            {
+                return Err(io::Error::new(
+                    io::ErrorKind::BrokenPipe,
+                    "stdout writer stopped",
+                ));
+            }
+            Ok((out_tx, backlog))
+        },
+    );
     StdioTransport {
-        lines: agent_client_protocol::Lines::new(Box::pin(sink), Box::pin(in_rx.map(Ok))),
+        lines: agent_client_protocol::Lines::new(Box::pin(sink), Box::pin(sdk_rx.map(Ok))),
         backlog,
         writer,
+    }
+}
+
+/// Hands lines to the SDK in the order they came, each once nothing it
+/// waits for is unanswered ([`InFlight::admit`]); after stdin's end, keeps
+/// the SDK's input open until [`Backlog::end_input`].
+async fn hand_on(
+    mut lines: mpsc::Receiver<Line>,
+    mut sdk: mpsc::Sender<String>,
+    backlog: Arc<Backlog>,
+) {
+    let requests = &backlog.requests;
+    while let Some(line) = lines.next().await {
+        if !requests.take(&line) {
+            // Read before stdin's end, taken after the wait for answers.
+            if let Some(id) = &line.id {
+                backlog.answer_cancelled(id);
+            }
+        } else if requests.admit(&line).await && sdk.send(line.text).await.is_err() {
+            tracing::debug!("the connection stopped reading its input");
+        }
+    }
+    requests.drained();
+    // Behind the last line: once it reaches its handler, every line has.
+    let marker = EndOfInput {
+        token: backlog.token,
+    };
+    match marker.to_untyped_message() {
+        Ok(marker) => {
+            let (method, params) = marker.into_parts();
+            let line = serde_json::json!({"jsonrpc": "2.0", "method": method, "params": params});
+            let _ = sdk.send(line.to_string()).await;
+        }
+        Err(error) => tracing::warn!(?error, "cannot write the end-of-input marker"),
+    }
+    requests.ended().await;
+}
+
+/// The id of a response, as [`ndjson::id_key`] writes it. The SDK writes
+/// `jsonrpc`, then `id`, then `result` or `error` (a request to the client
+/// has `method` there).
+fn response_id(frame: &str) -> Option<String> {
+    let rest = frame.strip_prefix(r#"{"jsonrpc":"2.0","id":"#)?;
+    let mut values = serde_json::Deserializer::from_str(rest).into_iter::<serde_json::Value>();
+    let id = values.next()?.ok()?;
+    let after = &rest[values.byte_offset()..];
+    if after.starts_with(r#","result""#) || after.starts_with(r#","error""#) {
+        ndjson::id_key(&id)
+    } else {
+        None
     }
 }
 
@@ -261,8 +417,9 @@ fn is_fence(frame: &str) -> bool {
 }
 
 /// What the ACP writer makes of its frames: fences are counted, not
-/// written; updates written are taken off the backlog; large error answers
-/// lose their echoed params.
+/// written; updates written are taken off the backlog; answers are counted
+/// off the requests in flight (a second answer to one is not written);
+/// large error answers lose their echoed params.
 struct AcpFrames {
     backlog: Arc<Backlog>,
     fences: u64,
@@ -273,6 +430,12 @@ impl ndjson::Frames for AcpFrames {
         if is_fence(frame) {
             self.fences += 1;
             return None;
+        }
+        if let Some(id) = response_id(frame) {
+            if !self.backlog.requests.answered(&id) {
+                tracing::debug!(id, "dropping a second answer to a request");
+                return None;
+            }
         }
         Some(shrink_error(frame).map_or(std::borrow::Cow::Borrowed(frame), std::borrow::Cow::Owned))
     }
@@ -341,6 +504,26 @@ fn shrink_error(frame: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn answers_are_told_from_requests_to_the_client() {
+        assert_eq!(
+            response_id(r#"{"jsonrpc":"2.0","id":7,"result":{}}"#).as_deref(),
+            Some("7")
+        );
+        assert_eq!(
+            response_id(r#"{"jsonrpc":"2.0","id":"a\"b","error":{"code":1,"message":"m"}}"#)
+                .as_deref(),
+            Some(r#""a\"b""#)
+        );
+        for frame in [
+            r#"{"jsonrpc":"2.0","id":3,"method":"session/request_permission","params":{}}"#,
+            r#"{"jsonrpc":"2.0","method":"session/update","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"m"}}"#,
+        ] {
+            assert_eq!(response_id(frame), None, "{frame}");
+        }
+    }
 
     #[test]
     fn large_error_answers_drop_the_echoed_params() {
