@@ -15,7 +15,8 @@ use dsh_acp_server::credentials::ProcessEnv;
 const AFTER_HELP: &str = "\
 Environment:
   DEEPSEEK_API_KEY   API key for DeepSeek (or the variable named in config.toml)
-  DEEPSEEK_BASE_URL  OpenAI-compatible base URL (default https://api.deepseek.com)
+  DEEPSEEK_BASE_URL  OpenAI-compatible base URL (default https://api.deepseek.com); another
+                     server is spoken to in OpenAI's dialect, with the model it serves
   DSH_HOME           State directory (default ~/.dsh); holds config.toml and sessions/
   DSH_LOG            Log filter for stderr, e.g. info or dsh_acp_server=debug
 

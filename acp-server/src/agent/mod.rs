@@ -208,15 +208,7 @@ impl Agent {
         if self.has_credential().await {
             Ok(())
         } else {
-            Err(AgentError::AuthRequired(format!(
-                // Said for every front end: `dsh run` in a shell or CI, a
-                // program over the SDK, an editor (whose authentication
-                // methods say where its settings put the variable).
-                "dsh needs the {key}: set {env} in the environment dsh starts with, or run `dsh login` in a terminal to store it ({checked})",
-                env = self.config.model.key.name,
-                key = self.config.model.key_name(),
-                checked = crate::credentials::missing(crate::credentials::Lookup::of(&self.config.model.key)),
-            )))
+            Err(AgentError::AuthRequired(self.config.model.missing_key()))
         }
     }
 

@@ -76,15 +76,7 @@ impl HttpProvider {
                 crate::credentials::resolve_now(&self.settings.key)
                     .await
                     .ok_or_else(|| {
-                        ModelError::new(
-                            ErrorCode::MissingCredential,
-                            format!(
-                                "no {}: run `dsh login`, or set {} in the environment your editor starts dsh with (for Zed: agent_servers.dsh.env in settings.json) ({})",
-                                self.settings.key_name(),
-                                self.settings.key.name,
-                                crate::credentials::missing(crate::credentials::Lookup::of(&self.settings.key))
-                            ),
-                        )
+                        ModelError::new(ErrorCode::MissingCredential, self.settings.missing_key())
                     })?,
             ),
         })

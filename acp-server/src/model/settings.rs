@@ -249,6 +249,19 @@ impl ModelSettings {
             }
         }
     }
+
+    /// What every front end says when the key is missing (before a
+    /// session, or when it disappeared mid-session): `dsh run` in a shell
+    /// or CI, a program over the SDK, an editor (whose authentication
+    /// methods say where its settings put the variable).
+    pub fn missing_key(&self) -> String {
+        format!(
+            "dsh needs the {key}: set {env} in the environment dsh starts with, or run `dsh login` in a terminal to store it ({checked})",
+            key = self.key_name(),
+            env = self.key.name,
+            checked = crate::credentials::missing(crate::credentials::Lookup::of(&self.key)),
+        )
+    }
 }
 
 #[cfg(test)]
