@@ -378,16 +378,6 @@ async fn a_workspace_env_file_never_outranks_the_users_key_and_is_opt_in() {
     assert_eq!(bearer(&env), "bearer sk-users-own");
 }
 
-/// The last stdout line, as JSON.
-fn last_json(output: &Output) -> Value {
-    let stdout = text(&output.stdout);
-    let last = stdout
-        .lines()
-        .last()
-        .unwrap_or_else(|| panic!("nothing on stdout; stderr: {}", text(&output.stderr)));
-    serde_json::from_str(last).expect("the last line is JSON")
-}
-
 /// `--json` always ends with the result object, also when the run fails
 /// before its turn (an unknown `--session`, a bad `--model`); the exit
 /// status is the same as without `--json`.

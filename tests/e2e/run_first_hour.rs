@@ -43,15 +43,6 @@ async fn sessions_list(env: &TestEnv) -> String {
     text(&output.stdout)
 }
 
-fn result_of(output: &Output) -> Value {
-    let stdout = text(&output.stdout);
-    let last = stdout
-        .lines()
-        .last()
-        .unwrap_or_else(|| panic!("nothing on stdout; stderr: {}", text(&output.stderr)));
-    serde_json::from_str(last).expect("the last line is JSON")
-}
-
 /// Issue 38, item 7: `/help`, `/skills` and a setting changed answer on
 /// stdout (the notice is the run's text, in `--json`'s result too), with
 /// no model call.
@@ -80,7 +71,7 @@ async fn a_slash_commands_answer_is_the_runs_text() {
 
     let json = dsh_run(&env, &["--json", "/help"]).await;
     assert_eq!(json.status.code(), Some(0), "{}", text(&json.stderr));
-    let result = result_of(&json);
+    let result = last_json(&json);
     assert_eq!(result["stopReason"], "end_turn", "{result}");
     assert_eq!(
         result["text"].as_str().unwrap().trim_end(),
@@ -131,7 +122,7 @@ async fn a_run_that_fails_before_its_turn_leaves_no_session() {
     }
     let json = dsh_run(&env, &["--json", "--model", "nope", "x"]).await;
     assert_eq!(json.status.code(), Some(2), "{}", text(&json.stderr));
-    assert_eq!(result_of(&json)["sessionId"], Value::Null);
+    assert_eq!(last_json(&json)["sessionId"], Value::Null);
     assert_eq!(stored_logs(&env), Vec::<String>::new());
     let listed = sessions_list(&env).await;
     assert!(!listed.contains("(untitled)"), "{listed}");

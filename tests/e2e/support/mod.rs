@@ -691,3 +691,15 @@ pub fn assert_exit(output: &std::process::Output, code: i32, what: &str) {
         text(&output.stderr)
     );
 }
+
+/// The last line a process wrote on stdout, as JSON (`dsh run --json`'s
+/// result object).
+#[track_caller]
+pub fn last_json(output: &std::process::Output) -> serde_json::Value {
+    let stdout = text(&output.stdout);
+    let last = stdout
+        .lines()
+        .last()
+        .unwrap_or_else(|| panic!("nothing on stdout; stderr: {}", text(&output.stderr)));
+    serde_json::from_str(last).expect("the last line is JSON")
+}
