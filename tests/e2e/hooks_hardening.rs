@@ -212,23 +212,6 @@ async fn issue37_item1_a_background_subagent_never_runs_a_hooks_file_rewritten_a
     conn.finish().await;
 }
 
-/// Live processes whose command line holds `marker`, anywhere.
-fn holding(marker: &str) -> Vec<u32> {
-    let mut pids = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-            continue;
-        };
-        if String::from_utf8_lossy(&cmdline).contains(marker) && procs::pid_alive(pid) {
-            pids.push(pid);
-        }
-    }
-    pids
-}
-
 /// Item 3: a hook that starts `setsid sleep` in the background and then
 /// kills its guard (`kill -9 $PPID`) cannot: the guard sweeps the sleep
 /// when the hook ends.
@@ -262,7 +245,7 @@ async fn issue37_item3_a_hook_that_kills_its_guard_leaves_nothing_running() {
     // The hook has ended: within a bounded wait, its sleep is gone.
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let left = holding(&marker);
+        let left = procs::holding(&marker);
         if left.is_empty() {
             break;
         }

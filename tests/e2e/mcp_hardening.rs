@@ -43,16 +43,7 @@ fn mark(phase: u32) -> String {
 
 /// Live processes whose command line holds `mark`.
 fn marked(mark: &str) -> usize {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains(mark))
-                && procs::pid_alive(*pid)
-        })
-        .count()
+    procs::holding(mark).len()
 }
 
 async fn new_session(

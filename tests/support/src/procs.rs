@@ -30,6 +30,22 @@ pub fn live_pids(needle: &str, cwd: &Path) -> Vec<u32> {
     pids
 }
 
+/// Pids of live processes whose command line holds `marker`, wherever
+/// they run (a daemon a test's command left behind).
+pub fn holding(marker: &str) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains(marker))
+                && pid_alive(*pid)
+        })
+        .collect()
+}
+
 /// Whether a process runs (a zombie is dead for our purposes).
 pub fn pid_alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
