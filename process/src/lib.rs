@@ -55,6 +55,13 @@ pub const DEFAULT_SECRET_PATTERNS: &[&str] = &[
     "*JWT*",
     "*_AUTH_CONFIG",
     "SSH_AUTH_SOCK",
+    "*_PASS",
+    "*AUTHORIZATION*",
+    "*BEARER*",
+    "*CONNECTION_STRING*",
+    "*WEBHOOK*",
+    "GIT_CONFIG_VALUE_*",
+    "GIT_CONFIG_PARAMETERS",
 ];
 
 /// Secret variables a command run in full-access keeps: git over SSH needs
@@ -62,6 +69,51 @@ pub const DEFAULT_SECRET_PATTERNS: &[&str] = &[
 /// path anyway. Every other child goes without (see
 /// [`Spawner::full_access_env`]).
 pub const FULL_ACCESS_VARIABLES: &[&str] = &["SSH_AUTH_SOCK"];
+
+/// Whether `value` looks like a credential whatever the variable is
+/// called: a URL with a password ([`has_credentialed_url`]) or with any
+/// user part over HTTP (a token as the user), a connection string's
+/// password or account key, an `Authorization` header's value, a Go
+/// driver's `user:password@tcp(…)` DSN, or a token of a well-known shape
+/// (GitHub, GitLab, Slack, AWS access keys, Slack webhooks).
+pub fn holds_credential(value: &str) -> bool {
+    const MARKS: &[&str] = &[
+        "password=",
+        "pwd=",
+        "accountkey=",
+        "sharedaccesssignature=",
+        "@tcp(",
+        "@unix(",
+        "hooks.slack.com/services/",
+    ];
+    const PREFIXES: &[&str] = &[
+        "bearer ",
+        "basic ",
+        "ghp_",
+        "gho_",
+        "ghs_",
+        "github_pat_",
+        "glpat-",
+        "xoxb-",
+        "xoxp-",
+        "akia",
+    ];
+    let lower = value.to_ascii_lowercase();
+    let http_user = ["http://", "https://"].iter().any(|scheme| {
+        lower.match_indices(scheme).any(|(at, _)| {
+            lower[at + scheme.len()..]
+                .split(|c: char| matches!(c, '/' | '?' | '#') || c.is_whitespace())
+                .next()
+                .is_some_and(|authority| authority.contains('@'))
+        })
+    });
+    has_credentialed_url(value)
+        || http_user
+        || MARKS.iter().any(|mark| lower.contains(mark))
+        || PREFIXES
+            .iter()
+            .any(|prefix| lower.trim_start().starts_with(prefix))
+}
 
 /// Whether `value` holds a URL with a password in it —
 /// `postgres://user:pass@host/db`, `redis://:pass@host`, one of several in
@@ -187,10 +239,10 @@ impl EnvPolicy {
     }
 
     /// Whether this variable must be kept from children: its name is
-    /// secret, or its value holds a credentialed URL.
+    /// secret, or its value holds a credential ([`holds_credential`]).
     pub fn is_secret_variable(&self, name: &str, value: &str) -> bool {
         self.is_secret(name)
-            || (has_credentialed_url(value) && !self.pass.iter().any(|passed| passed == name))
+            || (holds_credential(value) && !self.pass.iter().any(|passed| passed == name))
     }
 
     /// dsh's environment without the secrets, for a child.
@@ -629,7 +681,37 @@ mod tests {
         ] {
             assert!(!has_credentialed_url(value), "{value}");
         }
+        for value in [
+            "https://ghp_abc@github.com/org/repo.git",
+            "Server=x;User Id=u;Password=p",
+            "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=k==",
+            "jdbc:postgresql://h/db?user=u&password=p",
+            "user:pw@tcp(db:3306)/app",
+            "Bearer eyJhbGciOi",
+            "Basic dXNlcjpwdw==",
+            "github_pat_11AAAA",
+            "https://hooks.slack.com/services/T0/B0/x",
+        ] {
+            assert!(holds_credential(value), "{value}");
+        }
+        for value in [
+            "https://example.com/path?q=a:b@c",
+            "/usr/bin:/bin",
+            "en_US.UTF-8",
+            "xterm-256color",
+        ] {
+            assert!(!holds_credential(value), "{value}");
+        }
         let policy = EnvPolicy::default();
+        for name in [
+            "DB_PASS",
+            "TF_VAR_db_pass",
+            "AZURE_STORAGE_CONNECTION_STRING",
+            "GIT_CONFIG_VALUE_0",
+            "SLACK_WEBHOOK_URL",
+        ] {
+            assert!(policy.is_secret_variable(name, "x"), "{name}");
+        }
         assert!(policy.is_secret_variable("REDIS_URL", "redis://:pw@cache:6379"));
         assert!(policy.is_secret_variable("ANYTHING", "postgres://u:p@h/db"));
         assert!(!policy.is_secret_variable("REDIS_URL", "redis://cache:6379"));

@@ -21,6 +21,20 @@ const SECRETS: &[(&str, &str)] = &[
     ),
     ("APP_DB", "postgres://app:d5h-pg-pw@db.internal:5432/app"),
     ("CACHE_URL", "redis://:d5h-redis-pw@cache:6379/0"),
+    ("DB_PASS", "d5h-db-pass"),
+    (
+        "AZURE_STORAGE_CONNECTION_STRING",
+        "AccountName=a;AccountKey=d5h-azure==",
+    ),
+    ("CONN", "Server=x;User Id=u;Password=d5h-conn-pw"),
+    ("DSN2", "u:d5h-go-pw@tcp(db:3306)/app"),
+    ("GIT_CONFIG_VALUE_0", "AUTHORIZATION: basic ZDVoLWdpdA=="),
+    ("API_AUTH_HEADER", "Bearer d5h-bearer"),
+    ("GIT_URL", "https://ghp_d5hgithubtoken@github.com/o/r.git"),
+    (
+        "SLACK_WEBHOOK_URL",
+        "https://hooks.slack.com/services/T0/B0/d5h",
+    ),
 ];
 
 /// Runs `env` as the model's one command under `dsh run --approve

@@ -205,8 +205,16 @@ fn names_protected(access: &Access, ctx: &Context<'_>) -> Option<String> {
     };
     let plain = shell::analyze(command).plain;
     let Some(words) = plain.filter(|words| rules::scope(words).is_some()) else {
-        return command
-            .split(|c: char| c.is_whitespace() || "'\"`;&|<>(){}$=,".contains(c))
+        // Searched as text, with the quotes and backslashes the shell
+        // would take away taken away first (`.ds''h`, `AGENT"S".md` and
+        // `.d\sh` are `.dsh` and `AGENTS.md` to it); splitting more than
+        // the shell would only asks more.
+        let unquoted: String = command
+            .chars()
+            .filter(|c| !matches!(c, '\'' | '"' | '\\'))
+            .collect();
+        return unquoted
+            .split(|c: char| c.is_whitespace() || "`;&|<>(){}$=,".contains(c))
             .find_map(named);
     };
     words

@@ -326,6 +326,10 @@ fn issue37_item2_commands_naming_protected_paths_are_not_for_sandboxed_approvals
         "echo evil > .git/hooks/pre-commit",
         "tar xf a.tar -C .claude",
         "python3 -c 'open(\".agents/skills/x/SKILL.md\", \"w\")'",
+        // Quotes and backslashes the shell takes away hide no name.
+        "mkdir -p .ds''h/skills/y && echo evil > .ds''h/skills/y/SKILL.md",
+        "printf evil > AGENT\"S\".md",
+        "mkdir -p .cl\\aude/commands && touch .cl\\aude/commands/x.md",
     ] {
         with_context(|ctx| {
             assert_eq!(
