@@ -20,6 +20,10 @@
 //!    write them, create entries in them, or rename or delete them (a mount
 //!    point is busy). A link is followed to what it names when that lies
 //!    inside a writable path (and is not one of them, nor holds one).
+//!    Before that, every directory between the writable path and a held
+//!    one (`.git`, `.vscode`, …) is bound onto itself, read-write: a mount
+//!    point too, it cannot be renamed or removed (so no fresh `.git` takes
+//!    its place), while what is inside stays writable (git's lock files).
 //!
 //! The command then holds no `CAP_SYS_ADMIN` (`confine` drops it from the
 //! bounding set), so it cannot undo any of this.
@@ -105,25 +109,66 @@ pub fn confine(writable: &[PathBuf], hidden: &[PathBuf], held: &[PathBuf]) -> Re
 }
 
 /// Step 6: binds each of `paths` that exists (and lies inside a writable
-/// path) read-only onto itself. One gone meanwhile is skipped.
+/// path) read-only onto itself, after binding the directories between
+/// the innermost writable path holding it and it onto themselves
+/// (read-write), so none of them can be renamed away. One gone meanwhile
+/// is skipped.
 fn hold(writable: &[PathBuf], paths: &[PathBuf]) -> Result<(), (PathBuf, nix::Error)> {
     let mut held: Vec<PathBuf> = Vec::new();
+    // Directories bound read-write onto themselves, each once.
+    let mut pinned: Vec<PathBuf> = Vec::new();
     for path in paths {
         let Ok(path) = path.canonicalize() else {
             continue;
         };
-        let inside = writable
+        // The innermost writable path holding it (not it).
+        let root = writable
             .iter()
-            .any(|root| path.starts_with(root) && path != *root);
+            .filter(|root| path.starts_with(root) && path != **root)
+            .max_by_key(|root| root.components().count());
         let holds_one = writable.iter().any(|root| root.starts_with(&path));
-        if !inside || holds_one || held.contains(&path) {
+        let Some(root) = root else {
+            continue;
+        };
+        if holds_one || held.contains(&path) {
             continue;
         }
-        match bind_in_place(&path).and_then(|()| read_only(&path)) {
+        match pin_between(root, &path, writable, &held, &mut pinned)
+            .and_then(|()| bind_in_place(&path))
+            .and_then(|()| read_only(&path))
+        {
             Ok(()) => held.push(path),
             Err(nix::Error::ENOENT) => {}
             Err(err) => return Err((path, err)),
         }
+    }
+    Ok(())
+}
+
+/// Binds each directory strictly between `root` and `path` (canonical,
+/// `path` below `root`) onto itself, read-write: a mount point cannot be
+/// renamed or removed (`EBUSY`). A writable path, a held one or one
+/// already pinned is left as it is.
+fn pin_between(
+    root: &Path,
+    path: &Path,
+    writable: &[PathBuf],
+    held: &[PathBuf],
+    pinned: &mut Vec<PathBuf>,
+) -> nix::Result<()> {
+    let mut between: Vec<&Path> = path
+        .ancestors()
+        .skip(1)
+        .take_while(|dir| *dir != root)
+        .collect();
+    between.reverse();
+    for dir in between {
+        let done = |list: &[PathBuf]| list.iter().any(|known| known == dir);
+        if done(writable) || done(held) || done(pinned) {
+            continue;
+        }
+        bind_in_place(dir)?;
+        pinned.push(dir.to_path_buf());
     }
     Ok(())
 }

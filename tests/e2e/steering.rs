@@ -218,8 +218,10 @@ fn git(dir: &std::path::Path, args: &[&str]) -> String {
 /// A command allowed in accept-edits runs in a sandbox whose roots are
 /// writable, but not the protected paths at a root that exist when it
 /// starts (`AGENTS.md`, `.dsh/`, `.claude/`, `.envrc`, `.git/hooks`,
-/// `.git/config`): a command that writes, renames or deletes them without
-/// naming them to the policy (a script, a build step) fails and leaves
+/// `.git/config`, `.vscode/tasks.json`): a command that writes, renames or
+/// deletes them, or renames the directory holding them (`.git`, `.vscode`)
+/// to make a fresh one, without naming them to the policy (a script, a
+/// build step) fails and leaves
 /// them as they were, while in the same command an ordinary file is
 /// written, a new directory made, and `git add` and `git commit` work
 /// (in the root's repository and in a new one).
@@ -239,6 +241,7 @@ async fn a_sandboxed_command_cannot_change_the_protected_paths_at_a_root() {
     std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::create_dir_all(cwd.join(".dsh/skills/keep")).unwrap();
     std::fs::create_dir_all(cwd.join(".claude")).unwrap();
+    std::fs::create_dir_all(cwd.join(".vscode")).unwrap();
     let kept = [
         ("AGENTS.md", "Be careful.\n"),
         (".dsh/hooks.json", "{\"hooks\":{}}\n"),
@@ -248,6 +251,7 @@ async fn a_sandboxed_command_cannot_change_the_protected_paths_at_a_root() {
         ),
         (".claude/settings.json", "{}\n"),
         (".envrc", "export A=1\n"),
+        (".vscode/tasks.json", "{\"tasks\":[]}\n"),
     ];
     for (path, content) in kept {
         std::fs::write(cwd.join(path), content).unwrap();
@@ -267,6 +271,8 @@ async fn a_sandboxed_command_cannot_change_the_protected_paths_at_a_root() {
         t PRE_COMMIT 'echo evil > .git/hooks/pre-commit'\n\
         t NEW_HOOK 'echo evil > .git/hooks/post-checkout'\n\
         t GIT_CONFIG 'git config core.fsmonitor evil'\n\
+        t GIT_MV 'mv .git .gitold && mkdir .git && echo evil > .git/config'\n\
+        t VSCODE_MV 'mv .vscode .vs2 && mkdir .vscode && echo evil > .vscode/tasks.json'\n\
         t PLAIN 'echo fine > plain.txt && mkdir -p src && echo fine > src/lib.rs'\n\
         t COMMIT 'git add plain.txt src && git commit -qm one'\n\
         t NEW_REPO 'git init -q sub && cd sub && echo x > f && git add f && git -c user.name=t -c user.email=t@example.com commit -qm two'\n\
@@ -305,6 +311,8 @@ async fn a_sandboxed_command_cannot_change_the_protected_paths_at_a_root() {
             "PRE_COMMIT=no",
             "NEW_HOOK=no",
             "GIT_CONFIG=no",
+            "GIT_MV=no",
+            "VSCODE_MV=no",
             "PLAIN=ok",
             "COMMIT=ok",
             "NEW_REPO=ok",
@@ -325,6 +333,9 @@ async fn a_sandboxed_command_cannot_change_the_protected_paths_at_a_root() {
     assert!(!cwd.join(".git/hooks/post-checkout").exists());
     assert!(!cwd.join(".dsh/skills/x").exists());
     assert!(!cwd.join(".claude/settings.local.json").exists());
+    // The directories holding them were not renamed away either.
+    assert!(!cwd.join(".gitold").exists());
+    assert!(!cwd.join(".vs2").exists());
     assert_eq!(
         std::fs::read_to_string(cwd.join(".git/config")).unwrap(),
         config
