@@ -32,6 +32,25 @@ fn initialize() -> Value {
     request(1, "initialize", json!({"protocolVersion": 1}))
 }
 
+/// `initialize` (1), `session/new` (2), `session/resume` of `session` (3)
+/// and a prompt to it (4), to be written at once.
+fn opening_and_prompt(cwd: &str, session: &str) -> [Value; 4] {
+    [
+        initialize(),
+        request(2, "session/new", json!({"cwd": cwd, "mcpServers": []})),
+        request(
+            3,
+            "session/resume",
+            json!({"sessionId": session, "cwd": cwd, "mcpServers": []}),
+        ),
+        request(
+            4,
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": "hello"}]}),
+        ),
+    ]
+}
+
 /// The answers to requests, in the order they were written.
 fn answers(frames: &[Value]) -> Vec<&Value> {
     frames
@@ -102,20 +121,7 @@ async fn a_prompt_piped_behind_its_session_runs_after_it() {
         .push_json(json!({"chunks":[{"text":"piped "},{"text":"answer"}],"finish":"stop"}));
     let cwd = env.cwd().display().to_string();
     let mut raw = Raw::spawn(env.command());
-    for line in [
-        initialize(),
-        request(2, "session/new", json!({"cwd": cwd, "mcpServers": []})),
-        request(
-            3,
-            "session/resume",
-            json!({"sessionId": session, "cwd": cwd, "mcpServers": []}),
-        ),
-        request(
-            4,
-            "session/prompt",
-            json!({"sessionId": session, "prompt": [{"type": "text", "text": "hello"}]}),
-        ),
-    ] {
+    for line in opening_and_prompt(&cwd, &session) {
         raw.send(line).await;
     }
     while raw.recv().await["id"] != 4 {}
@@ -147,24 +153,7 @@ async fn every_request_read_before_eof_is_answered() {
     let env = TestEnv::new().await;
     let session = stored_session(&env).await;
     let cwd = env.cwd().display().to_string();
-    let frames = pipe(
-        &env,
-        &[
-            initialize(),
-            request(2, "session/new", json!({"cwd": cwd, "mcpServers": []})),
-            request(
-                3,
-                "session/resume",
-                json!({"sessionId": session, "cwd": cwd, "mcpServers": []}),
-            ),
-            request(
-                4,
-                "session/prompt",
-                json!({"sessionId": session, "prompt": [{"type": "text", "text": "hello"}]}),
-            ),
-        ],
-    )
-    .await;
+    let frames = pipe(&env, &opening_and_prompt(&cwd, &session)).await;
     assert_eq!(position(&frames, 1), 0, "initialize answered first");
     assert!(
         answer(&frames, 2)["result"]["sessionId"].is_string(),

@@ -17,12 +17,18 @@ use crate::support::{
 /// A launcher like `npx`: a shell that starts a detached `setsid sleep
 /// <mark>` (in a session of its own) and then becomes the fixture server.
 fn launcher(name: &str, log: &std::path::Path, mark: &str) -> McpServer {
+    launcher_that(name, log, mark, "")
+}
+
+/// [`launcher`], running `then` (shell) between the sleep and the exec.
+fn launcher_that(name: &str, log: &std::path::Path, mark: &str, then: &str) -> McpServer {
     McpServer::Stdio(
         McpServerStdio::new(name, "/bin/sh")
             .args(vec![
                 "-c".to_owned(),
-                "setsid sleep \"$MARK\" </dev/null >/dev/null 2>&1 & exec \"$FIXTURE\" stdio"
-                    .to_owned(),
+                format!(
+                    "setsid sleep \"$MARK\" </dev/null >/dev/null 2>&1 & {then}exec \"$FIXTURE\" stdio"
+                ),
             ])
             .env(vec![
                 EnvVariable::new("MCP_FIXTURE_LOG", log.display().to_string()),
@@ -59,6 +65,24 @@ async fn new_session(
         .session_id
 }
 
+/// `session/close`, then the daemon holding `mark` is gone within `bound`.
+async fn close_and_wait(
+    conn: &crate::support::Conn,
+    session: agent_client_protocol::v1::schema::SessionId,
+    mark: &str,
+    bound: Duration,
+) {
+    conn.cx
+        .send_request(CloseSessionRequest::new(session))
+        .block_task()
+        .await
+        .unwrap();
+    wait_until("the daemon to die with session/close", bound, || {
+        marked(mark) == 0
+    })
+    .await;
+}
+
 /// Nothing a stdio server started outlives it: not after `session/close`,
 /// not after dsh's exit on EOF, not after a crash and the restart.
 #[tokio::test]
@@ -73,15 +97,7 @@ async fn nothing_an_mcp_server_started_outlives_it() {
     let closed = mark(1);
     let session = new_session(&conn, &env, vec![launcher("launched", &log, &closed)]).await;
     wait_until("the launcher's daemon", bound, || marked(&closed) == 1).await;
-    conn.cx
-        .send_request(CloseSessionRequest::new(session))
-        .block_task()
-        .await
-        .unwrap();
-    wait_until("the daemon to die with session/close", bound, || {
-        marked(&closed) == 0
-    })
-    .await;
+    close_and_wait(&conn, session, &closed, bound).await;
 
     // dsh's exit (EOF on its stdin).
     let exited = mark(2);
@@ -133,30 +149,10 @@ async fn an_mcp_server_cannot_kill_its_guard_to_leave_its_children() {
     let conn = env.connect().await;
     conn.initialize().await;
     let mark = mark(4);
-    let server = McpServer::Stdio(
-        McpServerStdio::new("killer", "/bin/sh")
-            .args(vec![
-                "-c".to_owned(),
-                "setsid sleep \"$MARK\" </dev/null >/dev/null 2>&1 & kill -9 $PPID; exec \"$FIXTURE\" stdio"
-                    .to_owned(),
-            ])
-            .env(vec![
-                EnvVariable::new("MCP_FIXTURE_LOG", log.display().to_string()),
-                EnvVariable::new("MARK", &mark),
-                EnvVariable::new("FIXTURE", test_mcp_binary().display().to_string()),
-            ]),
-    );
+    let server = launcher_that("killer", &log, &mark, "kill -9 $PPID; ");
     let session = new_session(&conn, &env, vec![server]).await;
     wait_until("the server's daemon", bound, || marked(&mark) == 1).await;
-    conn.cx
-        .send_request(CloseSessionRequest::new(session))
-        .block_task()
-        .await
-        .unwrap();
-    wait_until("the daemon to die with session/close", bound, || {
-        marked(&mark) == 0
-    })
-    .await;
+    close_and_wait(&conn, session, &mark, bound).await;
     conn.finish().await;
 }
 
