@@ -84,6 +84,23 @@ impl From<FsError> for String {
     }
 }
 
+/// `path` without `.` and with each `..` taking the component before it:
+/// the path as written, no link followed (the words of a command that has
+/// not run, a path a person gave; links are the opening's business).
+pub fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
 fn error(path: &Path, errno: Errno) -> FsError {
     match errno {
         Errno::LOOP => FsError::Symlink(path.to_path_buf()),

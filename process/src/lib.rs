@@ -99,13 +99,9 @@ pub fn holds_credential(value: &str) -> bool {
         "akia",
     ];
     let lower = value.to_ascii_lowercase();
-    let http_user = ["http://", "https://"].iter().any(|scheme| {
-        lower.match_indices(scheme).any(|(at, _)| {
-            lower[at + scheme.len()..]
-                .split(|c: char| matches!(c, '/' | '?' | '#') || c.is_whitespace())
-                .next()
-                .is_some_and(|authority| authority.contains('@'))
-        })
+    let http_user = url_authorities(value).any(|(scheme, authority)| {
+        let scheme = scheme.to_ascii_lowercase();
+        (scheme.ends_with("http") || scheme.ends_with("https")) && authority.contains('@')
     });
     has_credentialed_url(value)
         || http_user
@@ -119,8 +115,22 @@ pub fn holds_credential(value: &str) -> bool {
 /// `postgres://user:pass@host/db`, `redis://:pass@host`, one of several in
 /// a list — whatever the variable is called.
 pub fn has_credentialed_url(value: &str) -> bool {
+    url_authorities(value).any(|(scheme, authority)| {
+        !scheme.is_empty()
+            && authority.rsplit_once('@').is_some_and(|(userinfo, _host)| {
+                userinfo
+                    .split_once(':')
+                    .is_some_and(|(_user, password)| !password.is_empty())
+            })
+    })
+}
+
+/// Each `scheme://authority` in `value`: the scheme (possibly empty) and
+/// what stands before the first `/`, `?`, `#` or blank after it.
+fn url_authorities(value: &str) -> impl Iterator<Item = (&str, &str)> {
     let mut rest = value;
-    while let Some(at) = rest.find("://") {
+    std::iter::from_fn(move || {
+        let at = rest.find("://")?;
         let scheme = rest[..at]
             .rsplit(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
             .next()
@@ -130,19 +140,9 @@ pub fn has_credentialed_url(value: &str) -> bool {
             .split(|c: char| matches!(c, '/' | '?' | '#') || c.is_whitespace())
             .next()
             .unwrap_or_default();
-        if !scheme.is_empty() {
-            if let Some((userinfo, _host)) = authority.rsplit_once('@') {
-                if userinfo
-                    .split_once(':')
-                    .is_some_and(|(_user, password)| !password.is_empty())
-                {
-                    return true;
-                }
-            }
-        }
         rest = after;
-    }
-    false
+        Some((scheme, authority))
+    })
 }
 
 /// Which of dsh's environment variables children must not see: names that

@@ -133,7 +133,7 @@ fn hold(writable: &[PathBuf], paths: &[PathBuf]) -> Result<(), (PathBuf, nix::Er
         if holds_one || held.contains(&path) {
             continue;
         }
-        match pin_between(root, &path, writable, &held, &mut pinned)
+        match pin_between(root, &path, &held, &mut pinned)
             .and_then(|()| bind_in_place(&path))
             .and_then(|()| read_only(&path))
         {
@@ -147,12 +147,12 @@ fn hold(writable: &[PathBuf], paths: &[PathBuf]) -> Result<(), (PathBuf, nix::Er
 
 /// Binds each directory strictly between `root` and `path` (canonical,
 /// `path` below `root`) onto itself, read-write: a mount point cannot be
-/// renamed or removed (`EBUSY`). A writable path, a held one or one
-/// already pinned is left as it is.
+/// renamed or removed (`EBUSY`). A held one or one already pinned is
+/// left as it is (none is writable: `root` is the innermost writable path
+/// holding `path`).
 fn pin_between(
     root: &Path,
     path: &Path,
-    writable: &[PathBuf],
     held: &[PathBuf],
     pinned: &mut Vec<PathBuf>,
 ) -> nix::Result<()> {
@@ -164,7 +164,7 @@ fn pin_between(
     between.reverse();
     for dir in between {
         let done = |list: &[PathBuf]| list.iter().any(|known| known == dir);
-        if done(writable) || done(held) || done(pinned) {
+        if done(held) || done(pinned) {
             continue;
         }
         bind_in_place(dir)?;

@@ -200,7 +200,10 @@ fn names_protected(access: &Access, ctx: &Context<'_>) -> Option<String> {
     };
     let named = |word: &str| {
         (!word.is_empty())
-            .then(|| ctx.protected.reason(&lexical(&workdir.join(word))))
+            .then(|| {
+                ctx.protected
+                    .reason(&crate::beneath::lexical(&workdir.join(word)))
+            })
             .flatten()
     };
     let plain = shell::analyze(command).plain;
@@ -227,22 +230,6 @@ fn names_protected(access: &Access, ctx: &Context<'_>) -> Option<String> {
             std::iter::once(word.as_str()).chain(value)
         })
         .find_map(named)
-}
-
-/// `path` with `.` and `..` taken away by their names (no link is
-/// followed: the words of a command that has not run).
-fn lexical(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for component in path.components() {
-        match component {
-            std::path::Component::CurDir => {}
-            std::path::Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other),
-        }
-    }
-    out
 }
 
 /// The scope string a rule stores for an "always" answer, if one may be

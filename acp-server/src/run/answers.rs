@@ -2,7 +2,7 @@
 //! (`ask_user_question`) when no one is there to answer them.
 
 use std::collections::BTreeMap;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use dsh_protocol::question::{AnswerNote, QuestionAnswer, UserQuestion};
 
@@ -59,7 +59,7 @@ pub(super) fn parse_answers(
 /// The text of the answers file `given` (see [`parse_answers`]).
 fn read_answers_file(given: &Path, root: &Path) -> Result<String, String> {
     let here = std::env::current_dir().map_err(|err| format!("no current directory: {err}"))?;
-    let full = lexical(&here.join(given));
+    let full = crate::beneath::lexical(&here.join(given));
     let file = match beneath_root(&full, root) {
         Some(relative) => crate::beneath::open_beneath(root, &relative)
             .map(|(file, _)| file)
@@ -120,22 +120,6 @@ fn open_outside(path: &Path) -> Result<std::fs::File, String> {
         return Err(format!("{kind}; only a regular file can be read"));
     }
     Ok(file)
-}
-
-/// `path` without `.` and with each `..` taking the component before it
-/// (the path as written; links are the opening's business).
-fn lexical(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for component in path.components() {
-        match component {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other),
-        }
-    }
-    out
 }
 
 /// The answers `given` makes to `questions`: a label a question offers is
@@ -258,8 +242,14 @@ mod tests {
 
     #[test]
     fn paths_are_taken_as_written() {
-        assert_eq!(lexical(Path::new("/a/./b/../c")), Path::new("/a/c"));
-        assert_eq!(lexical(Path::new("/a/../../c")), Path::new("/c"));
+        assert_eq!(
+            crate::beneath::lexical(Path::new("/a/./b/../c")),
+            Path::new("/a/c")
+        );
+        assert_eq!(
+            crate::beneath::lexical(Path::new("/a/../../c")),
+            Path::new("/c")
+        );
         assert_eq!(
             beneath_root(Path::new("/w/x/answers.json"), Path::new("/w")),
             Some(PathBuf::from("x/answers.json"))

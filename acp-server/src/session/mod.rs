@@ -585,6 +585,15 @@ impl Session {
         self.closed.clone()
     }
 
+    /// Records `data` shown to the latest prompt's front end (to no one
+    /// when none has prompted yet): what happens between turns.
+    pub(crate) fn record_between_turns(&self, data: EventData) -> Result<Event, AgentError> {
+        match self.outlet() {
+            Some(out) => self.record(data, &*out),
+            None => self.record(data, &crate::frontend::Nobody),
+        }
+    }
+
     /// Makes `frontend` the one that sees what happens between turns.
     pub(crate) fn set_outlet(&self, frontend: Arc<dyn Frontend>) {
         *lock(&self.outlet) = Some(frontend);
@@ -598,7 +607,6 @@ impl Session {
             let Some(session) = me.upgrade() else {
                 return;
             };
-            let out = lock(&session.outlet).clone();
             let data = EventData::JobEnd {
                 job_id: report.job_id,
                 call_id: report.call_id,
@@ -608,11 +616,7 @@ impl Session {
                 view: report.view,
                 usage: report.usage,
             };
-            let recorded = match &out {
-                Some(out) => session.record(data, &**out),
-                None => session.record(data, &crate::frontend::Nobody),
-            };
-            if let Err(err) = recorded {
+            if let Err(err) = session.record_between_turns(data) {
                 tracing::debug!(session = %session.id, %err, "job/end not recorded");
             }
         })

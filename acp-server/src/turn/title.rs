@@ -57,11 +57,7 @@ fn record(
         return;
     };
     let data = EventData::Title { title, usage };
-    let recorded = match session.outlet() {
-        Some(out) => session.record(data, &*out),
-        None => session.record(data, &crate::frontend::Nobody),
-    };
-    if let Err(error) = recorded {
+    if let Err(error) = session.record_between_turns(data) {
         tracing::warn!(%error, "the model's title was not recorded");
     }
 }
