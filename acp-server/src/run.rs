@@ -594,8 +594,9 @@ async fn turn(
     // Checked before a session is opened: a run that fails here leaves
     // none behind.
     let content = vec![UserContent::text(args.task.clone())];
-    let settings =
-        settings(args, &content, &agent.config().choices).map_err(|error| (None, error))?;
+    let settings = settings(agent, args, &content)
+        .await
+        .map_err(|error| (None, error))?;
     let opened = match &args.session {
         Some(id) => agent.resume_session(id, Vec::new()).await,
         None => agent.new_session(&args.cwd, &[], Vec::new()).await,
@@ -624,26 +625,29 @@ async fn turn(
 /// `--thought-level` — each checked as the session checks it; and a task
 /// that is `/mode` or `/model` checked the same way (in a chat a bad value
 /// is answered with the choices; unattended it is a usage error).
-fn settings<'a>(
+async fn settings<'a>(
+    agent: &Agent,
     args: &'a RunArgs,
     content: &[UserContent],
-    choices: &crate::settings::Choices,
 ) -> Result<Vec<(&'static str, &'a str)>, AgentError> {
-    let given = [
+    let settings: Vec<(&'static str, &'a str)> = [
         ("mode", args.approve.mode()),
         ("model", args.model.as_deref()),
         ("thought_level", args.thought_level.as_deref()),
-    ];
-    let settings = given
-        .into_iter()
-        .filter_map(|(key, value)| Some((key, value?)))
-        .map(|(key, value)| {
-            crate::settings::Settings::validate(choices, key, value).map(|_| (key, value))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    if let Some(Invocation::Set { key, value }) = crate::context::commands::parse(content) {
-        crate::settings::Settings::validate(choices, key, &value)?;
-    }
+    ]
+    .into_iter()
+    .filter_map(|(key, value)| Some((key, value?)))
+    .collect();
+    let task = match crate::context::commands::parse(content) {
+        Some(Invocation::Set { key, value }) => Some((key, value)),
+        _ => None,
+    };
+    let checked: Vec<(&str, &str)> = settings
+        .iter()
+        .copied()
+        .chain(task.as_ref().map(|(key, value)| (*key, value.as_str())))
+        .collect();
+    agent.validate_settings(&checked).await?;
     Ok(settings)
 }
 

@@ -218,3 +218,30 @@ async fn auth_methods_are_offered_only_where_a_key_is_needed() {
     assert_eq!(ids, ["dsh-login", "deepseek-api-key"]);
     conn.finish().await;
 }
+
+/// `dsh run --model` names one of the served models: it is checked against
+/// what the server serves (not the empty catalog of the configuration),
+/// and used.
+#[tokio::test]
+async fn dsh_run_checks_its_model_against_the_served_ones() {
+    let env = local("").await;
+    env.mock.serve_models(&["llama3.2:latest"]);
+    env.mock.push_json(reply("Llama here."));
+    let output = env
+        .dsh(&["run", "--model", "llama3.2:latest", "hi"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    crate::support::assert_exit(&output, 0, "dsh run --model of a served model");
+    assert_eq!(env.mock.requests()[0]["model"], "llama3.2:latest");
+    let bogus = env
+        .dsh(&["run", "--model", "nope", "hi"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    let stderr = crate::support::text(&bogus.stderr);
+    assert!(stderr.contains("llama3.2:latest"), "{stderr}");
+    assert_eq!(bogus.status.code(), Some(2), "{stderr}");
+}

@@ -185,6 +185,21 @@ impl Agent {
             .cloned()
     }
 
+    /// Checks settings a front end gives a session before it opens one
+    /// (`dsh run`'s flags, an SDK opening) as the session would: against
+    /// the catalog sessions get, the served one where that is the catalog.
+    ///
+    /// # Errors
+    /// What [`Agent::ready`] or [`crate::settings::Settings::validate`]
+    /// says.
+    pub async fn validate_settings(&self, given: &[(&str, &str)]) -> Result<(), AgentError> {
+        let config = self.ready().await?;
+        for (key, value) in given {
+            crate::settings::Settings::validate(&config.choices, key, value)?;
+        }
+        Ok(())
+    }
+
     fn check_config(&self) -> Result<(), AgentError> {
         match &self.config_error {
             Some(error) => Err(AgentError::Config(error.clone())),

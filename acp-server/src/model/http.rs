@@ -20,8 +20,6 @@ pub struct HttpProvider {
     /// takes ~8 ms and ~2 MB, which an editor should not pay at every spawn.
     client: std::sync::OnceLock<reqwest::Client>,
     settings: Arc<ModelSettings>,
-    /// The models the endpoint serves, once asked.
-    served: tokio::sync::OnceCell<Vec<ModelInfo>>,
 }
 
 const USER_AGENT: &str = concat!(
@@ -36,7 +34,6 @@ impl HttpProvider {
         HttpProvider {
             client: std::sync::OnceLock::new(),
             settings,
-            served: tokio::sync::OnceCell::new(),
         }
     }
 
@@ -82,22 +79,17 @@ impl HttpProvider {
         })
     }
 
-    /// The models the endpoint serves ([`super::served`]): asked once, the
-    /// answer kept for the process (a failure is not kept).
+    /// The models the endpoint serves ([`super::served`]), asked now (the
+    /// agent keeps what it makes of a good answer: `Agent::ready`).
     ///
     /// # Errors
     /// The list cannot be had: what [`super::served`] says.
     pub(super) async fn served_models(&self) -> Result<Vec<ModelInfo>, ModelError> {
-        self.served
-            .get_or_try_init(|| async {
-                let key = self.key().await?;
-                super::served::ask(self.client()?, &self.settings, key, |err| {
-                    self.send_error(err)
-                })
-                .await
-            })
-            .await
-            .cloned()
+        let key = self.key().await?;
+        super::served::ask(self.client()?, &self.settings, key, |err| {
+            self.send_error(err)
+        })
+        .await
     }
 
     pub(super) async fn start(&self, request: &Prepared) -> Result<EventStream, ModelError> {

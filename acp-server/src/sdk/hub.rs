@@ -513,7 +513,7 @@ impl Hub {
         opening: Opening,
         conn: ConnId,
     ) -> Result<Arc<SdkSession>, AgentError> {
-        let settings = self.check(&opening)?;
+        let settings = self.check(&opening).await?;
         let opened = self
             .agent
             .new_session(&cwd, &[], opening.mcp_servers)
@@ -532,7 +532,7 @@ impl Hub {
         opening: Opening,
         conn: ConnId,
     ) -> Result<Arc<SdkSession>, AgentError> {
-        let settings = self.check(&opening)?;
+        let settings = self.check(&opening).await?;
         let opened = self.agent.resume_session(id, opening.mcp_servers).await?;
         self.settle(opened, opening.approvals, &settings, conn)
     }
@@ -549,7 +549,7 @@ impl Hub {
         opening: Opening,
         conn: ConnId,
     ) -> Result<Arc<SdkSession>, AgentError> {
-        let settings = self.check(&opening)?;
+        let settings = self.check(&opening).await?;
         let cwd = match cwd {
             Some(cwd) => cwd,
             None => self.agent.stored_cwd(parent).await?,
@@ -562,7 +562,7 @@ impl Hub {
     }
 
     /// The settings to record, validated.
-    fn check(&self, opening: &Opening) -> Result<Vec<(&'static str, String)>, AgentError> {
+    async fn check(&self, opening: &Opening) -> Result<Vec<(&'static str, String)>, AgentError> {
         let mode = opening.mode.as_deref().or(opening.approvals.mode());
         let settings: Vec<(&'static str, String)> = [
             ("mode", mode),
@@ -572,9 +572,11 @@ impl Hub {
         .into_iter()
         .filter_map(|(key, value)| Some((key, value?.to_owned())))
         .collect();
-        for (key, value) in &settings {
-            crate::settings::Settings::validate(&self.agent.config().choices, key, value)?;
-        }
+        let given: Vec<(&str, &str)> = settings
+            .iter()
+            .map(|(key, value)| (*key, value.as_str()))
+            .collect();
+        self.agent.validate_settings(&given).await?;
         Ok(settings)
     }
 
