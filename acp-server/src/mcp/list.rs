@@ -203,20 +203,26 @@ impl<'a> Collector<'a> {
         if self.count > MAX_TOOLS {
             return Err(OverBound(format!("it lists more than {MAX_TOOLS} tools")));
         }
-        self.received += serde_json::to_vec(&tool).map_or(0, |bytes| bytes.len());
+        self.received += json_len(&tool);
         if self.received > MAX_LIST_BYTES {
             return Err(OverBound(format!(
                 "its tool list is larger than {} MiB",
                 MAX_LIST_BYTES / (1024 * 1024)
             )));
         }
-        let name = tool.name.to_string();
-        let schema = serde_json::Value::Object((*tool.input_schema).clone());
+        let rmcp::model::Tool {
+            name,
+            description,
+            input_schema,
+            ..
+        } = tool;
+        let name = name.to_string();
+        let schema = serde_json::Value::Object(std::sync::Arc::unwrap_or_clone(input_schema));
         if schema.get("type").and_then(|t| t.as_str()) != Some("object") {
             tracing::warn!(server = %self.server, tool = %name, "skipping MCP tool: its input schema is not an object");
             return Ok(());
         }
-        let schema_bytes = schema.to_string().len();
+        let schema_bytes = json_len(&schema);
         if schema_bytes > MAX_SCHEMA_BYTES {
             self.note(format!(
                 "MCP tool \"{name}\" of server \"{}\" is skipped: its input schema has {schema_bytes} bytes (at most {} KiB)",
@@ -233,7 +239,7 @@ impl<'a> Collector<'a> {
             ));
             return Ok(());
         }
-        let mut description = tool.description.as_deref().unwrap_or("").to_owned();
+        let mut description = description.as_deref().unwrap_or("").to_owned();
         if description.len() > MAX_DESCRIPTION_BYTES {
             let whole = description.len();
             description = format!(
@@ -256,6 +262,23 @@ impl<'a> Collector<'a> {
         });
         Ok(())
     }
+}
+
+/// The length of `value` as compact JSON, counted as it is written (no
+/// copy of it is made).
+fn json_len(value: &impl serde::Serialize) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    serde_json::to_writer(&mut count, value).map_or(0, |()| count.0)
 }
 
 #[cfg(test)]

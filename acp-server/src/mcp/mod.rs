@@ -152,6 +152,13 @@ struct Live {
 /// What stopping a server takes down.
 type Parts = (Option<Service>, Option<stdio::Process>);
 
+impl Live {
+    /// The service and the process, taken to be stopped.
+    fn take_parts(&mut self) -> Parts {
+        (self.service.take(), self.process.take())
+    }
+}
+
 struct Connection {
     config: McpServerConfig,
     name: String,
@@ -293,12 +300,8 @@ impl Connection {
                 }
                 Ok(listed.notes)
             }
-            Err(err) => {
-                if matches!(err, ListError::Bound(_)) {
-                    tools.clear();
-                }
-                Err(err)
-            }
+            // Past a bound the caller fails the server, which clears them.
+            Err(err) => Err(err),
         }
     }
 
@@ -310,7 +313,14 @@ impl Connection {
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .clear();
-        (live.service.take(), live.process.take())
+        live.take_parts()
+    }
+
+    /// [`Connection::fail`], then stops the server once `live` is let go.
+    async fn fail_and_stop(&self, mut live: tokio::sync::MutexGuard<'_, Live>, reason: &str) {
+        let parts = self.fail(&mut live, reason);
+        drop(live);
+        stop(parts, &self.name).await;
     }
 
     /// Whether a background refresh has something to do: the list is
@@ -347,8 +357,7 @@ impl Connection {
                 tracing::warn!(server = %self.name, "{reason}; the last known tools stay offered")
             }
             Err(ListError::Bound(over)) => {
-                let parts = self.fail(&mut *self.live.lock().await, &over.0);
-                stop(parts, &self.name).await;
+                self.fail_and_stop(self.live.lock().await, &over.0).await;
             }
         }
     }
@@ -369,7 +378,7 @@ impl Connection {
             }
             tracing::warn!(server = %self.name, "MCP server exited");
             // Its guard has swept (or is sweeping) what it left: reap it.
-            let parts = (live.service.take(), live.process.take());
+            let parts = live.take_parts();
             let name = self.name.clone();
             tokio::spawn(async move { stop(parts, &name).await });
             live.restart_at = Some(Instant::now() + backoff(live.restarts));
@@ -408,9 +417,7 @@ impl Connection {
                         Ok(peer)
                     }
                     Err(ListError::Bound(over)) => {
-                        let parts = self.fail(&mut live, &over.0);
-                        drop(live);
-                        stop(parts, &self.name).await;
+                        self.fail_and_stop(live, &over.0).await;
                         Err(format!("MCP server {} failed: {}", self.name, over.0))
                     }
                 }
@@ -470,9 +477,7 @@ impl McpHub {
                     Ok(notes) => Ok(notes),
                     Err(ListError::Failed(reason)) => Err(reason),
                     Err(ListError::Bound(over)) => {
-                        let parts = connection.fail(&mut live, &over.0);
-                        drop(live);
-                        stop(parts, &connection.name).await;
+                        connection.fail_and_stop(live, &over.0).await;
                         Err(over.0)
                     }
                 }
@@ -667,7 +672,7 @@ impl McpHub {
             let parts = {
                 let mut live = connection.live.lock().await;
                 live.stopped = true;
-                (live.service.take(), live.process.take())
+                live.take_parts()
             };
             stop(parts, &connection.name).await;
         }))

@@ -134,12 +134,22 @@ impl Turn<'_> {
         files: &[CheckpointFile],
         mode: dsh_protocol::Mode,
     ) -> Result<Option<String>, AgentError> {
+        if mode == dsh_protocol::Mode::FullAccess {
+            return Ok(None);
+        }
         let protected = &self.config.protected;
-        let reasons: Vec<String> = files
+        let (reasons, locations): (Vec<String>, Vec<FileLocation>) = files
             .iter()
-            .filter_map(|file| protected.reason(Path::new(&file.path)))
-            .collect();
-        if mode == dsh_protocol::Mode::FullAccess || reasons.is_empty() {
+            .filter_map(|file| {
+                let reason = protected.reason(Path::new(&file.path))?;
+                let location = FileLocation {
+                    path: file.path.clone(),
+                    line: None,
+                };
+                Some((reason, location))
+            })
+            .unzip();
+        if reasons.is_empty() {
             return Ok(None);
         }
         let option = |outcome, label: &str| AnswerOption {
@@ -151,14 +161,7 @@ impl Turn<'_> {
             title: format!("Undo turn {turn}: put back protected files?"),
             kind: ToolKind::Edit,
             raw_input: serde_json::json!({ "undo": turn, "files": files.iter().map(|file| &file.path).collect::<Vec<_>>() }),
-            locations: files
-                .iter()
-                .filter(|file| protected.guards(Path::new(&file.path)))
-                .map(|file| FileLocation {
-                    path: file.path.clone(),
-                    line: None,
-                })
-                .collect(),
+            locations,
             content: vec![ToolContent::Text {
                 text: format!(
                     "/undo of turn {turn} would write or delete {}.",
