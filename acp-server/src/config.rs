@@ -514,13 +514,16 @@ impl Config {
     pub fn offer(&self) -> crate::tools::Offer {
         crate::tools::Offer {
             jobs: self.jobs.enabled,
-            question_timeout: self.question_timeout,
             web_fetch: self.web.fetch,
             web_search: self.web.search.is_some(),
             // Per session: a turn offers it once the catalog was given.
             skills: false,
             // Per session: it depends on how deep the session is.
             subagents: false,
+            // Per session: it depends on the session's model.
+            images: false,
+            enabled: crate::tools::ToolSet::default(),
+            disabled: crate::tools::ToolSet::default(),
         }
     }
 

@@ -7,6 +7,7 @@
 //! added with defaults, tags are never reused.
 #![warn(missing_docs)]
 
+pub mod catalog;
 pub mod checkpoint;
 pub mod content;
 pub mod context;

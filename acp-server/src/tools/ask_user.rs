@@ -12,10 +12,6 @@ use serde::Deserialize;
 
 pub const DESCRIPTION: &str = "Ask the user concise questions when confirmation, a choice or missing information is needed before continuing. Send one or more questions, each with a stable id that is echoed in the answer. The call pauses until the user answers.";
 
-/// The seeds' schema, as written there.
-const SCHEMA: &str = r#"{"type":"object","properties":{"questions":{"type":"array","description":"Questions to ask the user before continuing.","items":{"type":"object","additionalProperties":true,"properties":{"id":{"type":"string","description":"Stable id for this question; echoed in the answer."},"question":{"type":"string","description":"The specific question to ask the user."},"header":{"type":"string","description":"Optional short heading for the question, such as \"Confirm\" or \"Choose Mode\"."},"options":{"type":"array","description":"Optional choices to show the user. If you recommend one, put it first and append \"(Recommended)\" to that label.","items":{"type":"object","additionalProperties":true,"properties":{"label":{"type":"string","description":"Short user-facing option label."},"description":{"type":"string","description":"One sentence explaining the tradeoff or impact."}},"required":["label"]}},"multi_select":{
-"type":"boolean","description":"Whether the user may select more than one option. Defaults to false."}},"required":["id","question"]}}},"required":["questions"]}"#;
-
 /// At most this many questions in one call.
 const MAX_QUESTIONS: usize = 20;
 
@@ -26,20 +22,6 @@ const MAX_OPTIONS: usize = 30;
 /// `--answers`, an SDK session without a client answering).
 pub const NO_USER: &str =
     "no user is present; proceed with your best judgement and state your assumptions";
-
-/// The seeds' schema; with timed questions on (`[questions] timeout_s`),
-/// it also takes `timeout`, in seconds (the design's timed schema).
-pub fn schema(timeout: Option<u64>) -> serde_json::Value {
-    let mut schema: serde_json::Value = serde_json::from_str(SCHEMA)
-        .unwrap_or_else(|err| unreachable!("the schema is JSON: {err}"));
-    if let Some(default) = timeout {
-        schema["properties"]["timeout"] = serde_json::json!({
-            "type": "integer",
-            "description": format!("Seconds to wait for the answers (1 to {MAX_TIMEOUT_S}; default {default}). Unanswered by then, the call returns and the questions stay open: a later answer arrives as a user message."),
-        });
-    }
-    schema
-}
 
 /// The longest wait a call may ask for, seconds.
 pub const MAX_TIMEOUT_S: u64 = 3600;
@@ -246,25 +228,6 @@ mod tests {
 
     fn args(json: serde_json::Value) -> AskArgs {
         serde_json::from_value(json).unwrap()
-    }
-
-    #[test]
-    fn the_schema_is_the_seeds() {
-        let schema = schema(None);
-        assert!(schema["properties"].get("timeout").is_none());
-        assert_eq!(
-            super::schema(Some(300))["properties"]["timeout"]["type"],
-            "integer",
-            "timed questions take a timeout"
-        );
-        assert_eq!(schema["required"], serde_json::json!(["questions"]));
-        let item = &schema["properties"]["questions"]["items"];
-        assert_eq!(item["required"], serde_json::json!(["id", "question"]));
-        assert_eq!(item["properties"]["multi_select"]["type"], "boolean");
-        assert_eq!(
-            item["properties"]["options"]["items"]["required"],
-            serde_json::json!(["label"])
-        );
     }
 
     #[test]

@@ -33,27 +33,6 @@ const INLINE_BYTES: usize = 30_000;
 /// How much of the output the spill file keeps (its head).
 const SPILL_BYTES: u64 = 64 * 1024 * 1024;
 
-/// The seeds' schema; `jobs`: with `run_in_background`.
-pub fn schema(jobs: bool) -> serde_json::Value {
-    let mut schema = serde_json::json!({
-        "type": "object",
-        "properties": {
-            "command": { "type": "string", "description": "The bash command to execute." },
-            "description": { "type": "string", "description": "Clear, concise description of what this command does in active voice, 5-10 words (shown in the UI). Examples: \"ls\" → \"List files in current directory\"; \"git status\" → \"Show working tree status\"; \"npm install\" → \"Install package dependencies\"." },
-            "timeoutMs": { "type": "number", "description": "Timeout in milliseconds. The executor applies its configured default and cap, and kills the command on expiry." },
-            "workdir": { "type": "string", "description": "Working directory for this command. Defaults to the session workspace; a relative path is resolved against it." },
-            "run_in_background": { "type": "boolean", "description": "Run in the background and return a job id immediately (collect with job_output, stop with job_kill). No timeout applies." }
-        },
-        "required": ["command", "description"]
-    });
-    if !jobs {
-        if let Some(properties) = schema["properties"].as_object_mut() {
-            properties.remove("run_in_background");
-        }
-    }
-    schema
-}
-
 #[derive(Debug, Deserialize)]
 pub struct BashArgs {
     pub command: String,

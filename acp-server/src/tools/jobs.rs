@@ -14,33 +14,6 @@ pub const KILL_DESCRIPTION: &str = "Request cancellation of a running background
 pub const LIST_DESCRIPTION: &str =
     "List your background jobs (running and finished) with their ids, kinds and status.";
 
-pub fn output_schema() -> serde_json::Value {
-    serde_json::json!({
-        "type": "object",
-        "properties": {
-            "job_id": { "type": "string", "description": "Job id returned by the tool that started the background work." },
-            "wait": { "type": "boolean", "description": "Block until the job reaches a terminal status or the timeout expires. A timed-out wait returns [status: running] and leaves the job alive." },
-            "timeout_ms": { "type": "number", "description": "Max wait in milliseconds (only meaningful with wait: true). Defaults to the configured wait timeout; capped by the configured maximum." }
-        },
-        "required": ["job_id"]
-    })
-}
-
-pub fn kill_schema() -> serde_json::Value {
-    serde_json::json!({
-        "type": "object",
-        "properties": {
-            "job_id": { "type": "string", "description": "Job id returned by the tool that started the background work." },
-            "reason": { "type": "string", "description": "Optional short reason, recorded in the log and forwarded to the job." }
-        },
-        "required": ["job_id"]
-    })
-}
-
-pub fn list_schema() -> serde_json::Value {
-    serde_json::json!({ "type": "object", "properties": {} })
-}
-
 #[derive(Debug, Deserialize)]
 pub struct OutputArgs {
     pub job_id: String,

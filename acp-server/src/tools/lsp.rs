@@ -20,24 +20,6 @@ pub const DESCRIPTION: &str = "Ask the project's language server. Operations: go
 const MAX_LOCATIONS: usize = 100;
 const MAX_CHARS: usize = 16_000;
 
-pub fn schema() -> serde_json::Value {
-    serde_json::json!({
-        "type": "object",
-        "properties": {
-            "operation": {
-                "type": "string",
-                "enum": ["goToDefinition", "findReferences", "goToImplementation", "hover", "documentSymbol", "workspaceSymbol", "diagnostics", "incomingCalls", "outgoingCalls"]
-            },
-            "file_path": { "type": "string", "description": "The file (absolute, or relative to the working directory)" },
-            "line": { "type": "integer", "description": "1-based line of the symbol" },
-            "character": { "type": "integer", "description": "1-based UTF-16 column (alternative to symbol)" },
-            "symbol": { "type": "string", "description": "The symbol's name as written on that line; for workspaceSymbol, the search query" }
-        },
-        "required": ["operation", "file_path", "line"],
-        "additionalProperties": false
-    })
-}
-
 #[derive(Debug, Deserialize)]
 pub struct LspArgs {
     pub operation: String,

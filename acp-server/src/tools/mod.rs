@@ -36,7 +36,7 @@ pub use ask_user::NO_USER;
 pub use jobs::started as job_started;
 pub use paths::{canonical_roots, display_path};
 pub use subagent::{SubagentArgs, SubagentSettings};
-pub use table::{schemas, touches_files, Class, Spec, Tool, TABLE};
+pub use table::{schemas, touches_files, Class, Schema, Spec, Tool, ToolSet, TABLE};
 
 /// What planning a call may look at (nothing it does has effects).
 pub struct PlanEnv<'a> {
@@ -197,8 +197,6 @@ enum Call {
 pub struct Offer {
     /// `run_in_background` and the job tools.
     pub jobs: bool,
-    /// Timed questions: the default wait, seconds (`[questions] timeout_s`).
-    pub question_timeout: Option<u64>,
     /// `web_fetch`.
     pub web_fetch: bool,
     /// `web_search` (a search provider is configured).
@@ -207,6 +205,12 @@ pub struct Offer {
     pub skills: bool,
     /// `subagent` (the session may start children: `[subagents]`).
     pub subagents: bool,
+    /// `read_image` (the session's model takes images).
+    pub images: bool,
+    /// Opt-in tools `[tools] enable` names.
+    pub enabled: ToolSet,
+    /// Tools `[tools] disable` names (never offered).
+    pub disabled: ToolSet,
 }
 
 /// Why a call could not be planned (unknown tool, bad arguments, bad path).

@@ -9,19 +9,6 @@ use serde::Deserialize;
 
 pub const DESCRIPTION: &str = "Use only in plan mode. Submit the plan for the user to review, and leave plan mode once they approve it. Send the complete plan as markdown, starting with a # heading that names it. The user either approves it (you carry it out from your next step) or asks you to keep planning; their feedback comes back in the tool result or their next message: revise the plan and submit it again.";
 
-pub fn schema() -> serde_json::Value {
-    serde_json::json!({
-        "type": "object",
-        "properties": {
-            "plan": {
-                "type": "string",
-                "description": "The complete plan, as markdown, starting with a # heading that names it."
-            }
-        },
-        "required": ["plan"]
-    })
-}
-
 #[derive(Debug, Clone, Deserialize)]
 pub struct ExitPlanArgs {
     pub plan: String,

@@ -24,31 +24,6 @@ const MAX_LOCATIONS: usize = 50;
 const MAX_LINE_CHARS: usize = 300;
 const VCS_DIRS: &[&str] = &[".git", ".hg", ".svn", ".jj", ".bzr"];
 
-pub fn glob_schema() -> serde_json::Value {
-    serde_json::json!({
-        "type": "object",
-        "properties": {
-            "pattern": { "type": "string", "description": "Glob pattern" },
-            "path": { "type": "string", "description": "Directory to search (default: the working directory)" }
-        },
-        "required": ["pattern"],
-        "additionalProperties": false
-    })
-}
-
-pub fn grep_schema() -> serde_json::Value {
-    serde_json::json!({
-        "type": "object",
-        "properties": {
-            "pattern": { "type": "string", "description": "Regular expression (ripgrep syntax)" },
-            "path": { "type": "string", "description": "File or directory to search (default: the working directory)" },
-            "include": { "type": "string", "description": "Only search files matching this glob (e.g. \"*.rs\")" }
-        },
-        "required": ["pattern"],
-        "additionalProperties": false
-    })
-}
-
 #[derive(Debug, Deserialize)]
 pub struct GlobArgs {
     pub pattern: String,

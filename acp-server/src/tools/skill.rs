@@ -16,19 +16,6 @@ use crate::context::skills;
 /// The seeds' description (`dsh-tool-skill`).
 pub const DESCRIPTION: &str = "Load the full instructions of an available skill. Before a task that names or clearly matches a skill, call this with the exact name from the session skill catalog.";
 
-pub fn schema() -> serde_json::Value {
-    serde_json::json!({
-        "type": "object",
-        "properties": {
-            "name": {
-                "type": "string",
-                "description": "The exact skill name from the available skills list."
-            }
-        },
-        "required": ["name"]
-    })
-}
-
 #[derive(Debug, Deserialize)]
 pub struct SkillArgs {
     pub name: String,

@@ -14,34 +14,6 @@ pub const DESCRIPTION: &str = "Delegate a self-contained task to a subagent (an 
 /// Without background jobs (`[jobs] enabled = false`).
 pub const DESCRIPTION_NO_JOBS: &str = "Delegate a self-contained task to a subagent (an independent agent in its own context). It returns a result, not intermediate steps. Give a complete, standalone prompt. The call waits for its answer.";
 
-/// The design's schema; without jobs, `run_in_background` is left out.
-pub fn schema(jobs: bool) -> serde_json::Value {
-    let mut properties = serde_json::json!({
-        "description": {
-            "type": "string",
-            "description": "A short (3-5 word) description of the delegated task, for display."
-        },
-        "prompt": {
-            "type": "string",
-            "description": "The complete, self-contained task for the subagent. It does not share this conversation's context, so include everything it needs."
-        },
-        "run_in_background": {
-            "type": "boolean",
-            "description": "Whether to run as a background job and return its id. Defaults to false; collect with job_output or stop with job_kill."
-        }
-    });
-    if !jobs {
-        if let Some(properties) = properties.as_object_mut() {
-            properties.remove("run_in_background");
-        }
-    }
-    serde_json::json!({
-        "type": "object",
-        "properties": properties,
-        "required": ["description", "prompt"]
-    })
-}
-
 /// The call's arguments.
 #[derive(Debug, Clone, Deserialize)]
 pub struct SubagentArgs {

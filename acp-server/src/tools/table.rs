@@ -4,6 +4,7 @@
 //! table (`docs/acp-mapping.md`, checked by tidy) all read it; no tool name
 //! is written anywhere else (tidy checks that too).
 
+use dsh_protocol::catalog;
 use dsh_protocol::model::ToolSchema;
 
 use super::{ask_user, bash, fs, jobs, lsp, plan_mode, search, skill, subagent, todo, web, Offer};
@@ -66,13 +67,18 @@ pub enum Class {
 
 /// When a tool is offered to the model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(dead_code)] // OptIn and Images: rows being added (issue 39)
 enum When {
     Always,
+    /// Only when `[tools] enable` names it (or its package).
+    OptIn,
     Jobs,
     WebFetch,
     WebSearch,
     Skills,
     Subagents,
+    /// The session's model takes images.
+    Images,
 }
 
 /// One row of the table.
@@ -95,7 +101,19 @@ pub struct Spec {
     pub edits_files: bool,
     when: When,
     description: fn(Offer) -> &'static str,
-    parameters: fn(Offer) -> serde_json::Value,
+    schema: Schema,
+}
+
+/// Where a tool's schema comes from.
+#[derive(Clone, Copy)]
+pub enum Schema {
+    /// The catalog's entry of this name in this package, unchanged.
+    Catalog(&'static str),
+    /// The catalog's entry, without `run_in_background` when background
+    /// jobs are off (the catalog's `enableRunInBackground: false`).
+    CatalogJobs(&'static str),
+    /// dsh's own (an extension, named apart: see docs/tools.md).
+    Own(fn(Offer) -> serde_json::Value),
 }
 
 /// The table, by name.
@@ -110,7 +128,7 @@ pub const TABLE: [Spec; 17] = [
         edits_files: false,
         when: When::Always,
         description: |_| ask_user::DESCRIPTION,
-        parameters: |offer| ask_user::schema(offer.question_timeout),
+        schema: Schema::Catalog("dsh-tool-ask-user"),
     },
     Spec {
         tool: Tool::Bash,
@@ -128,7 +146,7 @@ pub const TABLE: [Spec; 17] = [
                 bash::DESCRIPTION_NO_JOBS
             }
         },
-        parameters: |offer| bash::schema(offer.jobs),
+        schema: Schema::CatalogJobs("dsh-tool-bash"),
     },
     Spec {
         tool: Tool::Edit,
@@ -140,7 +158,7 @@ pub const TABLE: [Spec; 17] = [
         edits_files: true,
         when: When::Always,
         description: |_| fs::EDIT_DESCRIPTION,
-        parameters: |_| fs::edit_schema(),
+        schema: Schema::Catalog("dsh-tool-fs"),
     },
     Spec {
         tool: Tool::ExitPlanMode,
@@ -152,7 +170,7 @@ pub const TABLE: [Spec; 17] = [
         edits_files: false,
         when: When::Always,
         description: |_| plan_mode::DESCRIPTION,
-        parameters: |_| plan_mode::schema(),
+        schema: Schema::Catalog("dsh-plan-mode"),
     },
     Spec {
         tool: Tool::Glob,
@@ -164,7 +182,7 @@ pub const TABLE: [Spec; 17] = [
         edits_files: false,
         when: When::Always,
         description: |_| search::GLOB_DESCRIPTION,
-        parameters: |_| search::glob_schema(),
+        schema: Schema::Catalog("dsh-tool-fs-search"),
     },
     Spec {
         tool: Tool::Grep,
@@ -176,7 +194,7 @@ pub const TABLE: [Spec; 17] = [
         edits_files: false,
         when: When::Always,
         description: |_| search::GREP_DESCRIPTION,
-        parameters: |_| search::grep_schema(),
+        schema: Schema::Catalog("dsh-tool-fs-search"),
     },
     Spec {
         tool: Tool::JobKill,
@@ -188,7 +206,7 @@ pub const TABLE: [Spec; 17] = [
         edits_files: false,
         when: When::Jobs,
         description: |_| jobs::KILL_DESCRIPTION,
-        parameters: |_| jobs::kill_schema(),
+        schema: Schema::Catalog("dsh-tool-jobs"),
     },
     Spec {
         tool: Tool::JobList,
@@ -200,7 +218,7 @@ pub const TABLE: [Spec; 17] = [
         edits_files: false,
         when: When::Jobs,
         description: |_| jobs::LIST_DESCRIPTION,
-        parameters: |_| jobs::list_schema(),
+        schema: Schema::Catalog("dsh-tool-jobs"),
     },
     Spec {
         tool: Tool::JobOutput,
@@ -212,7 +230,7 @@ pub const TABLE: [Spec; 17] = [
         edits_files: false,
         when: When::Jobs,
         description: |_| jobs::OUTPUT_DESCRIPTION,
-        parameters: |_| jobs::output_schema(),
+        schema: Schema::Catalog("dsh-tool-jobs"),
     },
     Spec {
         tool: Tool::Lsp,
@@ -224,7 +242,7 @@ pub const TABLE: [Spec; 17] = [
         edits_files: false,
         when: When::Always,
         description: |_| lsp::DESCRIPTION,
-        parameters: |_| lsp::schema(),
+        schema: Schema::Catalog("dsh-tool-lsp"),
     },
     Spec {
         tool: Tool::Read,
@@ -236,7 +254,7 @@ pub const TABLE: [Spec; 17] = [
         edits_files: false,
         when: When::Always,
         description: |_| fs::READ_DESCRIPTION,
-        parameters: |_| fs::read_schema(),
+        schema: Schema::Catalog("dsh-tool-fs"),
     },
     Spec {
         tool: Tool::Skill,
@@ -248,7 +266,7 @@ pub const TABLE: [Spec; 17] = [
         edits_files: false,
         when: When::Skills,
         description: |_| skill::DESCRIPTION,
-        parameters: |_| skill::schema(),
+        schema: Schema::Catalog("dsh-tool-skill"),
     },
     Spec {
         tool: Tool::Subagent,
@@ -266,7 +284,7 @@ pub const TABLE: [Spec; 17] = [
                 subagent::DESCRIPTION_NO_JOBS
             }
         },
-        parameters: |offer| subagent::schema(offer.jobs),
+        schema: Schema::CatalogJobs("dsh-tool-subagent"),
     },
     Spec {
         tool: Tool::TodoWrite,
@@ -278,7 +296,7 @@ pub const TABLE: [Spec; 17] = [
         edits_files: false,
         when: When::Always,
         description: |_| todo::DESCRIPTION,
-        parameters: |_| todo::schema(),
+        schema: Schema::Catalog("dsh-tool-todo"),
     },
     Spec {
         tool: Tool::WebFetch,
@@ -290,7 +308,7 @@ pub const TABLE: [Spec; 17] = [
         edits_files: false,
         when: When::WebFetch,
         description: |_| web::FETCH_DESCRIPTION,
-        parameters: |_| web::fetch_schema(),
+        schema: Schema::Catalog("dsh-tool-web"),
     },
     Spec {
         tool: Tool::WebSearch,
@@ -302,7 +320,7 @@ pub const TABLE: [Spec; 17] = [
         edits_files: false,
         when: When::WebSearch,
         description: |_| web::SEARCH_DESCRIPTION,
-        parameters: |_| web::search_schema(),
+        schema: Schema::Catalog("dsh-tool-web"),
     },
     Spec {
         tool: Tool::Write,
@@ -314,7 +332,7 @@ pub const TABLE: [Spec; 17] = [
         edits_files: true,
         when: When::Always,
         description: |_| fs::WRITE_DESCRIPTION,
-        parameters: |_| fs::write_schema(),
+        schema: Schema::Catalog("dsh-tool-fs"),
     },
 ];
 
@@ -351,14 +369,50 @@ impl Tool {
 
 impl Spec {
     fn is_offered(&self, offer: Offer) -> bool {
+        if offer.disabled.contains(self.tool) {
+            return false;
+        }
         match self.when {
             When::Always => true,
+            When::OptIn => offer.enabled.contains(self.tool),
             When::Jobs => offer.jobs,
             When::WebFetch => offer.web_fetch,
             When::WebSearch => offer.web_search,
             When::Skills => offer.skills,
             When::Subagents => offer.subagents,
+            When::Images => offer.images,
         }
+    }
+}
+
+impl Spec {
+    /// Its JSON schema as offered under `offer`.
+    pub fn parameters(&self, offer: Offer) -> serde_json::Value {
+        match self.schema {
+            Schema::Catalog(package) => catalog::parameters(package, self.name),
+            Schema::CatalogJobs(package) if offer.jobs => catalog::parameters(package, self.name),
+            Schema::CatalogJobs(package) => {
+                catalog::parameters_without(package, self.name, "run_in_background")
+            }
+            Schema::Own(schema) => schema(offer),
+        }
+    }
+}
+
+/// A set of built-in tools (`[tools] enable` / `disable`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ToolSet(u64);
+
+impl ToolSet {
+    /// The set holding `tool` too.
+    #[must_use]
+    pub fn with(self, tool: Tool) -> ToolSet {
+        ToolSet(self.0 | 1 << tool as u64)
+    }
+
+    /// Whether it holds `tool`.
+    pub fn contains(self, tool: Tool) -> bool {
+        self.0 & 1 << tool as u64 != 0
     }
 }
 
@@ -370,7 +424,7 @@ pub fn schemas(offer: Offer) -> Vec<ToolSchema> {
         .map(|spec| ToolSchema {
             name: spec.name.to_owned(),
             description: (spec.description)(offer).to_owned(),
-            parameters: (spec.parameters)(offer),
+            parameters: spec.parameters(offer),
         })
         .collect()
 }
@@ -402,11 +456,15 @@ mod tests {
         let none = Offer::default();
         let all = Offer {
             jobs: true,
-            question_timeout: Some(60),
             web_fetch: true,
             web_search: true,
             skills: true,
             subagents: true,
+            images: true,
+            enabled: TABLE
+                .iter()
+                .fold(ToolSet::default(), |set, spec| set.with(spec.tool)),
+            disabled: ToolSet::default(),
         };
         assert_eq!(schemas(none).len(), 10);
         assert_eq!(schemas(all).len(), 17);

@@ -11,28 +11,6 @@ use dsh_protocol::tool::ToolOutcome;
 
 pub const DESCRIPTION: &str = "Write the task list for this work. Send the whole list every time (it replaces the previous one). Each item has content and status: pending, in_progress or completed.";
 
-pub fn schema() -> serde_json::Value {
-    serde_json::json!({
-        "type": "object",
-        "properties": {
-            "todos": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "content": { "type": "string" },
-                        "status": { "type": "string", "enum": ["pending", "in_progress", "completed"] }
-                    },
-                    "required": ["content", "status"],
-                    "additionalProperties": false
-                }
-            }
-        },
-        "required": ["todos"],
-        "additionalProperties": false
-    })
-}
-
 #[derive(Debug, Deserialize)]
 pub struct TodoArgs {
     pub todos: Vec<Todo>,

@@ -11,30 +11,6 @@ pub const FETCH_DESCRIPTION: &str =
     "Fetch the content of an HTTP(S) URL and return it decoded as text (HTML as markdown).";
 pub const SEARCH_DESCRIPTION: &str = "Search the web for up-to-date information. Give 1–4 queries in the required queries array. Returns an optional summary answer and a list of source URLs.";
 
-pub fn fetch_schema() -> serde_json::Value {
-    serde_json::json!({
-        "type": "object",
-        "properties": {
-            "url": { "type": "string", "description": "The HTTP(S) URL to fetch." }
-        },
-        "required": ["url"]
-    })
-}
-
-pub fn search_schema() -> serde_json::Value {
-    serde_json::json!({
-        "type": "object",
-        "properties": {
-            "queries": {
-                "type": "array",
-                "description": "Required search queries; accepts 1–4 items and merges their results.",
-                "items": { "type": "string" }
-            }
-        },
-        "required": ["queries"]
-    })
-}
-
 #[derive(Debug, Deserialize)]
 pub struct FetchArgs {
     pub url: String,

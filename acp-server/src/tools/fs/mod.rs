@@ -55,45 +55,6 @@ const MAX_EDIT_BYTES: u64 = 32 * 1024 * 1024;
 /// How long counting the changed lines of a write or edit may take.
 const DIFF_DEADLINE: Duration = Duration::from_millis(500);
 
-pub fn read_schema() -> serde_json::Value {
-    serde_json::json!({
-        "type": "object",
-        "properties": {
-            "file_path": { "type": "string", "description": "Path of the file (absolute, or relative to the working directory)" },
-            "offset": { "type": "integer", "description": "First line to read, 1-based (default 1)" },
-            "limit": { "type": "integer", "description": "Number of lines to read (default 2000)" }
-        },
-        "required": ["file_path"],
-        "additionalProperties": false
-    })
-}
-
-pub fn write_schema() -> serde_json::Value {
-    serde_json::json!({
-        "type": "object",
-        "properties": {
-            "file_path": { "type": "string", "description": "Path of the file to create or replace" },
-            "content": { "type": "string", "description": "The complete new content" }
-        },
-        "required": ["file_path", "content"],
-        "additionalProperties": false
-    })
-}
-
-pub fn edit_schema() -> serde_json::Value {
-    serde_json::json!({
-        "type": "object",
-        "properties": {
-            "file_path": { "type": "string", "description": "Path of the file to edit" },
-            "old_string": { "type": "string", "description": "The exact text to replace" },
-            "new_string": { "type": "string", "description": "The replacement text" },
-            "replace_all": { "type": "boolean", "description": "Replace every occurrence (default false)" }
-        },
-        "required": ["file_path", "old_string", "new_string"],
-        "additionalProperties": false
-    })
-}
-
 #[derive(Debug, Deserialize)]
 pub struct ReadArgs {
     pub file_path: String,
