@@ -99,6 +99,9 @@ pub struct RawConfig {
     /// Subagents.
     #[serde(default)]
     pub subagents: crate::tools::SubagentSettings,
+    /// Which tools are offered and how (`[tools]`).
+    #[serde(default)]
+    pub tools: crate::tools::ToolSettings,
     /// What `/undo` keeps.
     #[serde(default)]
     pub checkpoints: crate::checkpoint::CheckpointSettings,
@@ -257,6 +260,8 @@ pub struct Config {
     pub jobs: crate::jobs::JobSettings,
     /// Subagents (`[subagents]`).
     pub subagents: crate::tools::SubagentSettings,
+    /// Which tools are offered and how (`[tools]`).
+    pub tools: crate::tools::ToolSettings,
     /// What `/undo` keeps.
     pub checkpoints: crate::checkpoint::CheckpointSettings,
     /// `web_fetch` and `web_search`.
@@ -438,6 +443,7 @@ impl Config {
             sandbox: raw.sandbox,
             jobs: raw.jobs,
             subagents: raw.subagents,
+            tools: raw.tools,
             checkpoints: raw.checkpoints,
             web: raw.web,
             model: Arc::new(ModelSettings {

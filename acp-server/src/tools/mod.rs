@@ -16,6 +16,7 @@ mod lsp;
 mod paths;
 mod plan_mode;
 mod search;
+mod settings;
 mod skill;
 mod subagent;
 mod table;
@@ -35,6 +36,7 @@ use crate::permission::Access;
 pub use ask_user::NO_USER;
 pub use jobs::started as job_started;
 pub use paths::{canonical_roots, display_path};
+pub use settings::{GlobSettings, RepeatReminderSettings, ToolSettings};
 pub use subagent::{SubagentArgs, SubagentSettings};
 pub use table::{schemas, touches_files, Class, Schema, Spec, Tool, ToolSet, TABLE};
 
