@@ -10,7 +10,7 @@ use dsh_protocol::tool::{ToolContent, ToolKind, ToolOutcome, ToolView};
 use dsh_protocol::ErrorCode;
 use serde::Deserialize;
 
-pub const DESCRIPTION: &str = "Ask the user concise questions when confirmation, a choice or missing information is needed before continuing. Send one or more questions, each with a stable id that is echoed in the answer. The call pauses until the user answers.";
+pub const DESCRIPTION: &str = "Ask the user concise questions when you need a confirmation, a choice or missing information before continuing. Send one or more questions, each with a stable id that is echoed back unchanged in the answer.";
 
 /// At most this many questions in one call.
 const MAX_QUESTIONS: usize = 20;

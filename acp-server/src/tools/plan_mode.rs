@@ -7,7 +7,7 @@
 use dsh_protocol::tool::{ToolContent, ToolKind, ToolView};
 use serde::Deserialize;
 
-pub const DESCRIPTION: &str = "Use only in plan mode. Submit the plan for the user to review, and leave plan mode once they approve it. Send the complete plan as markdown, starting with a # heading that names it. The user either approves it (you carry it out from your next step) or asks you to keep planning; their feedback comes back in the tool result or their next message: revise the plan and submit it again.";
+pub const DESCRIPTION: &str = "Use only in plan mode. Submit the plan for the user to review, and leave plan mode once it is approved. Send the COMPLETE markdown plan, starting with a # heading that names the plan. The user can approve it (you carry it out from your next step) or ask you to keep planning; their feedback comes back in the tool result: revise the plan and submit it again.";
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct ExitPlanArgs {

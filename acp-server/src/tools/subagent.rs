@@ -10,9 +10,9 @@ use serde::Deserialize;
 use super::Refusal;
 
 /// The seeds' description.
-pub const DESCRIPTION: &str = "Delegate a self-contained task to a subagent (an independent agent in its own context). It returns a result, not intermediate steps. Give a complete, standalone prompt. It waits by default; `run_in_background: true` returns a job id (use `job_output` / `job_kill`).";
+pub const DESCRIPTION: &str = "Delegate a self-contained task to a subagent (an independent agent working in its own context), to offload focused, independent work such as research, a scoped implementation or an analysis without using up the current conversation's context. The subagent returns its result but not its intermediate steps. Give it a complete, self-contained prompt, since it cannot see the current conversation. The call waits for the result by default. Set run_in_background: true to get a job id instead; collect the result with job_output and stop the task with job_kill.";
 /// Without background jobs (`[jobs] enabled = false`).
-pub const DESCRIPTION_NO_JOBS: &str = "Delegate a self-contained task to a subagent (an independent agent in its own context). It returns a result, not intermediate steps. Give a complete, standalone prompt. The call waits for its answer.";
+pub const DESCRIPTION_NO_JOBS: &str = "Delegate a self-contained task to a subagent (an independent agent working in its own context), to offload focused, independent work such as research, a scoped implementation or an analysis without using up the current conversation's context. The subagent returns its result but not its intermediate steps. Give it a complete, self-contained prompt, since it cannot see the current conversation. The call waits for the result by default.";
 
 /// The call's arguments.
 #[derive(Debug, Clone, Deserialize)]

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use super::Refusal;
 use dsh_protocol::tool::ToolOutcome;
 
-pub const DESCRIPTION: &str = "Write the task list for this work. Send the whole list every time (it replaces the previous one). Each item has content and status: pending, in_progress or completed.";
+pub const DESCRIPTION: &str = "Record and update a structured task list for the current work. Send the COMPLETE list on every call: it REPLACES the previous list; there are no partial updates or per-item edits. Use it to plan multi-step work and show progress: before starting, add a todo for each concrete step. Mark every todo you are working on as in_progress: several at once when work truly runs in parallel (for example concurrent subagents or background commands), one for sequential work. While work remains, at least one task should be in_progress. Mark a todo completed as soon as it is done; do not batch completions. Only when all work is done may no item be in_progress. Simple single-step tasks need no list. Statuses: pending (not started), in_progress (being worked on), completed (done).";
 
 #[derive(Debug, Deserialize)]
 pub struct TodoArgs {

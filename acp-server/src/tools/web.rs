@@ -7,8 +7,7 @@ use serde::Deserialize;
 
 use super::{Refusal, ToolEnv};
 
-pub const FETCH_DESCRIPTION: &str =
-    "Fetch the content of an HTTP(S) URL and return it decoded as text (HTML as markdown).";
+pub const FETCH_DESCRIPTION: &str = "Fetch the content of an HTTP(S) URL and return it decoded as text.";
 pub const SEARCH_DESCRIPTION: &str = "Search the web for up-to-date information. Give 1–4 queries in the required queries array. Returns an optional summary answer and a list of source URLs.";
 
 #[derive(Debug, Deserialize)]

@@ -33,9 +33,9 @@ pub use change::{edit, write};
 pub(super) use disk::read_text;
 pub use read::read;
 
-pub const READ_DESCRIPTION: &str = "Read a UTF-8 text file. Returns numbered lines (1-based). Use offset and limit to read part of a large file. Binary files are refused.";
-pub const WRITE_DESCRIPTION: &str = "Create or fully replace a UTF-8 text file.";
-pub const EDIT_DESCRIPTION: &str = "Replace text in an existing UTF-8 file. old_string must match literally and exactly once unless replace_all is true; an empty new_string deletes the match.";
+pub const READ_DESCRIPTION: &str = "Read a UTF-8 text file and return its content with line numbers.";
+pub const WRITE_DESCRIPTION: &str = "Create or completely replace a UTF-8 text file.";
+pub const EDIT_DESCRIPTION: &str = "Edit an existing UTF-8 text file by replacing literal text.";
 
 const DEFAULT_LIMIT: u64 = 2000;
 const MAX_LINE_CHARS: usize = 2000;
