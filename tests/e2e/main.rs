@@ -9,6 +9,7 @@ mod cli;
 mod cli_first_hour;
 mod confine;
 mod context;
+mod contract;
 mod cost;
 mod docs;
 mod escapes;

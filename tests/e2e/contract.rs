@@ -1,0 +1,170 @@
+//! Issue 39: the design's tool catalog is the model's contract. What the
+//! model is sent — the tools of a real request, as the mock model received
+//! it — is compared with the catalog (protocol/catalog/tools.json, itself
+//! checked against the seed by protocol/tests/catalog.rs): every tool with
+//! a catalog name has that entry's schema exactly (keys, their order, every
+//! description), with the default configuration and with every opt-in
+//! tool enabled; every other built-in is a documented dsh extension.
+
+use agent_client_protocol::v1::schema::SetSessionConfigOptionRequest;
+use dsh_acp_server::tools::TABLE;
+use dsh_protocol::catalog;
+use serde_json::Value;
+
+use crate::support::{reply, TestEnv};
+
+/// dsh's opt-in tools (`[tools] enable`).
+const OPT_IN: &[&str] = &["dsh_lsp", "str_replace_editor"];
+
+/// The tools of the first request of a one-prompt session under `config`,
+/// by name, with a user skill present (so `skill` is offered).
+async fn offered(config: &str, model: Option<&str>) -> Vec<(String, String, Value)> {
+    let env = TestEnv::with_config(config).await;
+    let skill = env.home.path().join("skills/tidy-up/SKILL.md");
+    std::fs::create_dir_all(skill.parent().unwrap()).unwrap();
+    std::fs::write(
+        &skill,
+        "---\nname: tidy-up\ndescription: Remove dead code\n---\nDelete what nothing calls.\n",
+    )
+    .unwrap();
+    env.mock.push_json(reply("ok"));
+    let conn = env.connect().await;
+    let session = conn.start(&env.cwd()).await;
+    if let Some(model) = model {
+        conn.cx
+            .send_request(SetSessionConfigOptionRequest::new(
+                session.clone(),
+                "model",
+                model,
+            ))
+            .block_task()
+            .await
+            .unwrap();
+    }
+    conn.prompt(&session, "hello").await.unwrap();
+    conn.finish().await;
+    let request = env.mock.requests().remove(0);
+    request["tools"]
+        .as_array()
+        .expect("the request offers tools")
+        .iter()
+        .map(|tool| {
+            let function = &tool["function"];
+            (
+                function["name"].as_str().unwrap().to_owned(),
+                function["description"].as_str().unwrap_or_default().to_owned(),
+                function["parameters"].clone(),
+            )
+        })
+        .collect()
+}
+
+/// Every difference between what was offered and the catalog.
+fn differences(offered: &[(String, String, Value)], jobs: bool) -> Vec<String> {
+    let docs = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/tools.md"),
+    )
+    .expect("docs/tools.md");
+    let mut found = Vec::new();
+    for (name, description, parameters) in offered {
+        let chinese = |c: char| ('\u{3000}'..='\u{9fff}').contains(&c);
+        if description.trim().is_empty() || description.chars().any(chinese) {
+            found.push(format!("{name}: no English description"));
+        }
+        let variants: Vec<&catalog::Entry> = catalog::entries()
+            .iter()
+            .filter(|entry| &entry.name == name)
+            .collect();
+        if variants.is_empty() {
+            // Not a catalog name: dsh's own, named apart and documented.
+            if !name.starts_with("dsh_") || !docs.contains(&format!("`{name}`")) {
+                found.push(format!(
+                    "{name}: neither a catalog tool nor a documented dsh_ extension"
+                ));
+            }
+            continue;
+        }
+        let wire = serde_json::to_string(parameters).unwrap();
+        let matches = variants.iter().any(|entry| {
+            let mut expected = entry.parameters.clone();
+            if !jobs {
+                expected = catalog::parameters_without(&entry.package, name, "run_in_background");
+            }
+            serde_json::to_string(&expected).unwrap() == wire
+        });
+        if !matches {
+            found.push(format!(
+                "{name}: offered {wire}\n  catalog {}",
+                serde_json::to_string(&variants[0].parameters).unwrap()
+            ));
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn the_default_tools_are_the_catalogs() {
+    let offered = offered("", None).await;
+    let names: Vec<&str> = offered.iter().map(|(name, ..)| name.as_str()).collect();
+    for expected in [
+        "ask_user_question",
+        "bash",
+        "edit",
+        "exit_plan_mode",
+        "glob",
+        "grep",
+        "job_kill",
+        "job_list",
+        "job_output",
+        "lsp",
+        "read",
+        "skill",
+        "subagent",
+        "todo_write",
+        "web_fetch",
+        "write",
+    ] {
+        assert!(names.contains(&expected), "{expected} not offered: {names:?}");
+    }
+    for opt_in in OPT_IN {
+        assert!(!names.contains(opt_in), "{opt_in} is opt-in: {names:?}");
+    }
+    let found = differences(&offered, true);
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+#[tokio::test]
+async fn with_every_opt_in_enabled_every_tool_is_offered_as_the_catalog_says() {
+    let enable = OPT_IN
+        .iter()
+        .map(|name| format!("{name:?}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let offered = offered(
+        &format!(
+            "[web.search]\nprovider = \"searxng\"\nurl = \"http://127.0.0.1:9\"\n\
+         [tools]\nenable = [{enable}]"
+        ),
+        Some("deepseek-v4-flash-vision-exp"),
+    )
+    .await;
+    let names: std::collections::BTreeSet<&str> =
+        offered.iter().map(|(name, ..)| name.as_str()).collect();
+    let built_in: std::collections::BTreeSet<&str> = TABLE.iter().map(|spec| spec.name).collect();
+    assert_eq!(
+        names, built_in,
+        "every built-in tool is offered once everything is on"
+    );
+    let found = differences(&offered, true);
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+#[tokio::test]
+async fn without_background_jobs_the_catalog_drops_run_in_background() {
+    let offered = offered("[jobs]\nenabled = false", None).await;
+    let bash = offered.iter().find(|(name, ..)| name == "bash").unwrap();
+    assert!(bash.2["properties"].get("run_in_background").is_none());
+    assert!(!bash.1.contains("run_in_background"));
+    let found = differences(&offered, false);
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
