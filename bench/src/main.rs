@@ -164,7 +164,7 @@ async fn start_rows(bench: &Bench) {
     );
 
     let mut proc = bench.spawn().await;
-    bench.session(&mut proc).await;
+    let session = bench.session(&mut proc).await;
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     row(
         "RSS after session/new",
@@ -173,6 +173,33 @@ async fn start_rows(bench: &Bench) {
             "{:.1} MB (anonymous {:.1} MB)",
             proc.rss_kib() as f64 / 1024.0,
             proc.rss_anon_kib() as f64 / 1024.0
+        ),
+    );
+
+    // What a turn's first request carries: the system prompt, the prompt
+    // and the tools (their schemas are the catalog's).
+    bench
+        .mock
+        .push_json(json!({"chunks":[{"text":"ok"}],"finish":"stop"}));
+    let before = bench.mock.requests().len();
+    let id = Bench::send_prompt(&mut proc, &session, "hello").await;
+    loop {
+        let line = proc.lines.next_line().await.unwrap().unwrap();
+        let frame: Value = serde_json::from_str(&line).unwrap();
+        if frame["id"] == id {
+            break;
+        }
+    }
+    let request = bench.mock.requests().swap_remove(before);
+    let tools = request["tools"].as_array().map_or(0, Vec::len);
+    row(
+        "first request of a turn: body (of it: tools)",
+        "—",
+        format!(
+            "{} bytes ({} tools: {} bytes)",
+            request.to_string().len(),
+            tools,
+            request["tools"].to_string().len()
         ),
     );
     proc.close().await;
