@@ -40,6 +40,7 @@ mod run_answers;
 mod run_first_hour;
 mod sandbox;
 mod scrub;
+mod search;
 mod sdk;
 mod sdk_exit;
 mod sdk_flood;

@@ -1,17 +1,19 @@
 //! A `tools/call` result made into an outcome: text and resources for the
-//! model (capped), each block shown in the editor as its own content,
-//! images attached for image-capable models.
+//! model (whole: the tool run caps it and spills the rest, see
+//! `tools::spill::cap_output`), each block shown in the editor as its own
+//! content (capped), images attached for image-capable models.
 
 use dsh_protocol::tool::{ToolContent, ToolOutcome, ToolView};
 use dsh_protocol::{ErrorCode, UserContent};
 
+/// A text block the editor shows.
 const MAX_RESULT_BYTES: usize = 64 * 1024;
 /// Images shown in the editor per result (base64 bytes); the model still
 /// gets every image.
 const MAX_SHOWN_IMAGE_BYTES: usize = 4 * 1024 * 1024;
 
 /// Turns a `CallToolResult` (as JSON) into an outcome: text and resources
-/// for the model (capped), images attached for image-capable models.
+/// for the model (whole), images attached for image-capable models.
 pub fn render(result: serde_json::Value) -> ToolOutcome {
     let mut text = String::new();
     let mut attachments = Vec::new();
@@ -75,13 +77,6 @@ pub fn render(result: serde_json::Value) -> ToolOutcome {
             text = structured.to_string();
         }
     }
-    if text.len() > MAX_RESULT_BYTES {
-        text = format!(
-            "{}\n[result truncated: {} bytes in all]",
-            dsh_protocol::content::head_bytes(&text, MAX_RESULT_BYTES),
-            text.len()
-        );
-    }
     let is_error = result["isError"].as_bool().unwrap_or(false);
     let mut outcome = if is_error {
         ToolOutcome::failed(
@@ -89,14 +84,15 @@ pub fn render(result: serde_json::Value) -> ToolOutcome {
             if text.is_empty() {
                 "The MCP tool reported an error.".to_owned()
             } else {
-                text.clone()
+                text
             },
         )
     } else {
         if shown.is_empty() {
             shown.push(ToolContent::Text { text: text.clone() });
         }
-        // Long text blocks are capped like the model's copy.
+        // Long text blocks are capped (the model's copy is capped and
+        // spilled by the run).
         for block in &mut shown {
             if let ToolContent::Text { text } = block {
                 if text.len() > MAX_RESULT_BYTES {

@@ -16,6 +16,7 @@ use dsh_protocol::ErrorCode;
 use serde::Deserialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use super::spill::{SpillTarget, SPILL_BYTES};
 use super::ToolEnv;
 use crate::frontend::{CommandLive, Output, TerminalCommand, Transient};
 use dsh_protocol::tool::ToolOutcome;
@@ -30,8 +31,6 @@ const DEFAULT_TIMEOUT_MS: u64 = 120_000;
 const MAX_TIMEOUT_MS: u64 = 600_000;
 /// The tail of the output the model sees.
 const INLINE_BYTES: usize = 30_000;
-/// How much of the output the spill file keeps (its head).
-const SPILL_BYTES: u64 = 64 * 1024 * 1024;
 
 #[derive(Debug, Deserialize)]
 pub struct BashArgs {
@@ -284,7 +283,7 @@ impl Capture {
             if self.head.len() <= INLINE_BYTES {
                 return;
             }
-            match env_spill.create().await {
+            match env_spill.open().await {
                 Ok(spill) => self.spill = Some(spill),
                 Err(err) => {
                     self.spill_error = Some(err);
@@ -347,39 +346,6 @@ impl Capture {
             "[output truncated: showing the last {} of {total} bytes; {saved}]\n{kept}",
             kept.len()
         )
-    }
-}
-
-/// Where a call's spill file goes: `<spill dir>/<call id>.log`, directory
-/// 0700, file 0600, created only if it does not exist.
-struct SpillTarget {
-    path: std::path::PathBuf,
-}
-
-impl SpillTarget {
-    fn new(env: &ToolEnv<'_>) -> SpillTarget {
-        let name = env.call_id.as_str().replace(
-            |c: char| !c.is_ascii_alphanumeric() && c != '-' && c != '_',
-            "_",
-        );
-        SpillTarget {
-            path: env.spill_dir.join(format!("{name}.log")),
-        }
-    }
-
-    async fn create(&self) -> Result<(tokio::fs::File, std::path::PathBuf), String> {
-        let dir = self.path.parent().unwrap_or(Path::new("."));
-        let mut builder = tokio::fs::DirBuilder::new();
-        builder.recursive(true).mode(0o700);
-        builder.create(dir).await.map_err(|err| err.to_string())?;
-        let file = tokio::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&self.path)
-            .await
-            .map_err(|err| format!("{}: {err}", self.path.display()))?;
-        Ok((file, self.path.clone()))
     }
 }
 
@@ -464,7 +430,7 @@ async fn run_locally(
     let pgid = child.id().unwrap_or(0);
     // Both streams go into one capture in arrival order.
     let capture = Arc::new(tokio::sync::Mutex::new(Capture::new()));
-    let spill = Arc::new(SpillTarget::new(env));
+    let spill = Arc::new(SpillTarget::new(env, "log"));
     let mut readers = Vec::new();
     for stream in [
         child

@@ -18,6 +18,7 @@ mod plan_mode;
 mod search;
 mod settings;
 mod skill;
+mod spill;
 mod subagent;
 mod table;
 mod todo;
@@ -86,6 +87,8 @@ pub struct ToolEnv<'a> {
     pub web: &'a crate::web::WebSettings,
     /// Secret locations walks skip (`Protected::hidden`).
     pub hidden: &'a [PathBuf],
+    /// `[tools.glob]`.
+    pub glob: &'a GlobSettings,
     /// Where the session's skills are (`skill` loads them from there),
     /// with the session's cache of them.
     pub skills: &'a crate::context::discovery::Source,
@@ -504,7 +507,10 @@ pub async fn run(planned: &Planned, env: &ToolEnv<'_>) -> ToolOutcome {
         Call::Bash(args, workdir) => bash::run(args, workdir, env).await,
         Call::Lsp(args, operation, path) => lsp::run(args, operation, path, env).await,
         Call::Mcp(tool, arguments) => match &env.mcp {
-            Some(hub) => hub.call(tool, arguments, env.cancel).await,
+            Some(hub) => {
+                let outcome = hub.call(tool, arguments, env.cancel).await;
+                spill::cap_output(outcome, spill::MCP_RESULT_BYTES, env).await
+            }
             None => ToolOutcome::failed(ErrorCode::Internal, "the session's MCP servers are gone"),
         },
         Call::TodoWrite(args) => todo::run(args),

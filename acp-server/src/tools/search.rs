@@ -1,8 +1,25 @@
-//! `glob` and `grep`, in-process with ripgrep's crates: `.gitignore` is
-//! respected (with or without a git repository), VCS directories are
-//! skipped, results are capped (100 paths, 250 matches) with a count of the
-//! rest, and the walk stops when the turn is cancelled.
+//! `glob` and `grep`, in-process with ripgrep's crates; the walk never
+//! follows links, never enters VCS directories (`.git`, `.hg`, `.svn`,
+//! `.jj`, `.bzr`) or the secret locations, and stops when the turn is
+//! cancelled.
+//!
+//! `glob` (the catalog's semantics): files only, hidden and ignored ones
+//! included (`[tools.glob] respect_ignore_files = true` leaves out what
+//! `.gitignore`/`.ignore` files ignore), newest first. Over 100 matches it
+//! returns a sample of 100 spread over the search root's top-level entries
+//! — round-robin over the entries in name order, each entry's newest
+//! matches first, listed newest first — says it sampled, and saves the
+//! complete sorted list in the call's spill file. It collects at most
+//! [`MAX_COLLECTED`] paths (memory stays bounded in huge trees) and says so
+//! when it stops there.
+//!
+//! `grep`: ripgrep regular expressions, `.gitignore` respected, matching
+//! lines with their numbers grouped by file; the first 250 matches inline,
+//! the complete list (up to the spill file's 64 MiB, then the search
+//! stops and says so) saved in the call's spill file.
 
+use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -12,16 +29,19 @@ use grep::regex::RegexMatcherBuilder;
 use grep::searcher::{BinaryDetection, SearcherBuilder, Sink, SinkMatch};
 use serde::Deserialize;
 
+use super::spill::{SpillTarget, SpillWriter};
 use super::{display_path, ToolEnv};
 use dsh_protocol::tool::ToolOutcome;
 
-pub const GLOB_DESCRIPTION: &str = "Find files by glob pattern (e.g. \"**/*.rs\", \"src/**/test_*.py\"). A pattern without \"/\" matches file names at any depth. Returns paths sorted by modification time, newest first; respects .gitignore.";
-pub const GREP_DESCRIPTION: &str = "Search file contents with a regular expression (ripgrep syntax). Returns matching lines grouped by file with line numbers; respects .gitignore. Use include to filter files by a glob (e.g. \"*.ts\").";
+pub const GLOB_DESCRIPTION: &str = "Find files whose paths match a glob pattern. Returns matching file paths only, never directories; includes hidden and ignored files but excludes VCS metadata directories. Returns at most 100 paths in modification-time order; if there are more, it instead returns 100 paths sampled from the top-level entries, says that it sampled, and reports where the complete sorted list was saved. This tool does not enumerate directory entries.";
+pub const GREP_DESCRIPTION: &str = "Search file contents with ripgrep regular expressions. Returns matching lines with line numbers, grouped by file. The first 250 matches are returned directly; when the result reaches the cap, it reports where the complete match list was saved. For surrounding context, use read on the matching files.";
 
 const MAX_PATHS: usize = 100;
 const MAX_MATCHES: usize = 250;
 const MAX_LOCATIONS: usize = 50;
 const MAX_LINE_CHARS: usize = 300;
+/// Matching paths `glob` collects at most (about 200 bytes each).
+const MAX_COLLECTED: usize = 200_000;
 const VCS_DIRS: &[&str] = &[".git", ".hg", ".svn", ".jj", ".bzr"];
 
 #[derive(Debug, Deserialize)]
@@ -95,20 +115,115 @@ impl PathGlob {
     }
 }
 
-/// Walks `root` without following links, skipping VCS directories and the
-/// secret locations (`secrets`: never listed or searched, whatever the
-/// mode; a `read` of one is asked about in full-access).
-fn walker(root: &Path, secrets: Vec<PathBuf>) -> ignore::Walk {
-    ignore::WalkBuilder::new(root)
-        .hidden(false)
-        .require_git(false)
-        .follow_links(false)
-        .filter_entry(move |entry| {
-            let vcs = entry.file_type().is_some_and(|t| t.is_dir())
-                && VCS_DIRS.iter().any(|d| entry.file_name() == *d);
-            !vcs && !secrets.iter().any(|dir| entry.path().starts_with(dir))
-        })
-        .build()
+/// Walks `root` without following links, hidden files included, skipping
+/// VCS directories and the secret locations (`secrets`: never listed or
+/// searched, whatever the mode; a `read` of one is asked about in
+/// full-access); `respect_ignore`: leaves out what `.gitignore`, `.ignore`
+/// and git's excludes ignore (with or without a repository).
+fn walker(root: &Path, secrets: Vec<PathBuf>, respect_ignore: bool) -> ignore::Walk {
+    let mut builder = ignore::WalkBuilder::new(root);
+    if respect_ignore {
+        builder.hidden(false).require_git(false);
+    } else {
+        builder.standard_filters(false);
+    }
+    builder.follow_links(false).filter_entry(move |entry| {
+        let vcs = entry.file_type().is_some_and(|t| t.is_dir())
+            && VCS_DIRS.iter().any(|d| entry.file_name() == *d);
+        !vcs && !secrets.iter().any(|dir| entry.path().starts_with(dir))
+    });
+    builder.build()
+}
+
+/// [`display_path`] for many paths: the working directory is made canonical
+/// once.
+struct Shown {
+    cwd: PathBuf,
+}
+
+impl Shown {
+    fn new(cwd: &Path) -> Shown {
+        Shown {
+            cwd: cwd.canonicalize().unwrap_or_else(|_| cwd.to_path_buf()),
+        }
+    }
+
+    fn path(&self, path: &Path) -> String {
+        display_path(path, &self.cwd)
+    }
+}
+
+/// What a glob walk found: the matches newest first (ties by path).
+struct Found {
+    paths: Vec<(SystemTime, PathBuf)>,
+    /// It stopped at [`MAX_COLLECTED`].
+    stopped: bool,
+}
+
+fn walk_glob(
+    root: &Path,
+    matcher: &PathGlob,
+    secrets: Vec<PathBuf>,
+    respect_ignore: bool,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Found {
+    let mut paths: Vec<(SystemTime, PathBuf)> = Vec::new();
+    let mut stopped = false;
+    for entry in walker(root, secrets, respect_ignore).filter_map(Result::ok) {
+        if cancel.is_cancelled() {
+            break;
+        }
+        if !entry.file_type().is_some_and(|t| t.is_file()) {
+            continue;
+        }
+        let relative = entry.path().strip_prefix(root).unwrap_or(entry.path());
+        if matcher.matches(relative) {
+            if paths.len() == MAX_COLLECTED {
+                stopped = true;
+                break;
+            }
+            let modified = entry
+                .metadata()
+                .ok()
+                .and_then(|m| m.modified().ok())
+                .unwrap_or(SystemTime::UNIX_EPOCH);
+            paths.push((modified, entry.into_path()));
+        }
+    }
+    paths.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    Found { paths, stopped }
+}
+
+/// The indices of [`MAX_PATHS`] of `paths` (newest first) spread over the
+/// top-level entries of `root`: round-robin over the entries in name
+/// order, each entry's newest first; returned in ascending order (newest
+/// first again).
+fn sample(paths: &[(SystemTime, PathBuf)], root: &Path) -> Vec<usize> {
+    let mut groups: BTreeMap<OsString, Vec<usize>> = BTreeMap::new();
+    for (index, (_, path)) in paths.iter().enumerate() {
+        let top = path
+            .strip_prefix(root)
+            .ok()
+            .and_then(|relative| relative.components().next())
+            .map(|first| first.as_os_str().to_owned())
+            .unwrap_or_default();
+        groups.entry(top).or_default().push(index);
+    }
+    let mut chosen = Vec::with_capacity(MAX_PATHS);
+    let mut round = 0;
+    while chosen.len() < MAX_PATHS.min(paths.len()) {
+        for group in groups.values() {
+            if let Some(index) = group.get(round) {
+                chosen.push(*index);
+                if chosen.len() == MAX_PATHS {
+                    break;
+                }
+            }
+        }
+        round += 1;
+    }
+    chosen.sort_unstable();
+    chosen
 }
 
 pub async fn glob(args: &GlobArgs, root: &Path, env: &ToolEnv<'_>) -> ToolOutcome {
@@ -122,51 +237,22 @@ pub async fn glob(args: &GlobArgs, root: &Path, env: &ToolEnv<'_>) -> ToolOutcom
             format!("{} is not a directory.", root.display()),
         );
     }
-    let root = root.to_path_buf();
+    let owned = root.to_path_buf();
     let cancel = env.cancel.clone();
     let secrets = env.hidden.to_vec();
-    let found = tokio::task::spawn_blocking(move || {
-        let mut found: Vec<(SystemTime, PathBuf)> = Vec::new();
-        for entry in walker(&root, secrets).filter_map(Result::ok) {
-            if cancel.is_cancelled() {
-                break;
-            }
-            if !entry.file_type().is_some_and(|t| t.is_file()) {
-                continue;
-            }
-            let relative = entry.path().strip_prefix(&root).unwrap_or(entry.path());
-            if matcher.matches(relative) {
-                let modified = entry
-                    .metadata()
-                    .ok()
-                    .and_then(|m| m.modified().ok())
-                    .unwrap_or(SystemTime::UNIX_EPOCH);
-                found.push((modified, entry.path().to_path_buf()));
-            }
-        }
-        found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
-        found
+    let respect_ignore = env.glob.respect_ignore_files;
+    let shown = Shown::new(env.cwd);
+    let target = SpillTarget::new(env, "txt");
+    let (output, listed) = tokio::task::spawn_blocking(move || {
+        let found = walk_glob(&owned, &matcher, secrets, respect_ignore, &cancel);
+        glob_output(&found, &owned, &shown, &target)
     })
     .await
     .unwrap_or_default();
-    let total = found.len();
-    let mut output = String::new();
-    for (_, path) in found.iter().take(MAX_PATHS) {
-        output.push_str(&display_path(path, env.cwd));
-        output.push('\n');
-    }
-    if total == 0 {
-        output.push_str("No files found.\n");
-    } else if total > MAX_PATHS {
-        output.push_str(&format!(
-            "({} more not shown; narrow the pattern or the path)\n",
-            total - MAX_PATHS
-        ));
-    }
-    let locations = found
-        .iter()
+    let locations = listed
+        .into_iter()
         .take(MAX_LOCATIONS)
-        .map(|(_, path)| FileLocation {
+        .map(|path| FileLocation {
             path: path.display().to_string(),
             line: None,
         })
@@ -180,16 +266,147 @@ pub async fn glob(args: &GlobArgs, root: &Path, env: &ToolEnv<'_>) -> ToolOutcom
     )
 }
 
-struct Hit {
-    path: PathBuf,
-    line: u64,
-    text: String,
+/// The model's text and the paths it lists; over the cap, the complete
+/// list goes to the spill file (blocking).
+fn glob_output(
+    found: &Found,
+    root: &Path,
+    shown: &Shown,
+    target: &SpillTarget,
+) -> (String, Vec<PathBuf>) {
+    let total = found.paths.len();
+    let mut output = String::new();
+    if total == 0 {
+        output.push_str("No files found.\n");
+        return (output, Vec::new());
+    }
+    let listed: Vec<PathBuf> = if total <= MAX_PATHS {
+        found.paths.iter().map(|(_, path)| path.clone()).collect()
+    } else {
+        sample(&found.paths, root)
+            .into_iter()
+            .map(|index| found.paths[index].1.clone())
+            .collect()
+    };
+    for path in &listed {
+        output.push_str(&shown.path(path));
+        output.push('\n');
+    }
+    let stopped = if found.stopped {
+        format!(
+            " (the search stopped at {MAX_COLLECTED} matching files; narrow the pattern or the path for the rest)"
+        )
+    } else {
+        String::new()
+    };
+    if total > MAX_PATHS {
+        let mut writer = SpillWriter::create(target);
+        for (_, path) in &found.paths {
+            let mut line = shown.path(path);
+            line.push('\n');
+            if !writer.write(line.as_bytes()) {
+                break;
+            }
+        }
+        output.push_str(&format!(
+            "(This is a sample of {MAX_PATHS} of {total} matching files{stopped}, spread over the top-level entries of the search path and listed newest first.)\n{}\n",
+            writer.finish().sentence("list of matching files, sorted by modification time (newest first),")
+        ));
+    }
+    (output, listed)
+}
+
+/// A grep's matches as they are found: the list formatted (grouped by
+/// file), inline up to [`MAX_MATCHES`], then into the spill file, which
+/// holds the complete list.
+struct Matches {
+    shown: Shown,
+    total: usize,
+    /// The first [`MAX_MATCHES`] matches, formatted: the model's text.
+    list: String,
+    /// The file of the last match.
+    last_file: Option<PathBuf>,
+    locations: Vec<FileLocation>,
+    target: SpillTarget,
+    spill: Option<SpillWriter>,
+    /// The spill file is full (or failed): the search stopped.
+    stopped: bool,
+}
+
+impl Matches {
+    /// Takes a match; false when the search must stop.
+    fn add(&mut self, path: &Path, line: u64, bytes: &[u8]) -> bool {
+        self.total += 1;
+        let mut piece = String::new();
+        if self.last_file.as_deref() != Some(path) {
+            if self.last_file.is_some() {
+                piece.push('\n');
+            }
+            piece.push_str(&self.shown.path(path));
+            piece.push('\n');
+            self.last_file = Some(path.to_path_buf());
+        }
+        let text = String::from_utf8_lossy(bytes);
+        let text = text.trim_end_matches(['\n', '\r']);
+        let chars = text.chars().count();
+        if chars > MAX_LINE_CHARS {
+            let cut: String = text.chars().take(MAX_LINE_CHARS).collect();
+            piece.push_str(&format!("{line:>6}: {cut}… [{chars} characters]\n"));
+        } else {
+            piece.push_str(&format!("{line:>6}: {text}\n"));
+        }
+        if self.total <= MAX_MATCHES {
+            self.list.push_str(&piece);
+            if self.locations.len() < MAX_LOCATIONS {
+                self.locations.push(FileLocation {
+                    path: path.display().to_string(),
+                    line: Some(line as u32),
+                });
+            }
+            return true;
+        }
+        let (target, list) = (&self.target, &self.list);
+        let spill = self.spill.get_or_insert_with(|| {
+            let mut spill = SpillWriter::create(target);
+            spill.write(list.as_bytes());
+            spill
+        });
+        if !spill.write(piece.as_bytes()) {
+            self.stopped = true;
+        }
+        !self.stopped
+    }
+
+    /// The model's text.
+    fn finish(self) -> (String, Vec<FileLocation>) {
+        let mut output = self.list;
+        if self.total == 0 {
+            output.push_str("No matches found.\n");
+        }
+        if let Some(spill) = self.spill {
+            let counted = if self.stopped {
+                format!(
+                    "the first {MAX_MATCHES} matches are shown; the search stopped after {} matches",
+                    self.total
+                )
+            } else {
+                format!(
+                    "the first {MAX_MATCHES} of {} matches are shown",
+                    self.total
+                )
+            };
+            output.push_str(&format!(
+                "\n(The result reached the cap: {counted}. {})\n",
+                spill.finish().sentence("match list")
+            ));
+        }
+        (output, self.locations)
+    }
 }
 
 struct Collect<'a> {
     path: &'a Path,
-    hits: &'a mut Vec<Hit>,
-    total: &'a mut usize,
+    matches: &'a mut Matches,
 }
 
 impl Sink for Collect<'_> {
@@ -200,26 +417,9 @@ impl Sink for Collect<'_> {
         _searcher: &grep::searcher::Searcher,
         found: &SinkMatch<'_>,
     ) -> Result<bool, Self::Error> {
-        *self.total += 1;
-        if self.hits.len() < MAX_MATCHES {
-            let text = String::from_utf8_lossy(found.bytes());
-            let text = text.trim_end_matches(['\n', '\r']);
-            let chars = text.chars().count();
-            let text = if chars > MAX_LINE_CHARS {
-                format!(
-                    "{}… [{chars} characters]",
-                    text.chars().take(MAX_LINE_CHARS).collect::<String>()
-                )
-            } else {
-                text.to_owned()
-            };
-            self.hits.push(Hit {
-                path: self.path.to_path_buf(),
-                line: found.line_number().unwrap_or(0),
-                text,
-            });
-        }
-        Ok(true)
+        Ok(self
+            .matches
+            .add(self.path, found.line_number().unwrap_or(0), found.bytes()))
     }
 }
 
@@ -249,15 +449,23 @@ pub async fn grep(args: &GrepArgs, root: &Path, env: &ToolEnv<'_>) -> ToolOutcom
     let root = root.to_path_buf();
     let cancel = env.cancel.clone();
     let secrets = env.hidden.to_vec();
-    let (hits, total) = tokio::task::spawn_blocking(move || {
+    let mut matches = Matches {
+        shown: Shown::new(env.cwd),
+        total: 0,
+        list: String::new(),
+        last_file: None,
+        locations: Vec::new(),
+        target: SpillTarget::new(env, "txt"),
+        spill: None,
+        stopped: false,
+    };
+    let (output, locations) = tokio::task::spawn_blocking(move || {
         let mut searcher = SearcherBuilder::new()
             .line_number(true)
             .binary_detection(BinaryDetection::quit(0))
             .build();
-        let mut hits = Vec::new();
-        let mut total = 0usize;
-        for entry in walker(&root, secrets).filter_map(Result::ok) {
-            if cancel.is_cancelled() || total > 100_000 {
+        for entry in walker(&root, secrets, true).filter_map(Result::ok) {
+            if cancel.is_cancelled() || matches.stopped {
                 break;
             }
             if !entry.file_type().is_some_and(|t| t.is_file()) {
@@ -273,49 +481,19 @@ pub async fn grep(args: &GrepArgs, root: &Path, env: &ToolEnv<'_>) -> ToolOutcom
             }) {
                 continue;
             }
-            let path = entry.path().to_path_buf();
+            let path = entry.path();
             let sink = Collect {
-                path: &path,
-                hits: &mut hits,
-                total: &mut total,
+                path,
+                matches: &mut matches,
             };
-            if let Err(err) = searcher.search_path(&matcher, &path, sink) {
+            if let Err(err) = searcher.search_path(&matcher, path, sink) {
                 tracing::debug!(path = %path.display(), %err, "grep skipped a file");
             }
         }
-        (hits, total)
+        matches.finish()
     })
     .await
     .unwrap_or_default();
-    let mut output = String::new();
-    let mut current: Option<&Path> = None;
-    for hit in &hits {
-        if current != Some(hit.path.as_path()) {
-            if current.is_some() {
-                output.push('\n');
-            }
-            output.push_str(&display_path(&hit.path, env.cwd));
-            output.push('\n');
-            current = Some(&hit.path);
-        }
-        output.push_str(&format!("{:>6}: {}\n", hit.line, hit.text));
-    }
-    if total == 0 {
-        output.push_str("No matches found.\n");
-    } else if total > hits.len() {
-        output.push_str(&format!(
-            "\n({} more matches not shown; narrow the pattern, path or include)\n",
-            total - hits.len()
-        ));
-    }
-    let locations = hits
-        .iter()
-        .take(MAX_LOCATIONS)
-        .map(|hit| FileLocation {
-            path: hit.path.display().to_string(),
-            line: Some(hit.line as u32),
-        })
-        .collect();
     ToolOutcome::ok(
         output,
         ToolView {
@@ -323,4 +501,34 @@ pub async fn grep(args: &GrepArgs, root: &Path, env: &ToolEnv<'_>) -> ToolOutcom
             ..ToolView::default()
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The sample takes each top-level entry's newest matches in turn, the
+    /// entries in name order, and keeps the newest-first order.
+    #[test]
+    fn the_sample_is_spread_over_the_top_level_entries() {
+        let root = Path::new("/r");
+        let at = |secs: u64| SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+        // Newest first: 150 in `a/`, then 3 in `b/`, then one file at the
+        // root.
+        let mut paths: Vec<(SystemTime, PathBuf)> = (0..150)
+            .map(|i| (at(1000 - i), root.join(format!("a/{i}"))))
+            .collect();
+        paths.extend((0..3).map(|i| (at(500 - i), root.join(format!("b/x/{i}")))));
+        paths.push((at(1), root.join("top.rs")));
+        let chosen = sample(&paths, root);
+        assert_eq!(chosen.len(), MAX_PATHS);
+        assert!(chosen.windows(2).all(|w| w[0] < w[1]));
+        let picked: Vec<&Path> = chosen.iter().map(|i| paths[*i].1.as_path()).collect();
+        assert_eq!(picked.iter().filter(|p| p.starts_with("/r/b")).count(), 3);
+        assert!(picked.contains(&Path::new("/r/top.rs")));
+        // `a/` gives its 96 newest.
+        assert_eq!(picked[0], Path::new("/r/a/0"));
+        assert_eq!(picked[95], Path::new("/r/a/95"));
+        assert_eq!(sample(&paths, root), chosen, "deterministic");
+    }
 }

@@ -239,6 +239,7 @@ impl Turn<'_> {
                 on_job_live: &|call| session.on_job_live(call),
                 web: &self.config.web,
                 hidden: self.config.protected.hidden(),
+                glob: &self.config.tools.glob,
                 skills: &self.found.roots,
             };
             if let Some(plan) = planned.submitted_plan() {

@@ -58,9 +58,9 @@ const DIFF_DEADLINE: Duration = Duration::from_millis(500);
 #[derive(Debug, Deserialize)]
 pub struct ReadArgs {
     pub file_path: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "read::whole_number")]
     pub offset: Option<u64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "read::whole_number")]
     pub limit: Option<u64>,
 }
 

@@ -1,7 +1,11 @@
 //! `read`: a window of a text file, streamed from disk (or taken from the
-//! editor's buffer), or an image handed to the model.
+//! editor's buffer), or an image handed to the model. When a cap cuts the
+//! window (its bytes, or a long line), the window's lines, whole, are
+//! saved in the call's spill file, and the model is told where.
 
 use std::io::Read;
+
+use serde::Deserialize;
 use std::path::Path;
 
 use dsh_protocol::tool::{ToolOutcome, ToolView};
@@ -12,7 +16,29 @@ use super::{
     location, ReadArgs, COUNT_LINES_UP_TO, DEFAULT_LIMIT, LINE_KEEP_BYTES, MAX_CLIENT_READ_BYTES,
     MAX_IMAGE_BYTES, MAX_LINE_CHARS, MAX_READ_BYTES,
 };
+use crate::tools::spill::{SpillTarget, SpillWriter, Spilled};
 use crate::tools::ToolEnv;
+
+/// `offset` and `limit` are JSON numbers (the catalog's `number`): `12`
+/// and `12.0` are the same line; `1.5` or a negative number is refused.
+pub(super) fn whole_number<'de, D: serde::Deserializer<'de>>(
+    de: D,
+) -> Result<Option<u64>, D::Error> {
+    let Some(number) = Option::<serde_json::Number>::deserialize(de)? else {
+        return Ok(None);
+    };
+    if let Some(whole) = number.as_u64() {
+        return Ok(Some(whole));
+    }
+    match number.as_f64() {
+        Some(value) if value >= 0.0 && value.fract() == 0.0 && value < u64::MAX as f64 => {
+            Ok(Some(value as u64))
+        }
+        _ => Err(serde::de::Error::custom(format!(
+            "{number} is not a line number: offset and limit are whole numbers of lines (e.g. 12)"
+        ))),
+    }
+}
 
 /// The numbered lines `read` returns: a window of `limit` lines from
 /// `offset`, at most [`MAX_READ_BYTES`], each line cut at
@@ -26,6 +52,8 @@ struct Window {
     /// Lines seen so far.
     total: u64,
     capped: bool,
+    /// A line was cut at [`MAX_LINE_CHARS`].
+    cut_lines: bool,
     /// Some bytes were not UTF-8 and are shown as U+FFFD.
     lossy: bool,
 }
@@ -39,6 +67,7 @@ impl Window {
             shown: 0,
             total: 0,
             capped: false,
+            cut_lines: false,
             lossy: false,
         }
     }
@@ -66,6 +95,7 @@ impl Window {
         let text = text.trim_end_matches('\r');
         let number = self.total;
         if chars > MAX_LINE_CHARS {
+            self.cut_lines = true;
             let cut: String = text.chars().take(MAX_LINE_CHARS).collect();
             self.out.push_str(&format!(
                 "{number:>6}\t{cut}… [line truncated: {chars} characters]\n"
@@ -157,6 +187,60 @@ fn stream_into(
     Ok(Seen::All)
 }
 
+/// Writes lines `first..=last` of `source`, whole and numbered like the
+/// window, to `spill` (blocking), until it is full.
+fn spill_window(
+    mut source: impl Read,
+    first: u64,
+    last: u64,
+    spill: &mut SpillWriter,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Result<(), String> {
+    let mut chunk = vec![0u8; 64 * 1024];
+    let mut number = 1u64;
+    let mut at_start = true;
+    while number <= last {
+        if cancel.is_cancelled() {
+            return Err("Cancelled while reading.".to_owned());
+        }
+        let n = source.read(&mut chunk).map_err(|err| err.to_string())?;
+        if n == 0 {
+            if !at_start {
+                spill.write(b"\n");
+            }
+            return Ok(());
+        }
+        let mut rest = &chunk[..n];
+        while !rest.is_empty() && number <= last {
+            let (part, ended) = match rest.iter().position(|b| *b == b'\n') {
+                Some(at) => (&rest[..at], true),
+                None => (rest, false),
+            };
+            if number >= first {
+                if at_start && !spill.write(format!("{number:>6}\t").as_bytes()) {
+                    return Ok(());
+                }
+                let part = if ended {
+                    part.strip_suffix(b"\r").unwrap_or(part)
+                } else {
+                    part
+                };
+                if !spill.write(part) || (ended && !spill.write(b"\n")) {
+                    return Ok(());
+                }
+            }
+            at_start = ended;
+            if ended {
+                number += 1;
+                rest = &rest[part.len() + 1..];
+            } else {
+                rest = &[];
+            }
+        }
+    }
+    Ok(())
+}
+
 pub async fn read(args: &ReadArgs, path: &Path, env: &ToolEnv<'_>) -> ToolOutcome {
     let offset = args.offset.unwrap_or(1).max(1);
     let limit = args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, DEFAULT_LIMIT);
@@ -187,11 +271,14 @@ pub async fn read(args: &ReadArgs, path: &Path, env: &ToolEnv<'_>) -> ToolOutcom
         Ok(Probe::Image { mime, what, size }) => return read_image(path, mime, what, size).await,
         Ok(Probe::Text { size }) => size,
     };
+    // The editor's buffer, kept for a spill.
+    let mut buffer = None;
     let window = if env.frontend.caps().read_text_file && size <= MAX_CLIENT_READ_BYTES {
         match env.frontend.read_text_file(path).await {
             Ok(text) => {
                 let mut window = Window::new(offset, limit);
                 window.feed_text(&text);
+                buffer = Some(text);
                 Ok((window, Seen::All))
             }
             Err(message) => Err(message),
@@ -240,6 +327,19 @@ pub async fn read(args: &ReadArgs, path: &Path, env: &ToolEnv<'_>) -> ToolOutcom
             last + 1
         ));
     }
+    if window.capped || window.cut_lines {
+        let end = match seen {
+            Seen::All => (offset + limit - 1).min(total),
+            Seen::Window => offset + limit - 1,
+        };
+        let spilled = spill(path, buffer, offset, end, env).await;
+        window.out.push_str(&format!(
+            "[{}]\n",
+            spilled.sentence(&format!(
+                "output of this read (lines {offset}-{end}, every line whole)"
+            ))
+        ));
+    }
     if window.lossy {
         window
             .out
@@ -250,6 +350,38 @@ pub async fn read(args: &ReadArgs, path: &Path, env: &ToolEnv<'_>) -> ToolOutcom
         ..ToolView::default()
     };
     ToolOutcome::ok(window.out, view)
+}
+
+/// Saves lines `first..=last` of the file (or of the editor's `buffer`),
+/// whole, in the call's spill file.
+async fn spill(
+    path: &Path,
+    buffer: Option<String>,
+    first: u64,
+    last: u64,
+    env: &ToolEnv<'_>,
+) -> Spilled {
+    let target = SpillTarget::new(env, "txt");
+    let owned = path.to_path_buf();
+    let cancel = env.cancel.clone();
+    let spilled = blocking(move || {
+        let mut writer = SpillWriter::create(&target);
+        let written = match &buffer {
+            Some(text) => spill_window(text.as_bytes(), first, last, &mut writer, &cancel),
+            None => open_regular(&owned)
+                .and_then(|file| spill_window(file, first, last, &mut writer, &cancel)),
+        };
+        let mut spilled = writer.finish();
+        if let (Err(err), Ok(_)) = (written, &spilled.saved) {
+            spilled.saved = Err(err);
+        }
+        Ok(spilled)
+    })
+    .await;
+    spilled.unwrap_or_else(|err| Spilled {
+        saved: Err(err),
+        cut: false,
+    })
 }
 
 /// Hands an image to the model: it follows the tool results as a user
@@ -322,5 +454,40 @@ mod tests {
         assert!(window.out.len() < 10_000, "{}", window.out.len());
         assert!(window.out.contains("[line truncated: 3000000 characters]"));
         assert!(window.out.contains("     3\tline 1\n"));
+    }
+
+    /// `offset`/`limit` are the catalog's `number`: 12.0 is line 12, 1.5
+    /// is refused with a message saying why.
+    #[test]
+    fn line_numbers_are_whole_json_numbers() {
+        let args: crate::tools::fs::ReadArgs =
+            serde_json::from_str(r#"{"file_path":"a","offset":12.0,"limit":3}"#).unwrap();
+        assert_eq!((args.offset, args.limit), (Some(12), Some(3)));
+        let err =
+            serde_json::from_str::<crate::tools::fs::ReadArgs>(r#"{"file_path":"a","offset":1.5}"#)
+                .unwrap_err()
+                .to_string();
+        assert!(err.contains("1.5 is not a line number"), "{err}");
+        assert!(serde_json::from_str::<crate::tools::fs::ReadArgs>(
+            r#"{"file_path":"a","limit":-2}"#
+        )
+        .is_err());
+    }
+
+    /// The spill of a window holds its lines whole, numbered.
+    #[test]
+    fn a_spilled_window_keeps_its_lines_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = format!("one\r\n{}\nthree\nfour", "y".repeat(5000));
+        let target = SpillTarget::at(dir.path(), "c1", "txt");
+        let mut writer = SpillWriter::create(&target);
+        let cancel = tokio_util::sync::CancellationToken::new();
+        spill_window(text.as_bytes(), 2, 3, &mut writer, &cancel).unwrap();
+        let path = writer.finish().saved.unwrap();
+        let saved = std::fs::read_to_string(path).unwrap();
+        assert_eq!(
+            saved,
+            format!("     2\t{}\n     3\tthree\n", "y".repeat(5000))
+        );
     }
 }
