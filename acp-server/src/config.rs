@@ -117,6 +117,9 @@ pub struct RawConfig {
     /// Hooks (`[hooks]`).
     #[serde(default)]
     pub hooks: crate::hooks::HookSettings,
+    /// The time context (`[time]`).
+    #[serde(default)]
+    pub time: crate::context::time::TimeSettings,
 }
 
 /// `[env]`.
@@ -268,6 +271,8 @@ pub struct Config {
     pub web: crate::web::WebSettings,
     /// Hooks: the settings and the user's hooks.
     pub hooks: crate::hooks::Hooks,
+    /// The time context (`[time]`; `DSH_FAKE_NOW` fixes its clock).
+    pub time: crate::context::time::Clock,
 }
 
 impl Config {
@@ -433,9 +438,17 @@ impl Config {
             ));
         }
         let hooks = crate::hooks::Hooks::load(raw.hooks, &home).map_err(ConfigError::Invalid)?;
+        let fake_now = env.var("DSH_FAKE_NOW");
+        let time = crate::context::time::Clock::new(&raw.time, fake_now.as_deref())
+            .map_err(ConfigError::Invalid)?;
+        raw.tools
+            .repeat_reminder
+            .validate()
+            .map_err(ConfigError::Invalid)?;
         let web_tools = raw.web.fetch || raw.web.search.is_some();
         Ok(Config {
             hooks,
+            time,
             question_timeout: raw.questions.timeout_s,
             mcp_servers,
             instructions: raw.instructions,

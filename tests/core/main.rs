@@ -69,6 +69,10 @@ impl World {
         let mut raw: RawConfig = toml::from_str(config).unwrap();
         // The scripted model needs no key.
         raw.provider.kind = Some(ProviderKind::Replay);
+        // No time context unless a test asks: it would change every prompt.
+        if !config.contains("[time]") {
+            raw.time.enabled = Some(false);
+        }
         // Commands run under the guard (and its sandbox) as in dsh itself.
         let mut config = Config::from_raw(raw, home.path().to_path_buf(), &NoEnv).unwrap();
         if guard {

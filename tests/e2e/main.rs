@@ -34,6 +34,7 @@ mod protocol;
 mod questions;
 mod queue;
 mod registry;
+mod reminders;
 mod robustness;
 mod run;
 mod run_answers;

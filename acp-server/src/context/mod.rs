@@ -4,7 +4,7 @@
 //! that run instead of a prompt ([`commands`]), and what users add from
 //! files: skills ([`skills`]) and custom commands ([`custom_commands`]),
 //! read as [`files`] says and kept by a session until they change
-//! ([`discovery`]).
+//! ([`discovery`]); the time context ([`time`]).
 
 pub mod commands;
 pub mod compaction;
@@ -13,3 +13,4 @@ pub mod discovery;
 pub mod files;
 pub mod instructions;
 pub mod skills;
+pub mod time;

@@ -41,6 +41,10 @@ impl Scratch {
         prepare(work.path());
         let mut raw: RawConfig = toml::from_str(config).unwrap();
         raw.provider.kind = Some(ProviderKind::Replay);
+        // No time context unless a test asks: it would change every prompt.
+        if !config.contains("[time]") {
+            raw.time.enabled = Some(false);
+        }
         let config = Arc::new(Config::from_raw(raw, home.path().to_path_buf(), &NoEnv).unwrap());
         let store = SessionStore::new(config.sessions_dir());
         let cwd = work.path().canonicalize().unwrap().display().to_string();

@@ -41,6 +41,8 @@ pub(crate) struct SessionState {
     /// The skills of the catalog given to the model (`context/skills`,
     /// once per session); `None` until it was given.
     pub(crate) skills: Option<Vec<String>>,
+    /// When the last time context was recorded (epoch ms).
+    pub(crate) time_context: Option<u64>,
     /// Tokens in the context window at the last model call (the
     /// provider's usage, else dsh's estimate); unknown after a compaction.
     pub(crate) last_context: Option<u64>,
@@ -128,6 +130,7 @@ impl SessionState {
             history: History::default(),
             instructions: Default::default(),
             skills: None,
+            time_context: None,
             last_context: None,
             cost: None,
             checkpoints: Vec::new(),
@@ -328,7 +331,10 @@ impl SessionState {
                     self.last_context = Some(used);
                 }
             }
-            EventData::Instructions { files, .. } => {
+            EventData::Instructions { files, text } => {
+                if files.is_empty() && crate::context::time::Clock::is_context(text) {
+                    self.time_context = Some(event.time);
+                }
                 for file in files {
                     match (&file.status, &file.fingerprint) {
                         (InstructionStatus::Removed, _) => {

@@ -11,6 +11,7 @@ mod compaction;
 mod extensions;
 mod hooks;
 mod instructions;
+mod reminders;
 mod step;
 mod subagent;
 mod title;
@@ -42,6 +43,8 @@ struct Turn<'a> {
     number: u64,
     /// Paths the step's tools touched (for nested instructions).
     touched: std::sync::Mutex<Touched>,
+    /// The turn's chain of identical tool calls ([`reminders`]).
+    repeats: std::sync::Mutex<crate::tools::Repeats>,
     /// What the turn's changes replaced ([`crate::checkpoint`]).
     capture: Arc<std::sync::Mutex<crate::checkpoint::TurnCapture>>,
     /// Steered prompts the turn took in: answered when it ends.
@@ -133,6 +136,7 @@ async fn run_turn(
         frontend,
         number,
         touched: std::sync::Mutex::default(),
+        repeats: std::sync::Mutex::default(),
         capture,
         joined: std::sync::Mutex::default(),
         found: extensions::look(session, frontend).await,
@@ -276,6 +280,7 @@ impl Turn<'_> {
         }
         self.instructions_at_start().await?;
         self.skills_at_start()?;
+        self.time_context()?;
         self.record_hook_context(&hook_context)?;
         self.record(EventData::TurnStart { turn: self.number })?;
         // A panic in the turn (a bug) fails this turn, is recorded like any

@@ -42,6 +42,7 @@ impl Turn<'_> {
             lsp: &self.config.lsp,
             offer: self.offer(),
         };
+        let reminder = self.repeated(calls);
         let mut batch: Vec<(&ToolCallRequest, Planned)> = Vec::new();
         for call in calls {
             // A call that never runs is still recorded and answered, so the
@@ -98,6 +99,7 @@ impl Turn<'_> {
         }
         self.flush_batch(&cwd, &mut batch).await?;
         self.instructions_after_tools().await?;
+        self.remind(reminder)?;
         Ok(self.cancel.is_cancelled())
     }
 

@@ -136,8 +136,15 @@ impl TestEnv {
         } else {
             "[titles]\nfrom_model = false\n"
         };
+        // So is the time context: it would change every prompt a test
+        // checks (`tests/e2e/reminders.rs` tests it).
+        let time = if extra.contains("[time]") {
+            ""
+        } else {
+            "[time]\nenabled = false\n"
+        };
         let config = format!(
-            "{titles}[provider]\nkind = \"deepseek\"\nstream_idle_timeout_ms = {idle_ms}\nrequest_timeout_ms = {request_ms}\nmax_retries = 3\nretry_initial_delay_ms = 10\nretry_max_delay_ms = 300\n{extra}\n"
+            "{titles}{time}[provider]\nkind = \"deepseek\"\nstream_idle_timeout_ms = {idle_ms}\nrequest_timeout_ms = {request_ms}\nmax_retries = 3\nretry_initial_delay_ms = 10\nretry_max_delay_ms = 300\n{extra}\n"
         );
         std::fs::write(home.path().join("config.toml"), config).unwrap();
         TestEnv {
