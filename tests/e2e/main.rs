@@ -5,6 +5,7 @@ mod support;
 
 mod acp_pipe;
 mod backpressure;
+mod catalog_tools;
 mod cli;
 mod cli_first_hour;
 mod confine;

@@ -1,7 +1,8 @@
 //! The model's tools. Names and parameters are the seeds' contract: `read`,
 //! `write`, `edit`, `glob`, `grep`, `bash`, `todo_write`, `exit_plan_mode`,
 //! `ask_user_question`, `lsp`, `job_output`, `job_kill`, `job_list`,
-//! `web_fetch`, `web_search`, `skill`, `subagent`.
+//! `web_fetch`, `web_search`, `skill`, `subagent`, and the opt-in
+//! `read_image` and `str_replace_editor`.
 //!
 //! A call goes through two steps: [`plan`] parses the raw arguments,
 //! resolves paths and presents the call (title, kind, locations, what it
@@ -182,6 +183,8 @@ enum Call {
     Read(fs::ReadArgs, PathBuf),
     Write(fs::WriteArgs, PathBuf),
     Edit(fs::EditArgs, PathBuf),
+    ReadImage(PathBuf),
+    StrReplaceEditor(fs::EditorCall, PathBuf),
     Glob(search::GlobArgs, PathBuf),
     Grep(search::GrepArgs, PathBuf),
     Bash(bash::BashArgs, PathBuf),
@@ -320,6 +323,28 @@ pub fn plan(name: &str, arguments: &str, env: &PlanEnv<'_>) -> Result<Planned, R
                 view,
                 Access::Write(vec![path]),
             )
+        }
+        Tool::ReadImage => {
+            let args: fs::ReadImageArgs = parse(name, arguments)?;
+            let path = paths::resolve(cwd, &args.file_path)?;
+            let view = fs::present_read_image(&path, cwd);
+            (
+                Call::ReadImage(path.clone()),
+                view,
+                Access::Read(vec![path]),
+            )
+        }
+        Tool::StrReplaceEditor => {
+            let args: fs::EditorArgs = parse(name, arguments)?;
+            let path = paths::resolve(cwd, &args.path)?;
+            let call = fs::EditorCall::check(args)?;
+            let view = fs::EditorCall::present(&call, &path, cwd);
+            let access = if call.writes() {
+                Access::Write(vec![path.clone()])
+            } else {
+                Access::Read(vec![path.clone()])
+            };
+            (Call::StrReplaceEditor(call, path), view, access)
         }
         Tool::Glob => {
             let args: search::GlobArgs = parse(name, arguments)?;
@@ -470,7 +495,9 @@ fn in_class(access: &Access, class: Class) -> bool {
         (class, access),
         (Class::Nothing, Access::None)
             | (Class::Reads, Access::Read(_) | Access::Launch { .. })
-            | (Class::Writes, Access::Write(_))
+            // A tool that writes may also only read (`str_replace_editor`'s
+            // `view`).
+            | (Class::Writes, Access::Write(_) | Access::Read(_))
             | (Class::Executes, Access::Execute { .. })
             | (Class::Web, Access::Web { .. })
     )
@@ -504,6 +531,8 @@ pub async fn run(planned: &Planned, env: &ToolEnv<'_>) -> ToolOutcome {
         Call::Read(args, path) => fs::read(args, path, env).await,
         Call::Write(args, path) => fs::write(args, path, env).await,
         Call::Edit(args, path) => fs::edit(args, path, env).await,
+        Call::ReadImage(path) => fs::read_image(path, env).await,
+        Call::StrReplaceEditor(call, path) => fs::EditorCall::run(call, path, env).await,
         Call::Glob(args, root) => search::glob(args, root, env).await,
         Call::Grep(args, root) => search::grep(args, root, env).await,
         Call::Bash(args, workdir) => bash::run(args, workdir, env).await,

@@ -34,8 +34,12 @@ pub enum Tool {
     Lsp,
     /// `read`.
     Read,
+    /// `read_image`.
+    ReadImage,
     /// `skill`.
     Skill,
+    /// `str_replace_editor`.
+    StrReplaceEditor,
     /// `subagent`.
     Subagent,
     /// `todo_write`.
@@ -67,7 +71,6 @@ pub enum Class {
 
 /// When a tool is offered to the model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[allow(dead_code)] // OptIn and Images: rows being added (issue 39)
 enum When {
     Always,
     /// Only when `[tools] enable` names it (or its package).
@@ -117,7 +120,7 @@ pub enum Schema {
 }
 
 /// The table, by name.
-pub const TABLE: [Spec; 17] = [
+pub const TABLE: [Spec; 19] = [
     Spec {
         tool: Tool::AskUserQuestion,
         name: "ask_user_question",
@@ -257,6 +260,18 @@ pub const TABLE: [Spec; 17] = [
         schema: Schema::Catalog("dsh-tool-fs"),
     },
     Spec {
+        tool: Tool::ReadImage,
+        name: "read_image",
+        class: Class::Reads,
+        touches_files: true,
+        parallel: true,
+        stops_itself: false,
+        edits_files: false,
+        when: When::Images,
+        description: |_| fs::READ_IMAGE_DESCRIPTION,
+        schema: Schema::Catalog("dsh-tool-fs"),
+    },
+    Spec {
         tool: Tool::Skill,
         name: "skill",
         class: Class::Nothing,
@@ -267,6 +282,19 @@ pub const TABLE: [Spec; 17] = [
         when: When::Skills,
         description: |_| skill::DESCRIPTION,
         schema: Schema::Catalog("dsh-tool-skill"),
+    },
+    Spec {
+        tool: Tool::StrReplaceEditor,
+        name: "str_replace_editor",
+        // `view` is a read (see `in_class`).
+        class: Class::Writes,
+        touches_files: true,
+        parallel: false,
+        stops_itself: false,
+        edits_files: true,
+        when: When::OptIn,
+        description: |_| fs::STR_REPLACE_EDITOR_DESCRIPTION,
+        schema: Schema::Catalog("dsh-tool-str-replace-editor"),
     },
     Spec {
         tool: Tool::Subagent,
@@ -467,7 +495,7 @@ mod tests {
             disabled: ToolSet::default(),
         };
         assert_eq!(schemas(none).len(), 10);
-        assert_eq!(schemas(all).len(), 17);
+        assert_eq!(schemas(all).len(), 19);
         assert_eq!(Tool::offered("job_output", none), None);
         assert_eq!(Tool::offered("job_output", all), Some(Tool::JobOutput));
         let bash = |offer| {

@@ -47,6 +47,12 @@ impl Turn<'_> {
         // The session's `web` switch.
         offer.web_fetch &= state.settings.web;
         offer.web_search &= state.settings.web;
+        // `read_image`: the session's current model takes images.
+        offer.images = self
+            .config
+            .choices
+            .model(&state.settings.model)
+            .is_some_and(|model| model.images);
         offer
     }
 

@@ -84,7 +84,7 @@ fn diff_view(path: &Path, old: &Current, new: &str) -> ToolView {
 }
 
 /// Summary and view of a change, computed off the async workers.
-async fn describe_change(path: &Path, old: Current, new: String) -> (String, ToolView) {
+pub(super) async fn describe_change(path: &Path, old: Current, new: String) -> (String, ToolView) {
     let owned = path.to_path_buf();
     let described = blocking(move || {
         let summary = match &old {
@@ -209,7 +209,7 @@ pub async fn edit(args: &EditArgs, path: &Path, env: &ToolEnv<'_>) -> ToolOutcom
 
 /// Explains a failed match: zero matches, and where the first line of
 /// `old_string` does appear (with nearby lines) when it does.
-fn not_found_message(text: &str, needle: &str, path: &Path) -> String {
+pub(super) fn not_found_message(text: &str, needle: &str, path: &Path) -> String {
     let mut message = format!(
         "old_string was not found in {} (0 matches).",
         path.display()

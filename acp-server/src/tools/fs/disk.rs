@@ -60,14 +60,8 @@ pub(super) enum Probe {
     Missing,
     Directory,
     Binary(String),
-    Image {
-        mime: &'static str,
-        what: String,
-        size: u64,
-    },
-    Text {
-        size: u64,
-    },
+    Image { what: String, size: u64 },
+    Text { size: u64 },
 }
 
 /// Sniffs an image format from content (not the extension): (kind, MIME).
@@ -119,9 +113,8 @@ pub(super) fn probe(path: &Path) -> Result<Probe, String> {
         .map_err(|err| format!("Cannot read {}: {err}", path.display()))?;
     head.truncate(n);
     let text = looks_like_text(&head, n == 8192);
-    if let Some((kind, mime)) = image_kind(&head).filter(|_| !text) {
+    if let Some((kind, _)) = image_kind(&head).filter(|_| !text) {
         return Ok(Probe::Image {
-            mime,
             what: format!("{kind}, {} bytes", meta.len()),
             size: meta.len(),
         });

@@ -1,6 +1,7 @@
-//! `read`, `write` and `edit`. Reads and writes go through the client's file
-//! system when it advertises one (so reads see unsaved buffers and writes
-//! land in the editor's review list), else the disk.
+//! `read`, `write`, `edit`, `read_image` and `str_replace_editor`. Reads
+//! and writes go through the client's file system when it advertises one
+//! (so reads see unsaved buffers and writes land in the editor's review
+//! list), else the disk.
 //!
 //! Bad files cannot hurt the process: only regular files are opened (a FIFO,
 //! socket or device is refused without blocking: files are opened
@@ -10,7 +11,8 @@
 //!   characters a line), counting lines past its window only in files up to
 //!   64 MiB; the editor is asked for files up to 8 MiB;
 //! - an image is an image when its header says so *and* the start of the
-//!   file is not text, up to 5 MiB;
+//!   file is not text, up to 20 MiB, checked and scaled down for the model
+//!   (`image.rs`);
 //! - `write` reads the old file for its diff only up to 2 MiB, `edit`
 //!   changes files up to 32 MiB;
 //! - diffs shown to the editor are whole-file up to 2 MiB a side, else a
@@ -18,8 +20,9 @@
 
 mod change;
 mod disk;
-
+mod image;
 mod read;
+mod str_replace;
 
 use std::path::Path;
 use std::time::Duration;
@@ -31,9 +34,12 @@ use super::display_path;
 
 pub use change::{edit, write};
 pub(super) use disk::read_text;
+pub use image::{present_read_image, read_image, ReadImageArgs, READ_IMAGE_DESCRIPTION};
 pub use read::read;
+pub use str_replace::{EditorArgs, EditorCall, STR_REPLACE_EDITOR_DESCRIPTION};
 
-pub const READ_DESCRIPTION: &str = "Read a UTF-8 text file and return its content with line numbers.";
+pub const READ_DESCRIPTION: &str =
+    "Read a UTF-8 text file and return its content with line numbers.";
 pub const WRITE_DESCRIPTION: &str = "Create or completely replace a UTF-8 text file.";
 pub const EDIT_DESCRIPTION: &str = "Edit an existing UTF-8 text file by replacing literal text.";
 
@@ -46,8 +52,6 @@ const MAX_READ_BYTES: usize = 256 * 1024;
 const COUNT_LINES_UP_TO: u64 = 64 * 1024 * 1024;
 /// Files up to this size are read through the editor when it offers to.
 const MAX_CLIENT_READ_BYTES: u64 = 8 * 1024 * 1024;
-/// Largest image `read` hands to the model.
-const MAX_IMAGE_BYTES: u64 = 5 * 1024 * 1024;
 /// Largest side of a diff shown to the editor, and of an old file read for it.
 const MAX_DIFF_BYTES: u64 = 2 * 1024 * 1024;
 /// Largest file `edit` changes (it holds the file in memory twice).

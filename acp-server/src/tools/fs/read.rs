@@ -14,7 +14,7 @@ use dsh_protocol::ErrorCode;
 use super::disk::{blocking, open_regular, probe, Probe};
 use super::{
     location, ReadArgs, COUNT_LINES_UP_TO, DEFAULT_LIMIT, LINE_KEEP_BYTES, MAX_CLIENT_READ_BYTES,
-    MAX_IMAGE_BYTES, MAX_LINE_CHARS, MAX_READ_BYTES,
+    MAX_LINE_CHARS, MAX_READ_BYTES,
 };
 use crate::tools::spill::{SpillTarget, SpillWriter, Spilled};
 use crate::tools::ToolEnv;
@@ -268,7 +268,7 @@ pub async fn read(args: &ReadArgs, path: &Path, env: &ToolEnv<'_>) -> ToolOutcom
                 ),
             )
         }
-        Ok(Probe::Image { mime, what, size }) => return read_image(path, mime, what, size).await,
+        Ok(Probe::Image { what, size, .. }) => return super::image::attach(path, what, size).await,
         Ok(Probe::Text { size }) => size,
     };
     // The editor's buffer, kept for a spill.
@@ -382,51 +382,6 @@ async fn spill(
         saved: Err(err),
         cut: false,
     })
-}
-
-/// Hands an image to the model: it follows the tool results as a user
-/// message (image-capable models see it; others get a note saying so).
-async fn read_image(path: &Path, mime: &'static str, what: String, size: u64) -> ToolOutcome {
-    use base64::Engine as _;
-    if size > MAX_IMAGE_BYTES {
-        return ToolOutcome::failed(
-            ErrorCode::InvalidToolArgs,
-            format!(
-                "{} is an image ({what}) larger than the {} MiB limit.",
-                path.display(),
-                MAX_IMAGE_BYTES >> 20
-            ),
-        );
-    }
-    let owned = path.to_path_buf();
-    let bytes = match blocking(move || {
-        let mut bytes = Vec::new();
-        open_regular(&owned)?
-            .take(MAX_IMAGE_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .map_err(|err| format!("Cannot read {}: {err}", owned.display()))?;
-        Ok(bytes)
-    })
-    .await
-    {
-        Ok(bytes) => bytes,
-        Err(message) => return ToolOutcome::failed(ErrorCode::InvalidToolArgs, message),
-    };
-    let mut outcome = ToolOutcome::ok(
-        format!(
-            "{} is an image ({what}); it is attached after the tool results.",
-            path.display()
-        ),
-        ToolView {
-            locations: vec![location(path, 1)],
-            ..ToolView::default()
-        },
-    );
-    outcome.attachments.push(dsh_protocol::UserContent::Image {
-        mime_type: mime.to_owned(),
-        data: base64::engine::general_purpose::STANDARD.encode(bytes),
-    });
-    outcome
 }
 
 #[cfg(test)]
