@@ -445,6 +445,7 @@ impl Config {
             .repeat_reminder
             .validate()
             .map_err(ConfigError::Invalid)?;
+        let tools = raw.tools.checked().map_err(ConfigError::Invalid)?;
         let web_tools = raw.web.fetch || raw.web.search.is_some();
         Ok(Config {
             hooks,
@@ -456,7 +457,7 @@ impl Config {
             sandbox: raw.sandbox,
             jobs: raw.jobs,
             subagents: raw.subagents,
-            tools: raw.tools,
+            tools,
             checkpoints: raw.checkpoints,
             web: raw.web,
             model: Arc::new(ModelSettings {
@@ -541,8 +542,8 @@ impl Config {
             subagents: false,
             // Per session: it depends on the session's model.
             images: false,
-            enabled: crate::tools::ToolSet::default(),
-            disabled: crate::tools::ToolSet::default(),
+            enabled: self.tools.enabled(),
+            disabled: self.tools.disabled(),
         }
     }
 

@@ -52,6 +52,7 @@ mod steering;
 mod streaming;
 mod subagents;
 mod titles;
+mod tool_settings;
 mod tools;
 mod undo;
 mod vscode;

@@ -414,6 +414,14 @@ impl Spec {
 }
 
 impl Spec {
+    /// The catalog package its schema is from (none: dsh's own).
+    pub fn package(&self) -> Option<&'static str> {
+        match self.schema {
+            Schema::Catalog(package) | Schema::CatalogJobs(package) => Some(package),
+            Schema::Own(_) => None,
+        }
+    }
+
     /// Its JSON schema as offered under `offer`.
     pub fn parameters(&self, offer: Offer) -> serde_json::Value {
         match self.schema {
