@@ -67,6 +67,33 @@ async fn disabled_tools_are_not_offered_and_enabled_ones_are() {
     );
 }
 
+/// `order` puts the tools it names first, the rest (by name) at its `*`;
+/// without it the tools are by name.
+#[tokio::test]
+async fn order_puts_the_named_tools_where_it_says() {
+    let env =
+        TestEnv::with_config("[tools]\norder = [\"bash\", \"read\", \"*\", \"ask_user_question\"]")
+            .await;
+    env.mock.push_json(reply("done"));
+    prompt(&env).await;
+    let offered = tool_names(&env.mock.requests()[0]);
+    assert_eq!(offered[..2], ["bash", "read"], "{offered:?}");
+    assert_eq!(offered.last().unwrap(), "ask_user_question", "{offered:?}");
+    let rest = &offered[2..offered.len() - 1];
+    let mut sorted = rest.to_vec();
+    sorted.sort();
+    assert_eq!(rest, sorted, "{offered:?}");
+    assert!(rest.iter().any(|name| name == "write"), "{offered:?}");
+
+    let env = TestEnv::new().await;
+    env.mock.push_json(reply("done"));
+    prompt(&env).await;
+    let offered = tool_names(&env.mock.requests()[0]);
+    let mut sorted = offered.clone();
+    sorted.sort();
+    assert_eq!(offered, sorted);
+}
+
 /// A bad name in `[tools]` is a config error naming the key and the
 /// nearest valid name: `dsh config check` says it, `dsh run` stops before
 /// asking the model.

@@ -185,6 +185,8 @@ impl Turn<'_> {
         if let Some(hub) = &mcp {
             tools.extend(hub.schemas());
         }
+        // `[tools] order`: here only, so every request has the same order.
+        self.config.tools.arrange(&mut tools);
         Ok(ModelRequest {
             model,
             thought_level: settings.thought_level,
