@@ -295,7 +295,7 @@ async fn a_workspace_language_server_runs_in_the_sessions_sandbox() {
     env.mock.push_json(call(
         "l1",
         "lsp",
-        json!({"operation":"documentSymbol","file_path":"src/main.rs","line":1}),
+        json!({"operation":"hover","file_path":"src/main.rs","line":1,"character":1}),
     ));
     env.mock.push_json(reply("ok"));
     let sim = ClientSim::new(false, false);

@@ -333,7 +333,7 @@ async fn client_eof_mid_turn_stops_shell_language_server_and_mcp_server_within_2
     env.mock.push_json(call(
         "l1",
         "lsp",
-        json!({"operation":"documentSymbol","file_path":"main.toy"}),
+        json!({"operation":"hover","file_path":"main.toy","line":1,"character":4}),
     ));
     // Calls that change things run one at a time: the shell command is the
     // one in flight when the editor goes away.

@@ -70,7 +70,7 @@ async fn issue10_item1_workspace_language_servers_need_permission_and_get_no_sec
         call(
             id,
             "lsp",
-            json!({"operation":"documentSymbol","file_path":"src/main.rs","line":1}),
+            json!({"operation":"hover","file_path":"src/main.rs","line":1,"character":1}),
         )
     };
     for id in ["l1", "l2", "l3", "l4"] {

@@ -69,7 +69,7 @@ async fn a_fresh_process_replays_what_was_shown_live() {
     env.mock.push_json(json!({"chunks":[
         {"reasoning":"Look around first."},
         {"tool_call":{"index":0,"id":"r1","name":"read","arguments":"{\"file_path\":\"hello.txt\"}"}},
-        {"tool_call":{"index":1,"id":"l1","name":"lsp","arguments":"{\"operation\":\"documentSymbol\",\"file_path\":\"main.toy\",\"line\":1}"}}
+        {"tool_call":{"index":1,"id":"l1","name":"lsp","arguments":"{\"operation\":\"hover\",\"file_path\":\"main.toy\",\"line\":1,\"character\":4}"}}
     ],"finish":"tool_calls","usage":{"prompt_tokens":900,"completion_tokens":30}}));
     env.mock.push_json(calls(&[
         ("m1", "mcp__fixture__echo", json!({"text":"hello"})),

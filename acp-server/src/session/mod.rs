@@ -706,8 +706,11 @@ impl Session {
                         program: program.to_path_buf(),
                         reads: Vec::new(),
                     };
+                    // Either language-server tool's "allow" starts it.
                     session.upgrade().is_some_and(|session| {
-                        session.decide(crate::tools::Tool::Lsp.name(), &launch) == Decision::Allow
+                        [crate::tools::Tool::Lsp, crate::tools::Tool::DshLsp]
+                            .iter()
+                            .any(|tool| session.decide(tool.name(), &launch) == Decision::Allow)
                     })
                 });
                 // A server from the workspace runs in the sandbox of the

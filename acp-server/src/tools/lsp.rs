@@ -1,8 +1,10 @@
-//! `lsp`: code navigation and diagnostics through the language servers the
-//! session's bridge runs. Lines are 1-based; the position is a 1-based
-//! UTF-16 `character` or a `symbol` name looked up on the line (so the model
-//! need not count columns). Output is grouped by file with the source line,
-//! capped; every location also goes to the editor.
+//! `lsp`: the catalog's code navigation (goToDefinition, findReferences,
+//! goToImplementation, hover) through the language servers the session's
+//! bridge runs, at a one-based line and one-based UTF-16 character. dsh's
+//! other queries (symbols, diagnostics, call hierarchy) are `dsh_lsp`'s
+//! (dsh_lsp.rs); both are planned into a [`Target`] and run here.
+//! Output is grouped by file with the source line, capped; every location
+//! also goes to the editor.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -12,61 +14,99 @@ use dsh_protocol::tool::{FileLocation, ToolKind, ToolView};
 use dsh_protocol::ErrorCode;
 use serde::Deserialize;
 
-use super::{display_path, Refusal, ToolEnv};
+use super::{display_path, Refusal, Tool, ToolEnv};
 use dsh_protocol::tool::ToolOutcome;
 
-pub const DESCRIPTION: &str = "Ask the project's language server. Operations: goToDefinition, findReferences, goToImplementation, hover, documentSymbol, workspaceSymbol (symbol is the query), diagnostics (of the file), incomingCalls, outgoingCalls. line is 1-based; give the position either as symbol (a name on that line; preferred) or as character (1-based, UTF-16).";
+/// What the catalog's description says, in English.
+pub const DESCRIPTION: &str = "Query the language server for precise code navigation. operation is one of goToDefinition, findReferences, goToImplementation or hover. line and character are one-based UTF-16 cursor coordinates. findReferences includes the declaration.";
 
 const MAX_LOCATIONS: usize = 100;
 const MAX_CHARS: usize = 16_000;
 
+/// The catalog's parameters.
 #[derive(Debug, Deserialize)]
 pub struct LspArgs {
     pub operation: String,
     pub file_path: String,
-    #[serde(default)]
-    pub line: Option<u32>,
-    #[serde(default)]
-    pub character: Option<u32>,
-    #[serde(default)]
-    pub symbol: Option<String>,
+    pub line: f64,
+    pub character: f64,
 }
 
-fn operation(args: &LspArgs) -> Result<Operation, Refusal> {
-    Ok(match args.operation.as_str() {
-        "goToDefinition" => Operation::Definition,
-        "findReferences" => Operation::References,
-        "goToImplementation" => Operation::Implementation,
-        "hover" => Operation::Hover,
-        "documentSymbol" => Operation::DocumentSymbol,
-        "workspaceSymbol" => Operation::WorkspaceSymbol(args.symbol.clone().unwrap_or_default()),
-        "diagnostics" => Operation::Diagnostics,
-        "incomingCalls" => Operation::IncomingCalls,
-        "outgoingCalls" => Operation::OutgoingCalls,
-        other => {
-            return Err(Refusal {
-                code: ErrorCode::InvalidToolArgs,
-                message: format!("Unknown lsp operation {other:?}; use goToDefinition, findReferences, goToImplementation, hover, documentSymbol, workspaceSymbol, diagnostics, incomingCalls or outgoingCalls."),
-            })
-        }
+/// A planned query: what to ask, and where.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub operation: Operation,
+    /// One-based line, when given.
+    pub line: Option<u32>,
+    /// Where on the line.
+    pub column: Column,
+}
+
+/// The position on a target's line.
+#[derive(Debug, Clone)]
+pub enum Column {
+    /// None given.
+    None,
+    /// One-based UTF-16 character.
+    Utf16(u32),
+    /// A name on the line, looked up by dsh (`dsh_lsp`).
+    Symbol(String),
+}
+
+/// `lsp`'s operations, as the catalog names them.
+const OPERATIONS: [(&str, Operation); 4] = [
+    ("goToDefinition", Operation::Definition),
+    ("findReferences", Operation::References),
+    ("goToImplementation", Operation::Implementation),
+    ("hover", Operation::Hover),
+];
+
+/// A one-based coordinate given as a JSON number (`12` or `12.0`).
+pub(super) fn one_based(name: &str, value: f64) -> Result<u32, Refusal> {
+    if value.fract() != 0.0 || value < 1.0 || value > f64::from(u32::MAX) {
+        return Err(Refusal::new(
+            ErrorCode::InvalidToolArgs,
+            format!("{name} must be a whole number of at least 1 (one-based), not {value}."),
+        ));
+    }
+    Ok(value as u32)
+}
+
+/// The call's query, checked (the plan keeps it). `dsh_lsp_takes_it`:
+/// `dsh_lsp` is offered and the operation is one of its (the refusal
+/// points there).
+pub fn validate(args: &LspArgs, dsh_lsp_takes_it: bool) -> Result<Target, Refusal> {
+    let Some((_, operation)) = OPERATIONS.iter().find(|(name, _)| *name == args.operation) else {
+        let elsewhere = if dsh_lsp_takes_it {
+            format!(" For {:?}, call {}.", args.operation, Tool::DshLsp.name())
+        } else {
+            String::new()
+        };
+        return Err(Refusal::new(
+            ErrorCode::InvalidToolArgs,
+            format!(
+                "Unknown {} operation {:?}: it is one of goToDefinition, findReferences, goToImplementation or hover.{elsewhere}",
+                Tool::Lsp.name(),
+                args.operation
+            ),
+        ));
+    };
+    Ok(Target {
+        operation: operation.clone(),
+        line: Some(one_based("line", args.line)?),
+        column: Column::Utf16(one_based("character", args.character)?),
     })
 }
 
-/// The operation the call asks for, parsed once (the plan keeps it).
-pub fn validate(args: &LspArgs) -> Result<Operation, Refusal> {
-    operation(args)
-}
-
-pub fn present(args: &LspArgs, operation: &Operation, path: &Path, cwd: &Path) -> ToolView {
+pub fn present(target: &Target, path: &Path, cwd: &Path) -> ToolView {
     let file = display_path(path, cwd);
-    let at = match (&args.symbol, args.line) {
-        (Some(symbol), _) if !matches!(operation, Operation::WorkspaceSymbol(_)) => {
-            format!("`{symbol}` in {file}")
-        }
+    let at = match (&target.column, target.line) {
+        (Column::Symbol(symbol), _) => format!("`{symbol}` in {file}"),
+        (Column::Utf16(character), Some(line)) => format!("{file}:{line}:{character}"),
         (_, Some(line)) => format!("{file}:{line}"),
         _ => file.clone(),
     };
-    let title = match operation {
+    let title = match &target.operation {
         Operation::Definition => format!("Go to definition of {at}"),
         Operation::References => format!("Find references to {at}"),
         Operation::Implementation => format!("Find implementations of {at}"),
@@ -77,11 +117,11 @@ pub fn present(args: &LspArgs, operation: &Operation, path: &Path, cwd: &Path) -
         Operation::IncomingCalls => format!("Find callers of {at}"),
         Operation::OutgoingCalls => format!("Find calls made by {at}"),
     };
-    let kind = match operation {
+    let kind = match target.operation {
         Operation::Hover | Operation::Diagnostics | Operation::DocumentSymbol => ToolKind::Read,
         _ => ToolKind::Search,
     };
-    let line = args.line.unwrap_or(1).max(1);
+    let line = target.line.unwrap_or(1).max(1);
     ToolView {
         title,
         kind: Some(kind),
@@ -120,13 +160,8 @@ async fn file_text(path: &Path, env: &ToolEnv<'_>) -> Result<String, String> {
     super::fs::read_text(path, MAX_DOCUMENT_BYTES, env).await
 }
 
-pub async fn run(
-    args: &LspArgs,
-    operation: &Operation,
-    path: &Path,
-    env: &ToolEnv<'_>,
-) -> ToolOutcome {
-    let operation = operation.clone();
+pub async fn run(target: &Target, path: &Path, env: &ToolEnv<'_>) -> ToolOutcome {
+    let operation = target.operation.clone();
     if path.is_dir() {
         return ToolOutcome::failed(
             ErrorCode::InvalidToolArgs,
@@ -138,7 +173,7 @@ pub async fn run(
         Err(message) => return ToolOutcome::failed(ErrorCode::InvalidToolArgs, message),
     };
     let position = if operation.needs_position() {
-        let Some(line_number) = args.line.filter(|l| *l >= 1) else {
+        let Some(line_number) = target.line else {
             return ToolOutcome::failed(
                 ErrorCode::InvalidToolArgs,
                 "line is required (1-based) for this operation.",
@@ -154,8 +189,8 @@ pub async fn run(
                 ),
             );
         };
-        let character = match (&args.symbol, args.character) {
-            (Some(symbol), _) => match symbol_column(line, symbol) {
+        let character = match &target.column {
+            Column::Symbol(symbol) => match symbol_column(line, symbol) {
                 Some(column) => column,
                 None => {
                     return ToolOutcome::failed(
@@ -164,8 +199,8 @@ pub async fn run(
                     )
                 }
             },
-            (None, Some(character)) if character >= 1 => character - 1,
-            _ => {
+            Column::Utf16(character) => character - 1,
+            Column::None => {
                 return ToolOutcome::failed(
                     ErrorCode::InvalidToolArgs,
                     "Give the position as symbol (a name on that line) or character (1-based).",

@@ -11,6 +11,7 @@
 
 mod ask_user;
 mod bash;
+mod dsh_lsp;
 mod fs;
 mod jobs;
 mod lsp;
@@ -188,7 +189,8 @@ enum Call {
     Glob(search::GlobArgs, PathBuf),
     Grep(search::GrepArgs, PathBuf),
     Bash(bash::BashArgs, PathBuf),
-    Lsp(lsp::LspArgs, dsh_lsp_bridge::Operation, PathBuf),
+    /// `lsp` and `dsh_lsp`.
+    Lsp(lsp::Target, PathBuf),
     Mcp(crate::mcp::McpTool, String),
     TodoWrite(todo::TodoArgs),
     ExitPlanMode(String),
@@ -376,11 +378,18 @@ pub fn plan(name: &str, arguments: &str, env: &PlanEnv<'_>) -> Result<Planned, R
             };
             (Call::Bash(args, workdir), view, access)
         }
-        Tool::Lsp => {
-            let args: lsp::LspArgs = parse(name, arguments)?;
-            let operation = lsp::validate(&args)?;
-            let path = paths::resolve(cwd, &args.file_path)?;
-            let view = lsp::present(&args, &operation, &path, cwd);
+        Tool::Lsp | Tool::DshLsp => {
+            let (target, file_path) = if tool == Tool::Lsp {
+                let args: lsp::LspArgs = parse(name, arguments)?;
+                let elsewhere = Tool::offered(Tool::DshLsp.name(), env.offer).is_some()
+                    && dsh_lsp::takes(&args.operation);
+                (lsp::validate(&args, elsewhere)?, args.file_path)
+            } else {
+                let args: dsh_lsp::DshLspArgs = parse(name, arguments)?;
+                (dsh_lsp::validate(&args)?, args.file_path)
+            };
+            let path = paths::resolve(cwd, &file_path)?;
+            let view = lsp::present(&target, &path, cwd);
             // A server found only inside the workspace is a program from
             // the repository: the policy decides whether it may start.
             let access = match dsh_lsp_bridge::Bridge::workspace_program(env.lsp, &path, env.roots)
@@ -391,7 +400,7 @@ pub fn plan(name: &str, arguments: &str, env: &PlanEnv<'_>) -> Result<Planned, R
                 },
                 None => Access::Read(vec![path.clone()]),
             };
-            (Call::Lsp(args, operation, path), view, access)
+            (Call::Lsp(target, path), view, access)
         }
         Tool::TodoWrite => {
             let args: todo::TodoArgs = parse(name, arguments)?;
@@ -536,7 +545,7 @@ pub async fn run(planned: &Planned, env: &ToolEnv<'_>) -> ToolOutcome {
         Call::Glob(args, root) => search::glob(args, root, env).await,
         Call::Grep(args, root) => search::grep(args, root, env).await,
         Call::Bash(args, workdir) => bash::run(args, workdir, env).await,
-        Call::Lsp(args, operation, path) => lsp::run(args, operation, path, env).await,
+        Call::Lsp(target, path) => lsp::run(target, path, env).await,
         Call::Mcp(tool, arguments) => match &env.mcp {
             Some(hub) => {
                 let outcome = hub.call(tool, arguments, env.cancel).await;

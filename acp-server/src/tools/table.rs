@@ -7,7 +7,9 @@
 use dsh_protocol::catalog;
 use dsh_protocol::model::ToolSchema;
 
-use super::{ask_user, bash, fs, jobs, lsp, plan_mode, search, skill, subagent, todo, web, Offer};
+use super::{
+    ask_user, bash, dsh_lsp, fs, jobs, lsp, plan_mode, search, skill, subagent, todo, web, Offer,
+};
 
 /// A built-in tool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -16,6 +18,8 @@ pub enum Tool {
     AskUserQuestion,
     /// `bash`.
     Bash,
+    /// `dsh_lsp` (dsh's extension).
+    DshLsp,
     /// `edit`.
     Edit,
     /// `exit_plan_mode`.
@@ -120,7 +124,7 @@ pub enum Schema {
 }
 
 /// The table, by name.
-pub const TABLE: [Spec; 19] = [
+pub const TABLE: [Spec; 20] = [
     Spec {
         tool: Tool::AskUserQuestion,
         name: "ask_user_question",
@@ -150,6 +154,18 @@ pub const TABLE: [Spec; 19] = [
             }
         },
         schema: Schema::CatalogJobs("dsh-tool-bash"),
+    },
+    Spec {
+        tool: Tool::DshLsp,
+        name: "dsh_lsp",
+        class: Class::Reads,
+        touches_files: true,
+        parallel: true,
+        stops_itself: false,
+        edits_files: false,
+        when: When::OptIn,
+        description: |_| dsh_lsp::DESCRIPTION,
+        schema: Schema::Own(dsh_lsp::schema),
     },
     Spec {
         tool: Tool::Edit,
@@ -503,7 +519,7 @@ mod tests {
             disabled: ToolSet::default(),
         };
         assert_eq!(schemas(none).len(), 10);
-        assert_eq!(schemas(all).len(), 19);
+        assert_eq!(schemas(all).len(), 20);
         assert_eq!(Tool::offered("job_output", none), None);
         assert_eq!(Tool::offered("job_output", all), Some(Tool::JobOutput));
         let bash = |offer| {
