@@ -7,7 +7,8 @@
 //! included (`[tools.glob] respect_ignore_files = true` leaves out what
 //! `.gitignore`/`.ignore` files ignore), newest first. Over 100 matches it
 //! returns a sample of 100 spread over the search root's top-level entries
-//! — round-robin over the entries in name order, each entry's newest
+//! — round-robin over the top-level directories in name order (the files
+//! directly in the root count as one entry, first), each entry's newest
 //! matches first, listed newest first — says it sampled, and saves the
 //! complete sorted list in the call's spill file. It collects at most
 //! [`MAX_COLLECTED`] paths (memory stays bounded in huge trees) and says so
@@ -195,15 +196,18 @@ fn walk_glob(
 }
 
 /// The indices of [`MAX_PATHS`] of `paths` (newest first) spread over the
-/// top-level entries of `root`: round-robin over the entries in name
-/// order, each entry's newest first; returned in ascending order (newest
-/// first again).
+/// top-level entries of `root`: round-robin over the top-level
+/// directories in name order, the files directly in `root` together as
+/// one entry before them, each entry's newest first; returned in
+/// ascending order (newest first again).
 fn sample(paths: &[(SystemTime, PathBuf)], root: &Path) -> Vec<usize> {
     let mut groups: BTreeMap<OsString, Vec<usize>> = BTreeMap::new();
     for (index, (_, path)) in paths.iter().enumerate() {
+        // A file directly in the root: the empty key (the root's group).
         let top = path
             .strip_prefix(root)
             .ok()
+            .filter(|relative| relative.components().nth(1).is_some())
             .and_then(|relative| relative.components().next())
             .map(|first| first.as_os_str().to_owned())
             .unwrap_or_default();
@@ -513,22 +517,25 @@ mod tests {
     fn the_sample_is_spread_over_the_top_level_entries() {
         let root = Path::new("/r");
         let at = |secs: u64| SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(secs);
-        // Newest first: 150 in `a/`, then 3 in `b/`, then one file at the
-        // root.
+        // Newest first: 150 in `a/`, then 3 in `b/`, then 150 files at the
+        // root (one entry).
         let mut paths: Vec<(SystemTime, PathBuf)> = (0..150)
             .map(|i| (at(1000 - i), root.join(format!("a/{i}"))))
             .collect();
         paths.extend((0..3).map(|i| (at(500 - i), root.join(format!("b/x/{i}")))));
-        paths.push((at(1), root.join("top.rs")));
+        paths.extend((0..150).map(|i| (at(300 - i), root.join(format!("top{i}.rs")))));
         let chosen = sample(&paths, root);
         assert_eq!(chosen.len(), MAX_PATHS);
         assert!(chosen.windows(2).all(|w| w[0] < w[1]));
         let picked: Vec<&Path> = chosen.iter().map(|i| paths[*i].1.as_path()).collect();
         assert_eq!(picked.iter().filter(|p| p.starts_with("/r/b")).count(), 3);
-        assert!(picked.contains(&Path::new("/r/top.rs")));
-        // `a/` gives its 96 newest.
+        // `a/` gives its 48 newest, the root's files (first in a round)
+        // their 49 newest.
         assert_eq!(picked[0], Path::new("/r/a/0"));
-        assert_eq!(picked[95], Path::new("/r/a/95"));
+        assert_eq!(picked[47], Path::new("/r/a/47"));
+        assert_eq!(picked[48], Path::new("/r/b/x/0"));
+        assert_eq!(picked[51], Path::new("/r/top0.rs"));
+        assert_eq!(picked[99], Path::new("/r/top48.rs"));
         assert_eq!(sample(&paths, root), chosen, "deterministic");
     }
 }
