@@ -157,6 +157,14 @@ async fn web_fetch_converts_html_and_keeps_to_its_limits() {
     );
     assert!(big.contains("the download stopped at 5242880 bytes"));
     assert!(big.len() < 5000);
+    // The page past the cap is in the session's spill store.
+    let saved = big
+        .split("is saved in ")
+        .nth(1)
+        .and_then(|rest| rest.split("; read or grep").next())
+        .unwrap_or_else(|| panic!("no spill locator: {}", &big[big.len() - 300..]));
+    let spilled = std::fs::read_to_string(saved).unwrap();
+    assert!(spilled.len() > 4096 && big.contains(&spilled[..4000]));
     let bin = tool_result(&env, "f4");
     assert!(bin.contains("application/octet-stream, not text"), "{bin}");
     let redirect = tool_result(&env, "f5");

@@ -7,7 +7,8 @@ use serde::Deserialize;
 
 use super::{Refusal, ToolEnv};
 
-pub const FETCH_DESCRIPTION: &str = "Fetch the content of an HTTP(S) URL and return it decoded as text.";
+pub const FETCH_DESCRIPTION: &str =
+    "Fetch the content of an HTTP(S) URL and return it decoded as text.";
 pub const SEARCH_DESCRIPTION: &str = "Search the web for up-to-date information. Give 1–4 queries in the required queries array. Returns an optional summary answer and a list of source URLs.";
 
 #[derive(Debug, Deserialize)]
@@ -84,13 +85,15 @@ pub async fn fetch(args: &FetchArgs, env: &ToolEnv<'_>) -> ToolOutcome {
             let total = text.len();
             let mut notes = Vec::new();
             if total > max {
-                let mut cut = max;
-                while !text.is_char_boundary(cut) {
-                    cut -= 1;
-                }
+                let cut = dsh_protocol::content::head_bytes(&text, max).len();
+                let full = text.clone();
                 text.truncate(cut);
+                let spilled =
+                    super::spill::Spilled::save(super::spill::SpillTarget::new(env, "md"), full)
+                        .await;
                 notes.push(format!(
-                    "truncated: showing the first {cut} of {total} bytes"
+                    "truncated: showing the first {cut} of {total} bytes. {}",
+                    spilled.sentence("page")
                 ));
             }
             if page.flattened {
