@@ -2,12 +2,17 @@
 //! what order (`order`), and how many parallel-safe calls run at once
 //! (`max_parallel_calls`), end to end.
 
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_client_protocol::v1::schema::StopReason;
-use serde_json::json;
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::oneshot;
 
-use crate::support::{call, reply, text, tool_names, tool_result, TestEnv};
+use crate::support::{call, calls, reply, text, tool_names, tool_result, TestEnv};
 
 /// Runs one prompt to its end in a fresh session.
 async fn prompt(env: &TestEnv) {
@@ -145,4 +150,206 @@ async fn a_bad_tool_name_is_a_config_error_with_the_nearest_name() {
         assert!(stderr.contains(expected), "{tools}: {expected} in {stderr}");
         assert!(env.mock.requests().is_empty());
     }
+}
+
+/// What [`Gate`] saw.
+#[derive(Default)]
+struct Seen {
+    /// Connections accepted and not answered yet.
+    open: usize,
+    /// The most open at once.
+    peak: usize,
+    /// Requests read and held, oldest first.
+    held: VecDeque<oneshot::Sender<()>>,
+    /// Requests answered so far.
+    answered: usize,
+    /// Each request's path, and whether the marker file existed when it
+    /// came.
+    arrived: Vec<(String, bool)>,
+}
+
+impl Seen {
+    /// Answers the oldest held request while every open connection's
+    /// request is held and at least `min(limit, left in the group)` are.
+    fn release(&mut self, limit: usize, groups: &[usize]) {
+        loop {
+            let mut before = 0;
+            let left = groups
+                .iter()
+                .find_map(|size| {
+                    before += size;
+                    (self.answered < before).then(|| before - self.answered)
+                })
+                .unwrap_or(0);
+            if left == 0 || self.held.len() != self.open || self.held.len() < limit.min(left) {
+                return;
+            }
+            let oldest = self.held.pop_front().unwrap();
+            self.answered += 1;
+            self.open -= 1;
+            let _ = oldest.send(());
+        }
+    }
+}
+
+/// A local HTTP server that answers only when as many requests as the
+/// client should run at once have come: the oldest is answered when
+/// `min(limit, left in its group)` are held and no other connection is
+/// open. A client running fewer at once never gets an answer (its fetches
+/// time out); one running more has more connections open, which `peak`
+/// shows (they open together, before any request is written). No timer
+/// decides anything. `groups`: the numbers of requests between barriers.
+struct Gate {
+    port: u16,
+    seen: Arc<Mutex<Seen>>,
+}
+
+impl Gate {
+    async fn start(limit: usize, groups: Vec<usize>, marker: PathBuf) -> Gate {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let shared = seen.clone();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                {
+                    let mut seen = shared.lock().unwrap();
+                    seen.open += 1;
+                    seen.peak = seen.peak.max(seen.open);
+                }
+                let (seen, groups, marker) = (shared.clone(), groups.clone(), marker.clone());
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut byte = [0u8; 1];
+                    while !head.ends_with(b"\r\n\r\n") {
+                        if socket.read(&mut byte).await.unwrap_or(0) == 0 {
+                            let mut seen = seen.lock().unwrap();
+                            seen.open -= 1;
+                            seen.release(limit, &groups);
+                            return;
+                        }
+                        head.push(byte[0]);
+                    }
+                    let path = String::from_utf8_lossy(&head)
+                        .split(' ')
+                        .nth(1)
+                        .unwrap_or("/")
+                        .to_owned();
+                    let (send, answer) = oneshot::channel();
+                    {
+                        let mut seen = seen.lock().unwrap();
+                        seen.arrived.push((path.clone(), marker.exists()));
+                        seen.held.push_back(send);
+                        seen.release(limit, &groups);
+                    }
+                    let _ = answer.await;
+                    let body = format!("page {}", path.trim_start_matches('/'));
+                    let response = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = socket.write_all(response.as_bytes()).await;
+                    let _ = socket.shutdown().await;
+                });
+            }
+        });
+        Gate { port, seen }
+    }
+
+    fn fetch(&self, id: &str) -> (String, &'static str, Value) {
+        let url = format!("http://127.0.0.1:{}/{id}", self.port);
+        (id.to_owned(), "web_fetch", json!({ "url": url }))
+    }
+}
+
+/// Runs a prompt in full-access (fetches are not asked) and returns the
+/// ids of the tool results, in the log's order.
+async fn run_full_access(env: &TestEnv) -> Vec<String> {
+    let conn = env.connect().await;
+    conn.initialize().await;
+    let session = conn.start(&env.cwd()).await;
+    conn.set_mode(&session, "full-access").await;
+    assert_eq!(
+        conn.prompt(&session, "go").await.unwrap().stop_reason,
+        StopReason::EndTurn
+    );
+    env.log_events(&session)
+        .into_iter()
+        .filter(|event| event["type"] == "tool/result")
+        .map(|event| event["data"]["call_id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn as_calls(list: &[(String, &'static str, Value)]) -> Value {
+    let list: Vec<(&str, &str, Value)> = list
+        .iter()
+        .map(|(id, name, args)| (id.as_str(), *name, args.clone()))
+        .collect();
+    calls(&list)
+}
+
+/// Twelve parallel-safe calls in one step (`web_fetch`) run
+/// `max_parallel_calls` at once — never fewer (the server answers only
+/// then), never more — and their results are recorded in call order.
+#[tokio::test]
+async fn parallel_safe_calls_run_max_parallel_calls_at_once_in_call_order() {
+    for (limit, tools) in [
+        (3, "max_parallel_calls = 3"),
+        (10, ""),
+        (1, "max_parallel_calls = 1"),
+    ] {
+        let env = TestEnv::with_config(&format!(
+            "[web]\nallow_private = [\"127.0.0.1\"]\ntimeout_ms = 20000\n[tools]\n{tools}"
+        ))
+        .await;
+        let gate = Gate::start(limit, vec![12], env.cwd().join("none")).await;
+        let ids: Vec<String> = (1..=12).map(|n| format!("f{n}")).collect();
+        let fetches: Vec<_> = ids.iter().map(|id| gate.fetch(id)).collect();
+        env.mock.push_json(as_calls(&fetches));
+        env.mock.push_json(reply("done"));
+        assert_eq!(run_full_access(&env).await, ids, "limit {limit}");
+        for id in &ids {
+            let result = tool_result(&env, id);
+            assert!(
+                result.contains(&format!("page {id}")),
+                "limit {limit}: {id}: {result}"
+            );
+        }
+        let seen = gate.seen.lock().unwrap();
+        assert_eq!(seen.arrived.len(), 12, "limit {limit}");
+        assert_eq!(seen.peak, limit, "limit {limit}");
+    }
+}
+
+/// A call that is not parallel-safe (`write`) is a barrier: the fetches
+/// before it all end before it runs, the ones after it start after it.
+#[tokio::test]
+async fn an_exclusive_call_is_a_barrier_between_parallel_runs() {
+    let env =
+        TestEnv::with_config("[web]\nallow_private = [\"127.0.0.1\"]\ntimeout_ms = 20000").await;
+    let marker = env.cwd().join("marker.txt");
+    let gate = Gate::start(10, vec![4, 4], marker.clone()).await;
+    let mut list: Vec<_> = ["a1", "a2", "a3", "a4"].map(|id| gate.fetch(id)).into();
+    list.push((
+        "w".to_owned(),
+        "write",
+        json!({"file_path": "marker.txt", "content": "x\n"}),
+    ));
+    list.extend(["b1", "b2", "b3", "b4"].map(|id| gate.fetch(id)));
+    env.mock.push_json(as_calls(&list));
+    env.mock.push_json(reply("done"));
+    let order: Vec<String> = list.iter().map(|(id, _, _)| id.clone()).collect();
+    assert_eq!(run_full_access(&env).await, order);
+    assert!(marker.exists());
+    let seen = gate.seen.lock().unwrap();
+    let arrived: Vec<(String, bool)> = seen
+        .arrived
+        .iter()
+        .map(|(path, marked)| (path.trim_start_matches('/').to_owned(), *marked))
+        .collect();
+    assert_eq!(arrived.len(), 8, "{arrived:?}");
+    for (path, marked) in &arrived {
+        assert_eq!(*marked, path.starts_with('b'), "{arrived:?}");
+    }
+    assert_eq!(seen.peak, 4, "{arrived:?}");
 }

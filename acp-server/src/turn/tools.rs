@@ -2,8 +2,9 @@
 //! (the editor shows it pending), plan it, ask the permission policy (and
 //! the user when it says ask), execute, record `tool/result` (the editor
 //! shows the final view). Runs of parallel-safe calls the policy allows
-//! without asking execute together (at most 4 at once), their results
-//! recorded in model order.
+//! without asking execute together (at most `[tools] max_parallel_calls`
+//! at once), their results recorded in model order; any other call waits
+//! for the run before it to end and runs alone.
 
 use std::path::{Path, PathBuf};
 
@@ -116,7 +117,9 @@ impl Turn<'_> {
             .iter()
             .map(|(call, planned)| Box::pin(self.execute(cwd, call, planned, false)) as _)
             .collect();
-        let mut results = futures::stream::iter(runs).buffered(4);
+        // In call order, at most `[tools] max_parallel_calls` at once.
+        let mut results =
+            futures::stream::iter(runs).buffered(self.config.tools.max_parallel_calls);
         let mut index = 0;
         while let Some(outcome) = results.next().await {
             self.record_result(items[index].0, outcome)?;
