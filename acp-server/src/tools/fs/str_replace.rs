@@ -612,10 +612,17 @@ mod tests {
         let text: String = (1..=100_000).map(|i| format!("line {i}\n")).collect();
         let out = numbered(&text, 1, 100_000, 100_000);
         assert!(out.len() < MAX_READ_BYTES + 400, "{}", out.len());
-        assert!(out.contains("<response clipped>") && out.contains("view_range ["), "{out}");
+        assert!(
+            out.contains("<response clipped>") && out.contains("view_range ["),
+            "{out}"
+        );
         let long = "y".repeat(MAX_READ_BYTES * 2);
         let out = numbered(&long, 1, 1, 1);
-        assert!(out.contains("Line 1 is longer"), "{}", &out[out.len() - 200..]);
+        assert!(
+            out.contains("Line 1 is longer"),
+            "{}",
+            &out[out.len() - 200..]
+        );
         assert_eq!(numbered("a\nb\n", 2, 2, 2), "     2\tb\n");
     }
 
