@@ -375,3 +375,55 @@ async fn str_replace_editor_is_asked_about_protected_files_like_edit() {
     assert!(tool_result(&env, "v1").contains("     1\tUse tabs."));
     conn.finish().await;
 }
+
+#[tokio::test]
+async fn str_replace_editor_reads_and_writes_through_the_editor_like_read_and_edit() {
+    let env = TestEnv::with_config(ENABLE_EDITOR).await;
+    let root = env.cwd().canonicalize().unwrap();
+    env.mock.push_json(calls(&[
+        (
+            "v1",
+            "str_replace_editor",
+            json!({"command": "view", "path": "hello.txt"}),
+        ),
+        (
+            "r1",
+            "str_replace_editor",
+            json!({"command": "str_replace", "path": "hello.txt", "old_str": "unsaved", "new_str": "edited"}),
+        ),
+        (
+            "c1",
+            "str_replace_editor",
+            json!({"command": "create", "path": "new.txt", "file_text": "via client\n"}),
+        ),
+    ]));
+    env.mock.push_json(reply("done"));
+    let sim = crate::support::ClientSim::new(true, false);
+    sim.buffers
+        .lock()
+        .unwrap()
+        .insert(root.join("hello.txt"), "unsaved buffer\n".into());
+    let conn = env.connect_with(sim.clone()).await;
+    let session = conn.start(&env.cwd()).await;
+    conn.set_mode(&session, "accept-edits").await;
+    conn.prompt(&session, "go").await.unwrap();
+    assert_eq!(
+        tool_result(&env, "v1"),
+        "     1\tunsaved buffer\n",
+        "a view sees the editor's buffer"
+    );
+    assert_eq!(
+        sim.writes.lock().unwrap().clone(),
+        [
+            (root.join("hello.txt"), "edited buffer\n".to_owned()),
+            (root.join("new.txt"), "via client\n".to_owned())
+        ],
+        "changes go to the editor"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("hello.txt")).unwrap(),
+        "hello\n"
+    );
+    assert!(!root.join("new.txt").exists());
+    conn.finish().await;
+}
