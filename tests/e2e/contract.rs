@@ -52,7 +52,10 @@ async fn offered(config: &str, model: Option<&str>) -> Vec<(String, String, Valu
             let function = &tool["function"];
             (
                 function["name"].as_str().unwrap().to_owned(),
-                function["description"].as_str().unwrap_or_default().to_owned(),
+                function["description"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
                 function["parameters"].clone(),
             )
         })
@@ -124,7 +127,10 @@ async fn the_default_tools_are_the_catalogs() {
         "web_fetch",
         "write",
     ] {
-        assert!(names.contains(&expected), "{expected} not offered: {names:?}");
+        assert!(
+            names.contains(&expected),
+            "{expected} not offered: {names:?}"
+        );
     }
     for opt_in in OPT_IN {
         assert!(!names.contains(opt_in), "{opt_in} is opt-in: {names:?}");

@@ -11,7 +11,8 @@ use super::ToolEnv;
 
 pub const OUTPUT_DESCRIPTION: &str = "Read a background job. A streaming job returns only the output since the last read; a final-output job returns its result once it has settled. Every response ends with [status: ...]. Reads do not block by default; with wait: true, it waits up to the configured limit.";
 pub const KILL_DESCRIPTION: &str = "Request cancellation of a running background job by its job id. The call returns at once; the job settles as killed once its work has actually stopped.";
-pub const LIST_DESCRIPTION: &str = "List your background jobs (running and finished) with their ids, kinds and statuses.";
+pub const LIST_DESCRIPTION: &str =
+    "List your background jobs (running and finished) with their ids, kinds and statuses.";
 
 #[derive(Debug, Deserialize)]
 pub struct OutputArgs {
