@@ -63,13 +63,15 @@ const OPERATIONS: [(&str, Operation); 4] = [
 
 /// A one-based coordinate given as a JSON number (`12` or `12.0`).
 pub(super) fn one_based(name: &str, value: f64) -> Result<u32, Refusal> {
-    if value.fract() != 0.0 || value < 1.0 || value > f64::from(u32::MAX) {
-        return Err(Refusal::new(
-            ErrorCode::InvalidToolArgs,
-            format!("{name} must be a whole number of at least 1 (one-based), not {value}."),
-        ));
-    }
-    Ok(value as u32)
+    super::whole_number(value)
+        .and_then(|whole| u32::try_from(whole).ok())
+        .filter(|&whole| whole >= 1)
+        .ok_or_else(|| {
+            Refusal::new(
+                ErrorCode::InvalidToolArgs,
+                format!("{name} must be a whole number of at least 1 (one-based), not {value}."),
+            )
+        })
 }
 
 /// The call's query, checked (the plan keeps it). `dsh_lsp_takes_it`:

@@ -225,6 +225,13 @@ pub struct Offer {
     pub disabled: ToolSet,
 }
 
+/// A catalog `number` that counts (a line, a column, a line count): `12`
+/// and `12.0` are the same; a fraction, a negative or an unrepresentable
+/// value is none.
+pub(crate) fn whole_number(value: f64) -> Option<u64> {
+    (value >= 0.0 && value.fract() == 0.0 && value < u64::MAX as f64).then_some(value as u64)
+}
+
 /// Why a call could not be planned (unknown tool, bad arguments, bad path).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {

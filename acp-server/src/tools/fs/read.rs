@@ -30,11 +30,9 @@ pub(super) fn whole_number<'de, D: serde::Deserializer<'de>>(
     if let Some(whole) = number.as_u64() {
         return Ok(Some(whole));
     }
-    match number.as_f64() {
-        Some(value) if value >= 0.0 && value.fract() == 0.0 && value < u64::MAX as f64 => {
-            Ok(Some(value as u64))
-        }
-        _ => Err(serde::de::Error::custom(format!(
+    match number.as_f64().and_then(crate::tools::whole_number) {
+        Some(whole) => Ok(Some(whole)),
+        None => Err(serde::de::Error::custom(format!(
             "{number} is not a line number: offset and limit are whole numbers of lines (e.g. 12)"
         ))),
     }
