@@ -74,6 +74,13 @@ fn is_context(block: &UserContent) -> bool {
 /// How context blocks open (see [`is_context`]).
 pub const CONTEXT_OPEN: &str = "<system-reminder>";
 
+/// `text` made unable to open or close a context block it is quoted in
+/// (`<` and `>` become `‹` and `›`): what the workspace, the model or a web
+/// page wrote stays data inside dsh's own blocks.
+pub fn inert(text: &str) -> String {
+    text.replace('<', "‹").replace('>', "›")
+}
+
 impl History {
     /// Folds one event in.
     pub fn apply(&mut self, event: &Event) {

@@ -574,8 +574,8 @@ async fn a_timed_question_answered_late_reaches_the_model_before_its_next_step()
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
     let offered = env.mock.requests()[0]["tools"].to_string();
     assert!(
-        offered.contains("Seconds to wait for the answers"),
-        "the timed schema"
+        !offered.contains("Seconds to wait for the answers"),
+        "the catalog's schema: the wait is the configuration's, not a parameter"
     );
     assert!(
         env.mock.tool_result("q1").starts_with("No answer yet"),

@@ -141,9 +141,10 @@ pub fn catalog(skills: &[Skill]) -> Option<(String, Vec<String>)> {
     let reserve = close.len() + 80;
     for skill in skills {
         // A description cannot close the block it is in.
-        let description = files::one_line(&skill.description, CATALOG_DESCRIPTION_CHARS)
-            .replace('<', "‹")
-            .replace('>', "›");
+        let description = dsh_protocol::history::inert(&files::one_line(
+            &skill.description,
+            CATALOG_DESCRIPTION_CHARS,
+        ));
         let line = format!("- {}: {description}\n", skill.name);
         if text.len() + line.len() + reserve > CATALOG_MAX_BYTES {
             break;
