@@ -279,11 +279,51 @@ static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 /// # Errors
 /// See [`FsError`].
 pub fn write(path: &Path, bytes: &[u8], create_dirs: bool) -> Result<(), FsError> {
+    write_with(path, bytes, create_dirs, true)
+}
+
+/// Creates the regular file at `path` with `bytes`, as [`write`] does, but
+/// never replaces anything: a file (or anything else) that is there, or
+/// that appears between the check and the rename, is refused with
+/// [`std::io::ErrorKind::AlreadyExists`] (`RENAME_NOREPLACE`, or a hard
+/// link where the file system lacks it).
+///
+/// # Errors
+/// See [`FsError`].
+pub fn write_new(path: &Path, bytes: &[u8], create_dirs: bool) -> Result<(), FsError> {
+    write_with(path, bytes, create_dirs, false)
+}
+
+fn exists(path: &Path) -> FsError {
+    FsError::Io(
+        path.to_path_buf(),
+        std::io::Error::new(std::io::ErrorKind::AlreadyExists, "it already exists"),
+    )
+}
+
+/// Moves `temp` to `name` in `dir` unless `name` exists (`EEXIST`).
+fn rename_new(dir: &OwnedFd, temp: &OsStr, name: &OsStr) -> Result<(), Errno> {
+    use rustix::fs::RenameFlags;
+    match rustix::fs::renameat_with(dir, temp, dir, name, RenameFlags::NOREPLACE) {
+        Err(Errno::INVAL | Errno::NOSYS | Errno::OPNOTSUPP) => link_new(dir, temp, name),
+        other => other,
+    }
+}
+
+/// The fallback of [`rename_new`]: a hard link (refused when `name`
+/// exists), then the temporary name removed.
+fn link_new(dir: &OwnedFd, temp: &OsStr, name: &OsStr) -> Result<(), Errno> {
+    rustix::fs::linkat(dir, temp, dir, name, AtFlags::empty())?;
+    rustix::fs::unlinkat(dir, temp, AtFlags::empty())
+}
+
+fn write_with(path: &Path, bytes: &[u8], create_dirs: bool, replace: bool) -> Result<(), FsError> {
     use std::io::Write as _;
     let (parent, name) = split(path)?;
     let dir = open_dir(parent, create_dirs)?;
     let keep = match entry(&dir, name, path)? {
         None => None,
+        Some(_) if !replace => return Err(exists(path)),
         Some(stat) => {
             let kind = FileType::from_raw_mode(stat.st_mode);
             match kind {
@@ -328,10 +368,17 @@ pub fn write(path: &Path, bytes: &[u8], create_dirs: bool) -> Result<(), FsError
             rustix::fs::fchmod(&fd, Mode::from_raw_mode(stat.st_mode & 0o7777))?;
         }
         File::from(fd).write_all(bytes)?;
-        Ok(rustix::fs::renameat(&dir, temp_name, &dir, name)?)
+        if replace {
+            Ok(rustix::fs::renameat(&dir, temp_name, &dir, name)?)
+        } else {
+            Ok(rename_new(&dir, temp_name, name)?)
+        }
     })();
     if let Err(err) = written {
         let _ = rustix::fs::unlinkat(&dir, temp_name, AtFlags::empty());
+        if err.kind() == std::io::ErrorKind::AlreadyExists {
+            return Err(exists(path));
+        }
         return Err(FsError::Io(path.to_path_buf(), err));
     }
     Ok(())
@@ -437,6 +484,37 @@ mod tests {
         remove(&path).unwrap();
         remove(&path).unwrap();
         assert!(!path.exists());
+    }
+
+    /// A file that appears between `create`'s check and its write is kept,
+    /// not replaced: the rename itself refuses to replace it, as does the
+    /// hard-link fallback.
+    #[test]
+    fn writes_of_new_files_never_replace_one_that_appeared() {
+        let (_w, root, _o, _far) = tree();
+        let path = root.join("d/new.txt");
+        write_new(&path, b"mine", true).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "mine");
+        let err = write_new(&path, b"again", false).unwrap_err();
+        assert!(err.to_string().contains("already exists"), "{err}");
+        let dir = open_dir(&root.join("d"), false).unwrap();
+        std::fs::write(root.join("d/.temp"), "temp").unwrap();
+        // The file appeared after the check: the rename refuses it.
+        let name = OsStr::new("new.txt");
+        assert_eq!(
+            rename_new(&dir, OsStr::new(".temp"), name),
+            Err(Errno::EXIST)
+        );
+        assert_eq!(link_new(&dir, OsStr::new(".temp"), name), Err(Errno::EXIST));
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "mine");
+        link_new(&dir, OsStr::new(".temp"), OsStr::new("other.txt")).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(root.join("d/other.txt")).unwrap(),
+            "temp"
+        );
+        assert!(!root.join("d/.temp").exists());
+        let leftovers = std::fs::read_dir(root.join("d")).unwrap().count();
+        assert_eq!(leftovers, 2, "no temporary file left");
     }
 
     #[test]

@@ -13,11 +13,12 @@
 //! resolved against the session's working directory, like every other
 //! file tool's.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use dsh_protocol::tool::{ToolKind, ToolOutcome, ToolView};
 use dsh_protocol::ErrorCode;
 use serde::Deserialize;
+use tokio_util::sync::CancellationToken;
 
 use super::change::{describe_change, not_found_message};
 use super::disk::{blocking, current_text, probe, store, Current, Probe};
@@ -42,6 +43,8 @@ const SNIPPET_CONTEXT: usize = 4;
 const SNIPPET_LINES: usize = 60;
 /// Directory levels `view` lists.
 const VIEW_DEPTH: usize = 2;
+/// Entries of one directory `view` keeps (and sorts); the rest are counted.
+const VIEW_ENTRIES: usize = 1000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -253,7 +256,8 @@ async fn view(
         Probe::Missing => return Err(format!("File not found: {}", path.display())),
         Probe::Directory if first == 1 && last.is_none() => {
             let (owned, secrets) = (path.to_path_buf(), env.hidden.to_vec());
-            let listing = blocking(move || Ok(list(&owned, &secrets))).await?;
+            let cancel = env.cancel.clone();
+            let listing = blocking(move || Ok(list(&owned, &secrets, &cancel))).await?;
             let view = ToolView {
                 locations: vec![location(path, 1)],
                 ..ToolView::default()
@@ -352,49 +356,115 @@ fn numbered(text: &str, first: u64, last: u64, total: u64) -> String {
 
 /// The non-hidden files and directories up to [`VIEW_DEPTH`] levels below
 /// `dir`, by name, directories marked with `/`; the secret locations are
-/// left out (blocking).
-fn list(dir: &Path, secrets: &[std::path::PathBuf]) -> String {
+/// left out, links are not followed, at most [`VIEW_ENTRIES`] entries of a
+/// directory are kept (the rest counted), and a cancelled turn stops it
+/// (blocking).
+fn list(dir: &Path, secrets: &[PathBuf], cancel: &CancellationToken) -> String {
     let mut out = format!(
         "Files and directories up to {VIEW_DEPTH} levels deep in {}, excluding hidden items:\n",
         dir.display()
     );
-    let secrets = secrets.to_vec();
-    let walk = ignore::WalkBuilder::new(dir)
-        .standard_filters(false)
-        .hidden(true)
-        .follow_links(false)
-        .max_depth(Some(VIEW_DEPTH))
-        .sort_by_file_name(|a, b| a.cmp(b))
-        .filter_entry(move |entry| !secrets.iter().any(|s| entry.path().starts_with(s)))
-        .build();
-    for entry in walk {
-        let Ok(entry) = entry else { continue };
-        let slash = if entry.file_type().is_some_and(|t| t.is_dir()) {
-            "/"
-        } else {
-            ""
-        };
-        let line = format!("{}{slash}\n", entry.path().display());
-        if out.len() + line.len() > MAX_READ_BYTES {
-            out.push_str("<response clipped><NOTE>The listing is too long; view a subdirectory, or use glob.</NOTE>\n");
-            break;
-        }
-        out.push_str(&line);
+    out.push_str(&format!("{}/\n", dir.display()));
+    if !list_below(dir, 1, secrets, cancel, &mut out) && cancel.is_cancelled() {
+        out.push_str("<NOTE>Cancelled; the listing is incomplete.</NOTE>\n");
     }
     out
 }
 
-async fn create(path: &Path, text: &str, env: &ToolEnv<'_>) -> Result<ToolOutcome, String> {
-    match current_text(path, MAX_DIFF_BYTES, env).await? {
-        Current::Missing => {}
-        Current::Text(_) | Current::TooLarge(_) => {
-            return Err(format!(
-                "{} already exists; create does not overwrite a file. Change it with str_replace or insert.",
-                path.display()
-            ))
+/// Lists the entries of `dir` (at `depth`) into `out`, and those of its
+/// subdirectories while `depth` < [`VIEW_DEPTH`]; false when it stopped
+/// (the output cap, or cancelled).
+fn list_below(
+    dir: &Path,
+    depth: usize,
+    secrets: &[PathBuf],
+    cancel: &CancellationToken,
+    out: &mut String,
+) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return true;
+    };
+    let mut kept: Vec<(std::ffi::OsString, bool)> = Vec::new();
+    let mut more = 0u64;
+    for (index, entry) in entries.enumerate() {
+        if index % 1024 == 0 && cancel.is_cancelled() {
+            return false;
+        }
+        let Ok(entry) = entry else { continue };
+        let name = entry.file_name();
+        if name.as_encoded_bytes().starts_with(b".") {
+            continue;
+        }
+        if secrets.iter().any(|s| dir.join(&name).starts_with(s)) {
+            continue;
+        }
+        if kept.len() >= VIEW_ENTRIES {
+            more += 1;
+            continue;
+        }
+        // The entry's own type: a link is listed, not followed.
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        kept.push((name, is_dir));
+    }
+    kept.sort_unstable();
+    for (name, is_dir) in kept {
+        let path = dir.join(&name);
+        let slash = if is_dir { "/" } else { "" };
+        let line = format!("{}{slash}\n", path.display());
+        if out.len() + line.len() > MAX_READ_BYTES {
+            out.push_str("<response clipped><NOTE>The listing is too long; view a subdirectory, or use glob.</NOTE>\n");
+            return false;
+        }
+        out.push_str(&line);
+        if is_dir && depth < VIEW_DEPTH && !list_below(&path, depth + 1, secrets, cancel, out) {
+            return false;
         }
     }
-    store(path, text, env).await?;
+    if more > 0 {
+        let line = format!(
+            "{}/… {more} more entries (only the first {VIEW_ENTRIES} read are listed; view a subdirectory, or use glob)\n",
+            dir.display()
+        );
+        if out.len() + line.len() > MAX_READ_BYTES {
+            out.push_str("<response clipped><NOTE>The listing is too long; view a subdirectory, or use glob.</NOTE>\n");
+            return false;
+        }
+        out.push_str(&line);
+    }
+    true
+}
+
+async fn create(path: &Path, text: &str, env: &ToolEnv<'_>) -> Result<ToolOutcome, String> {
+    let exists = || {
+        format!(
+            "{} already exists; create does not overwrite a file. Change it with str_replace or insert.",
+            path.display()
+        )
+    };
+    match current_text(path, MAX_DIFF_BYTES, env).await? {
+        Current::Missing => {}
+        Current::Text(_) | Current::TooLarge(_) => return Err(exists()),
+    }
+    if env.frontend.caps().write_text_file {
+        store(path, text, env).await?;
+    } else {
+        // A file that appeared since the check (a job, the editor) is kept,
+        // not replaced: `/undo` would delete it as created.
+        let (owned, bytes) = (path.to_path_buf(), text.as_bytes().to_vec());
+        let written = blocking(move || Ok(crate::beneath::write_new(&owned, &bytes, true))).await?;
+        match written {
+            Ok(()) => {}
+            Err(crate::beneath::FsError::Io(_, err))
+                if err.kind() == std::io::ErrorKind::AlreadyExists =>
+            {
+                return Err(exists())
+            }
+            Err(crate::beneath::FsError::Io(path, err)) => {
+                return Err(format!("Cannot write {}: {err}", path.display()))
+            }
+            Err(other) => return Err(other.to_string()),
+        }
+    }
     let lines = text.lines().count();
     let (_, view) = describe_change(path, Current::Missing, text.to_owned()).await;
     Ok(ToolOutcome::ok(
@@ -632,5 +702,36 @@ mod tests {
         let shown = snippet(&text, 10, 10);
         assert!(shown.starts_with("     6\tl6\n"), "{shown}");
         assert!(shown.ends_with("    14\tl14\n"), "{shown}");
+    }
+
+    /// A huge directory costs what is kept of it, not all of it, and a
+    /// cancelled turn stops the listing.
+    #[test]
+    fn directory_views_keep_a_bounded_part_of_each_directory() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("many");
+        std::fs::create_dir(&dir).unwrap();
+        for i in 0..VIEW_ENTRIES + 250 {
+            std::fs::write(dir.join(format!("f{i:05}")), "").unwrap();
+        }
+        std::fs::create_dir(root.path().join("a")).unwrap();
+        std::fs::write(root.path().join(".hidden"), "").unwrap();
+        let secret = root.path().join("secret");
+        std::fs::create_dir(&secret).unwrap();
+        let cancel = CancellationToken::new();
+        let out = list(root.path(), std::slice::from_ref(&secret), &cancel);
+        let shown = out.lines().filter(|l| l.contains("/many/f")).count();
+        assert_eq!(shown, VIEW_ENTRIES, "{out}");
+        assert!(out.contains("250 more entries"), "{out}");
+        assert!(!out.contains(".hidden") && !out.contains("secret"), "{out}");
+        let a = out.find("/a/\n").unwrap();
+        let many = out.find("/many/\n").unwrap();
+        assert!(a < many, "sorted by name: {out}");
+        cancel.cancel();
+        let out = list(root.path(), &[], &cancel);
+        assert!(
+            out.contains("Cancelled") && !out.contains("/many/f"),
+            "{out}"
+        );
     }
 }
