@@ -211,7 +211,7 @@ fn normalize(bytes: Vec<u8>) -> Result<Normalized, String> {
         .orientation()
         .unwrap_or(image::metadata::Orientation::NoTransforms);
     // Decoding validates the whole file, even one sent as it is.
-    let mut decoded = DynamicImage::from_decoder(decoder)
+    let decoded = DynamicImage::from_decoder(decoder)
         .map_err(|err| format!("it cannot be decoded ({err})"))?;
     let fits = width.max(height) <= TARGET_EDGE && bytes.len() <= TARGET_BYTES;
     if fits && orientation == image::metadata::Orientation::NoTransforms {
@@ -222,17 +222,12 @@ fn normalize(bytes: Vec<u8>) -> Result<Normalized, String> {
             original: (width, height),
         });
     }
-    decoded.apply_orientation(orientation);
-    let original = (decoded.width(), decoded.height());
-    let scaled = if decoded.width().max(decoded.height()) > TARGET_EDGE {
-        decoded.resize(
-            TARGET_EDGE,
-            TARGET_EDGE,
-            image::imageops::FilterType::Triangle,
-        )
+    let original = if turns(orientation) {
+        (height, width)
     } else {
-        decoded
+        (width, height)
     };
+    let scaled = scale_and_orient(decoded, orientation);
     let size = (scaled.width(), scaled.height());
     let (mime, data) = encode(&scaled, format != ImageFormat::Jpeg)?;
     Ok(Normalized {
@@ -241,6 +236,32 @@ fn normalize(bytes: Vec<u8>) -> Result<Normalized, String> {
         size,
         original,
     })
+}
+
+/// Whether an orientation swaps width and height.
+fn turns(orientation: image::metadata::Orientation) -> bool {
+    use image::metadata::Orientation::{Rotate270, Rotate270FlipH, Rotate90, Rotate90FlipH};
+    matches!(
+        orientation,
+        Rotate90 | Rotate270 | Rotate90FlipH | Rotate270FlipH
+    )
+}
+
+/// The decoded image within [`TARGET_EDGE`], then oriented. Scaled first
+/// (area averaging, straight into the small image) and dropped, so the only
+/// full-size buffer is the decoded one: orienting it first copied it, and a
+/// filtered resize built a float intermediate larger than it.
+fn scale_and_orient(
+    decoded: DynamicImage,
+    orientation: image::metadata::Orientation,
+) -> DynamicImage {
+    let mut scaled = if decoded.width().max(decoded.height()) > TARGET_EDGE {
+        decoded.thumbnail(TARGET_EDGE, TARGET_EDGE)
+    } else {
+        decoded
+    };
+    scaled.apply_orientation(orientation);
+    scaled
 }
 
 /// Encodes a scaled image: PNG when `lossless` is wanted and fits
@@ -339,5 +360,78 @@ mod tests {
         let (mime, data) = encode(&clear, false).unwrap();
         assert_eq!(mime, "image/jpeg");
         assert!(image::load_from_memory(&data).is_ok());
+    }
+
+    /// The growth of this process's peak resident memory, bytes, while
+    /// `work` runs (`clear_refs` resets the peak; Linux).
+    fn peak_growth(work: impl FnOnce()) -> u64 {
+        let kib = |field: &str| -> u64 {
+            let status = std::fs::read_to_string("/proc/self/status").unwrap();
+            let line = status.lines().find(|l| l.starts_with(field)).unwrap();
+            line.split_whitespace().nth(1).unwrap().parse().unwrap()
+        };
+        std::fs::write("/proc/self/clear_refs", "5").unwrap();
+        let before = kib("VmRSS:");
+        work();
+        (kib("VmHWM:") - before.min(kib("VmHWM:"))) * 1024
+    }
+
+    /// Run alone in a child process (its peak is its own): scales and
+    /// orients a `DSH_PEAK_SIDE`² RGB image and prints the peak growth.
+    #[test]
+    #[ignore = "run by scaling_down_costs_less_than_the_decoded_image"]
+    fn peak_of_scaling_down() {
+        let Ok(side) = std::env::var("DSH_PEAK_SIDE") else {
+            return;
+        };
+        let side: u32 = side.parse().unwrap();
+        let pixels: Vec<u8> = (0..side as usize * side as usize * 3)
+            .map(|i| (i % 251) as u8)
+            .collect();
+        let decoded =
+            DynamicImage::ImageRgb8(image::RgbImage::from_raw(side, side, pixels).unwrap());
+        let mut size = (0, 0);
+        let growth = peak_growth(|| {
+            let scaled = scale_and_orient(decoded, image::metadata::Orientation::Rotate90);
+            size = (scaled.width(), scaled.height());
+        });
+        use std::io::Write as _;
+        writeln!(
+            std::io::stdout(),
+            "peak growth {growth} bytes, scaled to {size:?}"
+        )
+        .unwrap();
+    }
+
+    /// An image with an EXIF rotation is scaled down, then turned: scaling
+    /// and turning cost less than the decoded image itself (they cost a
+    /// copy of it plus a float intermediate larger than it).
+    #[test]
+    fn scaling_down_costs_less_than_the_decoded_image() {
+        let side = 4000u64;
+        let output = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--ignored",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+                "tools::fs::image::tests::peak_of_scaling_down",
+            ])
+            .env("DSH_PEAK_SIDE", side.to_string())
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&output.stdout);
+        let growth: u64 = out
+            .split("peak growth ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{out}{}", String::from_utf8_lossy(&output.stderr)));
+        assert!(out.contains("scaled to (2048, 2048)"), "{out}");
+        let decoded = side * side * 3;
+        assert!(
+            growth < decoded * 3 / 4,
+            "{growth} bytes, decoded {decoded}"
+        );
     }
 }
