@@ -160,26 +160,13 @@ pub async fn edit(args: &EditArgs, path: &Path, env: &ToolEnv<'_>) -> ToolOutcom
     );
     let owned = path.to_path_buf();
     let replaced = blocking(move || {
-        let starts: Vec<usize> = old
-            .match_indices(&old_string)
-            .map(|(index, _)| index)
-            .collect();
-        let line_of = |byte: usize| old[..byte].matches('\n').count() + 1;
-        if starts.is_empty() {
-            return Err(not_found_message(&old, &old_string, &owned));
-        }
-        if starts.len() > 1 && !replace_all {
-            let lines: Vec<String> = starts
-                .iter()
-                .take(10)
-                .map(|s| line_of(*s).to_string())
-                .collect();
+        let found = find(&old, &old_string, "old_string", &owned)?;
+        if found.count > 1 && !replace_all {
             return Err(format!(
-                "old_string matches {} places in {} (lines {}{}). Include more surrounding context to make it unique, or set replace_all to true.",
-                starts.len(),
+                "old_string matches {} places in {} (lines {}). Include more surrounding context to make it unique, or set replace_all to true.",
+                found.count,
                 owned.display(),
-                lines.join(", "),
-                if starts.len() > 10 { ", …" } else { "" }
+                found.lines_shown(),
             ));
         }
         let new = if replace_all {
@@ -187,8 +174,7 @@ pub async fn edit(args: &EditArgs, path: &Path, env: &ToolEnv<'_>) -> ToolOutcom
         } else {
             old.replacen(&old_string, &new_string, 1)
         };
-        let first_line = line_of(starts[0]);
-        Ok((old, new, starts.len(), first_line))
+        Ok((old, new, found.count, found.lines[0]))
     })
     .await;
     let (old, new, count, first_line) = match replaced {
@@ -207,13 +193,64 @@ pub async fn edit(args: &EditArgs, path: &Path, env: &ToolEnv<'_>) -> ToolOutcom
     ToolOutcome::ok(output, view)
 }
 
+/// Line numbers of matches a refusal names.
+const SHOWN_MATCHES: usize = 10;
+
+/// Where a string occurs in a text (`edit`'s and `str_replace_editor`'s
+/// matching).
+#[derive(Debug)]
+pub(super) struct Matches {
+    /// Byte offset of the first match.
+    pub first: usize,
+    /// Lines of the first [`SHOWN_MATCHES`] matches (1-based).
+    pub lines: Vec<usize>,
+    /// Matches in all (non-overlapping), counted without keeping where.
+    pub count: usize,
+}
+
+impl Matches {
+    /// "2, 3" — with ", …" when there are more than are shown.
+    pub fn lines_shown(&self) -> String {
+        let lines: Vec<String> = self.lines.iter().map(ToString::to_string).collect();
+        let more = if self.count > self.lines.len() {
+            ", …"
+        } else {
+            ""
+        };
+        format!("{}{more}", lines.join(", "))
+    }
+}
+
+/// Finds `needle` (the parameter `name`) in `text`: the first match, the
+/// lines of the first few, and a count of the rest (no positions kept).
+///
+/// # Errors
+/// No match: what was looked for and where its first line appears.
+pub(super) fn find(text: &str, needle: &str, name: &str, path: &Path) -> Result<Matches, String> {
+    let mut starts = text.match_indices(needle).map(|(at, _)| at);
+    let Some(first) = starts.next() else {
+        return Err(not_found_message(text, needle, name, path));
+    };
+    let (mut line, mut counted_to) = (1, 0);
+    let mut lines = Vec::with_capacity(SHOWN_MATCHES);
+    for at in std::iter::once(first).chain(starts.by_ref().take(SHOWN_MATCHES - 1)) {
+        line += text[counted_to..at].matches('\n').count();
+        counted_to = at;
+        lines.push(line);
+    }
+    let count = lines.len() + starts.count();
+    Ok(Matches {
+        first,
+        lines,
+        count,
+    })
+}
+
 /// Explains a failed match: zero matches, and where the first line of
-/// `old_string` does appear (with nearby lines) when it does.
-pub(super) fn not_found_message(text: &str, needle: &str, path: &Path) -> String {
-    let mut message = format!(
-        "old_string was not found in {} (0 matches).",
-        path.display()
-    );
+/// `needle` (the parameter `name`) does appear (with nearby lines) when
+/// it does.
+fn not_found_message(text: &str, needle: &str, name: &str, path: &Path) -> String {
+    let mut message = format!("{name} was not found in {} (0 matches).", path.display());
     let first = needle
         .lines()
         .map(str::trim)
@@ -252,6 +289,55 @@ pub(super) fn not_found_message(text: &str, needle: &str, path: &Path) -> String
     message
 }
 
+/// Peak memory of a piece of work, measured alone in a child process.
+#[cfg(test)]
+pub(super) mod peak {
+    /// The growth of this process's peak resident memory, bytes, while
+    /// `work` runs (`clear_refs` resets the peak; Linux).
+    pub fn growth(work: impl FnOnce()) -> u64 {
+        let kib = |field: &str| -> u64 {
+            let status = std::fs::read_to_string("/proc/self/status").unwrap();
+            let line = status.lines().find(|l| l.starts_with(field)).unwrap();
+            line.split_whitespace().nth(1).unwrap().parse().unwrap()
+        };
+        std::fs::write("/proc/self/clear_refs", "5").unwrap();
+        let before = kib("VmRSS:");
+        work();
+        kib("VmHWM:").saturating_sub(before) * 1024
+    }
+
+    /// Prints a measured growth (and what else the parent checks) for
+    /// [`in_child`].
+    pub fn report(growth: u64, note: &str) {
+        use std::io::Write as _;
+        writeln!(std::io::stdout(), "peak growth {growth} bytes, {note}").unwrap();
+    }
+
+    /// Runs the ignored test `test` alone in a child process with
+    /// `DSH_PEAK` set to `arg`: the growth it reports, and its output.
+    pub fn in_child(test: &str, arg: &str) -> (u64, String) {
+        let output = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--ignored",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+                test,
+            ])
+            .env("DSH_PEAK", arg)
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&output.stdout).into_owned();
+        let growth = out
+            .split("peak growth ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{out}{}", String::from_utf8_lossy(&output.stderr)));
+        (growth, out)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -288,12 +374,14 @@ mod tests {
         let hint = not_found_message(
             "fn main() {\n    let x = 1;\n}\n",
             "    let x = 2;",
+            "old_string",
             Path::new("/w/m.rs"),
         );
         assert!(hint.contains("0 matches"));
         let hint = not_found_message(
             "fn main() {\n    let  x = 1;\n}\n",
             "fn main() {\n  let x",
+            "old_string",
             Path::new("/w/m.rs"),
         );
         assert!(hint.contains("     1\tfn main() {"), "{hint}");
@@ -317,5 +405,42 @@ mod tests {
             started.elapsed()
         );
         assert!(summary.contains('+'), "{summary}");
+    }
+
+    /// The finder names the caller's parameter and keeps a few match
+    /// positions, however many matches there are.
+    #[test]
+    fn the_finder_names_the_parameter_and_counts_without_keeping() {
+        let path = Path::new("/w/f.txt");
+        let err = find("alpha\n", "beta", "old_str", path).unwrap_err();
+        assert!(err.starts_with("old_str was not found"), "{err}");
+        let text: String = (0..30).map(|_| "x\n").collect();
+        let found = find(&text, "x", "old_str", path).unwrap();
+        assert_eq!((found.first, found.count), (0, 30));
+        assert_eq!(found.lines, (1..=10).collect::<Vec<_>>());
+        assert_eq!(found.lines_shown(), "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, …");
+        let found = find("a\nb a\n", "a", "old_string", path).unwrap();
+        assert_eq!((found.lines_shown(), found.count), ("1, 2".to_owned(), 2));
+        let (growth, out) =
+            peak::in_child("tools::fs::change::tests::peak_of_finding_every_byte", "32");
+        assert!(out.contains("count 33554432"), "{out}");
+        assert!(growth < 8 << 20, "{growth} bytes for a 32 MiB text");
+    }
+
+    /// Run alone in a child process: `a` in `DSH_PEAK` MiB of `a`.
+    #[test]
+    #[ignore = "run by the_finder_names_the_parameter_and_counts_without_keeping"]
+    fn peak_of_finding_every_byte() {
+        let Ok(mib) = std::env::var("DSH_PEAK") else {
+            return;
+        };
+        let text = "a".repeat(mib.parse::<usize>().unwrap() << 20);
+        let mut count = 0;
+        let growth = peak::growth(|| {
+            count = find(&text, "a", "old_str", Path::new("/w/a"))
+                .unwrap()
+                .count;
+        });
+        peak::report(growth, &format!("count {count}"));
     }
 }

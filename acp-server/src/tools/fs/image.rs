@@ -316,6 +316,7 @@ fn flatten(image: &DynamicImage) -> image::RgbImage {
 
 #[cfg(test)]
 mod tests {
+    use super::super::change::peak;
     use super::*;
 
     fn png(width: u32, height: u32) -> Vec<u8> {
@@ -362,26 +363,12 @@ mod tests {
         assert!(image::load_from_memory(&data).is_ok());
     }
 
-    /// The growth of this process's peak resident memory, bytes, while
-    /// `work` runs (`clear_refs` resets the peak; Linux).
-    fn peak_growth(work: impl FnOnce()) -> u64 {
-        let kib = |field: &str| -> u64 {
-            let status = std::fs::read_to_string("/proc/self/status").unwrap();
-            let line = status.lines().find(|l| l.starts_with(field)).unwrap();
-            line.split_whitespace().nth(1).unwrap().parse().unwrap()
-        };
-        std::fs::write("/proc/self/clear_refs", "5").unwrap();
-        let before = kib("VmRSS:");
-        work();
-        (kib("VmHWM:") - before.min(kib("VmHWM:"))) * 1024
-    }
-
     /// Run alone in a child process (its peak is its own): scales and
-    /// orients a `DSH_PEAK_SIDE`² RGB image and prints the peak growth.
+    /// orients a `DSH_PEAK`² RGB image and reports the peak growth.
     #[test]
     #[ignore = "run by scaling_down_costs_less_than_the_decoded_image"]
     fn peak_of_scaling_down() {
-        let Ok(side) = std::env::var("DSH_PEAK_SIDE") else {
+        let Ok(side) = std::env::var("DSH_PEAK") else {
             return;
         };
         let side: u32 = side.parse().unwrap();
@@ -391,16 +378,11 @@ mod tests {
         let decoded =
             DynamicImage::ImageRgb8(image::RgbImage::from_raw(side, side, pixels).unwrap());
         let mut size = (0, 0);
-        let growth = peak_growth(|| {
+        let growth = peak::growth(|| {
             let scaled = scale_and_orient(decoded, image::metadata::Orientation::Rotate90);
             size = (scaled.width(), scaled.height());
         });
-        use std::io::Write as _;
-        writeln!(
-            std::io::stdout(),
-            "peak growth {growth} bytes, scaled to {size:?}"
-        )
-        .unwrap();
+        peak::report(growth, &format!("scaled to {size:?}"));
     }
 
     /// An image with an EXIF rotation is scaled down, then turned: scaling
@@ -409,24 +391,10 @@ mod tests {
     #[test]
     fn scaling_down_costs_less_than_the_decoded_image() {
         let side = 4000u64;
-        let output = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--ignored",
-                "--exact",
-                "--nocapture",
-                "--test-threads=1",
-                "tools::fs::image::tests::peak_of_scaling_down",
-            ])
-            .env("DSH_PEAK_SIDE", side.to_string())
-            .output()
-            .unwrap();
-        let out = String::from_utf8_lossy(&output.stdout);
-        let growth: u64 = out
-            .split("peak growth ")
-            .nth(1)
-            .and_then(|rest| rest.split(' ').next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("{out}{}", String::from_utf8_lossy(&output.stderr)));
+        let (growth, out) = peak::in_child(
+            "tools::fs::image::tests::peak_of_scaling_down",
+            &side.to_string(),
+        );
         assert!(out.contains("scaled to (2048, 2048)"), "{out}");
         let decoded = side * side * 3;
         assert!(

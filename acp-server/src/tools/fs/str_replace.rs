@@ -20,7 +20,7 @@ use dsh_protocol::ErrorCode;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
-use super::change::{describe_change, not_found_message};
+use super::change::{describe_change, find};
 use super::disk::{blocking, current_text, probe, store, Current, Probe};
 use super::{location, MAX_DIFF_BYTES, MAX_EDIT_BYTES, MAX_LINE_CHARS, MAX_READ_BYTES};
 use crate::tools::{display_path, Refusal, ToolEnv};
@@ -499,26 +499,18 @@ async fn replace(
     let new_lines = new_str.lines().count();
     let (owned, old_str, new_str) = (path.to_path_buf(), old_str.to_owned(), new_str.to_owned());
     let (old, new, line) = blocking(move || {
-        let starts: Vec<usize> = old.match_indices(&old_str).map(|(at, _)| at).collect();
-        let line_of = |byte: usize| old[..byte].matches('\n').count() + 1;
-        match starts[..] {
-            [] => Err(not_found_message(&old, &old_str, &owned)),
-            [at] => {
-                let new = format!("{}{new_str}{}", &old[..at], &old[at + old_str.len()..]);
-                let line = line_of(at);
-                Ok((old, new, line))
-            }
-            _ => {
-                let lines: Vec<String> = starts.iter().take(10).map(|s| line_of(*s).to_string()).collect();
-                Err(format!(
-                    "No replacement was made: old_str occurs {} times in {} (at lines {}{}). Include enough surrounding context in old_str to make it unique.",
-                    starts.len(),
-                    owned.display(),
-                    lines.join(", "),
-                    if starts.len() > 10 { ", …" } else { "" }
-                ))
-            }
+        let found = find(&old, &old_str, "old_str", &owned)?;
+        if found.count > 1 {
+            return Err(format!(
+                "No replacement was made: old_str occurs {} times in {} (at lines {}). Include enough surrounding context in old_str to make it unique.",
+                found.count,
+                owned.display(),
+                found.lines_shown(),
+            ));
         }
+        let at = found.first;
+        let new = format!("{}{new_str}{}", &old[..at], &old[at + old_str.len()..]);
+        Ok((old, new, found.lines[0]))
     })
     .await?;
     let last = line + new_lines.saturating_sub(1);
