@@ -31,6 +31,9 @@ use tokio_util::task::TaskTracker;
 use dsh_protocol::Mode;
 
 mod budget;
+pub mod spill_file;
+
+pub use budget::SpillBudget;
 
 /// What the model has not read yet is kept up to this much (the oldest is
 /// dropped first, and the reader is told how much).
@@ -61,8 +64,9 @@ pub struct JobSettings {
     /// dropped first (their spill files keep it).
     #[serde(default = "max_unread")]
     pub max_unread_bytes_per_session: u64,
-    /// Spill files of all of a session's jobs, in bytes; past it, the
-    /// oldest finished jobs' spill files are deleted first.
+    /// Spill files of all of a session's jobs and tool calls, in bytes;
+    /// past it, the oldest finished jobs' and calls' spill files are
+    /// deleted first.
     #[serde(default = "max_spill")]
     pub max_spill_bytes_per_session: u64,
 }
@@ -477,8 +481,12 @@ struct Registry {
     jobs: BTreeMap<u64, Arc<Job>>,
     /// The session's mode since its last change (`None` before one).
     mode: Option<Mode>,
-    /// The bytes in all of the jobs' spill files.
+    /// The bytes in all of the jobs' and tool calls' spill files.
     spilled: u64,
+    /// Tool calls' spill files, by key.
+    tools: BTreeMap<u64, budget::ToolSpill>,
+    /// The last tool spill key given.
+    next_tool: u64,
 }
 
 /// Why a job whose mode is looser than `to` is killed.
@@ -516,6 +524,11 @@ impl Jobs {
             tracker: TaskTracker::new(),
             spill_dir,
         }
+    }
+
+    /// The session's disk budget for spill files, for tool calls'.
+    pub fn spill_budget(&self) -> SpillBudget {
+        SpillBudget(self.shared.clone())
     }
 
     /// The settings.
@@ -630,8 +643,8 @@ impl Jobs {
         let mut child = command
             .spawn()
             .map_err(|err| format!("Cannot start bash: {err}"))?;
-        let (_, job) = self.register(spec);
-        let spill = self.spill_dir.join(format!("job-{}.log", job.id));
+        let (number, job) = self.register(spec);
+        let spill = spill_file::job_path(&self.spill_dir, number);
         let pgid = child.id().unwrap_or(0);
         let streams: Vec<Box<dyn tokio::io::AsyncRead + Unpin + Send>> = [
             child.stdout.take().map(|s| Box::new(s) as _),
@@ -643,7 +656,7 @@ impl Jobs {
         let (watched, shared) = (job.clone(), self.shared.clone());
         self.tracker.spawn(async move {
             let job = watched;
-            let spill = open_spill(&spill).await.ok().map(|file| {
+            let spill = spill_file::open(&spill).await.ok().map(|file| {
                 lock(&job.state).spill = Some(spill.clone());
                 Arc::new(tokio::sync::Mutex::new(file))
             });
@@ -773,20 +786,6 @@ async fn spill_chunk(shared: &budget::Shared, job: &Job, file: &mut tokio::fs::F
     if !part.is_empty() && file.write_all(part).await.is_err() {
         shared.unspill(job, granted);
     }
-}
-
-async fn open_spill(path: &std::path::Path) -> std::io::Result<tokio::fs::File> {
-    if let Some(dir) = path.parent() {
-        let mut builder = tokio::fs::DirBuilder::new();
-        builder.recursive(true).mode(0o700);
-        builder.create(dir).await?;
-    }
-    tokio::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-        .await
 }
 
 #[cfg(test)]

@@ -263,3 +263,74 @@ async fn an_mcp_result_over_the_cap_is_spilled() {
     assert_private(&spill, &env);
     assert!(std::fs::read_to_string(&spill).unwrap().starts_with(&text));
 }
+
+/// Reads `long.txt` (a 5,000-character line) in one prompt, so that it
+/// spills to `call-r1.txt`, then makes `second`'s calls in a second
+/// prompt (in full-access: the spill directory is outside the
+/// workspace); the session's spill directory.
+async fn spill_then(
+    env: &TestEnv,
+    second: impl Fn(&Path) -> serde_json::Value,
+) -> std::path::PathBuf {
+    std::fs::write(
+        env.cwd().join("long.txt"),
+        format!("short\n{}\nthird\n", "y".repeat(5000)),
+    )
+    .unwrap();
+    env.mock
+        .push_json(call("r1", "read", json!({"file_path": "long.txt"})));
+    env.mock.push_json(reply("read"));
+    let conn = env.connect().await;
+    let session = conn.start(&env.cwd()).await;
+    // Outside the workspace: not asked about.
+    conn.set_mode(&session, "full-access").await;
+    conn.prompt(&session, "read").await.unwrap();
+    let dir = env.home.path().join("spill").join(session.0.as_ref());
+    assert!(locator(&tool_result(env, "r1")).ends_with("call-r1.txt"));
+    env.mock.push_json(second(&dir));
+    env.mock.push_json(reply("done"));
+    conn.prompt(&session, "again").await.unwrap();
+    conn.finish().await;
+    dir
+}
+
+/// Reading a spill file never spills again: the long line is cut, the
+/// model told so (grep or offset), and no new file is written.
+#[tokio::test]
+async fn reading_a_spill_file_does_not_spill_again() {
+    let env = TestEnv::new().await;
+    let dir = spill_then(&env, |dir| {
+        let file = dir.join("call-r1.txt").display().to_string();
+        call("r2", "read", json!({ "file_path": file }))
+    })
+    .await;
+    let read = tool_result(&env, "r2");
+    assert!(read.contains("[line truncated: 5007 characters]"), "{read}");
+    assert!(
+        read.contains("a line was cut at 2000 characters; this is a spill file"),
+        "{read}"
+    );
+    assert!(!read.contains("saved in"), "{read}");
+    let files: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+}
+
+/// `grep` and `glob` search the session's own spill directory, though
+/// `$DSH_HOME` is a secret location walks skip.
+#[tokio::test]
+async fn grep_and_glob_search_the_sessions_spill_directory() {
+    let env = TestEnv::new().await;
+    spill_then(&env, |dir| {
+        let path = dir.display().to_string();
+        calls(&[
+            ("g1", "grep", json!({"pattern": "third", "path": path})),
+            ("g2", "glob", json!({"pattern": "*.txt", "path": path})),
+        ])
+    })
+    .await;
+    let grepped = tool_result(&env, "g1");
+    assert!(grepped.contains("call-r1.txt"), "{grepped}");
+    assert!(grepped.contains("third"), "{grepped}");
+    let globbed = tool_result(&env, "g2");
+    assert!(globbed.contains("call-r1.txt"), "{globbed}");
+}

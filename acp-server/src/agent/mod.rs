@@ -133,6 +133,12 @@ impl Agent {
         config_error: Option<String>,
         provider: Option<Arc<Provider>>,
     ) -> Arc<Agent> {
+        // Old spill files go, off the start-up path.
+        if let (None, Ok(runtime)) = (&config_error, tokio::runtime::Handle::try_current()) {
+            let root = config.home.join("spill");
+            let before = std::time::SystemTime::now() - crate::tools::spill::SWEEP_AFTER;
+            runtime.spawn_blocking(move || crate::tools::spill::sweep(&root, before));
+        }
         Arc::new_cyclic(|me| Agent {
             store: SessionStore::new(config.sessions_dir()),
             residency: crate::session::Residency::new(config.max_history_bytes),

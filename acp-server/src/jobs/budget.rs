@@ -5,11 +5,15 @@
 //! Past the memory budget the oldest finished jobs' unread output is
 //! dropped first (then the oldest bytes of running ones); past the disk
 //! budget the oldest finished jobs' spill files are deleted first (and a
-//! running job stops spilling). `job_output` says what went.
+//! running job stops spilling). `job_output` says what went. Tool calls'
+//! spill files (`crate::tools::spill`) count in the same disk budget
+//! ([`SpillBudget`]) and are deleted likewise, oldest first, once their
+//! call has ended.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use super::{lock, Job, JobSettings, Registry, SPILL_BYTES, UNREAD_CAP};
 
@@ -116,37 +120,71 @@ impl Shared {
     }
 
     /// Room for `wanted` more bytes in `job`'s spill file: how many it may
-    /// write, and the spill files of older finished jobs to delete first
-    /// (already counted out).
+    /// write, and the spill files of older finished jobs and tool calls to
+    /// delete first (already counted out).
     pub(super) fn reserve_spill(&self, job: &Job, wanted: u64) -> (u64, Vec<PathBuf>) {
-        let max = self.budget.max_spill;
         let mut registry = lock(&self.registry);
         let room = self
             .budget
             .spill_cap()
             .saturating_sub(lock(&job.state).spilled);
-        let wanted = wanted.min(room);
+        let (granted, doomed) = self.make_room(&mut registry, wanted.min(room), Some(job), None);
+        lock(&job.state).spilled += granted;
+        (granted, doomed)
+    }
+
+    /// Room for `wanted` more bytes within the disk budget: the spill files
+    /// of finished jobs and finished tool calls (not `job`'s or tool call
+    /// `tool`'s) are deleted, oldest first, until they fit; how many fit
+    /// (counted in) and the files to delete.
+    fn make_room(
+        &self,
+        registry: &mut Registry,
+        wanted: u64,
+        job: Option<&Job>,
+        tool: Option<u64>,
+    ) -> (u64, Vec<PathBuf>) {
+        let max = self.budget.max_spill;
         let mut total = registry.spilled;
         let mut doomed = Vec::new();
-        for other in registry.jobs.values() {
-            if total + wanted <= max {
-                break;
+        if total + wanted > max {
+            let mut old: Vec<(Instant, Result<Arc<Job>, u64>)> = Vec::new();
+            for other in registry.jobs.values() {
+                let state = lock(&other.state);
+                let me = job.is_some_and(|job| std::ptr::eq(&**other, job));
+                if !me && state.end.is_some() && state.spill.is_some() {
+                    old.push((other.started, Ok(other.clone())));
+                }
             }
-            if std::ptr::eq(&**other, job) {
-                continue;
+            for (key, spill) in &registry.tools {
+                if spill.done && Some(*key) != tool {
+                    old.push((spill.started, Err(*key)));
+                }
             }
-            let mut state = lock(&other.state);
-            if state.end.is_none() || state.spill.is_none() {
-                continue;
+            old.sort_by_key(|(started, _)| *started);
+            for (_, which) in old {
+                if total + wanted <= max {
+                    break;
+                }
+                match which {
+                    Ok(other) => {
+                        let mut state = lock(&other.state);
+                        doomed.extend(state.spill.take());
+                        state.spill_deleted = true;
+                        total -= state.spilled;
+                        state.spilled = 0;
+                    }
+                    Err(key) => {
+                        if let Some(spill) = registry.tools.remove(&key) {
+                            total -= spill.bytes;
+                            doomed.push(spill.path);
+                        }
+                    }
+                }
             }
-            doomed.extend(state.spill.take());
-            state.spill_deleted = true;
-            total -= state.spilled;
-            state.spilled = 0;
         }
         let granted = wanted.min(max.saturating_sub(total));
         registry.spilled = total + granted;
-        lock(&job.state).spilled += granted;
         (granted, doomed)
     }
 
@@ -163,5 +201,69 @@ impl Shared {
     #[cfg(test)]
     pub(super) fn spilled(&self) -> u64 {
         lock(&self.registry).spilled
+    }
+}
+
+/// A tool call's spill file, counted in the session's disk budget.
+pub(super) struct ToolSpill {
+    path: PathBuf,
+    bytes: u64,
+    started: Instant,
+    /// Its call has ended: it may be deleted for the budget.
+    done: bool,
+}
+
+/// The session's disk budget for spill files (`[jobs]
+/// max_spill_bytes_per_session`), which tool calls' spill files count in
+/// too.
+#[derive(Clone)]
+pub struct SpillBudget(pub(super) Arc<Shared>);
+
+impl SpillBudget {
+    /// A new key for one tool call's spill file.
+    pub fn key(&self) -> u64 {
+        let mut registry = lock(&self.0.registry);
+        registry.next_tool += 1;
+        registry.next_tool
+    }
+
+    /// Room for `wanted` more bytes in the spill file `path` of key `key`
+    /// (blocking: older finished spill files are deleted, oldest first, to
+    /// make it); how many it may write.
+    pub fn reserve(&self, key: u64, path: &Path, wanted: u64) -> u64 {
+        let (granted, doomed) = {
+            let mut registry = lock(&self.0.registry);
+            let (granted, doomed) = self.0.make_room(&mut registry, wanted, None, Some(key));
+            registry
+                .tools
+                .entry(key)
+                .or_insert_with(|| ToolSpill {
+                    path: path.to_owned(),
+                    bytes: 0,
+                    started: Instant::now(),
+                    done: false,
+                })
+                .bytes += granted;
+            (granted, doomed)
+        };
+        for path in doomed {
+            if let Err(err) = std::fs::remove_file(&path) {
+                tracing::debug!(path = %path.display(), %err, "cannot delete a spill file");
+            }
+        }
+        granted
+    }
+
+    /// The call of key `key` ended: its spill file may be deleted for the
+    /// budget from now on.
+    pub fn done(&self, key: u64) {
+        if let Some(spill) = lock(&self.0.registry).tools.get_mut(&key) {
+            spill.done = true;
+        }
+    }
+
+    /// The budget, in bytes.
+    pub fn max(&self) -> u64 {
+        self.0.budget.max_spill
     }
 }

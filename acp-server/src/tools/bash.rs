@@ -257,6 +257,8 @@ struct Capture {
     spill: Option<(tokio::fs::File, std::path::PathBuf)>,
     spilled: u64,
     spill_error: Option<String>,
+    /// The session's spill budget (bytes) stopped the spill file.
+    over_budget: Option<u64>,
 }
 
 impl Capture {
@@ -268,6 +270,7 @@ impl Capture {
             spill: None,
             spilled: 0,
             spill_error: None,
+            over_budget: None,
         }
     }
 
@@ -292,18 +295,26 @@ impl Capture {
                 }
             }
             let head = std::mem::take(&mut self.head);
-            self.write_spill(&head).await;
+            self.write_spill(&head, env_spill).await;
         } else if self.spill.is_some() {
-            self.write_spill(chunk).await;
+            self.write_spill(chunk, env_spill).await;
         }
     }
 
-    async fn write_spill(&mut self, bytes: &[u8]) {
+    async fn write_spill(&mut self, bytes: &[u8], target: &SpillTarget) {
         let room = SPILL_BYTES.saturating_sub(self.spilled) as usize;
         let Some((file, _)) = self.spill.as_mut() else {
             return;
         };
-        let part = &bytes[..bytes.len().min(room)];
+        let mut part = &bytes[..bytes.len().min(room)];
+        if self.over_budget.is_some() {
+            return;
+        }
+        let granted = target.reserve(part.len() as u64) as usize;
+        if granted < part.len() {
+            part = &part[..granted];
+            self.over_budget = target.budget();
+        }
         if part.is_empty() {
             return;
         }
@@ -334,6 +345,12 @@ impl Capture {
         let kept = dsh_protocol::content::tail_bytes(&text, INLINE_BYTES);
         let saved = match (&self.spill, &self.spill_error) {
             (_, Some(err)) => format!("the full output could not be saved: {err}"),
+            (Some((_, path)), None) if self.over_budget.is_some() => format!(
+                "this session's spill budget ({} bytes, [jobs] max_spill_bytes_per_session) is used up: only the first {} bytes of it are in {}",
+                self.over_budget.unwrap_or(0),
+                self.spilled,
+                path.display()
+            ),
             (Some((_, path)), None) if self.spilled < total => format!(
                 "the first {} MiB of it are in {}",
                 SPILL_BYTES >> 20,

@@ -21,7 +21,7 @@ mod repeat;
 mod search;
 mod settings;
 mod skill;
-mod spill;
+pub(crate) mod spill;
 mod subagent;
 mod table;
 mod todo;

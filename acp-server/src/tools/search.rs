@@ -119,9 +119,11 @@ impl PathGlob {
 /// Walks `root` without following links, hidden files included, skipping
 /// VCS directories and the secret locations (`secrets`: never listed or
 /// searched, whatever the mode; a `read` of one is asked about in
-/// full-access); `respect_ignore`: leaves out what `.gitignore`, `.ignore`
-/// and git's excludes ignore (with or without a repository).
-fn walker(root: &Path, secrets: Vec<PathBuf>, respect_ignore: bool) -> ignore::Walk {
+/// full-access) except the calling session's spill directory (the last of
+/// `secrets`' exemptions, [`Secrets::of`]); `respect_ignore`: leaves out
+/// what `.gitignore`, `.ignore` and git's excludes ignore (with or without
+/// a repository).
+fn walker(root: &Path, secrets: Secrets, respect_ignore: bool) -> ignore::Walk {
     let mut builder = ignore::WalkBuilder::new(root);
     if respect_ignore {
         builder.hidden(false).require_git(false);
@@ -131,9 +133,38 @@ fn walker(root: &Path, secrets: Vec<PathBuf>, respect_ignore: bool) -> ignore::W
     builder.follow_links(false).filter_entry(move |entry| {
         let vcs = entry.file_type().is_some_and(|t| t.is_dir())
             && VCS_DIRS.iter().any(|d| entry.file_name() == *d);
-        !vcs && !secrets.iter().any(|dir| entry.path().starts_with(dir))
+        !vcs && !secrets.hides(entry.path())
     });
     builder.build()
+}
+
+/// The secret locations a walk skips, and the one it does not: the
+/// calling session's spill directory (which is in `$DSH_HOME`).
+struct Secrets {
+    hidden: Vec<PathBuf>,
+    spill_dirs: Vec<PathBuf>,
+}
+
+impl Secrets {
+    fn of(env: &ToolEnv<'_>) -> Secrets {
+        let mut spill_dirs = vec![env.spill_dir.to_path_buf()];
+        // As canonical as the secret locations are; its own name kept (a
+        // link there is not it).
+        if let (Some(home), Some(name)) = (env.spill_dir.parent(), env.spill_dir.file_name()) {
+            if let Ok(home) = std::fs::canonicalize(home) {
+                spill_dirs.push(home.join(name));
+            }
+        }
+        Secrets {
+            hidden: env.hidden.to_vec(),
+            spill_dirs,
+        }
+    }
+
+    fn hides(&self, path: &Path) -> bool {
+        self.hidden.iter().any(|dir| path.starts_with(dir))
+            && !self.spill_dirs.iter().any(|dir| path.starts_with(dir))
+    }
 }
 
 /// [`display_path`] for many paths: the working directory is made canonical
@@ -164,7 +195,7 @@ struct Found {
 fn walk_glob(
     root: &Path,
     matcher: &PathGlob,
-    secrets: Vec<PathBuf>,
+    secrets: Secrets,
     respect_ignore: bool,
     cancel: &tokio_util::sync::CancellationToken,
 ) -> Found {
@@ -243,7 +274,7 @@ pub async fn glob(args: &GlobArgs, root: &Path, env: &ToolEnv<'_>) -> ToolOutcom
     }
     let owned = root.to_path_buf();
     let cancel = env.cancel.clone();
-    let secrets = env.hidden.to_vec();
+    let secrets = Secrets::of(env);
     let respect_ignore = env.glob.respect_ignore_files;
     let shown = Shown::new(env.cwd);
     let target = SpillTarget::new(env, "txt");
@@ -452,7 +483,7 @@ pub async fn grep(args: &GrepArgs, root: &Path, env: &ToolEnv<'_>) -> ToolOutcom
     }
     let root = root.to_path_buf();
     let cancel = env.cancel.clone();
-    let secrets = env.hidden.to_vec();
+    let secrets = Secrets::of(env);
     let mut matches = Matches {
         shown: Shown::new(env.cwd),
         total: 0,
@@ -510,6 +541,23 @@ pub async fn grep(args: &GrepArgs, root: &Path, env: &ToolEnv<'_>) -> ToolOutcom
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Only the calling session's spill directory is exempt from the
+    /// secret locations: not `$DSH_HOME`, not other sessions' spills.
+    #[test]
+    fn only_the_sessions_own_spill_directory_is_searched() {
+        let secrets = Secrets {
+            hidden: vec![PathBuf::from("/h/.dsh"), PathBuf::from("/h/.ssh")],
+            spill_dirs: vec![PathBuf::from("/h/.dsh/spill/s1")],
+        };
+        assert!(!secrets.hides(Path::new("/h/.dsh/spill/s1/call-a.txt")));
+        assert!(!secrets.hides(Path::new("/h/.dsh/spill/s1")));
+        assert!(secrets.hides(Path::new("/h/.dsh/spill/s10/call-a.txt")));
+        assert!(secrets.hides(Path::new("/h/.dsh/spill/s2")));
+        assert!(secrets.hides(Path::new("/h/.dsh/sessions/s1.jsonl")));
+        assert!(secrets.hides(Path::new("/h/.ssh/id")));
+        assert!(!secrets.hides(Path::new("/w/a.txt")));
+    }
 
     /// The sample takes each top-level entry's newest matches in turn, the
     /// entries in name order, and keeps the newest-first order.

@@ -1,10 +1,15 @@
 //! Spilled output: what a tool's capped result leaves out, saved for the
 //! model to read or search later (the catalog's spill store, local). Each
-//! call spills at most one file, `<spill dir>/<call id>.<ext>`: the
-//! session's spill directory is created 0700, the file 0600 and only if it
-//! does not exist (never through a planted file or link); it keeps at most
-//! [`SPILL_BYTES`]. The model's `read` and `grep` may read the directory
-//! (the permission policy's "session's spilled outputs").
+//! call spills at most one file, `<spill dir>/call-<encoded call id>.<ext>`
+//! (background jobs: `job-<n>.log`; every spill file is made by
+//! [`crate::jobs::spill_file::create`]): the session's spill directory is created 0700,
+//! the file 0600 and only if it does not exist (never through a planted
+//! file or link); it keeps at most [`SPILL_BYTES`], and all of a session's
+//! spill files share the jobs' disk budget ([`crate::jobs::SpillBudget`]).
+//! The model's `read` and `grep` may read the directory (the permission
+//! policy's "session's spilled outputs"); `read` never spills a file of it
+//! again. At start, spill files older than [`SWEEP_AFTER`] are deleted
+//! ([`sweep`]).
 //!
 //! `bash` streams its output into one ([`SpillTarget::open`]); `glob`,
 //! `grep` and `read` write theirs from a blocking walk ([`SpillWriter`]);
@@ -23,45 +28,105 @@ pub const SPILL_BYTES: u64 = 64 * 1024 * 1024;
 /// The text of an MCP result the model gets inline; the rest spills.
 pub const MCP_RESULT_BYTES: usize = 64 * 1024;
 
+/// Spill files older than this are deleted when dsh starts (the catalog's
+/// `cleanupPeriodDays`, 30).
+pub const SWEEP_AFTER: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 60 * 60);
+
 /// Where a call's spill file goes.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct SpillTarget {
     path: PathBuf,
+    /// Counts the file in the session's disk budget (a tool call's).
+    claim: Option<std::sync::Arc<Claim>>,
+}
+
+/// A tool call's share of the session's spill budget; its file may be
+/// deleted for the budget once the call is over (the last clone dropped).
+struct Claim {
+    budget: crate::jobs::SpillBudget,
+    key: u64,
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        self.budget.done(self.key);
+    }
+}
+
+/// The call id as a file name, one-to-one: ASCII letters, digits and `-`
+/// stay, every other byte is `_` and two hex digits.
+fn encode(call_id: &str) -> String {
+    let mut name = String::with_capacity(call_id.len());
+    for byte in call_id.bytes() {
+        if byte.is_ascii_alphanumeric() || byte == b'-' {
+            name.push(char::from(byte));
+        } else {
+            name.push_str(&format!("_{byte:02X}"));
+        }
+    }
+    name
 }
 
 impl SpillTarget {
-    /// `<spill dir>/<call id>.<ext>`, the id made safe as a file name.
+    /// `<spill dir>/call-<encoded call id>.<ext>`, counted in the
+    /// session's spill budget.
     pub fn new(env: &ToolEnv<'_>, ext: &str) -> SpillTarget {
-        SpillTarget::at(env.spill_dir, env.call_id.as_str(), ext)
+        SpillTarget::counted(
+            env.spill_dir,
+            env.call_id.as_str(),
+            ext,
+            env.jobs.spill_budget(),
+        )
     }
 
-    /// `<dir>/<call id>.<ext>`.
-    pub fn at(dir: &Path, call_id: &str, ext: &str) -> SpillTarget {
-        let name = call_id.replace(
-            |c: char| !c.is_ascii_alphanumeric() && c != '-' && c != '_',
-            "_",
-        );
+    /// [`SpillTarget::at`], counted in `budget`.
+    pub fn counted(
+        dir: &Path,
+        call_id: &str,
+        ext: &str,
+        budget: crate::jobs::SpillBudget,
+    ) -> SpillTarget {
+        let key = budget.key();
         SpillTarget {
-            path: dir.join(format!("{name}.{ext}")),
+            claim: Some(std::sync::Arc::new(Claim { budget, key })),
+            ..SpillTarget::at(dir, call_id, ext)
         }
     }
 
+    /// `<dir>/call-<encoded call id>.<ext>` (no budget).
+    pub fn at(dir: &Path, call_id: &str, ext: &str) -> SpillTarget {
+        SpillTarget {
+            path: dir.join(format!("call-{}.{ext}", encode(call_id))),
+            claim: None,
+        }
+    }
+
+    /// How many of `wanted` more bytes the session's spill budget lets
+    /// the file keep (blocking: older finished spill files may be deleted
+    /// to make room).
+    pub fn reserve(&self, wanted: u64) -> u64 {
+        match &self.claim {
+            Some(claim) => claim.budget.reserve(claim.key, &self.path, wanted),
+            None => wanted,
+        }
+    }
+
+    /// The session's spill budget, in bytes, if the file counts in one.
+    pub fn budget(&self) -> Option<u64> {
+        self.claim.as_ref().map(|claim| claim.budget.max())
+    }
+
+    /// Whether `path` is in the session's spill directory.
+    pub fn holds(env: &ToolEnv<'_>, path: &Path) -> bool {
+        path.starts_with(env.spill_dir)
+            || std::fs::canonicalize(env.spill_dir).is_ok_and(|dir| path.starts_with(dir))
+    }
+
     /// Creates the file (blocking): the directory 0700 if needed, the file
-    /// 0600, exclusively.
+    /// 0600, exclusively (the one maker of spill files,
+    /// [`crate::jobs::spill_file::create`]).
     pub fn create(&self) -> Result<std::fs::File, String> {
-        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-        let dir = self.path.parent().unwrap_or(Path::new("."));
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(|err| format!("{}: {err}", dir.display()))?;
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&self.path)
-            .map_err(|err| format!("{}: {err}", self.path.display()))
+        crate::jobs::spill_file::create(&self.path)
     }
 
     /// [`SpillTarget::create`] off the async workers, as a Tokio file.
@@ -78,9 +143,11 @@ impl SpillTarget {
 /// does not fit is counted, not kept.
 pub struct SpillWriter {
     file: Result<std::io::BufWriter<std::fs::File>, String>,
-    path: PathBuf,
+    target: SpillTarget,
     written: u64,
     cut: bool,
+    /// The session's spill budget (bytes) cut it.
+    over_budget: Option<u64>,
 }
 
 impl SpillWriter {
@@ -90,9 +157,10 @@ impl SpillWriter {
             file: target
                 .create()
                 .map(|file| std::io::BufWriter::with_capacity(64 * 1024, file)),
-            path: target.path.clone(),
+            target: target.clone(),
             written: 0,
             cut: false,
+            over_budget: None,
         }
     }
 
@@ -101,31 +169,41 @@ impl SpillWriter {
         let Ok(file) = self.file.as_mut() else {
             return false;
         };
+        if self.over_budget.is_some() {
+            return false;
+        }
         let room = SPILL_BYTES.saturating_sub(self.written) as usize;
-        let part = &bytes[..bytes.len().min(room)];
+        let mut part = &bytes[..bytes.len().min(room)];
         if part.len() < bytes.len() {
             self.cut = true;
         }
+        let granted = self.target.reserve(part.len() as u64) as usize;
+        if granted < part.len() {
+            part = &part[..granted];
+            self.over_budget = self.target.budget();
+        }
         if let Err(err) = file.write_all(part) {
-            self.file = Err(format!("{}: {err}", self.path.display()));
+            self.file = Err(format!("{}: {err}", self.target.path.display()));
             return false;
         }
         self.written += part.len() as u64;
-        !self.cut
+        !self.cut && self.over_budget.is_none()
     }
 
     /// Flushes and says what the file holds.
     pub fn finish(self) -> Spilled {
+        let path = &self.target.path;
         let saved = match self.file {
             Ok(mut file) => file
                 .flush()
-                .map(|()| self.path.clone())
-                .map_err(|err| format!("{}: {err}", self.path.display())),
+                .map(|()| path.clone())
+                .map_err(|err| format!("{}: {err}", path.display())),
             Err(err) => Err(err),
         };
         Spilled {
             saved,
             cut: self.cut,
+            over_budget: self.over_budget.map(|max| (max, self.written)),
         }
     }
 }
@@ -137,6 +215,9 @@ pub struct Spilled {
     pub saved: Result<PathBuf, String>,
     /// It holds only the first [`SPILL_BYTES`].
     pub cut: bool,
+    /// The session's spill budget (its bytes) was used up: the file holds
+    /// only this many bytes.
+    pub over_budget: Option<(u64, u64)>,
 }
 
 impl Spilled {
@@ -149,15 +230,27 @@ impl Spilled {
             writer.finish()
         })
         .await
-        .unwrap_or_else(|err| Spilled {
-            saved: Err(err.to_string()),
+        .unwrap_or_else(|err| Spilled::failed(err.to_string()))
+    }
+
+    /// Nothing was saved, for this reason.
+    pub fn failed(err: String) -> Spilled {
+        Spilled {
+            saved: Err(err),
             cut: false,
-        })
+            over_budget: None,
+        }
     }
 
     /// The sentence that tells the model where the rest is: "The complete
     /// `what` is saved in PATH; read or grep that file for the rest."
     pub fn sentence(&self, what: &str) -> String {
+        if let (Ok(path), Some((max, kept))) = (&self.saved, self.over_budget) {
+            return format!(
+                "This session's spill budget ({max} bytes, [jobs] max_spill_bytes_per_session) is used up: only the first {kept} bytes of the complete {what} are saved in {}; read or grep that file for what it holds.",
+                path.display()
+            );
+        }
         match (&self.saved, self.cut) {
             (Ok(path), false) => format!(
                 "The complete {what} is saved in {}; read or grep that file for the rest.",
@@ -199,6 +292,44 @@ pub async fn cap_output(mut outcome: ToolOutcome, max: usize, env: &ToolEnv<'_>)
     outcome
 }
 
+/// Deletes the spill files under `root` (`$DSH_HOME/spill`) last
+/// modified before `before`, then the directories that leaves empty
+/// (blocking; dsh runs it in the background at start). Links are never
+/// followed nor deleted, and a directory someone else owns or may write
+/// in is left alone, with all it holds.
+pub fn sweep(root: &Path, before: std::time::SystemTime) {
+    fn ours(meta: &std::fs::Metadata) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        meta.is_dir() && meta.uid() == nix::unistd::geteuid().as_raw() && meta.mode() & 0o022 == 0
+    }
+    /// Sweeps `dir`; whether it is now empty.
+    fn sweep_dir(dir: &Path, before: std::time::SystemTime) -> bool {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return false;
+        };
+        let mut empty = true;
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                empty = false;
+                continue;
+            };
+            let gone = if meta.file_type().is_file() {
+                meta.modified().is_ok_and(|at| at < before) && std::fs::remove_file(&path).is_ok()
+            } else if ours(&meta) && sweep_dir(&path, before) {
+                std::fs::remove_dir(&path).is_ok()
+            } else {
+                false
+            };
+            empty &= gone;
+        }
+        empty
+    }
+    if std::fs::symlink_metadata(root).is_ok_and(|meta| ours(&meta)) {
+        sweep_dir(root, before);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -215,7 +346,7 @@ mod tests {
         assert!(writer.write(b"hello\n"));
         let spilled = writer.finish();
         let path = spilled.saved.as_ref().unwrap();
-        assert_eq!(path, &dir.join("call____1.txt"));
+        assert_eq!(path, &dir.join("call-call_2F_2E_2E_2F1.txt"));
         assert_eq!(std::fs::read_to_string(path).unwrap(), "hello\n");
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!((mode(&dir), mode(path)), (0o700, 0o600));
@@ -244,5 +375,107 @@ mod tests {
             SPILL_BYTES
         );
         assert!(spilled.sentence("list").contains("The first 64 MiB"));
+    }
+}
+
+#[cfg(test)]
+mod more_tests {
+    use super::*;
+
+    /// Names are one-to-one and kind-prefixed: `x~2` and `x_2` differ, and
+    /// a call named `job-3` does not take job 3's log.
+    #[test]
+    fn spill_names_are_one_to_one_and_apart_from_jobs() {
+        let dir = Path::new("/s");
+        let name = |id: &str| SpillTarget::at(dir, id, "log").path;
+        assert_ne!(name("x~2"), name("x_2"));
+        assert_ne!(name("a/b"), name("a_2Fb"));
+        let job = crate::jobs::spill_file::job_path(dir, 3);
+        assert_ne!(name("job-3"), job);
+        assert_eq!(job, dir.join("job-3.log"));
+        assert_eq!(name("toolu_01"), dir.join("call-toolu_5F01.log"));
+    }
+
+    /// Tool spills count in the session's spill budget with the jobs':
+    /// past it the oldest finished ones are deleted first, and one alone
+    /// over it keeps what fits and says the budget is used up.
+    #[test]
+    fn tool_spills_share_the_sessions_spill_budget() {
+        let home = tempfile::tempdir().unwrap();
+        let dir = home.path().join("spill/s1");
+        let settings = crate::jobs::JobSettings {
+            max_spill_bytes_per_session: 3_000_000,
+            ..Default::default()
+        };
+        let jobs = crate::jobs::Jobs::new(settings, dir.clone());
+        let spill = |id: &str, bytes: usize| {
+            let target = SpillTarget::counted(&dir, id, "txt", jobs.spill_budget());
+            let mut writer = SpillWriter::create(&target);
+            writer.write(&vec![b'x'; bytes]);
+            writer.finish()
+        };
+        for id in ["a", "b", "c", "d"] {
+            let spilled = spill(id, 1_000_000);
+            assert!(
+                spilled.over_budget.is_none(),
+                "{}",
+                spilled.sentence("list")
+            );
+        }
+        let on_disk = |id: &str| dir.join(format!("call-{id}.txt")).exists();
+        assert!(!on_disk("a") && on_disk("b") && on_disk("c") && on_disk("d"));
+        let big = spill("e", 4_000_000);
+        assert_eq!(big.over_budget, Some((3_000_000, 3_000_000)));
+        assert!(
+            big.sentence("list")
+                .contains("This session's spill budget (3000000 bytes, [jobs] max_spill_bytes_per_session) is used up: only the first 3000000 bytes"),
+            "{}",
+            big.sentence("list")
+        );
+        assert!(!on_disk("b") && !on_disk("c") && !on_disk("d"));
+        assert_eq!(
+            std::fs::metadata(dir.join("call-e.txt")).unwrap().len(),
+            3_000_000
+        );
+    }
+
+    /// The sweep deletes old spill files and the directories emptied, and
+    /// leaves new files, links (and what they point at) and directories
+    /// others may write in.
+    #[test]
+    fn the_sweep_deletes_old_spill_files_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let home = tempfile::tempdir().unwrap();
+        let root = home.path().join("spill");
+        let old = std::time::SystemTime::now() - SWEEP_AFTER - std::time::Duration::from_secs(60);
+        let plant = |path: &Path, aged: bool| {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            let file = std::fs::File::create(path).unwrap();
+            if aged {
+                file.set_modified(old).unwrap();
+            }
+        };
+        plant(&root.join("s1/call-a.log"), true);
+        plant(&root.join("s2/call-b.log"), true);
+        plant(&root.join("s2/call-c.log"), false);
+        plant(&root.join("open/call-d.log"), true);
+        for (dir, mode) in [("", 0o700), ("s1", 0o700), ("s2", 0o700), ("open", 0o777)] {
+            std::fs::set_permissions(root.join(dir), std::fs::Permissions::from_mode(mode))
+                .unwrap();
+        }
+        let outside = home.path().join("keep.log");
+        plant(&outside, true);
+        std::fs::create_dir_all(root.join("s3")).unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("s3/link.log")).unwrap();
+        std::os::unix::fs::symlink(home.path(), root.join("home")).unwrap();
+
+        sweep(&root, std::time::SystemTime::now() - SWEEP_AFTER);
+        assert!(!root.join("s1").exists());
+        assert!(!root.join("s2/call-b.log").exists());
+        assert!(root.join("s2/call-c.log").exists());
+        assert!(root.join("open/call-d.log").exists());
+        assert!(outside.exists());
+        assert!(root.join("s3/link.log").symlink_metadata().is_ok());
+        assert!(root.join("home").symlink_metadata().is_ok());
     }
 }

@@ -1,7 +1,8 @@
 //! `read`: a window of a text file, streamed from disk (or taken from the
 //! editor's buffer), or an image handed to the model. When a cap cuts the
 //! window (its bytes, or a long line), the window's lines, whole, are
-//! saved in the call's spill file, and the model is told where.
+//! saved in the call's spill file, and the model is told where (unless
+//! the file read is itself in the session's spill directory).
 
 use std::io::Read;
 
@@ -325,7 +326,15 @@ pub async fn read(args: &ReadArgs, path: &Path, env: &ToolEnv<'_>) -> ToolOutcom
             last + 1
         ));
     }
-    if window.capped || window.cut_lines {
+    if SpillTarget::holds(env, path) {
+        // A spill file is never spilled again (each read would write
+        // another, the long line still unseen).
+        if window.cut_lines {
+            window.out.push_str(&format!(
+                "[a line was cut at {MAX_LINE_CHARS} characters; this is a spill file, which is not saved again: grep it for what you need, or read on with offset]\n"
+            ));
+        }
+    } else if window.capped || window.cut_lines {
         let end = match seen {
             Seen::All => (offset + limit - 1).min(total),
             Seen::Window => offset + limit - 1,
@@ -376,10 +385,7 @@ async fn spill(
         Ok(spilled)
     })
     .await;
-    spilled.unwrap_or_else(|err| Spilled {
-        saved: Err(err),
-        cut: false,
-    })
+    spilled.unwrap_or_else(Spilled::failed)
 }
 
 #[cfg(test)]
