@@ -33,7 +33,11 @@ const OPEN: &str = "<system-reminder>\nCurrent time: ";
 #[derive(Debug, Clone)]
 pub struct Clock {
     enabled: bool,
-    zone: jiff::tz::TimeZone,
+    /// The zone: a configured one is looked up at load (to fail it
+    /// there); the process's is looked up at the first time context, since
+    /// finding its name may read the whole time zone database (about a
+    /// millisecond, which `dsh acp`'s start-up does not pay).
+    zone: std::sync::Arc<std::sync::OnceLock<jiff::tz::TimeZone>>,
     refresh: Duration,
     /// `DSH_FAKE_NOW`: the time shown instead of the wall clock's.
     fake: Option<jiff::Timestamp>,
@@ -46,12 +50,13 @@ impl Clock {
     /// # Errors
     /// An unknown zone or an unreadable `DSH_FAKE_NOW`, naming it.
     pub fn new(settings: &TimeSettings, fake_now: Option<&str>) -> Result<Clock, String> {
-        let zone = match settings.zone.as_deref().map(str::trim) {
-            Some(name) => jiff::tz::TimeZone::get(name).map_err(|error| {
+        let zone = std::sync::Arc::new(std::sync::OnceLock::new());
+        if let Some(name) = settings.zone.as_deref().map(str::trim) {
+            let found = jiff::tz::TimeZone::get(name).map_err(|error| {
                 format!("[time] zone {name:?} is not a known IANA time zone (such as \"Europe/Berlin\"): {error}")
-            })?,
-            None => jiff::tz::TimeZone::try_system().unwrap_or(jiff::tz::TimeZone::UTC),
-        };
+            })?;
+            let _ = zone.set(found);
+        }
         let fake = fake_now
             .map(|text| {
                 text.trim().parse::<jiff::Timestamp>().map_err(|error| {
@@ -84,8 +89,11 @@ impl Clock {
     /// The time context for `now`: `Current time: Friday 2026-12-04 12:34
     /// (Europe/Berlin, UTC+01:00)` in a `<system-reminder>` block.
     pub fn context(&self, now: jiff::Timestamp) -> String {
+        let zone = self
+            .zone
+            .get_or_init(|| jiff::tz::TimeZone::try_system().unwrap_or(jiff::tz::TimeZone::UTC));
         let shown = now
-            .to_zoned_datetime(self.zone.clone())
+            .to_zoned_datetime(zone.clone())
             .strftime("%A %Y-%m-%d %H:%M (%:Q, UTC%:z)")
             .to_string();
         format!("{OPEN}{shown}\n</system-reminder>")
