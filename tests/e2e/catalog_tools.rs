@@ -4,8 +4,7 @@
 use std::time::{Duration, Instant};
 
 use agent_client_protocol::v1::schema::{
-    SessionId, SessionUpdate, SetSessionConfigOptionRequest, ToolCallContent, ToolCallStatus,
-    ToolCallUpdate,
+    SessionId, SessionUpdate, ToolCallContent, ToolCallStatus, ToolCallUpdate,
 };
 use serde_json::{json, Value};
 
@@ -23,15 +22,8 @@ fn png(width: u32, height: u32) -> Vec<u8> {
 }
 
 async fn use_vision_model(conn: &Conn, session: &SessionId) {
-    conn.cx
-        .send_request(SetSessionConfigOptionRequest::new(
-            session.clone(),
-            "model",
-            "deepseek-v4-flash-vision-exp",
-        ))
-        .block_task()
-        .await
-        .unwrap();
+    conn.set_option(session, "model", "deepseek-v4-flash-vision-exp")
+        .await;
 }
 
 /// The images of a model request's last message, decoded: (MIME, bytes).

@@ -6,7 +6,6 @@
 //! description), with the default configuration and with every opt-in
 //! tool enabled; every other built-in is a documented dsh extension.
 
-use agent_client_protocol::v1::schema::SetSessionConfigOptionRequest;
 use dsh_acp_server::tools::TABLE;
 use dsh_protocol::catalog;
 use serde_json::Value;
@@ -34,15 +33,7 @@ async fn offered(config: &str, model: Option<&str>) -> Vec<(String, String, Valu
     let conn = env.connect().await;
     let session = conn.start(&env.cwd()).await;
     if let Some(model) = model {
-        conn.cx
-            .send_request(SetSessionConfigOptionRequest::new(
-                session.clone(),
-                "model",
-                model,
-            ))
-            .block_task()
-            .await
-            .unwrap();
+        conn.set_option(&session, "model", model).await;
     }
     conn.prompt(&session, "hello").await.unwrap();
     conn.finish().await;

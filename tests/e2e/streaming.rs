@@ -431,17 +431,8 @@ async fn prompt_content_links_resources_and_images() {
     );
     assert!(text.contains("[image omitted: image/png"), "{text}");
 
-    conn.cx
-        .send_request(
-            agent_client_protocol::v1::schema::SetSessionConfigOptionRequest::new(
-                session.clone(),
-                "model",
-                "deepseek-v4-flash-vision-exp",
-            ),
-        )
-        .block_task()
-        .await
-        .unwrap();
+    conn.set_option(&session, "model", "deepseek-v4-flash-vision-exp")
+        .await;
     conn.cx
         .send_request(PromptRequest::new(session.clone(), prompt))
         .block_task()

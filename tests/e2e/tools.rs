@@ -3,8 +3,7 @@
 use std::time::Duration;
 
 use agent_client_protocol::v1::schema::{
-    PermissionOptionKind, SessionUpdate, SetSessionConfigOptionRequest, StopReason,
-    ToolCallContent, ToolCallStatus, ToolKind,
+    PermissionOptionKind, SessionUpdate, StopReason, ToolCallContent, ToolCallStatus, ToolKind,
 };
 use serde_json::{json, Value};
 
@@ -765,15 +764,8 @@ async fn read_hands_images_to_image_capable_models_after_the_tool_results() {
     env.mock.push_json(reply("a single pixel"));
     let conn = env.connect().await;
     let session = conn.start(&env.cwd()).await;
-    conn.cx
-        .send_request(SetSessionConfigOptionRequest::new(
-            session.clone(),
-            "model",
-            "deepseek-v4-flash-vision-exp",
-        ))
-        .block_task()
-        .await
-        .unwrap();
+    conn.set_option(&session, "model", "deepseek-v4-flash-vision-exp")
+        .await;
     conn.prompt(&session, "what is in pixel.dat?")
         .await
         .unwrap();

@@ -446,17 +446,22 @@ impl Conn {
 
     /// Sets the session's permission mode (the `mode` config option).
     pub async fn set_mode(&self, session: &SessionId, mode: &str) {
+        self.set_option(session, "mode", mode).await;
+    }
+
+    /// `session/set_config_option` of a select option, expecting success.
+    pub async fn set_option(&self, session: &SessionId, option: &str, value: &str) {
         self.cx
             .send_request(
                 agent_client_protocol::v1::schema::SetSessionConfigOptionRequest::new(
                     session.clone(),
-                    "mode",
-                    mode,
+                    option.to_owned(),
+                    agent_client_protocol::v1::schema::SessionConfigOptionValue::from(value),
                 ),
             )
             .block_task()
             .await
-            .expect("set the mode");
+            .unwrap_or_else(|error| panic!("set {option} to {value}: {error:?}"));
     }
 
     /// `session/load` (after `initialize`), expecting success.
