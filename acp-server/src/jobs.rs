@@ -656,8 +656,8 @@ impl Jobs {
         let (watched, shared) = (job.clone(), self.shared.clone());
         self.tracker.spawn(async move {
             let job = watched;
-            let spill = spill_file::open(&spill).await.ok().map(|file| {
-                lock(&job.state).spill = Some(spill.clone());
+            let spill = spill_file::open(&spill).await.ok().map(|(file, spill)| {
+                lock(&job.state).spill = Some(spill);
                 Arc::new(tokio::sync::Mutex::new(file))
             });
             let mut readers = Vec::new();

@@ -503,7 +503,9 @@ pub async fn grep(args: &GrepArgs, root: &Path, env: &ToolEnv<'_>) -> ToolOutcom
             if cancel.is_cancelled() || matches.stopped {
                 break;
             }
-            if !entry.file_type().is_some_and(|t| t.is_file()) {
+            // Its own spill file is never searched (it would match itself
+            // as it grows).
+            if !entry.file_type().is_some_and(|t| t.is_file()) || matches.target.is(entry.path()) {
                 continue;
             }
             let relative = entry.path().strip_prefix(&root).unwrap_or(entry.path());

@@ -93,6 +93,11 @@ impl SpillTarget {
         }
     }
 
+    /// Whether `path` is this call's spill file.
+    pub fn is(&self, path: &Path) -> bool {
+        self.path == path
+    }
+
     /// `<dir>/call-<encoded call id>.<ext>` (no budget).
     pub fn at(dir: &Path, call_id: &str, ext: &str) -> SpillTarget {
         SpillTarget {
@@ -293,40 +298,52 @@ pub async fn cap_output(mut outcome: ToolOutcome, max: usize, env: &ToolEnv<'_>)
 }
 
 /// Deletes the spill files under `root` (`$DSH_HOME/spill`) last
-/// modified before `before`, then the directories that leaves empty
-/// (blocking; dsh runs it in the background at start). Links are never
-/// followed nor deleted, and a directory someone else owns or may write
-/// in is left alone, with all it holds.
+/// modified before `before` — only what dsh names there: a session's
+/// directory `<root>/<session>/` and in it `call-…` and `job-….log`
+/// files, nothing deeper — then the session directories that leaves empty
+/// (blocking; dsh runs it in the background at start; a spill file made
+/// meanwhile makes its directory again). Links are never followed nor
+/// deleted, and a directory someone else owns or may write in is left
+/// alone, with all it holds.
 pub fn sweep(root: &Path, before: std::time::SystemTime) {
     fn ours(meta: &std::fs::Metadata) -> bool {
         use std::os::unix::fs::MetadataExt;
         meta.is_dir() && meta.uid() == nix::unistd::geteuid().as_raw() && meta.mode() & 0o022 == 0
     }
-    /// Sweeps `dir`; whether it is now empty.
-    fn sweep_dir(dir: &Path, before: std::time::SystemTime) -> bool {
+    fn spill_name(name: &std::ffi::OsStr) -> bool {
+        let name = name.to_string_lossy();
+        name.starts_with("call-") || (name.starts_with("job-") && name.ends_with(".log"))
+    }
+    /// Sweeps a session's directory; whether it is now empty.
+    fn sweep_session(dir: &Path, before: std::time::SystemTime) -> bool {
         let Ok(entries) = std::fs::read_dir(dir) else {
             return false;
         };
         let mut empty = true;
         for entry in entries.flatten() {
             let path = entry.path();
-            let Ok(meta) = std::fs::symlink_metadata(&path) else {
-                empty = false;
-                continue;
-            };
-            let gone = if meta.file_type().is_file() {
-                meta.modified().is_ok_and(|at| at < before) && std::fs::remove_file(&path).is_ok()
-            } else if ours(&meta) && sweep_dir(&path, before) {
-                std::fs::remove_dir(&path).is_ok()
-            } else {
-                false
-            };
+            let gone = spill_name(&entry.file_name())
+                && std::fs::symlink_metadata(&path).is_ok_and(|meta| {
+                    meta.file_type().is_file() && meta.modified().is_ok_and(|at| at < before)
+                })
+                && std::fs::remove_file(&path).is_ok();
             empty &= gone;
         }
         empty
     }
-    if std::fs::symlink_metadata(root).is_ok_and(|meta| ours(&meta)) {
-        sweep_dir(root, before);
+    if !std::fs::symlink_metadata(root).is_ok_and(|meta| ours(&meta)) {
+        return;
+    }
+    let Ok(sessions) = std::fs::read_dir(root) else {
+        return;
+    };
+    for session in sessions.flatten() {
+        let path = session.path();
+        if std::fs::symlink_metadata(&path).is_ok_and(|meta| ours(&meta))
+            && sweep_session(&path, before)
+        {
+            let _ = std::fs::remove_dir(&path);
+        }
     }
 }
 
@@ -459,6 +476,9 @@ mod more_tests {
         plant(&root.join("s2/call-b.log"), true);
         plant(&root.join("s2/call-c.log"), false);
         plant(&root.join("open/call-d.log"), true);
+        // Only dsh's names, one level down.
+        plant(&root.join("s2/notes.txt"), true);
+        plant(&root.join("s2/deep/call-e.log"), true);
         for (dir, mode) in [("", 0o700), ("s1", 0o700), ("s2", 0o700), ("open", 0o777)] {
             std::fs::set_permissions(root.join(dir), std::fs::Permissions::from_mode(mode))
                 .unwrap();
@@ -474,6 +494,8 @@ mod more_tests {
         assert!(!root.join("s2/call-b.log").exists());
         assert!(root.join("s2/call-c.log").exists());
         assert!(root.join("open/call-d.log").exists());
+        assert!(root.join("s2/notes.txt").exists());
+        assert!(root.join("s2/deep/call-e.log").exists());
         assert!(outside.exists());
         assert!(root.join("s3/link.log").symlink_metadata().is_ok());
         assert!(root.join("home").symlink_metadata().is_ok());
