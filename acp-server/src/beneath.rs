@@ -311,10 +311,33 @@ fn rename_new(dir: &OwnedFd, temp: &OsStr, name: &OsStr) -> Result<(), Errno> {
 }
 
 /// The fallback of [`rename_new`]: a hard link (refused when `name`
-/// exists), then the temporary name removed.
+/// exists), then the temporary name removed (a temporary name that stays
+/// is no failure: the file is written). On a file system without hard
+/// links: `name` created exclusively (refused when it exists), then the
+/// temporary file renamed over that empty file of ours.
 fn link_new(dir: &OwnedFd, temp: &OsStr, name: &OsStr) -> Result<(), Errno> {
-    rustix::fs::linkat(dir, temp, dir, name, AtFlags::empty())?;
-    rustix::fs::unlinkat(dir, temp, AtFlags::empty())
+    match rustix::fs::linkat(dir, temp, dir, name, AtFlags::empty()) {
+        Ok(()) => {
+            let _ = rustix::fs::unlinkat(dir, temp, AtFlags::empty());
+            Ok(())
+        }
+        Err(Errno::PERM | Errno::OPNOTSUPP | Errno::NOSYS | Errno::MLINK) => {
+            claim_new(dir, temp, name)
+        }
+        Err(errno) => Err(errno),
+    }
+}
+
+/// `name` created exclusively (`EEXIST` when it exists), then `temp`
+/// renamed over that empty file of ours.
+fn claim_new(dir: &OwnedFd, temp: &OsStr, name: &OsStr) -> Result<(), Errno> {
+    drop(rustix::fs::openat(
+        dir,
+        name,
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o600),
+    )?);
+    rustix::fs::renameat(dir, temp, dir, name)
 }
 
 fn write_with(path: &Path, bytes: &[u8], create_dirs: bool, replace: bool) -> Result<(), FsError> {
@@ -489,6 +512,33 @@ mod tests {
     /// A file that appears between `create`'s check and its write is kept,
     /// not replaced: the rename itself refuses to replace it, as does the
     /// hard-link fallback.
+    #[test]
+    fn without_hard_links_a_new_file_is_claimed_exclusively() {
+        let dir = tempfile::tempdir().unwrap();
+        let fd = rustix::fs::open(
+            dir.path(),
+            OFlags::DIRECTORY | OFlags::RDONLY,
+            Mode::empty(),
+        )
+        .unwrap();
+        std::fs::write(dir.path().join(".t1"), "new").unwrap();
+        claim_new(&fd, OsStr::new(".t1"), OsStr::new("a")).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("a")).unwrap(),
+            "new"
+        );
+        assert!(!dir.path().join(".t1").exists());
+        std::fs::write(dir.path().join(".t2"), "other").unwrap();
+        assert_eq!(
+            claim_new(&fd, OsStr::new(".t2"), OsStr::new("a")),
+            Err(Errno::EXIST)
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("a")).unwrap(),
+            "new"
+        );
+    }
+
     #[test]
     fn writes_of_new_files_never_replace_one_that_appeared() {
         let (_w, root, _o, _far) = tree();
