@@ -353,3 +353,64 @@ async fn an_exclusive_call_is_a_barrier_between_parallel_runs() {
     }
     assert_eq!(seen.peak, 4, "{arrived:?}");
 }
+
+/// A parallel-safe call that ends frees its place at once, whatever its
+/// position: with `max_parallel_calls = 2`, `f1` is answered only once `f3`
+/// has come, and `f2` at once — so `f3` must start while `f1` still runs
+/// (when places were freed in call order, `f1` waited for a `f3` that never
+/// started). Results are still recorded in call order.
+#[tokio::test]
+async fn a_slow_first_call_does_not_hold_the_others_back() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let third = Arc::new(tokio::sync::Notify::new());
+    let waker = third.clone();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let (third, waker) = (third.clone(), waker.clone());
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    if socket.read(&mut byte).await.unwrap_or(0) == 0 {
+                        return;
+                    }
+                    head.push(byte[0]);
+                }
+                let head = String::from_utf8_lossy(&head).into_owned();
+                let path = head.split(' ').nth(1).unwrap_or("/").to_owned();
+                match path.as_str() {
+                    "/f1" => third.notified().await,
+                    "/f3" => waker.notify_one(),
+                    _ => {}
+                }
+                let body = format!("page {}", path.trim_start_matches('/'));
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = socket.write_all(response.as_bytes()).await;
+                let _ = socket.shutdown().await;
+            });
+        }
+    });
+    let env = TestEnv::with_config(
+        "[web]\nallow_private = [\"127.0.0.1\"]\ntimeout_ms = 20000\n[tools]\nmax_parallel_calls = 2",
+    )
+    .await;
+    let ids = ["f1", "f2", "f3"];
+    let fetches: Vec<_> = ids
+        .iter()
+        .map(|id| {
+            let url = format!("http://127.0.0.1:{port}/{id}");
+            (id.to_string(), "web_fetch", json!({ "url": url }))
+        })
+        .collect();
+    env.mock.push_json(as_calls(&fetches));
+    env.mock.push_json(reply("done"));
+    assert_eq!(run_full_access(&env).await, ids);
+    for id in ids {
+        let result = tool_result(&env, id);
+        assert!(result.contains(&format!("page {id}")), "{id}: {result}");
+    }
+}

@@ -113,17 +113,26 @@ impl Turn<'_> {
             return Ok(());
         }
         let items = std::mem::take(batch);
-        let runs: Vec<futures::future::BoxFuture<'_, ToolOutcome>> = items
+        let runs: Vec<futures::future::BoxFuture<'_, (usize, ToolOutcome)>> = items
             .iter()
-            .map(|(call, planned)| Box::pin(self.execute(cwd, call, planned, false)) as _)
+            .enumerate()
+            .map(|(index, (call, planned))| {
+                Box::pin(async move { (index, self.execute(cwd, call, planned, false).await) }) as _
+            })
             .collect();
-        // In call order, at most `[tools] max_parallel_calls` at once.
+        // At most `[tools] max_parallel_calls` run at once, and a call that
+        // ends frees its place whatever its position (a slow first call does
+        // not hold the others back); results are recorded in call order.
         let mut results =
-            futures::stream::iter(runs).buffered(self.config.tools.max_parallel_calls);
-        let mut index = 0;
-        while let Some(outcome) = results.next().await {
-            self.record_result(items[index].0, outcome)?;
-            index += 1;
+            futures::stream::iter(runs).buffer_unordered(self.config.tools.max_parallel_calls);
+        let mut ended = std::collections::BTreeMap::new();
+        let mut next = 0;
+        while let Some((index, outcome)) = results.next().await {
+            ended.insert(index, outcome);
+            while let Some(outcome) = ended.remove(&next) {
+                self.record_result(items[next].0, outcome)?;
+                next += 1;
+            }
         }
         Ok(())
     }
