@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use agent_client_protocol::v1::schema::StopReason;
+use agent_client_protocol::v1::schema::{SessionId, StopReason};
 use serde_json::{json, Value};
 
 use crate::support::{call, message_text, reply, TestEnv};
@@ -197,20 +197,26 @@ async fn time_env(refresh_ms: u64) -> TestEnv {
     env
 }
 
-/// Issue 39: the first request of a turn carries the (fake) time in the
-/// configured zone, with the prompt; a second turn within the interval adds
-/// none; the system prompt stays the same byte for byte.
-#[tokio::test]
-async fn the_time_context_opens_a_turn_within_its_interval() {
-    let env = time_env(3_600_000).await;
+/// Two turns ("first", "second") under `[time] refresh_interval_ms =
+/// interval`: the environment, the session and the model's requests.
+async fn two_turns(interval: u64) -> (TestEnv, SessionId, Vec<Value>) {
+    let env = time_env(interval).await;
     env.mock.push_json(reply("one"));
     env.mock.push_json(reply("two"));
     let conn = env.connect().await;
     let session = conn.start(&env.cwd()).await;
     conn.prompt(&session, "first").await.unwrap();
     conn.prompt(&session, "second").await.unwrap();
-
     let requests = env.mock.requests();
+    (env, session, requests)
+}
+
+/// Issue 39: the first request of a turn carries the (fake) time in the
+/// configured zone, with the prompt; a second turn within the interval adds
+/// none; the system prompt stays the same byte for byte.
+#[tokio::test]
+async fn the_time_context_opens_a_turn_within_its_interval() {
+    let (env, session, requests) = two_turns(3_600_000).await;
     assert_eq!(requests.len(), 2);
     let first = texts(&requests[0]);
     let prompt = first.last().unwrap();
@@ -247,14 +253,7 @@ async fn the_time_context_opens_a_turn_within_its_interval() {
 /// Issue 39: with no interval (the default) every turn gets the time.
 #[tokio::test]
 async fn without_an_interval_every_turn_gets_the_time() {
-    let env = time_env(0).await;
-    env.mock.push_json(reply("one"));
-    env.mock.push_json(reply("two"));
-    let conn = env.connect().await;
-    let session = conn.start(&env.cwd()).await;
-    conn.prompt(&session, "first").await.unwrap();
-    conn.prompt(&session, "second").await.unwrap();
-    let requests = env.mock.requests();
+    let (_env, _session, requests) = two_turns(0).await;
     assert_eq!(count(&requests[1], BERLIN), 2);
     assert!(texts(&requests[1]).last().unwrap().contains(BERLIN));
     assert_eq!(requests[0]["messages"][0], requests[1]["messages"][0]);
