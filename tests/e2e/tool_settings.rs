@@ -127,24 +127,21 @@ async fn a_bad_tool_name_is_a_config_error_with_the_nearest_name() {
         ),
     ] {
         let env = TestEnv::with_config(&format!("[tools]\n{tools}")).await;
-        let output = tokio::time::timeout(
-            Duration::from_secs(30),
-            env.dsh(&["config", "check"]).output(),
-        )
-        .await
-        .unwrap()
-        .unwrap();
+        let dsh = |args: &[&str]| {
+            let mut command = env.dsh(args);
+            async move {
+                tokio::time::timeout(Duration::from_secs(30), command.output())
+                    .await
+                    .unwrap()
+                    .unwrap()
+            }
+        };
+        let output = dsh(&["config", "check"]).await;
         let out = text(&output.stdout);
         assert_eq!(output.status.code(), Some(1), "{tools}: {out}");
         assert!(out.contains(expected), "{tools}: {expected} in {out}");
 
-        let output = tokio::time::timeout(
-            Duration::from_secs(30),
-            env.dsh(&["run", "hi"]).output(),
-        )
-        .await
-        .unwrap()
-        .unwrap();
+        let output = dsh(&["run", "hi"]).await;
         let stderr = text(&output.stderr);
         assert_eq!(output.status.code(), Some(2), "{tools}: {stderr}");
         assert!(stderr.contains(expected), "{tools}: {expected} in {stderr}");
