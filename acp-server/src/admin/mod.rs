@@ -137,16 +137,12 @@ pub fn did_you_mean(message: &str) -> Option<String> {
     if expected.is_empty() {
         return Some("this table takes no such key".to_owned());
     }
-    let nearest = expected
-        .iter()
-        .map(|name| (strsim::jaro_winkler(unknown, name), *name))
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .filter(|(score, _)| *score > 0.7)
-        .map(|(_, name)| name);
-    Some(match nearest {
-        Some(name) => format!("did you mean `{name}`?"),
-        None => format!("valid names: {}", expected.join(", ")),
-    })
+    Some(
+        match crate::tools::nearest(unknown, expected.iter().copied()) {
+            Some(name) => format!("did you mean `{name}`?"),
+            None => format!("valid names: {}", expected.join(", ")),
+        },
+    )
 }
 
 /// `dsh config check`: exit status 0 when the configuration loads, 1 when

@@ -41,7 +41,7 @@ pub use ask_user::NO_USER;
 pub use jobs::started as job_started;
 pub use paths::{canonical_roots, display_path};
 pub use repeat::Repeats;
-pub use settings::{GlobSettings, RepeatReminderSettings, ToolSettings};
+pub use settings::{nearest, GlobSettings, RepeatReminderSettings, ToolSettings};
 pub use subagent::{SubagentArgs, SubagentSettings};
 pub use table::{schemas, touches_files, Class, Schema, Spec, Tool, ToolSet, TABLE};
 

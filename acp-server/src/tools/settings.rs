@@ -203,15 +203,20 @@ fn unavailable(name: &str) -> Result<(), String> {
     }
 }
 
-/// "unknown name": the nearest of `valid`, else all of them.
-fn unknown(what: &str, name: &str, valid: &[String]) -> String {
-    let nearest = valid
-        .iter()
+/// The name of `valid` nearest to the unknown `name`, when one is near
+/// enough to be what was meant (configuration errors suggest it).
+pub fn nearest<'a>(name: &str, valid: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    valid
+        .into_iter()
         .map(|candidate| (strsim::jaro_winkler(name, candidate), candidate))
         .max_by(|a, b| a.0.total_cmp(&b.0))
         .filter(|(score, _)| *score > 0.7)
-        .map(|(_, candidate)| candidate);
-    match nearest {
+        .map(|(_, candidate)| candidate)
+}
+
+/// "unknown name": the nearest of `valid`, else all of them.
+fn unknown(what: &str, name: &str, valid: &[String]) -> String {
+    match nearest(name, valid.iter().map(String::as_str)) {
         Some(candidate) => format!("unknown {what} {name:?}: did you mean {candidate:?}?"),
         None => format!(
             "unknown {what} {name:?}: valid names are {}",
