@@ -9,10 +9,11 @@ use std::time::Duration;
 
 use agent_client_protocol::v1::schema::StopReason;
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::oneshot;
 
-use crate::support::{call, calls, reply, text, tool_names, tool_result, TestEnv};
+use crate::support::{
+    call, calls, http_answer_text, http_request_path, reply, text, tool_names, tool_result, TestEnv,
+};
 
 /// Runs one prompt to its end in a fresh session.
 async fn prompt(env: &TestEnv) {
@@ -216,22 +217,12 @@ impl Gate {
                 }
                 let (seen, groups, marker) = (shared.clone(), groups.clone(), marker.clone());
                 tokio::spawn(async move {
-                    let mut head = Vec::new();
-                    let mut byte = [0u8; 1];
-                    while !head.ends_with(b"\r\n\r\n") {
-                        if socket.read(&mut byte).await.unwrap_or(0) == 0 {
-                            let mut seen = seen.lock().unwrap();
-                            seen.open -= 1;
-                            seen.release(limit, &groups);
-                            return;
-                        }
-                        head.push(byte[0]);
-                    }
-                    let path = String::from_utf8_lossy(&head)
-                        .split(' ')
-                        .nth(1)
-                        .unwrap_or("/")
-                        .to_owned();
+                    let Some(path) = http_request_path(&mut socket).await else {
+                        let mut seen = seen.lock().unwrap();
+                        seen.open -= 1;
+                        seen.release(limit, &groups);
+                        return;
+                    };
                     let (send, answer) = oneshot::channel();
                     {
                         let mut seen = seen.lock().unwrap();
@@ -241,12 +232,7 @@ impl Gate {
                     }
                     let _ = answer.await;
                     let body = format!("page {}", path.trim_start_matches('/'));
-                    let response = format!(
-                        "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                        body.len()
-                    );
-                    let _ = socket.write_all(response.as_bytes()).await;
-                    let _ = socket.shutdown().await;
+                    http_answer_text(&mut socket, &body).await;
                 });
             }
         });
@@ -366,28 +352,16 @@ async fn a_slow_first_call_does_not_hold_the_others_back() {
         while let Ok((mut socket, _)) = listener.accept().await {
             let (third, waker) = (third.clone(), waker.clone());
             tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut byte = [0u8; 1];
-                while !head.ends_with(b"\r\n\r\n") {
-                    if socket.read(&mut byte).await.unwrap_or(0) == 0 {
-                        return;
-                    }
-                    head.push(byte[0]);
-                }
-                let head = String::from_utf8_lossy(&head).into_owned();
-                let path = head.split(' ').nth(1).unwrap_or("/").to_owned();
+                let Some(path) = http_request_path(&mut socket).await else {
+                    return;
+                };
                 match path.as_str() {
                     "/f1" => third.notified().await,
                     "/f3" => waker.notify_one(),
                     _ => {}
                 }
                 let body = format!("page {}", path.trim_start_matches('/'));
-                let response = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = socket.write_all(response.as_bytes()).await;
-                let _ = socket.shutdown().await;
+                http_answer_text(&mut socket, &body).await;
             });
         }
     });

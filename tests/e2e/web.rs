@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use agent_client_protocol::v1::schema::{PermissionOptionKind, ToolKind};
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 use crate::support::{
     call, chunk_text, reply, tool_result, validate_frames, Answer, ClientSim, TestEnv,
@@ -24,16 +24,9 @@ async fn serve() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
         while let Ok((mut socket, _)) = listener.accept().await {
             let log = log.clone();
             tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut byte = [0u8; 1];
-                while !head.ends_with(b"\r\n\r\n") {
-                    if socket.read(&mut byte).await.unwrap_or(0) == 0 {
-                        return;
-                    }
-                    head.push(byte[0]);
-                }
-                let head = String::from_utf8_lossy(&head).into_owned();
-                let path = head.split(' ').nth(1).unwrap_or("/").to_owned();
+                let Some(path) = crate::support::http_request_path(&mut socket).await else {
+                    return;
+                };
                 log.lock().unwrap().push(path.clone());
                 let (status, kind, body, extra): (&str, &str, Vec<u8>, String) =
                     match path.split('?').next().unwrap() {

@@ -715,3 +715,30 @@ pub fn last_json(output: &std::process::Output) -> serde_json::Value {
         .unwrap_or_else(|| panic!("nothing on stdout; stderr: {}", text(&output.stderr)));
     serde_json::from_str(last).expect("the last line is JSON")
 }
+
+/// The path of the HTTP request on `socket` (its head read to the blank
+/// line), or `None` when the client closed first: the test web servers'.
+pub async fn http_request_path(socket: &mut tokio::net::TcpStream) -> Option<String> {
+    use tokio::io::AsyncReadExt;
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if socket.read(&mut byte).await.unwrap_or(0) == 0 {
+            return None;
+        }
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).into_owned();
+    Some(head.split(' ').nth(1).unwrap_or("/").to_owned())
+}
+
+/// Answers an HTTP request on `socket` with `200 OK` and the plain text
+/// `body`, then closes.
+pub async fn http_answer_text(socket: &mut tokio::net::TcpStream, body: &str) {
+    let response = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = socket.write_all(response.as_bytes()).await;
+    let _ = socket.shutdown().await;
+}
