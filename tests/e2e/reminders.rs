@@ -77,17 +77,7 @@ async fn identical_calls_remind_at_three_five_and_eight_and_survive_load() {
         );
     }
     assert!(last.contains("ask the user"), "{last}");
-    let logged = env
-        .log_events(&session)
-        .into_iter()
-        .filter(|event| {
-            event["type"] == "context/instructions"
-                && event["data"]["text"]
-                    .as_str()
-                    .unwrap_or("")
-                    .contains(REMINDER)
-        })
-        .count();
+    let logged = logged_contexts(&env, &session, REMINDER);
     assert_eq!(logged, 3, "the log keeps each reminder");
     conn.finish().await;
 
@@ -197,6 +187,20 @@ async fn time_env(refresh_ms: u64) -> TestEnv {
     env
 }
 
+/// How many turn-only contexts in the session's log contain `needle`.
+fn logged_contexts(env: &TestEnv, session: &SessionId, needle: &str) -> usize {
+    env.log_events(session)
+        .into_iter()
+        .filter(|event| {
+            event["type"] == "context/instructions"
+                && event["data"]["text"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains(needle)
+        })
+        .count()
+}
+
 /// Two turns ("first", "second") under `[time] refresh_interval_ms =
 /// interval`: the environment, the session and the model's requests.
 async fn two_turns(interval: u64) -> (TestEnv, SessionId, Vec<Value>) {
@@ -236,17 +240,7 @@ async fn the_time_context_opens_a_turn_within_its_interval() {
         .contains("Current time:"));
     assert_eq!(requests[0]["messages"][0], requests[1]["messages"][0]);
     assert!(!message_text(&requests[0]["messages"][0]).contains("Current time"));
-    let logged = env
-        .log_events(&session)
-        .into_iter()
-        .filter(|event| {
-            event["type"] == "context/instructions"
-                && event["data"]["text"]
-                    .as_str()
-                    .unwrap_or("")
-                    .contains(BERLIN)
-        })
-        .count();
+    let logged = logged_contexts(&env, &session, BERLIN);
     assert_eq!(logged, 1);
 }
 
