@@ -547,7 +547,7 @@ pub async fn run(planned: &Planned, env: &ToolEnv<'_>) -> ToolOutcome {
         Call::Read(args, path) => fs::read(args, path, env).await,
         Call::Write(args, path) => fs::write(args, path, env).await,
         Call::Edit(args, path) => fs::edit(args, path, env).await,
-        Call::ReadImage(path) => fs::read_image(path, env).await,
+        Call::ReadImage(path) => fs::read_image(path).await,
         Call::StrReplaceEditor(call, path) => fs::EditorCall::run(call, path, env).await,
         Call::Glob(args, root) => search::glob(args, root, env).await,
         Call::Grep(args, root) => search::grep(args, root, env).await,

@@ -27,7 +27,7 @@ use serde::Deserialize;
 
 use super::disk::{blocking, open_regular, probe, Probe};
 use super::location;
-use crate::tools::{display_path, ToolEnv};
+use crate::tools::display_path;
 
 pub const READ_IMAGE_DESCRIPTION: &str = "Read a PNG, JPEG, WebP or GIF file and return the image itself. Paths without an extension are accepted too: the format is detected from the content, so normalized attachment paths can be passed directly, without copying or renaming. The harness validates and downscales supported large images before the next model request, so to look at an image use this tool directly; there is no need to install image libraries or create thumbnails. Independent files may be read concurrently in small batches. Requires the current model to accept image input.";
 
@@ -65,7 +65,7 @@ pub fn present_read_image(path: &Path, cwd: &Path) -> ToolView {
     }
 }
 
-pub async fn read_image(path: &Path, _env: &ToolEnv<'_>) -> ToolOutcome {
+pub async fn read_image(path: &Path) -> ToolOutcome {
     let owned = path.to_path_buf();
     let refuse = |message: String| ToolOutcome::failed(ErrorCode::InvalidToolArgs, message);
     match blocking(move || probe(&owned)).await {
