@@ -31,6 +31,7 @@ pub mod model;
 pub mod ndjson;
 pub mod permission;
 pub mod projection;
+pub mod private;
 pub mod prompt;
 pub mod run;
 pub mod sandbox;

@@ -10,11 +10,44 @@
 #[cfg(target_os = "linux")]
 const INSPECTION_CAPS: [u32; 3] = [19, 21, 38];
 
-/// Prepares `command`'s child: it gets `death` when dsh dies, cannot
-/// inspect dsh (see [`drop_inspection_capabilities`]) and starts with no
-/// signal blocked or ignored ([`reset_signals`]).
+/// What a child gets when dsh dies (Linux's death signal; elsewhere the
+/// child is still ended: see [`harden`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Death {
+    /// SIGKILL: a plain child.
+    Kill,
+    /// SIGTERM: the guard, which then sweeps its command's tree.
+    Terminate,
+}
+
+/// Prepares `command`'s child: it leads a process group of its own (on
+/// Windows: a new console process group, no window), dies with dsh —
+/// Linux: `death` as its death signal; Windows: dsh's kill-on-close job
+/// ([`crate::windows`]); macOS has no such thing: children are ended on
+/// dsh's orderly exits and the guard's sweeps only — cannot inspect dsh
+/// (Linux: see [`drop_inspection_capabilities`]) and starts with no signal
+/// blocked or ignored ([`reset_signals`]).
+pub(crate) fn harden(command: &mut tokio::process::Command, death: Death) {
+    #[cfg(unix)]
+    command.process_group(0);
+    #[cfg(target_os = "linux")]
+    linux_pre_exec(command, death);
+    #[cfg(windows)]
+    {
+        const CREATE_NEW_PROCESS_GROUP: u32 = 0x0000_0200;
+        const CREATE_NO_WINDOW: u32 = 0x0800_0000;
+        command.creation_flags(CREATE_NEW_PROCESS_GROUP | CREATE_NO_WINDOW);
+        crate::windows::die_with_dsh();
+    }
+    let _ = death;
+}
+
 #[cfg(target_os = "linux")]
-pub(crate) fn harden(command: &mut tokio::process::Command, death: nix::sys::signal::Signal) {
+fn linux_pre_exec(command: &mut tokio::process::Command, death: Death) {
+    let death = match death {
+        Death::Kill => nix::sys::signal::Signal::SIGKILL,
+        Death::Terminate => nix::sys::signal::Signal::SIGTERM,
+    };
     // SAFETY: the closure runs in the forked child before exec and only
     // makes async-signal-safe system calls (prctl, capget, capset,
     // getrlimit, setrlimit, rt_sigaction, sigprocmask);
@@ -40,10 +73,6 @@ pub(crate) fn harden(command: &mut tokio::process::Command, death: nix::sys::sig
         });
     }
 }
-
-/// Not available off Linux; children are still killed on orderly exits.
-#[cfg(not(target_os = "linux"))]
-pub(crate) fn harden(_command: &mut tokio::process::Command, _death: nix::sys::signal::Signal) {}
 
 /// Gives the process about to exec the signal state a program expects at
 /// its start: every signal's action the default one (an ignored signal
@@ -91,9 +120,28 @@ pub(crate) fn reset_signals() -> std::io::Result<()> {
     Ok(())
 }
 
-#[cfg(not(target_os = "linux"))]
+/// macOS: every catchable signal back to its default action, and none
+/// blocked (the C library's `sigaction`; no hidden signals there).
+#[cfg(target_os = "macos")]
 pub(crate) fn reset_signals() -> std::io::Result<()> {
-    Ok(())
+    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+    let default = SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty());
+    for signal in Signal::iterator() {
+        if signal == Signal::SIGKILL || signal == Signal::SIGSTOP {
+            continue;
+        }
+        // SAFETY: installs the default action; no handler runs.
+        #[allow(unsafe_code)]
+        unsafe {
+            let _ = sigaction(signal, &default);
+        }
+    }
+    nix::sys::signal::sigprocmask(
+        nix::sys::signal::SigmaskHow::SIG_SETMASK,
+        Some(&SigSet::empty()),
+        None,
+    )
+    .map_err(std::io::Error::from)
 }
 
 /// Removes the [`INSPECTION_CAPS`] from this process's bounding, ambient
@@ -159,9 +207,6 @@ pub(crate) fn drop_inspection_capabilities() {
         }
     }
 }
-
-#[cfg(not(target_os = "linux"))]
-pub(crate) fn drop_inspection_capabilities() {}
 
 /// Removes `cap` from this process's bounding set, so nothing it executes
 /// can hold it. Without `CAP_SETPCAP` it fails harmlessly: such a process

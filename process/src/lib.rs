@@ -26,10 +26,15 @@
 #![warn(missing_docs)]
 
 mod child;
+#[cfg(target_os = "linux")]
 pub mod confine;
 pub mod guard;
+#[cfg(target_os = "linux")]
 mod mounts;
 pub mod sandbox;
+pub mod seatbelt;
+#[cfg(windows)]
+mod windows;
 
 use std::ffi::OsStr;
 use std::path::PathBuf;
@@ -303,9 +308,8 @@ impl Spawner {
             .env_clear()
             .envs(self.env.scrubbed())
             .stdin(std::process::Stdio::null())
-            .process_group(0)
             .kill_on_drop(true);
-        child::harden(&mut command, nix::sys::signal::Signal::SIGKILL);
+        child::harden(&mut command, child::Death::Kill);
         command
     }
 
@@ -332,6 +336,9 @@ impl Spawner {
     /// AppArmor, a sysctl) the sandbox stops TCP only: UDP, DNS and
     /// local sockets stay open.
     pub async fn own_namespaces(&self) -> bool {
+        if !cfg!(target_os = "linux") {
+            return false;
+        }
         let ours = |kind: &str| std::fs::read_link(format!("/proc/self/ns/{kind}")).ok();
         let (Some(net), Some(mnt)) = (ours("net"), ours("mnt")) else {
             return false;
@@ -429,14 +436,13 @@ impl Spawner {
             .env_clear()
             .envs(self.env.scrubbed())
             .stdin(std::process::Stdio::null())
-            .process_group(0)
             .kill_on_drop(true)
             .arg(guard::ARG)
             .args(guard_args)
             .arg("--")
             .arg(program)
             .args(args);
-        child::harden(&mut command, nix::sys::signal::Signal::SIGTERM);
+        child::harden(&mut command, child::Death::Terminate);
         command
     }
 }
@@ -450,12 +456,7 @@ pub async fn stop_guarded(
     grace: std::time::Duration,
 ) {
     if let Some(pid) = child.id() {
-        if let Err(err) = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(pid as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        ) {
-            tracing::debug!(pid, %err, "cannot signal the command guard");
-        }
+        signal_process(pid, Signal::Terminate);
     }
     if tokio::time::timeout(grace, child.wait()).await.is_err() {
         kill_group(pgid);
@@ -498,6 +499,7 @@ pub fn forbid_inspection() {
 
 /// The soft limit on open files dsh started with; children get it back
 /// (programs that use `select` break on descriptors past 1024).
+#[cfg(unix)]
 static INHERITED_NOFILE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Raises the soft limit on open files to the hard limit, so many
@@ -505,6 +507,14 @@ static INHERITED_NOFILE: std::sync::atomic::AtomicU64 = std::sync::atomic::Atomi
 /// descriptors. Children are started with the limit dsh inherited. Call
 /// once at start; returns the new soft limit.
 pub fn raise_fd_limit() -> Option<u64> {
+    #[cfg(unix)]
+    return raise_nofile();
+    #[cfg(windows)]
+    None
+}
+
+#[cfg(unix)]
+fn raise_nofile() -> Option<u64> {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
     let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).ok()?;
     INHERITED_NOFILE.store(soft, std::sync::atomic::Ordering::Relaxed);
@@ -521,6 +531,7 @@ pub fn raise_fd_limit() -> Option<u64> {
 }
 
 /// The soft open-file limit to give children back, if dsh raised it.
+#[cfg(target_os = "linux")]
 pub(crate) fn inherited_fd_limit() -> Option<u64> {
     Some(INHERITED_NOFILE.load(std::sync::atomic::Ordering::Relaxed)).filter(|soft| *soft > 0)
 }
@@ -560,22 +571,92 @@ pub fn give_back_free_memory() {
     }
 }
 
-/// Sends a signal to a whole process group; a group that is already gone
-/// is fine. Group 0 (unknown) is never signalled.
-pub fn signal_group(pgid: u32, signal: nix::sys::signal::Signal) {
-    if pgid == 0 {
-        return;
-    }
-    if let Err(err) = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid as i32), signal) {
-        if err != nix::errno::Errno::ESRCH {
-            tracing::debug!(pgid, %err, "cannot signal process group");
+/// What dsh asks of a child it stops, by meaning. On Unix each is its
+/// signal (SIGINT, SIGTERM, SIGKILL); Windows has no signals a console
+/// program can be sent reliably, so every stop there forcibly ends the
+/// process tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    /// Interrupt (SIGINT).
+    Interrupt,
+    /// Ask to terminate (SIGTERM).
+    Terminate,
+    /// Kill (SIGKILL).
+    Kill,
+}
+
+#[cfg(unix)]
+impl From<Signal> for nix::sys::signal::Signal {
+    fn from(signal: Signal) -> Self {
+        match signal {
+            Signal::Interrupt => nix::sys::signal::Signal::SIGINT,
+            Signal::Terminate => nix::sys::signal::Signal::SIGTERM,
+            Signal::Kill => nix::sys::signal::Signal::SIGKILL,
         }
     }
 }
 
-/// Sends SIGKILL to a whole process group.
+/// Sends a signal to a whole process group (dsh starts every child as
+/// the leader of one; on Windows, the process and its descendants); a
+/// group that is already gone is fine. Group 0 (unknown) is never
+/// signalled.
+pub fn signal_group(pgid: u32, signal: Signal) {
+    if pgid == 0 {
+        return;
+    }
+    #[cfg(unix)]
+    if let Err(err) = nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(pgid as i32),
+        nix::sys::signal::Signal::from(signal),
+    ) {
+        if err != nix::errno::Errno::ESRCH {
+            tracing::debug!(pgid, %err, "cannot signal process group");
+        }
+    }
+    #[cfg(windows)]
+    {
+        let _ = signal;
+        windows::kill_tree(pgid);
+    }
+}
+
+/// Sends a signal to one process (on Windows: forcibly ends it; its job,
+/// if it is a guard, takes its tree along). Pid 0 is never signalled.
+pub fn signal_process(pid: u32, signal: Signal) {
+    if pid == 0 {
+        return;
+    }
+    #[cfg(unix)]
+    if let Err(err) = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::from(signal),
+    ) {
+        if err != nix::errno::Errno::ESRCH {
+            tracing::debug!(pid, %err, "cannot signal process");
+        }
+    }
+    #[cfg(windows)]
+    {
+        let _ = signal;
+        windows::terminate(pid);
+    }
+}
+
+/// Kills a whole process group.
 pub fn kill_group(pgid: u32) {
-    signal_group(pgid, nix::sys::signal::Signal::SIGKILL);
+    signal_group(pgid, Signal::Kill);
+}
+
+/// The signal that ended a process, if one did (always `None` on
+/// Windows, where a forced end is exit code 1).
+pub fn exit_signal(status: &std::process::ExitStatus) -> Option<i32> {
+    #[cfg(unix)]
+    return std::os::unix::process::ExitStatusExt::signal(status);
+    #[cfg(windows)]
+    {
+        let _ = status;
+        None
+    }
 }
 
 #[cfg(test)]

@@ -26,14 +26,41 @@
 //! [`probe`] tells dsh whether the kernel can do this at all, so it can say
 //! so once and let the configuration decide.
 
-use std::collections::BTreeSet;
 use std::ffi::{OsStr, OsString};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use landlock::{
-    path_beneath_rules, Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr,
-    RulesetCreatedAttr, RulesetStatus, Scope, ABI,
-};
+#[cfg(target_os = "linux")]
+#[path = "sandbox/linux.rs"]
+mod platform;
+#[cfg(target_os = "linux")]
+pub(crate) use platform::signal_scope;
+#[cfg(target_os = "linux")]
+pub use platform::Prepared;
+
+/// macOS: Seatbelt (`sandbox-exec`, [`crate::seatbelt`]), applied by the
+/// guard around the command.
+#[cfg(target_os = "macos")]
+mod platform {
+    pub(super) fn probe() -> super::Support {
+        let files = std::path::Path::new(crate::seatbelt::SANDBOX_EXEC).exists();
+        super::Support {
+            files,
+            network: files,
+        }
+    }
+}
+
+/// Elsewhere (Windows) dsh has no sandbox: commands in modes that would be
+/// sandboxed ask instead (docs/platforms.md).
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
+mod platform {
+    pub(super) fn probe() -> super::Support {
+        super::Support {
+            files: false,
+            network: false,
+        }
+    }
+}
 
 /// What a sandboxed command may do.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -52,23 +79,6 @@ pub struct Sandbox {
     pub network: bool,
 }
 
-/// Devices every command may write.
-const DEVICES: &[&str] = &[
-    "/dev/null",
-    "/dev/zero",
-    "/dev/full",
-    "/dev/random",
-    "/dev/urandom",
-    "/dev/tty",
-    "/dev/ptmx",
-    "/dev/pts",
-    "/dev/shm",
-];
-
-/// The Landlock ABI the sandbox is written for; newer kernels get this, an
-/// older one what it supports (see [`probe`]).
-const ABI_TARGET: ABI = ABI::V6;
-
 /// What the running kernel can enforce.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Support {
@@ -85,38 +95,17 @@ impl Support {
         match (self.files, self.network) {
             (true, true) => "files and network",
             (true, false) => "files only (this kernel cannot keep commands off the network)",
-            (false, _) => "none (this kernel has no usable Landlock)",
+            (false, _) if cfg!(target_os = "linux") => "none (this kernel has no usable Landlock)",
+            (false, _) if cfg!(target_os = "macos") => "none (no /usr/bin/sandbox-exec)",
+            (false, _) => "none (dsh has no sandbox on this system)",
         }
     }
 }
 
-/// What the kernel supports, checked once (a ruleset is created and
-/// dropped; nothing is restricted).
+/// What this system can enforce, checked once (nothing is restricted).
 pub fn probe() -> Support {
     static SUPPORT: std::sync::OnceLock<Support> = std::sync::OnceLock::new();
-    *SUPPORT.get_or_init(|| {
-        let hard = |abi: ABI, net: bool| {
-            let ruleset = Ruleset::default().set_compatibility(CompatLevel::HardRequirement);
-            let ruleset = match ruleset.handle_access(AccessFs::from_all(abi)) {
-                Ok(ruleset) => ruleset,
-                Err(_) => return false,
-            };
-            let ruleset = if net {
-                match ruleset.handle_access(AccessNet::from_all(abi)) {
-                    Ok(ruleset) => ruleset,
-                    Err(_) => return false,
-                }
-            } else {
-                ruleset
-            };
-            ruleset.create().is_ok()
-        };
-        let files = hard(ABI::V1, false);
-        Support {
-            files,
-            network: files && hard(ABI::V4, true),
-        }
-    })
+    *SUPPORT.get_or_init(platform::probe)
 }
 
 impl Sandbox {
@@ -180,183 +169,6 @@ impl Sandbox {
         args.drain(..at);
         Ok(seen.then_some(sandbox))
     }
-
-    /// Prepares the sandbox in the guard, before the command is forked:
-    /// enters the namespaces (the guard and the command share them) and
-    /// builds the Landlock ruleset. Only the command enters the Landlock
-    /// domain ([`Prepared::restrict`], after the fork), so its signal
-    /// scope keeps it from signalling — or killing — the guard that
-    /// cleans up after it.
-    ///
-    /// # Errors
-    /// The sandbox could not be enforced as described; the command must
-    /// not run.
-    pub fn prepare(&self) -> Result<Prepared, String> {
-        // A user namespace with a mount namespace (and, without network, a
-        // network namespace); where the kernel refuses one, what it allows.
-        let mut mounts = false;
-        let in_own_network = match enter_namespaces(true, !self.network) {
-            Ok(()) => {
-                match crate::mounts::confine(&self.writable, &self.hidden, &self.read_only) {
-                    Ok(()) => mounts = true,
-                    Err(err) => eprintln!(
-                        "dsh: {err}; metadata outside the writable paths is not protected"
-                    ),
-                }
-                !self.network
-            }
-            Err(_) => !self.network && enter_namespaces(false, true).is_ok(),
-        };
-        let mut ruleset = Ruleset::default()
-            .handle_access(AccessFs::from_all(ABI_TARGET))
-            .map_err(|err| err.to_string())?;
-        if !self.network {
-            ruleset = ruleset
-                .handle_access(AccessNet::from_all(ABI_TARGET))
-                .map_err(|err| err.to_string())?
-                .scope(Scope::AbstractUnixSocket)
-                .map_err(|err| err.to_string())?;
-        }
-        ruleset = ruleset
-            .scope(Scope::Signal)
-            .map_err(|err| err.to_string())?;
-        let read = AccessFs::from_read(ABI_TARGET);
-        let write = AccessFs::from_all(ABI_TARGET);
-        let hidden: Vec<PathBuf> = self
-            .hidden
-            .iter()
-            .filter_map(|path| path.canonicalize().ok())
-            .collect();
-        // Everything but the hidden paths is readable — and of /dev only
-        // the devices every command may use (not disks, not the user's
-        // terminals).
-        let mut readable = Vec::new();
-        let mut unreadable = hidden.clone();
-        unreadable.push(PathBuf::from("/dev"));
-        grant(Path::new("/"), &unreadable, &mut readable);
-        readable.extend(
-            DEVICES
-                .iter()
-                .map(Path::new)
-                .filter_map(|path| path.canonicalize().ok()),
-        );
-        let mut writable = Vec::new();
-        for path in self
-            .writable
-            .iter()
-            .map(PathBuf::as_path)
-            .chain(DEVICES.iter().map(Path::new))
-        {
-            if let Ok(path) = path.canonicalize() {
-                grant(&path, &hidden, &mut writable);
-            }
-        }
-        let ruleset = ruleset
-            .create()
-            .map_err(|err| err.to_string())?
-            .add_rules(path_beneath_rules(&readable, read))
-            .map_err(|err| err.to_string())?
-            .add_rules(path_beneath_rules(&writable, write))
-            .map_err(|err| err.to_string())?;
-        if !self.network && !in_own_network && !probe().network {
-            return Err("this kernel cannot keep the command off the network".to_owned());
-        }
-        Ok(Prepared {
-            ruleset: Some(ruleset),
-            mounts,
-        })
-    }
-}
-
-/// The Landlock domain of a command that keeps the user's rights but must
-/// not signal — or kill — the guard above it (a hook, an MCP server):
-/// Landlock's signal scope alone (ABI 6+), no rule on files or the
-/// network. Built in the guard, entered by the command after the fork
-/// ([`Prepared::restrict`]); `None` where the kernel has no signal scope.
-pub(crate) fn signal_scope() -> Option<Prepared> {
-    let ruleset = Ruleset::default()
-        .set_compatibility(CompatLevel::HardRequirement)
-        .scope(Scope::Signal)
-        .ok()?
-        .create()
-        .ok()?;
-    Some(Prepared {
-        ruleset: Some(ruleset),
-        mounts: false,
-    })
-}
-
-/// A sandbox ready to be entered by the command, after the fork.
-pub struct Prepared {
-    ruleset: Option<landlock::RulesetCreated>,
-    /// The mount namespace is in place (metadata, `/dev/shm`, `/dev/pts`).
-    pub mounts: bool,
-}
-
-impl Prepared {
-    /// Enters the Landlock domain (and sets `no_new_privs`). Runs in the
-    /// forked command before exec; the guard is single-threaded, so this
-    /// may allocate.
-    ///
-    /// # Errors
-    /// The kernel did not enforce it.
-    pub fn restrict(&mut self) -> std::io::Result<()> {
-        let ruleset = self
-            .ruleset
-            .take()
-            .ok_or_else(|| std::io::Error::other("the sandbox was entered already"))?;
-        let status = ruleset.restrict_self().map_err(std::io::Error::other)?;
-        if status.ruleset == RulesetStatus::NotEnforced {
-            return Err(std::io::Error::other(
-                "this kernel does not enforce Landlock",
-            ));
-        }
-        Ok(())
-    }
-}
-
-/// The rules that grant `path` without any of `hidden`: `path` itself
-/// when no hidden path is at or beneath it, else its entries, recursively
-/// (Landlock rules always cover a whole subtree).
-fn grant(path: &Path, hidden: &[PathBuf], rules: &mut Vec<PathBuf>) {
-    if hidden.iter().any(|h| path.starts_with(h)) {
-        return;
-    }
-    if !hidden.iter().any(|h| h.starts_with(path)) {
-        rules.push(path.to_path_buf());
-        return;
-    }
-    let Ok(entries) = std::fs::read_dir(path) else {
-        return;
-    };
-    let children: BTreeSet<PathBuf> = entries
-        .filter_map(Result::ok)
-        .map(|entry| entry.path())
-        .collect();
-    for child in children {
-        grant(&child, hidden, rules);
-    }
-}
-
-/// Moves this process into a new user namespace (mapping its own uid and
-/// gid) and, as asked, a new mount namespace and a new, empty network
-/// namespace.
-fn enter_namespaces(mounts: bool, network: bool) -> Result<(), String> {
-    use nix::sched::{unshare, CloneFlags};
-    let uid = nix::unistd::getuid();
-    let gid = nix::unistd::getgid();
-    let mut flags = CloneFlags::CLONE_NEWUSER;
-    if mounts {
-        flags |= CloneFlags::CLONE_NEWNS;
-    }
-    if network {
-        flags |= CloneFlags::CLONE_NEWNET;
-    }
-    unshare(flags).map_err(|e| e.to_string())?;
-    std::fs::write("/proc/self/setgroups", "deny").map_err(|e| e.to_string())?;
-    std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1")).map_err(|e| e.to_string())?;
-    std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1")).map_err(|e| e.to_string())?;
-    Ok(())
 }
 
 #[cfg(test)]
@@ -380,40 +192,5 @@ mod tests {
         assert_eq!(Sandbox::from_args(&mut none).unwrap(), None);
         let mut broken = vec![OsString::from("--write")];
         assert!(Sandbox::from_args(&mut broken).is_err());
-    }
-
-    #[test]
-    fn a_hidden_path_is_granted_around() {
-        let root = tempfile_dir();
-        for dir in ["a/.ssh", "a/b", "c"] {
-            std::fs::create_dir_all(root.join(dir)).unwrap();
-        }
-        std::fs::write(root.join("a/f"), "").unwrap();
-        let mut rules = Vec::new();
-        grant(&root, &[root.join("a/.ssh")], &mut rules);
-        let mut got: Vec<String> = rules
-            .iter()
-            .map(|p| p.strip_prefix(&root).unwrap().display().to_string())
-            .collect();
-        got.sort();
-        assert_eq!(got, ["a/b", "a/f", "c"]);
-        let mut whole = Vec::new();
-        grant(&root.join("c"), &[root.join("a/.ssh")], &mut whole);
-        assert_eq!(whole, [root.join("c")]);
-        let mut inside = Vec::new();
-        grant(&root.join("a/.ssh"), &[root.join("a")], &mut inside);
-        assert!(inside.is_empty());
-        std::fs::remove_dir_all(root).unwrap();
-    }
-
-    fn tempfile_dir() -> PathBuf {
-        let dir = std::env::temp_dir().join(format!(
-            "dsh-sandbox-test-{}-{:?}",
-            std::process::id(),
-            std::thread::current().id()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
     }
 }

@@ -1,0 +1,1 @@
+//! Private files and ownership checks, per platform (being written).

@@ -1,0 +1,1 @@
+//! The macOS Seatbelt profile for sandboxed commands (being written).
