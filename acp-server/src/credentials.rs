@@ -225,9 +225,8 @@ fn small_file(path: &Path) -> Option<std::fs::Metadata> {
 
 /// The stored mapping, if the file exists, is private and parses.
 fn read_stored(path: &Path) -> Option<Vec<(String, String)>> {
-    use std::os::unix::fs::PermissionsExt;
     let meta = small_file(path)?;
-    if meta.permissions().mode() & 0o077 != 0 {
+    if crate::private::grants(&meta, crate::private::GROUP_OTHER) {
         tracing::warn!(
             path = %path.display(),
             "ignoring the credentials file: other users can read it (chmod 600 it, or run `dsh login` again)"
@@ -346,19 +345,14 @@ fn existing(path: &Path) -> Result<Vec<(String, String)>, String> {
 }
 
 fn write(home: &Path, path: &Path, map: &[(String, String)]) -> Result<(), String> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(home)
+    crate::private::create_dir_all(home)
         .map_err(|err| format!("cannot create {}: {err}", home.display()))?;
     // An existing home stays private.
-    let _ = std::fs::set_permissions(home, std::fs::Permissions::from_mode(0o700));
+    let _ = crate::private::set_private_dir(home);
     let temp = home.join(format!(".credentials.yaml.{}", std::process::id()));
-    let written = std::fs::OpenOptions::new()
+    let written = crate::private::options()
         .write(true)
         .create_new(true)
-        .mode(0o600)
         .open(&temp)
         .and_then(|mut file| {
             file.write_all(render(map).as_bytes())?;
@@ -415,15 +409,16 @@ mod tests {
 
     #[test]
     fn the_stored_file_is_private_keeps_other_keys_and_refuses_when_readable() {
-        use std::os::unix::fs::PermissionsExt;
         let home = tempfile::tempdir().unwrap();
         assert!(store(home.path(), "A_KEY", "a'1").is_err());
         assert!(store(home.path(), "A_KEY", "a 1").is_err());
         let path = store(home.path(), "A_KEY", "a1").unwrap();
         store(home.path(), "B_KEY", "b2").unwrap();
-        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode(&path), 0o600);
-        assert_eq!(mode(home.path()), 0o700);
+        let mode = |p: &Path| crate::private::mode_of(&std::fs::metadata(p).unwrap());
+        if cfg!(unix) {
+            assert_eq!(mode(&path), Some(0o600));
+            assert_eq!(mode(home.path()), Some(0o700));
+        }
         assert_eq!(
             read_stored(&path).unwrap(),
             [
@@ -431,8 +426,12 @@ mod tests {
                 ("B_KEY".to_owned(), "b2".to_owned())
             ]
         );
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-        assert_eq!(read_stored(&path), None);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+            assert_eq!(read_stored(&path), None);
+        }
         assert_eq!(
             parse("KEY: 'v'\n# c\n\nB: \"w\"\nC: plain"),
             Ok(vec![

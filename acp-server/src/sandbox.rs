@@ -212,13 +212,12 @@ static PRIVATE_TMP: std::sync::Mutex<Option<std::collections::HashMap<String, Pa
 /// # Errors
 /// It cannot be created.
 pub fn private_tmp(session: &str) -> std::io::Result<PathBuf> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
     let mut made = PRIVATE_TMP.lock().unwrap_or_else(|e| e.into_inner());
     let made = made.get_or_insert_with(Default::default);
     if let Some(dir) = made.get(session) {
         // Still ours: a real directory (not a link put in its place).
         let ours = std::fs::symlink_metadata(dir)
-            .is_ok_and(|meta| meta.is_dir() && meta.uid() == nix::unistd::geteuid().as_raw());
+            .is_ok_and(|meta| meta.is_dir() && crate::private::is_owned(&meta, 0));
         if ours {
             return Ok(dir.clone());
         }
@@ -227,7 +226,7 @@ pub fn private_tmp(session: &str) -> std::io::Result<PathBuf> {
     for _ in 0..8 {
         let dir =
             std::env::temp_dir().join(format!("dsh-{session}-{}", uuid::Uuid::new_v4().simple()));
-        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+        match crate::private::create_dir(&dir) {
             Ok(()) => {
                 made.insert(session.to_owned(), dir.clone());
                 return Ok(dir);

@@ -137,13 +137,9 @@ impl Store {
     /// The directory or file cannot be written, or the content does not
     /// fit in the budget.
     pub fn put_in(&self, index: &mut Index, bytes: &[u8]) -> std::io::Result<String> {
-        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
         let hash = hash(bytes);
         let size = bytes.len() as u64;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&self.dir)?;
+        crate::private::create_dir_all(&self.dir)?;
         let path = self.dir.join(&hash);
         if !index.entries.contains_key(&hash) || !path.exists() {
             if let Some((size, _)) = index.entries.remove(&hash) {
@@ -151,10 +147,9 @@ impl Store {
             }
             self.make_room(index, size)?;
             let temp = self.dir.join(format!(".{hash}.{}", std::process::id()));
-            let written = std::fs::OpenOptions::new()
+            let written = crate::private::options()
                 .write(true)
                 .create_new(true)
-                .mode(0o600)
                 .open(&temp)
                 .and_then(|mut file| file.write_all(bytes))
                 .and_then(|()| std::fs::rename(&temp, &path));
@@ -230,7 +225,6 @@ impl Store {
     }
 
     fn append(&self, line: &str) -> std::io::Result<()> {
-        use std::os::unix::fs::OpenOptionsExt;
         if !self.manifest.exists() {
             // The first line of a store from before the manifest: its
             // files are written down as turn 0's.
@@ -239,18 +233,14 @@ impl Store {
                 self.rewrite(&index)?;
             }
         }
-        std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&self.manifest)
+        let mut options = crate::private::options();
+        options.append(true).create(true);
+        crate::private::open_no_follow(&options, &self.manifest)
             .and_then(|mut file| file.write_all(line.as_bytes()))
     }
 
     /// Writes the whole manifest anew (temporary file, then rename).
     fn rewrite(&self, index: &Index) -> std::io::Result<()> {
-        use std::os::unix::fs::OpenOptionsExt;
         let mut text = String::new();
         for turn in &index.evicted {
             text.push_str(&format!("evicted {turn}\n"));
@@ -263,10 +253,9 @@ impl Store {
         let temp = self
             .manifest
             .with_extension(format!("turns.{}", std::process::id()));
-        let written = std::fs::OpenOptions::new()
+        let written = crate::private::options()
             .write(true)
             .create_new(true)
-            .mode(0o600)
             .open(&temp)
             .and_then(|mut file| file.write_all(text.as_bytes()))
             .and_then(|()| std::fs::rename(&temp, &self.manifest));

@@ -12,27 +12,19 @@ pub fn job_path(dir: &Path, number: u64) -> PathBuf {
 
 /// Creates the spill file `path` (blocking).
 pub fn create(path: &Path) -> Result<std::fs::File, String> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|err| format!("{}: {err}", dir.display()))?;
+    crate::private::create_dir_all(dir).map_err(|err| format!("{}: {err}", dir.display()))?;
     let open = || {
-        std::fs::OpenOptions::new()
+        crate::private::options()
             .write(true)
             .create_new(true)
-            .mode(0o600)
             .open(path)
     };
     match open() {
         // The start-up sweep removed the emptied directory just now.
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .and_then(|()| open()),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            crate::private::create_dir_all(dir).and_then(|()| open())
+        }
         opened => opened,
     }
     .map_err(|err| format!("{}: {err}", path.display()))
@@ -90,8 +82,11 @@ mod tests {
         assert_eq!(first, path);
         assert_eq!(second, spill.join("job-1.2.log"));
         // Not through a link either: a planted one is passed over.
-        std::os::unix::fs::symlink("/etc/passwd", spill.join("job-2.log")).unwrap();
-        let (_, third) = create_fresh(&job_path(&spill, 2)).unwrap();
-        assert_eq!(third, spill.join("job-2.2.log"));
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::symlink("/etc/passwd", spill.join("job-2.log")).unwrap();
+            let (_, third) = create_fresh(&job_path(&spill, 2)).unwrap();
+            assert_eq!(third, spill.join("job-2.2.log"));
+        }
     }
 }

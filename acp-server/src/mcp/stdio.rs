@@ -83,10 +83,9 @@ pub fn start(
 /// The executable `command` names: a path (relative to `cwd`) or a name
 /// on `path`.
 fn resolve(command: &str, path: &str, cwd: &Path) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
     let runnable = |candidate: &Path| {
         std::fs::metadata(candidate)
-            .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+            .is_ok_and(|meta| meta.is_file() && crate::private::is_runnable(&meta))
     };
     if command.contains('/') {
         let candidate = cwd.join(command);

@@ -10,7 +10,9 @@
 //!
 //! The file has no name (`O_TMPFILE | O_EXCL`: it can never be given one;
 //! where the filesystem has no `O_TMPFILE`, created under a random name
-//! and unlinked at once) and is 0600, in the directory of session logs:
+//! and unlinked at once; on Windows a hidden random name no one else can
+//! open, deleted when closed: [`crate::private::nameless_in`]) and is
+//! 0600, in the directory of session logs:
 //! like the log it holds code and prompts; it is gone when the last
 //! request and the session let it go (a session lets it go with its
 //! history: a history folded again is new messages, written anew). It
@@ -25,6 +27,7 @@
 
 use std::fs::File;
 use std::io;
+#[cfg(unix)]
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -56,7 +59,7 @@ impl Spool {
     pub fn new_in(dir: &Path) -> io::Result<Spool> {
         Ok(Spool {
             id: NEXT.fetch_add(1, Ordering::Relaxed),
-            file: nameless_in(dir)?,
+            file: crate::private::nameless_in(dir)?,
             end: Mutex::new(0),
             retired: AtomicBool::new(false),
         })
@@ -181,22 +184,47 @@ impl SpoolSlot {
     }
 }
 
-/// A new file in `dir` that has no name and never will, 0600.
-fn nameless_in(dir: &Path) -> io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    match std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .mode(0o600)
-        .custom_flags(libc::O_TMPFILE | libc::O_EXCL | libc::O_CLOEXEC)
-        .open(dir)
-    {
-        // A filesystem without `O_TMPFILE`: a random name, 0600, created
-        // new and unlinked at once.
-        Err(err) if matches!(err.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EISDIR)) => {
-            tempfile::tempfile_in(dir)
+/// Windows' std has only the one-call positional `seek_read` and
+/// `seek_write` (each may do less than asked): the whole-buffer ones unix
+/// has, made of them.
+#[cfg(windows)]
+trait FileExt {
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+}
+
+#[cfg(windows)]
+impl FileExt for File {
+    fn write_all_at(&self, mut buf: &[u8], mut offset: u64) -> io::Result<()> {
+        use std::os::windows::fs::FileExt as _;
+        while !buf.is_empty() {
+            match self.seek_write(buf, offset) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    buf = &buf[n..];
+                    offset += n as u64;
+                }
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                Err(err) => return Err(err),
+            }
         }
-        opened => opened,
+        Ok(())
+    }
+
+    fn read_exact_at(&self, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
+        use std::os::windows::fs::FileExt as _;
+        while !buf.is_empty() {
+            match self.seek_read(buf, offset) {
+                Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                Ok(n) => {
+                    buf = &mut buf[n..];
+                    offset += n as u64;
+                }
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                Err(err) => return Err(err),
+            }
+        }
+        Ok(())
     }
 }
 
@@ -212,11 +240,13 @@ mod tests {
         assert_ne!(spool.id(), other.id());
         assert!(spool.is_empty());
         // Nameless: nothing is left in the directory; only its owner may
-        // read it (whatever the umask).
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
-        let mode =
-            std::os::unix::fs::PermissionsExt::mode(&spool.file.metadata().unwrap().permissions());
-        assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+        // read it (whatever the umask). Windows names it until it is
+        // closed.
+        if cfg!(unix) {
+            assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+            let mode = crate::private::mode_of(&spool.file.metadata().unwrap());
+            assert_eq!(mode, Some(0o600), "{mode:?}");
+        }
         assert_eq!(spool.append(b"hello").unwrap(), 0);
         assert_eq!(spool.append(b", world").unwrap(), 5);
         let mut buf = [0; 5];

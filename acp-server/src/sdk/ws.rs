@@ -133,22 +133,15 @@ impl TokenFile {
     /// Writes `token` to `$home/sdk/ws-<port>.token`.
     fn write(home: &std::path::Path, port: u16, token: &str) -> Result<TokenFile, String> {
         use std::io::Write;
-        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
         let dir = home.join("sdk");
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)
+        crate::private::create_dir_all(&dir)
             .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
         let path = dir.join(format!("ws-{port}.token"));
         // A stale file of an earlier start (the port was free again).
         let _ = std::fs::remove_file(&path);
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&path)
+        let mut options = crate::private::options();
+        options.write(true).create_new(true);
+        let file = crate::private::open_no_follow(&options, &path)
             .map_err(|err| format!("cannot write {}: {err}", path.display()))?;
         // Removed from here on, also when the write fails.
         let written = TokenFile(path);

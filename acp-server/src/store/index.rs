@@ -377,7 +377,6 @@ impl Index {
     /// read and is this user's alone (0600, as it is saved: anything else
     /// is not trusted).
     fn read(&self) -> Saved {
-        use std::os::unix::fs::MetadataExt;
         let mut file = match std::fs::File::open(&self.path) {
             Ok(file) => file,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Saved::Missing,
@@ -386,7 +385,7 @@ impl Index {
         let Ok(meta) = file.metadata() else {
             return Saved::Unusable;
         };
-        if meta.uid() != nix::unistd::geteuid().as_raw() || meta.mode() & 0o077 != 0 {
+        if !crate::private::is_owned(&meta, crate::private::GROUP_OTHER) {
             tracing::warn!(path = %self.path.display(), "session index not this user's alone; rebuilding it");
             return Saved::Unusable;
         }
@@ -411,7 +410,6 @@ impl Index {
 
     fn save(&self, entries: &Entries) {
         let result = (|| -> std::io::Result<()> {
-            use std::os::unix::fs::OpenOptionsExt;
             let text = file::write(entries);
             if let Some(parent) = self.path.parent() {
                 super::create_private_dir(parent)?;
@@ -424,10 +422,9 @@ impl Index {
                     .unwrap_or_default()
                     .subsec_nanos()
             ));
-            let mut file = std::fs::OpenOptions::new()
+            let mut file = crate::private::options()
                 .write(true)
                 .create_new(true)
-                .mode(0o600)
                 .open(&temp)?;
             let written = file.write_all(text.as_bytes()).and_then(|()| {
                 drop(file);

@@ -215,23 +215,14 @@ impl SessionStore {
 
 /// Creates `dir` (0700), or tightens an existing one that others can read.
 fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
-    let mode = std::fs::metadata(dir)?.permissions().mode();
-    if mode & 0o077 != 0 {
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode & 0o700))?;
-    }
-    Ok(())
+    crate::private::create_dir_all(dir)?;
+    crate::private::tighten(dir)
 }
 
 /// Options for a log file: appended to, created 0600.
 fn private_file() -> OpenOptions {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut options = OpenOptions::new();
-    options.append(true).mode(0o600);
+    let mut options = crate::private::options();
+    options.append(true);
     options
 }
 
