@@ -118,7 +118,6 @@ mod tests {
     use super::*;
     use dsh_protocol::log::SessionHeader;
     use dsh_protocol::SessionId;
-    use rustix::fs::{AtFlags, Timespec, Timestamps, CWD};
 
     /// Sessions written in the same millisecond whose nanoseconds run
     /// against their ids: paging one at a time shows each once, in the
@@ -127,10 +126,8 @@ mod tests {
     fn pages_walk_every_session_once_in_the_cursors_order() {
         let dir = tempfile::tempdir().unwrap();
         let store = SessionStore::new(dir.path().to_path_buf());
-        let at = |secs: i64, nanos: i64| Timespec {
-            tv_sec: secs,
-            tv_nsec: nanos,
-        };
+        let at =
+            |secs: u64, nanos: u32| std::time::UNIX_EPOCH + std::time::Duration::new(secs, nanos);
         // (id, seconds, nanoseconds): a, b, c share a millisecond with
         // later nanoseconds for earlier ids; d is a millisecond older.
         let logs = [
@@ -144,11 +141,15 @@ mod tests {
             let header = SessionHeader::new(SessionId::new(id), 1, "/w".to_owned(), Vec::new());
             let path = dir.path().join(format!("{id}.jsonl"));
             std::fs::write(&path, serde_json::to_string(&header).unwrap() + "\n").unwrap();
-            let times = Timestamps {
-                last_access: at(secs, nanos),
-                last_modification: at(secs, nanos),
-            };
-            rustix::fs::utimensat(CWD, &path, &times, AtFlags::empty()).unwrap();
+            let times = std::fs::FileTimes::new()
+                .set_accessed(at(secs, nanos))
+                .set_modified(at(secs, nanos));
+            std::fs::File::options()
+                .write(true)
+                .open(&path)
+                .unwrap()
+                .set_times(times)
+                .unwrap();
         }
         let mut seen = Vec::new();
         let mut cursor: Option<String> = None;

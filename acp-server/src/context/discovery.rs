@@ -17,9 +17,12 @@
 //! read, so the policy (beneath the root, not hidden) answers as it did.
 //! Any other file — a symlink on the way, a read that failed or was
 //! refused — is read again at every refresh, as before the cache.
+//!
+//! On Windows std gives no file identity nor change time: a stamp there
+//! is the size, last write and creation times, so a file replaced by
+//! another of the same size and times is not read again.
 
 use std::collections::{HashMap, HashSet};
-use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -79,7 +82,9 @@ struct Stamp {
 }
 
 impl Stamp {
+    #[cfg(unix)]
     fn of(meta: &std::fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt as _;
         let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
         Self {
             dev: meta.dev(),
@@ -87,6 +92,19 @@ impl Stamp {
             len: meta.len(),
             mtime_ns: ns(meta.mtime(), meta.mtime_nsec()),
             ctime_ns: ns(meta.ctime(), meta.ctime_nsec()),
+        }
+    }
+
+    /// Times in 100 ns since 1601 (only compared, never shown).
+    #[cfg(windows)]
+    fn of(meta: &std::fs::Metadata) -> Self {
+        use std::os::windows::fs::MetadataExt as _;
+        Self {
+            dev: 0,
+            ino: 0,
+            len: meta.len(),
+            mtime_ns: i128::from(meta.last_write_time()) * 100,
+            ctime_ns: i128::from(meta.creation_time()) * 100,
         }
     }
 }
@@ -415,6 +433,7 @@ mod tests {
         assert_eq!(*Discovery::default().refresh(&roots), *moved);
     }
 
+    #[cfg(unix)]
     #[test]
     fn files_behind_symlinks_are_read_each_time_and_never_out_of_the_root() {
         let tmp = tempfile::tempdir().unwrap();
@@ -513,6 +532,7 @@ mod tests {
         assert_eq!(listed, ["deploy", "mine", "review"]);
     }
 
+    #[cfg(unix)]
     #[test]
     fn a_symlink_out_of_the_project_is_not_read() {
         let tmp = tempfile::tempdir().unwrap();

@@ -105,6 +105,7 @@ fn beneath_root(full: &Path, root: &Path) -> Option<PathBuf> {
 
 /// Opens a file the user named outside the workspace: links followed, a
 /// FIFO never waited on, a regular file only.
+#[cfg(unix)]
 fn open_outside(path: &Path) -> Result<std::fs::File, String> {
     use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new()
@@ -114,9 +115,24 @@ fn open_outside(path: &Path) -> Result<std::fs::File, String> {
         .map_err(|err| err.to_string())?;
     let metadata = file.metadata().map_err(|err| err.to_string())?;
     if !metadata.is_file() {
-        let kind = crate::beneath::kind_name(rustix::fs::FileType::from_raw_mode(
-            std::os::unix::fs::MetadataExt::mode(&metadata),
-        ));
+        let kind = crate::beneath::kind_name(metadata.file_type());
+        return Err(format!("{kind}; only a regular file can be read"));
+    }
+    Ok(file)
+}
+
+/// Opens a file the user named outside the workspace: links followed, a
+/// regular file only (Windows has no FIFO in its file system to wait on).
+#[cfg(not(unix))]
+fn open_outside(path: &Path) -> Result<std::fs::File, String> {
+    let file = std::fs::File::open(path).map_err(|err| err.to_string())?;
+    let metadata = file.metadata().map_err(|err| err.to_string())?;
+    if !metadata.is_file() {
+        let kind = if metadata.is_dir() {
+            "a directory"
+        } else {
+            "not a regular file"
+        };
         return Err(format!("{kind}; only a regular file can be read"));
     }
     Ok(file)

@@ -439,6 +439,7 @@ mod tests {
 
     /// A location the language server names is quoted only from inside
     /// the roots, never from a hidden path or through a link.
+    #[cfg(unix)]
     #[test]
     fn lines_are_quoted_only_from_files_inside_the_roots() {
         let work = tempfile::tempdir().unwrap();

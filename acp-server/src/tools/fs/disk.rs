@@ -24,16 +24,20 @@ pub(super) async fn blocking<T: Send + 'static>(
 
 /// What a path is, for the refusal of anything but a regular file.
 pub(super) fn special_kind(file_type: std::fs::FileType) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    if file_type.is_fifo() {
-        "a named pipe (FIFO)"
-    } else if file_type.is_socket() {
-        "a socket"
-    } else if file_type.is_block_device() || file_type.is_char_device() {
-        "a device"
-    } else {
-        "not a regular file"
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if file_type.is_fifo() {
+            return "a named pipe (FIFO)";
+        } else if file_type.is_socket() {
+            return "a socket";
+        } else if file_type.is_block_device() || file_type.is_char_device() {
+            return "a device";
+        }
     }
+    #[cfg(not(unix))]
+    let _ = file_type;
+    "not a regular file"
 }
 
 pub(super) fn not_regular(path: &Path, kind: &str) -> String {
