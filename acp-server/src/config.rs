@@ -10,7 +10,7 @@
 //! The API key is never stored here: only the *name* of the variable that
 //! holds it, resolved per request ([`crate::credentials::KeySource`]).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -275,6 +275,21 @@ pub struct Config {
     pub time: crate::context::time::Clock,
 }
 
+/// The user's home directory: `HOME`; on Windows, where `HOME` is seldom
+/// set (Git Bash and MSYS set it), `USERPROFILE`. `$DSH_HOME` defaults to
+/// its `.dsh`.
+pub fn user_home(env: &dyn Env) -> Option<PathBuf> {
+    let home = env.var("HOME");
+    #[cfg(windows)]
+    let home = home.or_else(|| env.var("USERPROFILE"));
+    home.map(PathBuf::from)
+}
+
+/// [`user_home`] of this process's environment.
+pub fn process_user_home() -> Option<PathBuf> {
+    user_home(&crate::credentials::ProcessEnv)
+}
+
 impl Config {
     /// Loads `$DSH_HOME/config.toml` (if present) and applies the environment.
     ///
@@ -283,8 +298,8 @@ impl Config {
     pub fn load(env: &dyn Env) -> Result<Config, ConfigError> {
         let home = match env.var("DSH_HOME") {
             Some(home) => PathBuf::from(home),
-            None => match env.var("HOME") {
-                Some(home) => Path::new(&home).join(".dsh"),
+            None => match user_home(env) {
+                Some(home) => home.join(".dsh"),
                 None => return Err(ConfigError::NoHome),
             },
         };

@@ -369,9 +369,7 @@ fn sandbox(config: &Config, out: &mut dyn Write, found: &mut Findings) {
             "commands run in the kernel sandbox, with network ([sandbox] network)"
         }
         Guard::PromptOnly => {
-            found.advice.push(
-                "this kernel cannot sandbox commands (Landlock, Linux 5.13+): the permission prompt is their only guard".to_owned(),
-            );
+            found.advice.push(NO_SANDBOX.to_owned());
             "commands run unsandboxed (the permission prompt is the only guard)"
         }
         Guard::Refused => {
@@ -387,3 +385,12 @@ fn sandbox(config: &Config, out: &mut dyn Write, found: &mut Findings) {
         support.describe()
     );
 }
+
+/// Why commands run without a sandbox here, and what guards them.
+const NO_SANDBOX: &str = if cfg!(target_os = "linux") {
+    "this kernel cannot sandbox commands (Landlock, Linux 5.13+): the permission prompt is their only guard"
+} else if cfg!(target_os = "macos") {
+    "/usr/bin/sandbox-exec (Seatbelt) is missing: the permission prompt is the only guard of commands"
+} else {
+    "dsh has no command sandbox on Windows: the permission prompt is the only guard of commands (docs/platforms.md)"
+};
