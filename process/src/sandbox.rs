@@ -1,15 +1,19 @@
-//! The kernel sandbox for shell commands (Linux).
+//! The kernel sandbox for shell commands: one policy, one enforcement per
+//! system.
 //!
 //! dsh describes what a command may do as a [`Sandbox`]: the paths it may
 //! write, the paths it may not even read, and whether it may use the
 //! network. The command guard (`dsh __guard`, see [`crate::guard`]) applies
-//! it to itself before it starts the command, so the command and
-//! everything it starts inherit it:
+//! it before it starts the command, so the command and everything it
+//! starts inherit it. **macOS** runs the command under Seatbelt
+//! (`sandbox-exec` with a profile generated from the policy,
+//! [`crate::seatbelt`]); **Windows** has none ([`probe`] says so, and dsh
+//! asks instead). **Linux** (`sandbox/linux.rs`):
 //!
 //! - **Files: Landlock.** Everything is readable and executable except the
 //!   hidden paths; only the writable paths (and a few devices such as
 //!   `/dev/null`) can be written — and of those, not the read-only paths
-//!   beneath them, which the mount namespace ([`crate::mounts`]) holds.
+//!   beneath them, which the mount namespace (`mounts.rs`) holds.
 //!   Landlock only grants, so "all but `~/.ssh`" is built from the
 //!   siblings of each hidden path and of its ancestors; an entry created
 //!   after the command starts in one of those ancestors (a new file

@@ -249,7 +249,7 @@ fn processes() -> Vec<Proc> {
                     (&raw mut info).cast(),
                     size,
                 );
-                (got == size).then(|| Proc {
+                (got == size).then_some(Proc {
                     pid,
                     ppid: info.pbi_ppid as i32,
                     pgrp: info.pbi_pgid as i32,
@@ -357,8 +357,26 @@ mod macos {
         let args: Vec<OsString> = args.collect();
         match sandbox {
             Some(sandbox) => {
+                // Seatbelt matches resolved paths: each is given canonical.
+                // Read-only paths that do not exist are left out, as the
+                // Linux mounts hold only what exists when the command starts.
+                let canonical = |path: &std::path::PathBuf| path.canonicalize().ok();
+                let resolved = Sandbox {
+                    writable: sandbox
+                        .writable
+                        .iter()
+                        .map(|path| canonical(path).unwrap_or_else(|| path.clone()))
+                        .collect(),
+                    hidden: sandbox
+                        .hidden
+                        .iter()
+                        .map(|path| canonical(path).unwrap_or_else(|| path.clone()))
+                        .collect(),
+                    read_only: sandbox.read_only.iter().filter_map(canonical).collect(),
+                    network: sandbox.network,
+                };
                 let mut command = std::process::Command::new(crate::seatbelt::SANDBOX_EXEC);
-                command.args(crate::seatbelt::command_args(sandbox, &program, &args));
+                command.args(crate::seatbelt::command_args(&resolved, &program, &args));
                 (true, command)
             }
             None => {
