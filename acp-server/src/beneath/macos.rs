@@ -6,13 +6,13 @@ use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStringExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, CWD};
 use rustix::io::Errno;
 
 use super::unix::{entry, error, regular};
-use super::{canonical, split, FsError};
+use super::{canonical, push_steps, split, FsError, Step, MAX_LINKS};
 
 /// A link is refused at the component opened (`O_NOFOLLOW`) and, where the
 /// system has it, anywhere in the name given (`O_NOFOLLOW_ANY`, macOS 11).
@@ -38,9 +38,6 @@ const DIR: OFlags = OFlags::RDONLY.union(OFlags::DIRECTORY);
 
 /// A file opened for reading: never blocking on a FIFO in its place.
 const FILE: OFlags = OFlags::RDONLY.union(OFlags::NONBLOCK).union(OFlags::NOCTTY);
-
-/// The most links [`open_beneath`] follows (Linux's limit).
-const MAX_LINKS: usize = 40;
 
 fn is_link(dir: &OwnedFd, name: &OsStr) -> bool {
     rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
@@ -126,28 +123,6 @@ pub(super) fn metadata(path: &Path) -> Result<Option<std::fs::Metadata>, FsError
         return Err(FsError::Symlink(path.to_path_buf()));
     }
     Ok(Some(meta))
-}
-
-/// One step of a path below the root.
-enum Step {
-    Up,
-    Name(OsString),
-}
-
-/// `path`'s steps pushed so the first is popped first; `Err` for an
-/// absolute path.
-fn push_steps(pending: &mut Vec<Step>, path: &Path) -> Result<(), ()> {
-    let mut steps = Vec::new();
-    for component in path.components() {
-        match component {
-            Component::CurDir => {}
-            Component::ParentDir => steps.push(Step::Up),
-            Component::Normal(name) => steps.push(Step::Name(name.to_os_string())),
-            Component::RootDir | Component::Prefix(_) => return Err(()),
-        }
-    }
-    pending.extend(steps.into_iter().rev());
-    Ok(())
 }
 
 /// Walks `relative` from the handle of `root`, following a link only when

@@ -41,26 +41,33 @@
 //!   links itself, one component at a time, at most 40 of them, refusing
 //!   absolute links and climbs out of the root. Writes, modes, owners and
 //!   `RENAME_NOREPLACE` (`renameatx_np(RENAME_EXCL)`) are as on Linux.
-//! - **Windows**: every directory on the way is opened (with
-//!   `FILE_FLAG_OPEN_REPARSE_POINT`, so a junction or symbolic link is
-//!   opened rather than followed) and refused if it is a link (a reparse
-//!   point whose tag is a name surrogate: symbolic links, junctions, mount
-//!   points; OneDrive placeholders and other data reparse points are
-//!   ordinary files and folders). Those handles are held without
-//!   `FILE_SHARE_DELETE` for the whole operation, so no directory on the
-//!   way can be renamed, deleted or replaced by a junction until it is
-//!   done; the final file is checked the same way and pinned while it is
-//!   read. The final rename or delete is by path (std has no
-//!   handle-relative one): a link put in the file's place after the check
-//!   is replaced or deleted itself, never followed. Writes create the
-//!   temporary file with `CREATE_NEW` and rename it over the target
-//!   (`MOVEFILE_REPLACE_EXISTING`), which splits hard links as on Unix;
-//!   [`write_new`] hard-links it to the target (refused when the target
-//!   exists), or on a file system without hard links creates the target
-//!   exclusively first. Not kept: the file's ACL (the new file inherits
-//!   its directory's) and its read-only flag (a read-only file cannot be
-//!   replaced: access denied). [`open_beneath`] follows relative symbolic
-//!   links as macOS does; junctions and absolute links escape.
+//! - **Windows**: every directory on the way is opened as itself
+//!   (`FILE_FLAG_OPEN_REPARSE_POINT`: a junction or symbolic link is
+//!   opened, not followed) and refused if it is a link — a reparse point
+//!   whose tag is a name surrogate (symbolic links, junctions, mount
+//!   points); OneDrive placeholders and other data reparse points are
+//!   ordinary files and folders. Those handles list the directory (a
+//!   handle that only reads attributes would not count: Windows ignores
+//!   its share mode) and are held without `FILE_SHARE_DELETE` for the
+//!   whole operation, so no directory on the way can be renamed, deleted
+//!   or replaced by a junction until it is done; a file being read is
+//!   pinned the same way between its check and its opening. Each such
+//!   directory must be listable by dsh ("access denied" otherwise). The
+//!   final rename or delete is by path below the held directories (std
+//!   has no handle-relative one): a link put in the file's place after the
+//!   check is replaced or deleted itself, never followed or written
+//!   through. Writes create the temporary file with `CREATE_NEW` and
+//!   rename it over the target (replacing, which splits hard links as on
+//!   Unix); [`write_new`] hard-links it to the target (refused when the
+//!   target exists), or on a file system without hard links creates the
+//!   target exclusively first. Not kept on a rewrite: the file's own ACL
+//!   (the new file inherits its directory's) and its attributes; a
+//!   read-only file, or one another program holds open without sharing
+//!   deletion, cannot be replaced at all ("access denied", "used by
+//!   another process").
+//!   [`open_beneath`] follows relative symbolic links as macOS does;
+//!   junctions and absolute links are [`FsError::Escapes`]. Wine 8 makes
+//!   no links at all, so only the link-free paths are tested there.
 
 use std::ffi::OsStr;
 use std::fs::File;
@@ -184,6 +191,35 @@ fn exists(path: &Path) -> FsError {
         path.to_path_buf(),
         std::io::Error::new(std::io::ErrorKind::AlreadyExists, "it already exists"),
     )
+}
+
+/// The most links [`open_beneath`] follows where dsh resolves them itself
+/// (Linux's limit).
+#[cfg(not(target_os = "linux"))]
+const MAX_LINKS: usize = 40;
+
+/// One step of a path below the root, where dsh resolves links itself.
+#[cfg(not(target_os = "linux"))]
+enum Step {
+    Up,
+    Name(std::ffi::OsString),
+}
+
+/// `path`'s steps pushed so the first is popped first; `Err` for an
+/// absolute path.
+#[cfg(not(target_os = "linux"))]
+fn push_steps(pending: &mut Vec<Step>, path: &Path) -> Result<(), ()> {
+    let mut steps = Vec::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => steps.push(Step::Up),
+            Component::Normal(name) => steps.push(Step::Name(name.to_os_string())),
+            Component::RootDir | Component::Prefix(_) => return Err(()),
+        }
+    }
+    pending.extend(steps.into_iter().rev());
+    Ok(())
 }
 
 /// What a file type is, for refusals ("a named pipe (FIFO)", "a
