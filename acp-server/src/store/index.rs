@@ -26,16 +26,14 @@ use std::collections::HashMap;
 use std::ffi::{CStr, CString};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{Read, Write};
-use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use dsh_protocol::log::SessionHeader;
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, StatxFlags};
-use rustix::io::Errno;
 use serde::Deserialize;
 
+use super::dir::{self, Dir, Kind};
 use super::SessionSummary;
 
 mod file;
@@ -246,7 +244,7 @@ impl Index {
     /// when the directory cannot be opened.
     fn refresh(&self, dir: &Path) -> Option<std::sync::MutexGuard<'_, Option<Entries>>> {
         let started = std::time::Instant::now();
-        let dir_fd = super::open_dir(dir).ok()?;
+        let dir_fd = dir::open(dir).ok()?;
         let mut guard = self
             .entries
             .lock()
@@ -262,7 +260,7 @@ impl Index {
         // removed): every log is read anyway, so each is opened once — its
         // size and time from the open file, not a `stat` by name first.
         if matches!(saved, Some(Saved::Missing)) {
-            let (names, mut complete) = log_names(&dir_fd);
+            let (names, mut complete) = dir::log_names(&dir_fd);
             let read = in_parallel(names, Vec::new, |buffer, (name, kind)| {
                 read_log(&dir_fd, name, kind, buffer)
             });
@@ -308,7 +306,7 @@ impl Index {
             let loading = guard
                 .is_none()
                 .then(|| scope.spawn(|| self.parse(text.as_deref())));
-            let (names, complete) = log_names(&dir_fd);
+            let (names, complete) = dir::log_names(&dir_fd);
             let found = in_parallel(names, || (), |(), (name, _)| stat_log(&dir_fd, name));
             (loading.map(|loading| loading.join()), (found, complete))
         });
@@ -345,7 +343,7 @@ impl Index {
         let stamp = stamp.filter(|_| complete);
         let mut changed = summarized > 0 || entries.stamp != stamp;
         let summaries = in_parallel(stale, Vec::new, |buffer, log| {
-            let summary = open_log(&dir_fd, &log.0)
+            let summary = dir::open_log(&dir_fd, &log.0)
                 .map_err(|err| err.to_string())
                 .and_then(|file| summarize(file, log.1, buffer));
             (log, summary)
@@ -366,11 +364,11 @@ impl Index {
 
     /// Makes the index's directory and removes an earlier version's index
     /// file (once per process, before the stamp is taken).
-    fn make_room(&self, dir: &OwnedFd) {
+    fn make_room(&self, dir: &Dir) {
         if let Some(parent) = self.path.parent() {
             let _ = super::create_private_dir(parent);
         }
-        let _ = rustix::fs::unlinkat(dir, OLD_FILE, AtFlags::empty());
+        dir::remove(dir, OLD_FILE);
     }
 
     /// The index file as a new process finds it: its text when it can be
@@ -443,11 +441,10 @@ impl Index {
 
 /// The sessions directory's stamp, when its change time is at least
 /// `settle` old (see the module docs); `None` otherwise.
-fn stamp(dir: &OwnedFd, settle: Duration) -> Option<Stamp> {
+fn stamp(dir: &Dir, settle: Duration) -> Option<Stamp> {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).ok()?;
-    let stat = rustix::fs::fstat(dir).ok()?;
-    let ctime_ns = epoch_ns(stat.st_ctime, u32::try_from(stat.st_ctime_nsec).ok()?);
-    (now.as_nanos().checked_sub(ctime_ns)? >= settle.as_nanos()).then_some((stat.st_ino, ctime_ns))
+    let (ino, ctime_ns) = dir::stamp(dir)?;
+    (now.as_nanos().checked_sub(ctime_ns)? >= settle.as_nanos()).then_some((ino, ctime_ns))
 }
 
 /// Logs summarized in listing `listing_no` into `entries` (an unreadable
@@ -510,28 +507,10 @@ enum Saved {
     Text(String),
 }
 
-/// The names of the logs (`*.jsonl`) in the directory, with their type
-/// as the directory knows it; and whether the whole directory was read.
-fn log_names(dir: &OwnedFd) -> (Vec<(CString, FileType)>, bool) {
-    let Ok(listing) = rustix::fs::Dir::read_from(dir) else {
-        return (Vec::new(), false);
-    };
-    let mut complete = true;
-    let names = listing
-        .filter_map(|entry| {
-            complete &= entry.is_ok();
-            entry.ok()
-        })
-        .filter(|entry| entry.file_name().to_bytes().ends_with(b".jsonl"))
-        .map(|entry| (entry.file_name().to_owned(), entry.file_type()))
-        .collect();
-    (names, complete)
-}
-
 /// A log's name, size and mtime; `None` for a name that is not UTF-8, a
 /// log that went away or something that is not a log; its name back when
 /// it cannot be `stat`ed.
-fn stat_log(dir: &OwnedFd, name: CString) -> Result<Option<Found>, CString> {
+fn stat_log(dir: &Dir, name: CString) -> Result<Option<Found>, CString> {
     if name
         .to_str()
         .ok()
@@ -540,23 +519,11 @@ fn stat_log(dir: &OwnedFd, name: CString) -> Result<Option<Found>, CString> {
     {
         return Ok(None);
     }
-    let stat = match rustix::fs::statx(
-        dir,
-        &name,
-        AtFlags::SYMLINK_NOFOLLOW,
-        StatxFlags::TYPE | StatxFlags::SIZE | StatxFlags::MTIME,
-    ) {
-        Ok(stat) => stat,
-        Err(Errno::NOENT) => return Ok(None),
-        Err(_) => return Err(name),
-    };
-    // Only regular files are logs: a FIFO or a link named `*.jsonl` in
-    // the sessions directory would block or lead elsewhere.
-    if FileType::from_raw_mode(u32::from(stat.stx_mode)) != FileType::RegularFile {
-        return Ok(None);
+    match dir::stat(dir, &name) {
+        Ok(Some((len, mtime_ns))) => Ok(Some((name, len, mtime_ns))),
+        Ok(None) => Ok(None),
+        Err(_) => Err(name),
     }
-    let mtime_ns = epoch_ns(stat.stx_mtime.tv_sec, stat.stx_mtime.tv_nsec);
-    Ok(Some((name, stat.stx_size, mtime_ns)))
 }
 
 /// `each` over `items` in order, on up to four threads when there are many
@@ -605,65 +572,37 @@ fn in_parallel<T: Send, R: Send, S>(
     })
 }
 
-/// Opens a log to read it. Never follows a link, never blocks and never
-/// takes a terminal (something other than a regular file swapped in after
-/// the directory was read); the caller checks the open file is a regular
-/// file.
-fn open_log(dir: &OwnedFd, name: &CStr) -> Result<std::fs::File, Errno> {
-    let fd = rustix::fs::openat(
-        dir,
-        name,
-        OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY,
-        Mode::empty(),
-    )?;
-    Ok(std::fs::File::from(fd))
-}
-
 /// A log read without an index: opened when the directory says it is a
 /// regular file (`stat`ed first when the directory does not say), its
 /// size and mtime taken from the open file, and summarized. `None` as for
 /// [`stat_log`].
 fn read_log(
-    dir: &OwnedFd,
+    dir: &Dir,
     name: CString,
-    kind: FileType,
+    kind: Kind,
     buffer: &mut Vec<u8>,
 ) -> Option<(Found, Summary)> {
     name.to_str().ok()?.strip_suffix(".jsonl")?;
     match kind {
-        FileType::RegularFile => {}
+        Kind::Regular => {}
         // Never opened before it is known to be a regular file (a device
         // named like a log would be opened for nothing, or worse).
-        FileType::Unknown => match stat_log(dir, name.clone()) {
+        Kind::Unknown => match stat_log(dir, name.clone()) {
             Ok(Some(_)) => {}
             Ok(None) => return None,
             Err(name) => return Some(((name, 0, 0), Err("cannot stat it".to_owned()))),
         },
         _ => return None,
     }
-    let file = match open_log(dir, &name) {
+    let file = match dir::open_log(dir, &name) {
         Ok(file) => file,
         // Gone since the directory was read, or a link: not a log.
-        Err(Errno::NOENT | Errno::LOOP) => return None,
+        Err(err) if dir::is_gone(&err) => return None,
         Err(err) => return Some(((name, 0, 0), Err(err.to_string()))),
     };
-    let stat = rustix::fs::fstat(&file).ok()?;
-    if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
-        return None;
-    }
-    let len = u64::try_from(stat.st_size).unwrap_or(0);
-    let mtime_ns = epoch_ns(
-        stat.st_mtime,
-        u32::try_from(stat.st_mtime_nsec).unwrap_or(0),
-    );
+    let (len, mtime_ns) = dir::regular(&file)?;
     let summary = summarize(file, len, buffer);
     Some(((name, len, mtime_ns), summary))
-}
-
-/// A file time (modification, change) in nanoseconds since the epoch;
-/// before 1970 counts as 1970, as it did through `SystemTime`.
-fn epoch_ns(secs: i64, nanos: u32) -> u128 {
-    u128::try_from(secs).map_or(0, |secs| secs * 1_000_000_000 + u128::from(nanos))
 }
 
 /// What [`summarize`] reads of a title line.

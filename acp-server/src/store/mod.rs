@@ -17,11 +17,13 @@ use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+mod dir;
 mod index;
 
 use dsh_protocol::log::{Event, EventData, LogLine, LogParser, SessionHeader};
 
 use crate::error::AgentError;
+use dir::Touch;
 
 /// Epoch milliseconds now.
 pub fn now_ms() -> u64 {
@@ -255,6 +257,7 @@ fn lock(file: &File, id: &str, path: &Path) -> Result<(), AgentError> {
 }
 
 /// The pid holding a `flock` on `file`, from `/proc/locks` (Linux).
+#[cfg(unix)]
 fn lock_holder(file: &File) -> Option<u32> {
     use std::os::unix::fs::MetadataExt;
     let inode = file.metadata().ok()?.ino();
@@ -268,6 +271,12 @@ fn lock_holder(file: &File) -> Option<u32> {
             .then(|| pid.parse().ok())
             .flatten()
     })
+}
+
+/// Not known on Windows.
+#[cfg(not(unix))]
+fn lock_holder(_file: &File) -> Option<u32> {
+    None
 }
 
 fn read_error(path: &Path, err: std::io::Error) -> AgentError {
@@ -618,77 +627,6 @@ impl LogWriter {
     pub fn sync(&self) {
         if let Err(err) = self.file.sync_data() {
             tracing::warn!(path = %self.path.display(), %err, "cannot sync the session log");
-        }
-    }
-}
-
-/// Opens a directory to work in by handle (the listing's reads, a
-/// writer's touches).
-fn open_dir(dir: &Path) -> rustix::io::Result<std::os::fd::OwnedFd> {
-    use rustix::fs::{Mode, OFlags};
-    rustix::fs::open(
-        dir,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-}
-
-/// The sessions directory as a log writer holds it: touched after its
-/// writes, so that its change time tells a listing a log was written (the
-/// index trusts itself while that time stays as it was, and only once it
-/// is two seconds old). A write less than a second after this writer's
-/// last touch needs none: the directory's change time is then at most a
-/// second old, newer than any stamp a listing could have trusted before
-/// the write (a crash between a write and its touch leaves that one write
-/// unseen until the directory next changes).
-#[derive(Debug)]
-struct Touch {
-    dir: PathBuf,
-    /// Opened once; by path when it could not be.
-    fd: Option<std::os::fd::OwnedFd>,
-    last: Option<std::time::Instant>,
-}
-
-impl Touch {
-    /// Touches needed at most this often (see above).
-    const EVERY: std::time::Duration = std::time::Duration::from_secs(1);
-
-    fn open(dir: &Path) -> Touch {
-        Touch {
-            dir: dir.to_owned(),
-            fd: open_dir(dir).ok(),
-            last: None,
-        }
-    }
-
-    /// Sets the directory's times to now (which sets its change time):
-    /// both to now, which the directory's write permission allows.
-    fn touch(&mut self) {
-        if self.last.is_some_and(|last| last.elapsed() < Self::EVERY) {
-            return;
-        }
-        let now = rustix::fs::Timespec {
-            tv_sec: 0,
-            tv_nsec: rustix::fs::UTIME_NOW,
-        };
-        let times = rustix::fs::Timestamps {
-            last_access: now,
-            last_modification: now,
-        };
-        let touched = match &self.fd {
-            Some(fd) => rustix::fs::futimens(fd, &times),
-            None => rustix::fs::utimensat(
-                rustix::fs::CWD,
-                &self.dir,
-                &times,
-                rustix::fs::AtFlags::empty(),
-            ),
-        };
-        match touched {
-            Ok(()) => self.last = Some(std::time::Instant::now()),
-            Err(err) => {
-                tracing::warn!(dir = %self.dir.display(), %err, "cannot touch the sessions directory: listings may not see a log's writes");
-            }
         }
     }
 }

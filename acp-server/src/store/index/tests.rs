@@ -95,6 +95,7 @@ fn the_index_follows_the_logs() {
 
 /// A FIFO or a link named like a log is not a log: the listing neither
 /// blocks on it nor follows it.
+#[cfg(unix)]
 #[test]
 fn only_regular_files_are_listed() {
     let dir = tempfile::tempdir().unwrap();
@@ -120,6 +121,7 @@ fn only_regular_files_are_listed() {
 /// An index built by opening every log records what a `stat` of each
 /// finds: the next process reads no log again, and does not rewrite the
 /// index.
+#[cfg(unix)]
 #[test]
 fn a_built_index_is_up_to_date_for_the_next_process() {
     use std::os::unix::fs::MetadataExt;
@@ -254,6 +256,7 @@ fn many_logs_are_summarized_on_threads_in_the_same_way() {
 }
 
 /// An index whose directory settles in 50 ms (the test's clock), not 2 s.
+#[cfg(unix)]
 fn quick(dir: &Path) -> Index {
     Index {
         settle: Duration::from_millis(50),
@@ -265,6 +268,7 @@ fn pass(index: &Index) -> Pass {
     index.entries.lock().unwrap().as_ref().unwrap().pass
 }
 
+#[cfg(unix)]
 fn settle() {
     std::thread::sleep(Duration::from_millis(80));
 }
@@ -273,6 +277,7 @@ fn settle() {
 /// saved, a listing reads the index alone; every write of a dsh log
 /// writer (an append, a torn line cut) is seen by the next listing, in
 /// the same process and a new one.
+#[cfg(unix)]
 #[test]
 fn an_unchanged_directory_is_listed_from_the_index_alone() {
     let dir = tempfile::tempdir().unwrap();
