@@ -11,6 +11,11 @@
 //! tightened): they hold code and prompts. After each write a writer
 //! touches the directory, whose change time then tells a listing that a
 //! log was written ([`index`]).
+//!
+//! On Windows, where a lock would keep readers out too, the writer's
+//! handle shares reading alone: a second writer's open (or a deletion)
+//! fails and is `session.locked`, without a pid. The platform differences
+//! of the directory itself are in [`dir`].
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
@@ -156,6 +161,12 @@ impl SessionStore {
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
                 return Err(AgentError::SessionNotFound(id.to_owned()))
             }
+            Err(err) if held(&err) => {
+                return Err(AgentError::SessionLocked {
+                    id: id.to_owned(),
+                    holder: None,
+                })
+            }
             Err(err) => {
                 return Err(AgentError::LogWrite {
                     path: path.display().to_string(),
@@ -187,6 +198,10 @@ impl SessionStore {
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
                 Err(AgentError::SessionNotFound(id.to_owned()))
             }
+            Err(err) if held(&err) => Err(AgentError::SessionLocked {
+                id: id.to_owned(),
+                holder: None,
+            }),
             Err(source) => Err(AgentError::LogWrite {
                 path: path.display().to_string(),
                 source,
@@ -221,17 +236,40 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     crate::private::tighten(dir)
 }
 
-/// Options for a log file: appended to, created 0600.
+/// Options for a log file: appended to, created 0600. On Windows a
+/// writer's handle shares reading alone: that, not a lock, keeps a second
+/// writer (and a deletion) out there ([`lock`]).
 fn private_file() -> OpenOptions {
     let mut options = crate::private::options();
     options.append(true);
+    #[cfg(windows)]
+    {
+        use std::os::windows::fs::OpenOptionsExt;
+        options.share_mode(windows_sys::Win32::Storage::FileSystem::FILE_SHARE_READ);
+    }
     options
+}
+
+/// Whether opening or deleting a log failed because a writer holds it:
+/// on Windows a sharing violation ([`private_file`]); never on unix,
+/// where the lock tells.
+fn held(err: &std::io::Error) -> bool {
+    #[cfg(windows)]
+    {
+        err.raw_os_error() == Some(windows_sys::Win32::Foundation::ERROR_SHARING_VIOLATION as i32)
+    }
+    #[cfg(not(windows))]
+    {
+        let _ = err;
+        false
+    }
 }
 
 /// Takes the exclusive lock on a log, or says who holds it. A lock that
 /// is busy is tried again for up to 100 ms: a child forked at the moment
 /// this process closed the log holds a copy of its descriptor (and so the
 /// `flock`) until its `exec` closes it.
+#[cfg(unix)]
 fn lock(file: &File, id: &str, path: &Path) -> Result<(), AgentError> {
     let mut tries = 0;
     let busy = loop {
@@ -273,10 +311,12 @@ fn lock_holder(file: &File) -> Option<u32> {
     })
 }
 
-/// Not known on Windows.
+/// Nothing on Windows: a lock there is mandatory (it would keep the
+/// readers of a live log out), and the writer's open already keeps other
+/// writers out ([`private_file`], [`held`]).
 #[cfg(not(unix))]
-fn lock_holder(_file: &File) -> Option<u32> {
-    None
+fn lock(_file: &File, _id: &str, _path: &Path) -> Result<(), AgentError> {
+    Ok(())
 }
 
 fn read_error(path: &Path, err: std::io::Error) -> AgentError {
