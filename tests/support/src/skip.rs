@@ -74,9 +74,17 @@ pub fn ran(test: &str) {
     record(test, None);
 }
 
+/// This run's id on Windows (see the Unix one below).
+#[cfg(windows)]
+fn run_id() -> String {
+    // No parent pid in std here: the test binary itself is the run.
+    format!("{}", std::process::id())
+}
+
 /// This run's id: the parent process (cargo, which runs the test binaries
 /// one after another, or nextest) by pid and start time, so a pid used
 /// again is another run.
+#[cfg(unix)]
 fn run_id() -> String {
     let parent = std::os::unix::process::parent_id();
     let started = std::fs::read_to_string(format!("/proc/{parent}/stat"))
