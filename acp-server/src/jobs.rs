@@ -688,9 +688,8 @@ impl Jobs {
                 tokio::select! {
                     // Cancel-safe: waiting again picks up where it was.
                     status = child.wait() => {
-                        use std::os::unix::process::ExitStatusExt;
                         break match status {
-                            Ok(status) => match (status.code(), status.signal()) {
+                            Ok(status) => match (status.code(), dsh_process::exit_signal(&status)) {
                                 (Some(code), _) => End::Exited(code),
                                 (None, Some(signal)) => End::Signal(signal),
                                 (None, None) => End::Exited(-1),
@@ -788,5 +787,6 @@ async fn spill_chunk(shared: &budget::Shared, job: &Job, file: &mut tokio::fs::F
     }
 }
 
-#[cfg(test)]
+// The tests run their jobs with `bash` in process groups of their own.
+#[cfg(all(test, unix))]
 mod tests;

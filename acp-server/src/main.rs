@@ -355,6 +355,7 @@ where
         }
     };
     let code = runtime.block_on(async {
+        #[cfg(unix)]
         catch_file_size_signal();
         body().await
     });
@@ -366,12 +367,12 @@ where
 /// With a file-size limit (`ulimit -f`) the kernel kills a process whose
 /// write crosses it (SIGXFSZ). Handling the signal turns that into an
 /// `EFBIG` write error, which the session log reports and survives like a
-/// full disk. Children get the default action back at exec.
+/// full disk. Children get the default action back at exec. Windows has
+/// no such limit: a write there fails with an error, never a signal.
+#[cfg(unix)]
 fn catch_file_size_signal() {
     use tokio::signal::unix::{signal, SignalKind};
-    match signal(SignalKind::from_raw(
-        nix::sys::signal::Signal::SIGXFSZ as i32,
-    )) {
+    match signal(SignalKind::from_raw(libc::SIGXFSZ)) {
         // Keep the handler installed for the life of the process.
         Ok(stream) => std::mem::forget(stream),
         Err(err) => tracing::debug!(%err, "cannot handle SIGXFSZ"),

@@ -11,10 +11,11 @@
 //!   ([`read_lines`] hands on with it what the envelope says: the method,
 //!   a request's id, where the params are).
 //!
-//! When stdin and stdout are pipes or sockets (as editors spawn us) they are
-//! driven non-blocking by the runtime itself; tokio's `stdin()`/`stdout()`
-//! (a terminal, a file) hand every read and write to a blocking thread,
-//! a thread hop per line.
+//! On Unix, when stdin and stdout are pipes or sockets (as editors spawn
+//! us) they are driven non-blocking by the runtime itself; tokio's
+//! `stdin()`/`stdout()` (a terminal, a file, and everything on Windows,
+//! whose anonymous pipes cannot be made non-blocking) hand every read and
+//! write to a blocking thread, a thread hop per line.
 
 use std::io;
 
@@ -30,6 +31,7 @@ pub type Output = Box<dyn AsyncWrite + Send + Unpin>;
 /// stdin and stdout for `dsh acp`: non-blocking when they are pipes or
 /// sockets (`O_NONBLOCK` is set on those open files, which dsh alone
 /// uses), tokio's blocking-thread handles otherwise.
+#[cfg(unix)]
 pub fn stdio() -> (Input, Output) {
     use std::os::fd::AsFd;
     use tokio::net::unix::pipe;
@@ -54,12 +56,22 @@ pub fn stdio() -> (Input, Output) {
     (input, output)
 }
 
+/// stdin and stdout for `dsh acp` on Windows: tokio's handles, read and
+/// written on a blocking thread (an anonymous pipe — what an editor
+/// spawns us with — has no overlapped mode to drive it without one).
+#[cfg(windows)]
+pub fn stdio() -> (Input, Output) {
+    (Box::new(tokio::io::stdin()), Box::new(tokio::io::stdout()))
+}
+
+#[cfg(unix)]
 enum Kind {
     Pipe,
     Socket,
 }
 
 /// A duplicate of a pipe or socket descriptor.
+#[cfg(unix)]
 fn stdio_kind(fd: std::os::fd::BorrowedFd<'_>) -> Option<(Kind, std::os::fd::OwnedFd)> {
     use std::os::unix::fs::FileTypeExt;
     let owned = fd.try_clone_to_owned().ok()?;
@@ -76,6 +88,7 @@ fn stdio_kind(fd: std::os::fd::BorrowedFd<'_>) -> Option<(Kind, std::os::fd::Own
     }
 }
 
+#[cfg(unix)]
 fn socket(fd: std::os::fd::OwnedFd) -> io::Result<tokio::net::UnixStream> {
     let socket = std::os::unix::net::UnixStream::from(fd);
     socket.set_nonblocking(true)?;

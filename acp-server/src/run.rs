@@ -716,6 +716,7 @@ async fn in_session(
 }
 
 /// The first SIGTERM or SIGINT; its name.
+#[cfg(unix)]
 pub async fn shutdown_signal() -> &'static str {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut term), Ok(mut int)) = (
@@ -727,6 +728,24 @@ pub async fn shutdown_signal() -> &'static str {
     tokio::select! {
         _ = term.recv() => "SIGTERM",
         _ = int.recv() => "SIGINT",
+    }
+}
+
+/// The first console control event that asks dsh to stop — Ctrl+C,
+/// Ctrl+Break, or the console window closing (Windows then allows a few
+/// seconds to clean up) — by name. Windows' stand-in for SIGINT and
+/// SIGTERM: a process is stopped there by these or forcibly, never by a
+/// signal it could handle.
+#[cfg(windows)]
+pub async fn shutdown_signal() -> &'static str {
+    use tokio::signal::windows::{ctrl_break, ctrl_c, ctrl_close};
+    let (Ok(mut int), Ok(mut brk), Ok(mut close)) = (ctrl_c(), ctrl_break(), ctrl_close()) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => "CTRL_C",
+        _ = brk.recv() => "CTRL_BREAK",
+        _ = close.recv() => "CTRL_CLOSE",
     }
 }
 

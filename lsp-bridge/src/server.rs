@@ -462,7 +462,7 @@ impl Server {
                 .await
                 .is_err()
             {
-                dsh_process::signal_group(self.pgid, nix::sys::signal::Signal::SIGTERM);
+                dsh_process::signal_group(self.pgid, dsh_process::Signal::Terminate);
                 if tokio::time::timeout(Duration::from_millis(1000), child.wait())
                     .await
                     .is_err()

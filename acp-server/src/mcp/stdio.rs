@@ -117,10 +117,7 @@ impl Drop for Process {
     fn drop(&mut self) {
         // Still unreaped (or running), so the pid is still the guard's.
         if let (Ok(None), Some(pid)) = (self.child.try_wait(), self.child.id()) {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid as i32),
-                nix::sys::signal::Signal::SIGTERM,
-            );
+            dsh_process::signal_process(pid, dsh_process::Signal::Terminate);
         }
     }
 }

@@ -500,9 +500,11 @@ async fn run_locally(
     if !output.is_empty() && !output.ends_with('\n') {
         output.push('\n');
     }
-    use std::os::unix::process::ExitStatusExt;
     let code = status.and_then(|s| s.code());
-    let signal = status.and_then(|s| s.signal()).map(|s| format!("{s}"));
+    let signal = status
+        .as_ref()
+        .and_then(dsh_process::exit_signal)
+        .map(|s| format!("{s}"));
     live.exited(code, signal.clone());
     let note = env.command.sandbox.as_ref().and_then(|sandbox| {
         (code != Some(0))
