@@ -387,6 +387,89 @@ fn said(frames: &[Value]) -> String {
         .collect()
 }
 
+/// A turn (request `id`) in which the model writes `file` in the
+/// workspace with the write tool: a permission request, a diff of the
+/// file's Windows path, the file on disk. The turn's frames.
+async fn write_turn(
+    session: &Session,
+    raw: &mut Raw,
+    id: &Value,
+    request: u64,
+    file: &str,
+) -> Vec<Value> {
+    let cwd = windows_path(&session.workspace());
+    let old = std::fs::read_to_string(session.workspace().join(file)).ok();
+    session.mock.push_json(call(
+        "w1",
+        "write",
+        json!({"file_path": file, "content": "made on Windows\n"}),
+    ));
+    session.mock.push_json(reply("Written."));
+    raw.send(prompt(request, id, &format!("write {file}")))
+        .await;
+    let (done, frames) = until_answer(raw, request).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    assert!(
+        frames
+            .iter()
+            .any(|frame| frame["method"] == "session/request_permission"),
+        "ask mode asks before a write: {frames:#?}"
+    );
+    if let Some(failed) = frames
+        .iter()
+        .find(|frame| frame["params"]["update"]["status"] == "failed")
+    {
+        panic!(
+            "the write failed: {}",
+            failed["params"]["update"]["rawOutput"]
+        );
+    }
+    let diff = frames
+        .iter()
+        .filter_map(|frame| frame["params"]["update"]["content"].as_array())
+        .flatten()
+        .chain(
+            frames
+                .iter()
+                .filter_map(|frame| frame["params"]["toolCall"]["content"].as_array())
+                .flatten(),
+        )
+        .find(|content| content["type"] == "diff")
+        .unwrap_or_else(|| panic!("a diff: {frames:#?}"))
+        .clone();
+    assert_eq!(diff["newText"], "made on Windows\n", "{diff}");
+    assert_eq!(diff["oldText"].as_str(), old.as_deref(), "{diff}");
+    let path = diff["path"].as_str().unwrap();
+    assert!(
+        path.trim_start_matches(r"\\?\").starts_with(&cwd) && path.ends_with(file),
+        "{path} is the file's Windows path in {cwd}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(session.workspace().join(file)).unwrap(),
+        "made on Windows\n"
+    );
+    frames
+}
+
+/// A file the write tool creates (the path does not exist yet, so it is
+/// resolved part by part rather than canonicalized).
+#[tokio::test]
+async fn the_write_tool_creates_a_new_file_under_wine() {
+    let Some(wine) = wine(&skip::this_test()) else {
+        return;
+    };
+    let session = Session::new(wine).await;
+    let cwd = windows_path(&session.workspace());
+    let mut raw = session.connect().await;
+    raw.send(json!({"jsonrpc": "2.0", "id": 2, "method": "session/new",
+        "params": {"cwd": cwd, "mcpServers": []}}))
+        .await;
+    let (new, _) = until_answer(&mut raw, 2).await;
+    let id = new["result"]["sessionId"].clone();
+    write_turn(&session, &mut raw, &id, 3, "made.txt").await;
+    raw.finish().await;
+}
+
 /// A session in a Windows path: a streamed reply, a file written through
 /// the `write` tool (with its diff, after a permission request), a
 /// cancelled turn, and the session loaded again by another `dsh.exe`.
@@ -415,39 +498,8 @@ async fn an_acp_session_with_windows_paths_runs_under_wine() {
     assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
     assert_eq!(said(&frames), "Hello from Wine.");
 
-    // A file written by the write tool, shown as a diff first.
-    session.mock.push_json(call(
-        "w1",
-        "write",
-        json!({"file_path": "made.txt", "content": "made on Windows\n"}),
-    ));
-    session.mock.push_json(reply("Written."));
-    raw.send(prompt(4, &id, "write it")).await;
-    let (done, frames) = until_answer(&mut raw, 4).await;
-    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
-    let diff = frames
-        .iter()
-        .filter_map(|frame| frame["params"]["update"]["content"].as_array())
-        .flatten()
-        .chain(
-            frames
-                .iter()
-                .filter_map(|frame| frame["params"]["toolCall"]["content"].as_array())
-                .flatten(),
-        )
-        .find(|content| content["type"] == "diff")
-        .unwrap_or_else(|| panic!("a diff: {frames:#?}"))
-        .clone();
-    assert_eq!(diff["newText"], "made on Windows\n", "{diff}");
-    let path = diff["path"].as_str().unwrap();
-    assert!(
-        path.starts_with(&cwd) && path.ends_with("made.txt"),
-        "{path}"
-    );
-    assert_eq!(
-        std::fs::read_to_string(session.workspace().join("made.txt")).unwrap(),
-        "made on Windows\n"
-    );
+    // The workspace's file rewritten by the write tool, shown as a diff.
+    let frames = write_turn(&session, &mut raw, &id, 4, "hello.txt").await;
     assert!(said(&frames).contains("Written."));
 
     // A turn cancelled while the model streams.
@@ -477,7 +529,7 @@ async fn an_acp_session_with_windows_paths_runs_under_wine() {
     assert!(loaded.get("error").is_none(), "{loaded}");
     assert!(said(&frames).contains("Hello from Wine."), "{frames:#?}");
     let replayed = serde_json::to_string(&frames).unwrap();
-    for text in ["write it", "made.txt"] {
+    for text in ["write hello.txt", "hello.txt"] {
         assert!(replayed.contains(text), "{text} replayed: {replayed}");
     }
     raw.finish().await;
