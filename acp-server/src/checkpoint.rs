@@ -386,7 +386,7 @@ mod tests {
     fn a_turn_keeps_what_it_overwrote_and_notes_what_commands_did() {
         let home = tempfile::tempdir().unwrap();
         let work = tempfile::tempdir().unwrap();
-        let root = work.path().canonicalize().unwrap();
+        let root = dunce::canonicalize(work.path()).unwrap();
         std::fs::write(root.join("a.txt"), "one\n").unwrap();
         std::fs::write(root.join("b.txt"), "bee\n").unwrap();
         std::fs::write(root.join(".gitignore"), "target/\n").unwrap();
@@ -472,7 +472,7 @@ mod precopy_tests {
     fn only_what_a_command_changed_is_stored() {
         let home = tempfile::tempdir().unwrap();
         let work = tempfile::tempdir().unwrap();
-        let root = work.path().canonicalize().unwrap();
+        let root = dunce::canonicalize(work.path()).unwrap();
         for name in ["a", "b", "c"] {
             std::fs::write(root.join(name), name).unwrap();
         }

@@ -144,8 +144,7 @@ impl RunFlags {
                 std::env::current_dir().map_err(|err| format!("no current directory: {err}"))?
             }
         };
-        let cwd = cwd
-            .canonicalize()
+        let cwd = dunce::canonicalize(&cwd)
             .ok()
             .filter(|dir| dir.is_dir())
             .ok_or_else(|| format!("--cwd {}: not a directory", cwd.display()))?;

@@ -149,7 +149,7 @@ impl SandboxSettings {
             .collect();
         let canonical: Vec<PathBuf> = hidden
             .iter()
-            .filter_map(|path| path.canonicalize().ok())
+            .filter_map(|path| dunce::canonicalize(path).ok())
             .filter(|path| !hidden.contains(path))
             .collect();
         hidden.extend(canonical);

@@ -16,6 +16,8 @@
 //! It spawns the `dsh` binary next to itself, talks raw ACP frames over its
 //! stdio, and points it at the same mock OpenAI-compatible server the tests
 //! use (`dsh-test-support`'s `mock_model`, 127.0.0.1 only).
+// The bench runs on Linux, where std's canonicalize is the one (clippy.toml).
+#![allow(clippy::disallowed_methods)]
 #![allow(clippy::print_stdout)]
 
 mod checkpoint;

@@ -239,9 +239,7 @@ pub fn locate(
         });
     }
     let inside = |program: &Path| {
-        let canonical = program
-            .canonicalize()
-            .unwrap_or_else(|_| program.to_path_buf());
+        let canonical = dunce::canonicalize(program).unwrap_or_else(|_| program.to_path_buf());
         session_roots.iter().any(|root| canonical.starts_with(root))
     };
     if let Ok(program) = which::which(&spec.command) {

@@ -50,7 +50,7 @@ mod tests {
     #[test]
     fn walks_up_to_markers_but_not_above_the_session_root() {
         let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().canonicalize().unwrap();
+        let root = dunce::canonicalize(dir.path()).unwrap();
         std::fs::create_dir_all(root.join("ws/crates/a/src")).unwrap();
         std::fs::write(
             root.join("ws/Cargo.toml"),

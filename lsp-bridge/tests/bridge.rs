@@ -52,7 +52,7 @@ struct World {
 
 fn world() -> World {
     let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().canonicalize().unwrap();
+    let root = dunce::canonicalize(dir.path()).unwrap();
     let file = root.join("main.toy");
     std::fs::write(&file, SOURCE).unwrap();
     World {

@@ -20,7 +20,7 @@ fn workspace(name: &str) -> (tempfile::TempDir, PathBuf) {
     let source = common::fixture_workspace(name);
     let dir = tempfile::tempdir().unwrap();
     copy(&source, dir.path());
-    let root = dir.path().canonicalize().unwrap();
+    let root = dunce::canonicalize(dir.path()).unwrap();
     (dir, root)
 }
 

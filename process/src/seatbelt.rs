@@ -270,7 +270,7 @@ fn ancestors_in(read_only: &[PathBuf], writable: &[PathBuf]) -> Vec<PathBuf> {
     found
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
 

@@ -2,6 +2,11 @@
 //! and the scripted model, no child process, no sockets — checked with
 //! snapshots; golden files for the log format and the ACP updates; logs
 //! from earlier versions; and the ACP server over an in-memory pipe.
+// These suites run on Linux, where std's canonicalize is the one (clippy.toml).
+#![allow(clippy::disallowed_methods)]
+// Unix suites (/proc, sh, process groups); Windows is tested under wine
+// by tests/windows.
+#![cfg(unix)]
 
 mod acp_duplex;
 mod eviction;

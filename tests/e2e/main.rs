@@ -1,5 +1,10 @@
 //! End-to-end tests: the built `dsh` binary driven over ACP by the SDK's
 //! client side, against a mock OpenAI-compatible model on 127.0.0.1.
+// These suites run on Linux, where std's canonicalize is the one (clippy.toml).
+#![allow(clippy::disallowed_methods)]
+// Unix suites (/proc, sh, process groups); Windows is tested under wine
+// by tests/windows.
+#![cfg(unix)]
 
 mod support;
 

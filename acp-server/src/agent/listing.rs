@@ -49,7 +49,7 @@ pub(super) fn page(
     subagents: bool,
 ) -> Result<SessionPage, AgentError> {
     let wanted = cwd.map(|cwd| {
-        let canonical = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
+        let canonical = dunce::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
         (
             cwd.to_string_lossy().into_owned(),
             canonical.to_string_lossy().into_owned(),

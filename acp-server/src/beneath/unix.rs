@@ -235,8 +235,8 @@ mod tests {
     fn tree() -> (tempfile::TempDir, PathBuf, tempfile::TempDir, PathBuf) {
         let work = tempfile::tempdir().unwrap();
         let outside = tempfile::tempdir().unwrap();
-        let root = work.path().canonicalize().unwrap();
-        let far = outside.path().canonicalize().unwrap();
+        let root = dunce::canonicalize(work.path()).unwrap();
+        let far = dunce::canonicalize(outside.path()).unwrap();
         (work, root, outside, far)
     }
 

@@ -300,7 +300,7 @@ struct Scan<'a> {
 
 impl<'a> Scan<'a> {
     fn new(place: &'a Place) -> Self {
-        let base = place.base.canonicalize().ok().map(Arc::from);
+        let base = dunce::canonicalize(&place.base).ok().map(Arc::from);
         Self { place, base }
     }
 

@@ -89,7 +89,7 @@ pub fn names(place: &Place) -> Vec<String> {
 /// there is no such file; `Err` (with the reason, for the log) when it must
 /// not or cannot be read.
 pub fn read(place: &Place, relative: &Path, hidden: &[PathBuf]) -> Result<Option<String>, String> {
-    let base = place.base.canonicalize().map_err(|err| err.to_string())?;
+    let base = dunce::canonicalize(&place.base).map_err(|err| err.to_string())?;
     let (file, real) = match crate::beneath::open_beneath(&base, &place.dir.join(relative)) {
         Ok(opened) => opened,
         Err(err) if err.is_not_found() => return Ok(None),

@@ -281,13 +281,13 @@ fn read(
 ) -> Result<Option<String>, String> {
     let Places { root, home, hidden } = *places;
     let opened = if path == home.join("AGENTS.md") {
-        let global = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+        let global = dunce::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
         crate::beneath::open_read(&global).map(|file| (file, global))
     } else {
         let Ok(relative) = path.strip_prefix(root) else {
             return Err("outside the project root".to_owned());
         };
-        let root = root.canonicalize().map_err(|err| err.to_string())?;
+        let root = dunce::canonicalize(root).map_err(|err| err.to_string())?;
         crate::beneath::open_beneath(&root, relative)
     };
     let (file, real) = match opened {

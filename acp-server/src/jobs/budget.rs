@@ -59,7 +59,7 @@ impl Budget {
     }
 
     /// The unread bytes of all of the session's jobs now.
-    #[cfg(test)]
+    #[cfg(all(test, unix))]
     pub(super) fn unread(&self) -> u64 {
         self.unread.load(Ordering::Relaxed)
     }
@@ -198,7 +198,7 @@ impl Shared {
     }
 
     /// The spill bytes of all of the session's jobs now.
-    #[cfg(test)]
+    #[cfg(all(test, unix))]
     pub(super) fn spilled(&self) -> u64 {
         lock(&self.registry).spilled
     }

@@ -234,7 +234,7 @@ impl Protected {
             patterns,
             compiled: std::sync::OnceLock::new(),
             in_sandbox,
-            home: home.canonicalize().unwrap_or_else(|_| home.to_path_buf()),
+            home: dunce::canonicalize(home).unwrap_or_else(|_| home.to_path_buf()),
             hidden: Vec::new(),
         })
     }

@@ -99,7 +99,7 @@ fn beneath_root(full: &Path, root: &Path) -> Option<PathBuf> {
         return Some(relative.to_path_buf());
     }
     let name = full.file_name()?;
-    let dir = full.parent()?.canonicalize().ok()?;
+    let dir = dunce::canonicalize(full.parent()?).ok()?;
     Some(dir.strip_prefix(root).ok()?.join(name))
 }
 

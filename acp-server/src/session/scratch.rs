@@ -47,7 +47,10 @@ impl Scratch {
         }
         let config = Arc::new(Config::from_raw(raw, home.path().to_path_buf(), &NoEnv).unwrap());
         let store = SessionStore::new(config.sessions_dir());
-        let cwd = work.path().canonicalize().unwrap().display().to_string();
+        let cwd = dunce::canonicalize(work.path())
+            .unwrap()
+            .display()
+            .to_string();
         let id = SessionId::new(uuid::Uuid::new_v4().to_string());
         let header = SessionHeader::new(id, now_ms(), cwd, Vec::new());
         let log = store.create(&header).unwrap();

@@ -444,8 +444,8 @@ mod tests {
     fn lines_are_quoted_only_from_files_inside_the_roots() {
         let work = tempfile::tempdir().unwrap();
         let far = tempfile::tempdir().unwrap();
-        let root = work.path().canonicalize().unwrap();
-        let outside = far.path().canonicalize().unwrap();
+        let root = dunce::canonicalize(work.path()).unwrap();
+        let outside = dunce::canonicalize(far.path()).unwrap();
         std::fs::create_dir(root.join(".ssh")).unwrap();
         std::fs::write(root.join("a.rs"), "fn a() {}\n").unwrap();
         std::fs::write(root.join(".ssh/id_rsa"), "PRIVATE KEY\n").unwrap();

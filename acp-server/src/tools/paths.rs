@@ -33,7 +33,7 @@ pub fn resolve(cwd: &Path, raw: &str) -> Result<PathBuf, Refusal> {
     } else {
         cwd.join(raw)
     };
-    if let Ok(canonical) = joined.canonicalize() {
+    if let Ok(canonical) = dunce::canonicalize(&joined) {
         return Ok(canonical);
     }
     follow(&joined).map_err(|why| {
@@ -46,18 +46,27 @@ pub fn resolve(cwd: &Path, raw: &str) -> Result<PathBuf, Refusal> {
 
 /// One step of a path still to resolve.
 enum Part {
-    Root,
+    /// A root: `/`; on Windows with its prefix (`C:\`, `\\server\share\`).
+    Root(PathBuf),
     Parent,
     Name(std::ffi::OsString),
 }
 
-fn parts(path: &Path) -> impl DoubleEndedIterator<Item = Part> + '_ {
-    path.components().filter_map(|component| match component {
-        Component::RootDir | Component::Prefix(_) => Some(Part::Root),
-        Component::CurDir => None,
-        Component::ParentDir => Some(Part::Parent),
-        Component::Normal(name) => Some(Part::Name(name.to_owned())),
-    })
+fn parts(path: &Path) -> Vec<Part> {
+    let mut parts = Vec::new();
+    for component in path.components() {
+        match component {
+            Component::Prefix(prefix) => parts.push(Part::Root(PathBuf::from(prefix.as_os_str()))),
+            Component::RootDir => match parts.last_mut() {
+                Some(Part::Root(root)) => root.push(std::path::MAIN_SEPARATOR_STR),
+                _ => parts.push(Part::Root(PathBuf::from(std::path::MAIN_SEPARATOR_STR))),
+            },
+            Component::CurDir => {}
+            Component::ParentDir => parts.push(Part::Parent),
+            Component::Normal(name) => parts.push(Part::Name(name.to_owned())),
+        }
+    }
+    parts
 }
 
 /// Resolves an absolute path component by component, following every
@@ -67,13 +76,13 @@ fn parts(path: &Path) -> impl DoubleEndedIterator<Item = Part> + '_ {
 fn follow(path: &Path) -> Result<PathBuf, &'static str> {
     let mut resolved = PathBuf::from("/");
     // A stack: the next part is on top.
-    let mut pending: Vec<Part> = parts(path).rev().collect();
+    let mut pending: Vec<Part> = parts(path).into_iter().rev().collect();
     let mut links = 0;
     let mut missing = false;
     while let Some(part) = pending.pop() {
         match part {
-            Part::Root => {
-                resolved = PathBuf::from("/");
+            Part::Root(root) => {
+                resolved = root;
                 missing = false;
             }
             Part::Parent if missing => {
@@ -92,7 +101,7 @@ fn follow(path: &Path) -> Result<PathBuf, &'static str> {
                         }
                         let target = std::fs::read_link(&next)
                             .map_err(|_| "a symbolic link on the way cannot be read")?;
-                        pending.extend(parts(&target).rev());
+                        pending.extend(parts(&target).into_iter().rev());
                     }
                     Ok(_) => resolved = next,
                     Err(_) => {
@@ -110,17 +119,13 @@ fn follow(path: &Path) -> Result<PathBuf, &'static str> {
 pub fn canonical_roots(cwd: &str, roots: &[String]) -> Vec<PathBuf> {
     std::iter::once(cwd)
         .chain(roots.iter().map(String::as_str))
-        .map(|root| {
-            Path::new(root)
-                .canonicalize()
-                .unwrap_or_else(|_| PathBuf::from(root))
-        })
+        .map(|root| dunce::canonicalize(Path::new(root)).unwrap_or_else(|_| PathBuf::from(root)))
         .collect()
 }
 
 /// A path for titles: relative to `cwd` when inside it.
 pub fn display_path(path: &Path, cwd: &Path) -> String {
-    let cwd = cwd.canonicalize().unwrap_or_else(|_| cwd.to_path_buf());
+    let cwd = dunce::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
     match path.strip_prefix(&cwd) {
         Ok(relative) if relative.as_os_str().is_empty() => ".".to_owned(),
         Ok(relative) => relative.display().to_string(),
@@ -135,7 +140,7 @@ mod tests {
     #[test]
     fn resolves_relative_missing_and_escaping_paths() {
         let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().canonicalize().unwrap();
+        let root = dunce::canonicalize(dir.path()).unwrap();
         std::fs::create_dir(root.join("sub")).unwrap();
         assert_eq!(
             resolve(&root, "sub/new.txt").unwrap(),
@@ -162,8 +167,8 @@ mod tests {
     fn dangling_symlinks_resolve_to_their_targets() {
         let dir = tempfile::tempdir().unwrap();
         let outside = tempfile::tempdir().unwrap();
-        let root = dir.path().canonicalize().unwrap();
-        let far = outside.path().canonicalize().unwrap();
+        let root = dunce::canonicalize(dir.path()).unwrap();
+        let far = dunce::canonicalize(outside.path()).unwrap();
         std::os::unix::fs::symlink(far.join("missing.md"), root.join("notes.md")).unwrap();
         assert_eq!(resolve(&root, "notes.md").unwrap(), far.join("missing.md"));
         std::fs::create_dir(root.join("sub")).unwrap();

@@ -151,7 +151,7 @@ impl Secrets {
         // As canonical as the secret locations are; its own name kept (a
         // link there is not it).
         if let (Some(home), Some(name)) = (env.spill_dir.parent(), env.spill_dir.file_name()) {
-            if let Ok(home) = std::fs::canonicalize(home) {
+            if let Ok(home) = dunce::canonicalize(home) {
                 spill_dirs.push(home.join(name));
             }
         }
@@ -176,7 +176,7 @@ struct Shown {
 impl Shown {
     fn new(cwd: &Path) -> Shown {
         Shown {
-            cwd: cwd.canonicalize().unwrap_or_else(|_| cwd.to_path_buf()),
+            cwd: dunce::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf()),
         }
     }
 

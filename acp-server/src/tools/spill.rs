@@ -124,7 +124,7 @@ impl SpillTarget {
     /// Whether `path` is in the session's spill directory.
     pub fn holds(env: &ToolEnv<'_>, path: &Path) -> bool {
         path.starts_with(env.spill_dir)
-            || std::fs::canonicalize(env.spill_dir).is_ok_and(|dir| path.starts_with(dir))
+            || dunce::canonicalize(env.spill_dir).is_ok_and(|dir| path.starts_with(dir))
     }
 
     /// Creates the file (blocking): the directory 0700 if needed, the file
