@@ -253,6 +253,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "beneath",
             "ndjson",
             "credentials",
+            "private",
             "prompt",
             "context",
             "checkpoint",
@@ -651,10 +652,13 @@ fn imports_run_down_the_layers() {
 /// goes through `tools::Tool`.
 const PROGRAM_NAMES: &[(&str, &str)] = &[
     ("acp-server/src/tools/bash.rs", "bash"),
+    ("acp-server/src/tools/shell.rs", "bash"),
+    ("acp-server/src/tools/shell.rs", "pwsh"),
     ("acp-server/src/acp/sink.rs", "bash"),
     ("acp-server/src/permission/shell.rs", "bash"),
     ("acp-server/src/permission/code/mod.rs", "read"),
     ("acp-server/src/permission/code/mod.rs", "grep"),
+    ("acp-server/src/permission/code/mod.rs", "pwsh"),
 ];
 
 /// Issue 24: no literal tool name outside the tool table.

@@ -275,21 +275,6 @@ pub struct Config {
     pub time: crate::context::time::Clock,
 }
 
-/// The user's home directory: `HOME`; on Windows, where `HOME` is seldom
-/// set (Git Bash and MSYS set it), `USERPROFILE`. `$DSH_HOME` defaults to
-/// its `.dsh`.
-pub fn user_home(env: &dyn Env) -> Option<PathBuf> {
-    let home = env.var("HOME");
-    #[cfg(windows)]
-    let home = home.or_else(|| env.var("USERPROFILE"));
-    home.map(PathBuf::from)
-}
-
-/// [`user_home`] of this process's environment.
-pub fn process_user_home() -> Option<PathBuf> {
-    user_home(&crate::credentials::ProcessEnv)
-}
-
 impl Config {
     /// Loads `$DSH_HOME/config.toml` (if present) and applies the environment.
     ///
@@ -298,7 +283,7 @@ impl Config {
     pub fn load(env: &dyn Env) -> Result<Config, ConfigError> {
         let home = match env.var("DSH_HOME") {
             Some(home) => PathBuf::from(home),
-            None => match user_home(env) {
+            None => match crate::credentials::user_home(env) {
                 Some(home) => home.join(".dsh"),
                 None => return Err(ConfigError::NoHome),
             },

@@ -42,6 +42,21 @@ impl Env for ProcessEnv {
     }
 }
 
+/// The user's home directory: `HOME`; on Windows, where `HOME` is seldom
+/// set (Git Bash and MSYS set it), `USERPROFILE`. `$DSH_HOME` defaults to
+/// its `.dsh`.
+pub fn user_home(env: &dyn Env) -> Option<PathBuf> {
+    let home = env.var("HOME");
+    #[cfg(windows)]
+    let home = home.or_else(|| env.var("USERPROFILE"));
+    home.map(PathBuf::from)
+}
+
+/// [`user_home`] of this process's environment.
+pub fn process_user_home() -> Option<PathBuf> {
+    user_home(&ProcessEnv)
+}
+
 /// `[credentials]`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -128,7 +128,10 @@ pub enum Guard {
 
 /// `~/x` as a path under the user's home.
 fn expand_home(path: &str) -> PathBuf {
-    match (path.strip_prefix("~/"), crate::config::process_user_home()) {
+    match (
+        path.strip_prefix("~/"),
+        crate::credentials::process_user_home(),
+    ) {
         (Some(rest), Some(home)) => home.join(rest),
         _ => PathBuf::from(path),
     }
@@ -140,7 +143,7 @@ impl SandboxSettings {
     /// defaults under `$HOME`, `[sandbox] hidden`, and `$DSH_HOME`. Each
     /// is given as written and, where it resolves elsewhere, canonical.
     pub fn hidden_paths(&self, dsh_home: &Path) -> Vec<PathBuf> {
-        let user_home = crate::config::process_user_home();
+        let user_home = crate::credentials::process_user_home();
         let mut hidden: Vec<PathBuf> = user_home
             .iter()
             .flat_map(|home| DEFAULT_HIDDEN.iter().map(move |path| home.join(path)))

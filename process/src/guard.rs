@@ -48,10 +48,13 @@ pub fn main(mut args: Vec<OsString>) -> i32 {
             eprintln!("dsh: the command was not run: dsh has no sandbox on Windows");
             return 125;
         }
-        crate::windows::guard(args)
+        windows::main(args)
     }
 }
 
 #[cfg(unix)]
 #[path = "guard/unix.rs"]
 mod unix;
+#[cfg(windows)]
+#[path = "guard/windows.rs"]
+mod windows;

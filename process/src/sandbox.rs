@@ -7,7 +7,7 @@
 //! it before it starts the command, so the command and everything it
 //! starts inherit it. **macOS** runs the command under Seatbelt
 //! (`sandbox-exec` with a profile generated from the policy,
-//! [`crate::seatbelt`]); **Windows** has none ([`probe`] says so, and dsh
+//! [`seatbelt`]); **Windows** has none ([`probe`] says so, and dsh
 //! asks instead). **Linux** (`sandbox/linux.rs`):
 //!
 //! - **Files: Landlock.** Everything is readable and executable except the
@@ -36,17 +36,19 @@ use std::path::PathBuf;
 #[cfg(target_os = "linux")]
 #[path = "sandbox/linux.rs"]
 mod platform;
+#[path = "sandbox/seatbelt.rs"]
+pub mod seatbelt;
 #[cfg(target_os = "linux")]
 pub(crate) use platform::signal_scope;
 #[cfg(target_os = "linux")]
 pub use platform::Prepared;
 
-/// macOS: Seatbelt (`sandbox-exec`, [`crate::seatbelt`]), applied by the
+/// macOS: Seatbelt (`sandbox-exec`, [`seatbelt`]), applied by the
 /// guard around the command.
 #[cfg(target_os = "macos")]
 mod platform {
     pub(super) fn probe() -> super::Support {
-        let files = std::path::Path::new(crate::seatbelt::SANDBOX_EXEC).exists();
+        let files = std::path::Path::new(super::seatbelt::SANDBOX_EXEC).exists();
         super::Support {
             files,
             network: files,

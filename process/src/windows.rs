@@ -6,7 +6,7 @@
 //!   however it exits — the system closes the job's last handle and kills
 //!   them all (the Linux death signal's counterpart).
 //! - **A command's tree dies with its guard.** The guard
-//!   (`dsh __guard`, [`guard`]) puts itself into a job of its own, nested in
+//!   (`dsh __guard`, `guard/windows.rs`) puts itself into a job of its own, nested in
 //!   dsh's, before it starts the command: whatever the command starts is in
 //!   that job, and when the guard exits or is killed the job goes with
 //!   every process in it (no subreaper and no process groups are needed).
@@ -18,8 +18,6 @@
 //! Not defended: a process started with `CREATE_BREAKAWAY_FROM_JOB` where a
 //! job allows it (dsh's jobs do not), and a pid reused between the snapshot
 //! and the kill (the walk checks the parent link, not the start time).
-
-use std::ffi::OsString;
 
 use windows_sys::Win32::Foundation::{CloseHandle, FALSE, HANDLE, INVALID_HANDLE_VALUE};
 use windows_sys::Win32::System::Diagnostics::ToolHelp::{
@@ -64,7 +62,7 @@ fn kill_on_close_job() -> std::io::Result<HANDLE> {
 
 /// Puts this process into a new kill-on-close job; its handle is kept
 /// open (deliberately leaked) until the process ends.
-fn enter_own_job() -> std::io::Result<()> {
+pub(crate) fn enter_own_job() -> std::io::Result<()> {
     let job = kill_on_close_job()?;
     // SAFETY: `job` is a valid job handle; the pseudo-handle of the
     // current process needs no closing.
@@ -149,36 +147,5 @@ pub(crate) fn kill_tree(pid: u32) {
     }
     for pid in tree.into_iter().rev() {
         terminate(pid);
-    }
-}
-
-/// The guard on Windows: a kill-on-close job of its own (nested in dsh's),
-/// then the command; its exit code is returned. Sandbox options are
-/// refused (there is no sandbox here; dsh never asks for one, see
-/// [`crate::sandbox::probe`]), `--contain` is accepted and has no effect
-/// beyond the job.
-pub(crate) fn guard(args: Vec<OsString>) -> i32 {
-    let mut args = args.into_iter().peekable();
-    if args.peek().is_some_and(|arg| arg == crate::guard::CONTAIN) {
-        args.next();
-    }
-    if args.peek().is_some_and(|arg| arg == "--") {
-        args.next();
-    }
-    let Some(program) = args.next() else {
-        eprintln!("dsh __guard: usage: dsh __guard -- PROGRAM [ARGS…]");
-        return 2;
-    };
-    if let Err(err) = enter_own_job() {
-        eprintln!("dsh __guard: cannot create a job object ({err}); what the command starts may outlive it");
-    }
-    let mut command = std::process::Command::new(&program);
-    command.args(args);
-    match command.status() {
-        Ok(status) => status.code().unwrap_or(1),
-        Err(err) => {
-            eprintln!("dsh: cannot run {}: {err}", program.to_string_lossy());
-            127
-        }
     }
 }

@@ -31,7 +31,7 @@ pub const ENV_OVERRIDES: &[(&str, &str)] = &[
 pub fn home(env: &dyn Env) -> Option<PathBuf> {
     env.var("DSH_HOME")
         .map(PathBuf::from)
-        .or_else(|| crate::config::user_home(env).map(|home| home.join(".dsh")))
+        .or_else(|| crate::credentials::user_home(env).map(|home| home.join(".dsh")))
 }
 
 /// The environment variable a configuration error is about, when it is

@@ -341,7 +341,7 @@ mod linux {
 }
 
 /// macOS: a sandboxed command runs under Seatbelt, `sandbox-exec` with
-/// the profile generated from the same policy ([`crate::seatbelt`]).
+/// the profile generated from the same policy ([`crate::sandbox::seatbelt`]).
 #[cfg(target_os = "macos")]
 mod macos {
     use std::ffi::OsString;
@@ -375,8 +375,11 @@ mod macos {
                     read_only: sandbox.read_only.iter().filter_map(canonical).collect(),
                     network: sandbox.network,
                 };
-                let mut command = std::process::Command::new(crate::seatbelt::SANDBOX_EXEC);
-                command.args(crate::seatbelt::command_args(&resolved, &program, &args));
+                let mut command =
+                    std::process::Command::new(crate::sandbox::seatbelt::SANDBOX_EXEC);
+                command.args(crate::sandbox::seatbelt::command_args(
+                    &resolved, &program, &args,
+                ));
                 (true, command)
             }
             None => {
