@@ -13,10 +13,12 @@ use serde_json::Value;
 use crate::support::{reply, TestEnv};
 
 /// The variant dsh implements of a name the catalog gives more than once.
-const VARIANTS: &[(&str, &str)] = &[("bash", "dsh-tool-bash")];
+const VARIANTS: &[(&str, &str)] = &[("bash", "dsh-tool-bash"), ("pwsh", "dsh-tool-pwsh")];
 
-/// dsh's opt-in tools (`[tools] enable`).
-const OPT_IN: &[&str] = &["dsh_lsp", "str_replace_editor"];
+/// dsh's opt-in tools (`[tools] enable`); `pwsh` is one except on Windows
+/// with PowerShell, where it replaces `bash` (whose schema and variant
+/// the contract checks the same way).
+const OPT_IN: &[&str] = &["dsh_lsp", "pwsh", "str_replace_editor"];
 
 /// The tools of the first request of a one-prompt session under `config`,
 /// by name, with a user skill present (so `skill` is offered).

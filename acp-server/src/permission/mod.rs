@@ -28,7 +28,10 @@
 //! A rule never widens: an allow rule matches only a plain command line
 //! (see [`shell`] and [`rules`]); reject rules see through quoting, wrappers and nested
 //! commands; writes outside the roots are never automatic below
-//! `full-access`.
+//! `full-access`. Only bash lines are parsed: a PowerShell or cmd line
+//! ([`Shell`]) is opaque to the policy, so it is always asked below
+//! `full-access`, "always" covers that exact line alone, and a reject
+//! rule may concern any other line.
 
 mod answers;
 pub mod code;
@@ -62,6 +65,8 @@ pub enum Access {
         command: String,
         /// Working directory (canonical).
         workdir: PathBuf,
+        /// The shell that reads it.
+        shell: Shell,
     },
     /// Reaches the web: fetches a page from `host`, or (no host) sends
     /// queries to the search provider.
@@ -77,6 +82,19 @@ pub enum Access {
         /// What the call reads with it.
         reads: Vec<PathBuf>,
     },
+}
+
+/// The shell that reads a command line. The policy parses bash's
+/// ([`shell::analyze`]); it has no parser for the others and fails closed
+/// on them: never a plain command, never matched by a prefix rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shell {
+    /// bash (Git Bash's on Windows).
+    Bash,
+    /// PowerShell: `pwsh`, or Windows PowerShell.
+    PowerShell,
+    /// Windows' `cmd.exe`.
+    Cmd,
 }
 
 /// The policy's answer.
@@ -160,10 +178,16 @@ pub fn choices(access: &Access, ctx: &Context<'_>) -> Choices {
             _ => Remember::Never,
         },
         Access::Execute { .. } if names_protected => Remember::Never,
-        Access::Execute { command, .. } => shell::analyze(command)
+        Access::Execute {
+            command,
+            shell: Shell::Bash,
+            ..
+        } => shell::analyze(command)
             .plain
             .and_then(|words| rules::scope(&words))
             .map_or(Remember::Never, |scope| Remember::Scope(scope.join(" "))),
+        // A line the policy cannot read: this exact line, nothing like it.
+        Access::Execute { command, .. } => Remember::Scope(command.clone()),
         Access::Launch { program, .. } => Remember::Scope(program.display().to_string()),
         Access::Web { host: Some(host) } => Remember::Scope(host.clone()),
         Access::Web { host: None } => Remember::Tool,
@@ -193,9 +217,15 @@ pub fn choices(access: &Access, ctx: &Context<'_>) -> Choices {
 /// never remembered anyway; for them this is the reason shown, and what
 /// keeps `sandboxed` approvals from allowing them
 /// ([`Unattended::FullAccessOnly`]). A name made at run time (`$(printf
-/// …)`) is not seen.
+/// …)`) is not seen. PowerShell and cmd lines are always searched as
+/// text, without their own escapes (`` ` `` and `^`).
 fn names_protected(access: &Access, ctx: &Context<'_>) -> Option<String> {
-    let Access::Execute { command, workdir } = access else {
+    let Access::Execute {
+        command,
+        workdir,
+        shell: dialect,
+    } = access
+    else {
         return None;
     };
     let named = |word: &str| {
@@ -206,15 +236,26 @@ fn names_protected(access: &Access, ctx: &Context<'_>) -> Option<String> {
             })
             .flatten()
     };
-    let plain = shell::analyze(command).plain;
+    let plain = match dialect {
+        Shell::Bash => shell::analyze(command).plain,
+        Shell::PowerShell | Shell::Cmd => None,
+    };
     let Some(words) = plain.filter(|words| rules::scope(words).is_some()) else {
         // Searched as text, with the quotes and backslashes the shell
         // would take away taken away first (`.ds''h`, `AGENT"S".md` and
         // `.d\sh` are `.dsh` and `AGENTS.md` to it); splitting more than
-        // the shell would only asks more.
+        // the shell would only asks more. PowerShell escapes with a
+        // backtick and cmd with a caret; to both a backslash separates
+        // paths, as a slash does (PowerShell takes either, everywhere).
+        let quoting: &[char] = match dialect {
+            Shell::Bash => &['\'', '"', '\\'],
+            Shell::PowerShell => &['\'', '"', '`'],
+            Shell::Cmd => &['"', '^'],
+        };
         let unquoted: String = command
             .chars()
-            .filter(|c| !matches!(c, '\'' | '"' | '\\'))
+            .filter(|c| !quoting.contains(c))
+            .map(|c| if c == '\\' { '/' } else { c })
             .collect();
         return unquoted
             .split(|c: char| c.is_whitespace() || "`;&|<>(){}$=,".contains(c))
@@ -258,6 +299,17 @@ fn rule_matches(rule: &PermissionRule, tool: &str, access: &Access) -> rules::Ma
         }
         Access::Launch { program, .. } => yes(Path::new(scope) == program),
         Access::Web { host } => yes(host.as_deref() == Some(scope.as_str())),
+        // A line the policy cannot read: an allow rule is for its exact
+        // line; any other line may run what a reject rule names.
+        Access::Execute { command, shell, .. } if *shell != Shell::Bash => {
+            if command == scope {
+                Match::Yes
+            } else if rule.allow {
+                Match::No
+            } else {
+                Match::Maybe
+            }
+        }
         Access::Execute { command, .. } => {
             let analysis = shell::analyze(command);
             let wanted: Vec<&str> = scope.split_whitespace().collect();

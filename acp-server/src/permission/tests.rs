@@ -9,9 +9,14 @@ fn protected() -> Protected {
 }
 
 fn exec(command: &str) -> Access {
+    exec_in(Shell::Bash, command)
+}
+
+fn exec_in(shell: Shell, command: &str) -> Access {
     Access::Execute {
         command: command.into(),
         workdir: "/w".into(),
+        shell,
     }
 }
 
@@ -525,4 +530,68 @@ fn the_file_tools_read_dsh_home_only_where_it_holds_no_secrets() {
         decide_read(Mode::Ask, "/home/u/.dsh/skills/a/template.md", &roots()),
         "ask"
     );
+}
+
+#[test]
+fn powershell_and_cmd_lines_are_asked_and_remembered_as_the_exact_line() {
+    let decide_in = |mode, shell, command: &str, rules: &[PermissionRule]| {
+        let tool = if shell == Shell::Cmd { "bash" } else { "pwsh" };
+        match with_context(|ctx| decide(mode, tool, &exec_in(shell, command), ctx, rules)) {
+            Decision::Allow => "allow",
+            Decision::Deny(_) => "deny",
+            Decision::Ask(_) => "ask",
+        }
+    };
+    let remember =
+        |shell, command: &str| with_context(|ctx| choices(&exec_in(shell, command), ctx).remember);
+    for (shell, tool) in [(Shell::PowerShell, "pwsh"), (Shell::Cmd, "bash")] {
+        // Never read as a plain command: even `ls` asks below full-access.
+        for mode in [Mode::Ask, Mode::AcceptEdits] {
+            assert_eq!(decide_in(mode, shell, "ls", &[]), "ask");
+        }
+        assert_eq!(decide_in(Mode::FullAccess, shell, "ls", &[]), "allow");
+        assert_eq!(decide_in(Mode::ReadOnly, shell, "ls", &[]), "deny");
+        // "Always" is for the exact line, nothing it starts with.
+        assert_eq!(
+            remember(shell, "git log -3"),
+            Remember::Scope("git log -3".into())
+        );
+        let allow = [rule(tool, Some("git log -3"), true)];
+        assert_eq!(decide_in(Mode::Ask, shell, "git log -3", &allow), "allow");
+        for other in [
+            "git log -3; del x",
+            "git log -3 | rm",
+            "git log",
+            "git log -3 ",
+        ] {
+            assert_eq!(decide_in(Mode::Ask, shell, other, &allow), "ask", "{other}");
+        }
+        // A reject rule may concern any line it cannot read.
+        let reject = [rule(tool, Some("Remove-Item x"), false)];
+        assert_eq!(
+            decide_in(Mode::FullAccess, shell, "Remove-Item x", &reject),
+            "deny"
+        );
+        assert_eq!(decide_in(Mode::FullAccess, shell, "ri x", &reject), "ask");
+    }
+    // bash rules say nothing of PowerShell lines.
+    let allow_ls = [rule("bash", Some("ls"), true)];
+    assert_eq!(
+        decide_in(Mode::Ask, Shell::PowerShell, "ls", &allow_ls),
+        "ask"
+    );
+    // Protected names are found through each shell's own escapes and
+    // path separators; such a line is never remembered.
+    for (shell, line) in [
+        (Shell::PowerShell, "Set-Content -Path 'AGE`NTS.md' -Value x"),
+        (Shell::PowerShell, "Remove-Item sub\\..\\.d`sh -Recurse"),
+        (Shell::Cmd, "echo x > AGE^NTS.md"),
+    ] {
+        assert_eq!(remember(shell, line), Remember::Never, "{line}");
+        let allow = [
+            rule("pwsh", Some(line), true),
+            rule("bash", Some(line), true),
+        ];
+        assert_eq!(decide_in(Mode::Ask, shell, line, &allow), "ask", "{line}");
+    }
 }

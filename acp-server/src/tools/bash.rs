@@ -6,6 +6,10 @@
 //! cancellation stop it the same way. The model sees the tail of the
 //! output; the output is also written to a private file as it arrives (up
 //! to 64 MiB), whose path and contents the result names.
+//!
+//! `pwsh` and, on Windows, a `bash` that is cmd run here too: the program
+//! and its arguments are the call's [`Launch`] ([`super::shell`]), and only
+//! Unix's `bash` runs in the client's terminal.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -16,6 +20,7 @@ use dsh_protocol::ErrorCode;
 use serde::Deserialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use super::shell::Launch;
 use super::spill::{SpillTarget, SPILL_BYTES};
 use super::ToolEnv;
 use crate::frontend::{CommandLive, Output, TerminalCommand, Transient};
@@ -26,6 +31,23 @@ pub const DESCRIPTION: &str = "Execute a bash command (bash -c) and return its s
 /// Without background jobs (`[jobs] enabled = false`) the parameter is
 /// not offered, and the description does not mention it.
 pub const DESCRIPTION_NO_JOBS: &str = "Execute a bash command (bash -c) and return its stdout/stderr. Each call runs in a fresh shell: no state (cwd, variables, functions) persists between calls, so pass workdir instead of using cd. A non-zero exit is reported as [exit code: N]. The current harness environment is exposed through managed $DSH_* variables; check them when needed. Commands may run in a file sandbox; a blocked file operation is reported as [sandbox: file access denied under <mode> mode], which is a policy denial, not a defect of the command: do not retry it another way. Long output is truncated, keeping only its tail; when available, the full output is saved to a file and its path is reported.";
+
+/// `bash` on Windows without PowerShell and Git Bash: cmd.exe, said.
+pub const CMD_DESCRIPTION: &str = "Execute a command with Windows' cmd.exe (cmd /D /S /C) and return its stdout/stderr: this machine has neither PowerShell nor Git Bash, so command is a cmd command line, not bash. Each call runs in a fresh cmd process: no state (cwd, variables) persists between calls, so pass workdir instead of using cd. Paths are in native Windows form (C:\\...); read environment variables with %NAME%. A non-zero exit is reported as [exit code: N]; a command that is forcibly stopped settles as [exit code: 1]. The current harness environment is exposed through managed %DSH_*% variables; check them when needed. Long output is truncated, keeping only its tail; when available, the full output is saved to a file and its path is reported. For long-running commands set run_in_background: true: the call returns a job id immediately; read its output with job_output and stop it with job_kill.";
+
+/// [`CMD_DESCRIPTION`] without background jobs.
+pub const CMD_DESCRIPTION_NO_JOBS: &str = "Execute a command with Windows' cmd.exe (cmd /D /S /C) and return its stdout/stderr: this machine has neither PowerShell nor Git Bash, so command is a cmd command line, not bash. Each call runs in a fresh cmd process: no state (cwd, variables) persists between calls, so pass workdir instead of using cd. Paths are in native Windows form (C:\\...); read environment variables with %NAME%. A non-zero exit is reported as [exit code: N]; a command that is forcibly stopped settles as [exit code: 1]. The current harness environment is exposed through managed %DSH_*% variables; check them when needed. Long output is truncated, keeping only its tail; when available, the full output is saved to a file and its path is reported.";
+
+/// The `bash` tool's description here: bash's, or cmd's where `bash` is
+/// cmd (Windows without Git Bash).
+pub fn description(jobs: bool) -> &'static str {
+    match (super::shell::launch(super::Tool::Bash).shell, jobs) {
+        (crate::permission::Shell::Cmd, true) => CMD_DESCRIPTION,
+        (crate::permission::Shell::Cmd, false) => CMD_DESCRIPTION_NO_JOBS,
+        (_, true) => DESCRIPTION,
+        (_, false) => DESCRIPTION_NO_JOBS,
+    }
+}
 
 const DEFAULT_TIMEOUT_MS: u64 = 120_000;
 const MAX_TIMEOUT_MS: u64 = 600_000;
@@ -62,7 +84,7 @@ fn millis<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<u64>, D::Err
 /// cannot hide what follows), the content the whole command, escaped, and
 /// then the model's description, labelled as such: it never replaces the
 /// command.
-pub fn present(args: &BashArgs) -> ToolView {
+pub fn present(args: &BashArgs, launch: &Launch) -> ToolView {
     let first = args.command.lines().next().unwrap_or("");
     let more = args.command.trim_end().lines().count() > 1;
     let title = format!(
@@ -78,7 +100,7 @@ pub fn present(args: &BashArgs) -> ToolView {
     let mut content = vec![ToolContent::Text {
         text: dsh_protocol::content::fenced(
             &dsh_protocol::content::visible(args.command.trim_end(), true),
-            "sh",
+            launch.fence(),
         ),
     }];
     let description = args.description.trim();
@@ -98,7 +120,12 @@ pub fn present(args: &BashArgs) -> ToolView {
     }
 }
 
-pub async fn run(args: &BashArgs, workdir: &Path, env: &ToolEnv<'_>) -> ToolOutcome {
+pub async fn run(
+    args: &BashArgs,
+    workdir: &Path,
+    launch: &Launch,
+    env: &ToolEnv<'_>,
+) -> ToolOutcome {
     if args.command.trim().is_empty() {
         return ToolOutcome::failed(ErrorCode::InvalidToolArgs, "The command is empty.");
     }
@@ -117,13 +144,16 @@ pub async fn run(args: &BashArgs, workdir: &Path, env: &ToolEnv<'_>) -> ToolOutc
         return ToolOutcome::failed(ErrorCode::PermissionDenied, refused.clone());
     }
     if args.run_in_background {
-        return start_job(args, workdir, env);
+        return start_job(args, workdir, launch, env);
     }
     let sandboxed = env.command.sandbox.is_some();
-    if env.frontend.caps().terminal && !(sandboxed && env.command.local_only) {
+    if env.frontend.caps().terminal
+        && launch.in_client_terminal()
+        && !(sandboxed && env.command.local_only)
+    {
         return run_in_client_terminal(args, workdir, timeout, env).await;
     }
-    run_locally(args, workdir, timeout, env).await
+    run_locally(args, workdir, timeout, launch, env).await
 }
 
 async fn run_in_client_terminal(
@@ -367,19 +397,23 @@ impl Capture {
 }
 
 /// `bash -c COMMAND` under the guard, in the call's sandbox, with its
-/// private `TMPDIR`.
+/// private `TMPDIR`. (`bash -c COMMAND` is the launch of Unix's `bash`;
+/// others are their shell's.)
 fn local_command(
     args: &BashArgs,
     workdir: &Path,
+    launch: &Launch,
     env: &ToolEnv<'_>,
 ) -> Result<tokio::process::Command, String> {
     let mut command = env.spawner.guarded(
-        "bash",
-        ["-c", args.command.as_str()],
+        &launch.program,
+        launch.args.iter().copied().chain([args.command.as_str()]),
         env.command.sandbox.as_ref(),
     )?;
     if let Some(tmp) = &env.command.tmp {
-        command.env("TMPDIR", tmp);
+        for variable in launch.temp_variables() {
+            command.env(variable, tmp);
+        }
     }
     // The SSH agent's socket, which git over SSH needs: full-access only.
     if env.command.mode == dsh_protocol::Mode::FullAccess && env.command.sandbox.is_none() {
@@ -393,14 +427,14 @@ fn local_command(
 /// `run_in_background`: starts the command as a job (always locally: a
 /// job outlives the turn, an editor's terminal does not) and returns its
 /// id at once.
-fn start_job(args: &BashArgs, workdir: &Path, env: &ToolEnv<'_>) -> ToolOutcome {
+fn start_job(args: &BashArgs, workdir: &Path, launch: &Launch, env: &ToolEnv<'_>) -> ToolOutcome {
     if !env.jobs.settings().enabled {
         return ToolOutcome::failed(
             ErrorCode::InvalidToolArgs,
             "Background jobs are disabled here; run the command without run_in_background.",
         );
     }
-    let command = match local_command(args, workdir, env) {
+    let command = match local_command(args, workdir, launch, env) {
         Ok(command) => command,
         Err(err) => return ToolOutcome::failed(ErrorCode::PermissionDenied, err),
     };
@@ -410,7 +444,7 @@ fn start_job(args: &BashArgs, workdir: &Path, env: &ToolEnv<'_>) -> ToolOutcome 
         description: args.description.clone(),
         mode: env.command.mode,
         kind: crate::jobs::JobKind::Bash,
-        tool: super::Tool::Bash.name(),
+        tool: launch.tool.name(),
     };
     let on_live = (env.on_job_live)(env.call_id);
     on_live(CommandLive::Started {
@@ -429,9 +463,10 @@ async fn run_locally(
     args: &BashArgs,
     workdir: &Path,
     timeout: Duration,
+    launch: &Launch,
     env: &ToolEnv<'_>,
 ) -> ToolOutcome {
-    let mut command = match local_command(args, workdir, env) {
+    let mut command = match local_command(args, workdir, launch, env) {
         Ok(command) => command,
         Err(err) => return ToolOutcome::failed(ErrorCode::PermissionDenied, err),
     };
@@ -441,7 +476,10 @@ async fn run_locally(
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(err) => {
-            return ToolOutcome::failed(ErrorCode::Internal, format!("Cannot start bash: {err}"))
+            return ToolOutcome::failed(
+                ErrorCode::Internal,
+                format!("Cannot start {}: {err}", launch.program),
+            )
         }
     };
     let pgid = child.id().unwrap_or(0);

@@ -2,7 +2,8 @@
 //! `write`, `edit`, `glob`, `grep`, `bash`, `todo_write`, `exit_plan_mode`,
 //! `ask_user_question`, `lsp`, `job_output`, `job_kill`, `job_list`,
 //! `web_fetch`, `web_search`, `skill`, `subagent`, and the opt-in
-//! `read_image` and `str_replace_editor`.
+//! `read_image` and `str_replace_editor`; `pwsh` in place of `bash` on
+//! Windows with PowerShell (opt-in elsewhere, see [`shell`]).
 //!
 //! A call goes through two steps: [`plan`] parses the raw arguments,
 //! resolves paths and presents the call (title, kind, locations, what it
@@ -17,9 +18,11 @@ mod jobs;
 mod lsp;
 mod paths;
 mod plan_mode;
+mod pwsh;
 mod repeat;
 mod search;
 mod settings;
+mod shell;
 mod skill;
 pub(crate) mod spill;
 mod subagent;
@@ -188,7 +191,8 @@ enum Call {
     StrReplaceEditor(fs::EditorCall, PathBuf),
     Glob(search::GlobArgs, PathBuf),
     Grep(search::GrepArgs, PathBuf),
-    Bash(bash::BashArgs, PathBuf),
+    /// `bash` and `pwsh`, run as the launch says.
+    Bash(bash::BashArgs, PathBuf, &'static shell::Launch),
     /// `lsp` and `dsh_lsp`.
     Lsp(lsp::Target, PathBuf),
     Mcp(crate::mcp::McpTool, String),
@@ -375,15 +379,17 @@ pub fn plan(name: &str, arguments: &str, env: &PlanEnv<'_>) -> Result<Planned, R
                 Access::Read(vec![root]),
             )
         }
-        Tool::Bash => {
+        Tool::Bash | Tool::Pwsh => {
             let args: bash::BashArgs = parse(name, arguments)?;
             let workdir = paths::resolve(cwd, args.workdir.as_deref().unwrap_or("."))?;
-            let view = bash::present(&args);
+            let launch = shell::launch(tool);
+            let view = bash::present(&args, launch);
             let access = Access::Execute {
                 command: args.command.clone(),
                 workdir: workdir.clone(),
+                shell: launch.shell,
             };
-            (Call::Bash(args, workdir), view, access)
+            (Call::Bash(args, workdir, launch), view, access)
         }
         Tool::Lsp | Tool::DshLsp => {
             let (target, file_path) = if tool == Tool::Lsp {
@@ -551,7 +557,7 @@ pub async fn run(planned: &Planned, env: &ToolEnv<'_>) -> ToolOutcome {
         Call::StrReplaceEditor(call, path) => fs::EditorCall::run(call, path, env).await,
         Call::Glob(args, root) => search::glob(args, root, env).await,
         Call::Grep(args, root) => search::grep(args, root, env).await,
-        Call::Bash(args, workdir) => bash::run(args, workdir, env).await,
+        Call::Bash(args, workdir, launch) => bash::run(args, workdir, launch, env).await,
         Call::Lsp(target, path) => lsp::run(target, path, env).await,
         Call::Mcp(tool, arguments) => match &env.mcp {
             Some(hub) => {

@@ -8,7 +8,8 @@ use dsh_protocol::catalog;
 use dsh_protocol::model::ToolSchema;
 
 use super::{
-    ask_user, bash, dsh_lsp, fs, jobs, lsp, plan_mode, search, skill, subagent, todo, web, Offer,
+    ask_user, bash, dsh_lsp, fs, jobs, lsp, plan_mode, pwsh, search, skill, subagent, todo, web,
+    Offer,
 };
 
 /// A built-in tool.
@@ -36,6 +37,8 @@ pub enum Tool {
     JobOutput,
     /// `lsp`.
     Lsp,
+    /// `pwsh`.
+    Pwsh,
     /// `read`.
     Read,
     /// `read_image`.
@@ -77,6 +80,9 @@ pub enum Class {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum When {
     Always,
+    /// The platform's shell tool ([`super::shell::by_default`]), or
+    /// `[tools] enable` names it.
+    Shell,
     /// Only when `[tools] enable` names it (or its package).
     OptIn,
     Jobs,
@@ -124,7 +130,7 @@ pub enum Schema {
 }
 
 /// The table, by name.
-pub const TABLE: [Spec; 20] = [
+pub const TABLE: [Spec; 21] = [
     Spec {
         tool: Tool::AskUserQuestion,
         name: "ask_user_question",
@@ -145,14 +151,8 @@ pub const TABLE: [Spec; 20] = [
         parallel: false,
         stops_itself: true,
         edits_files: false,
-        when: When::Always,
-        description: |offer| {
-            if offer.jobs {
-                bash::DESCRIPTION
-            } else {
-                bash::DESCRIPTION_NO_JOBS
-            }
-        },
+        when: When::Shell,
+        description: |offer| bash::description(offer.jobs),
         schema: Schema::CatalogJobs("dsh-tool-bash"),
     },
     Spec {
@@ -262,6 +262,24 @@ pub const TABLE: [Spec; 20] = [
         when: When::Always,
         description: |_| lsp::DESCRIPTION,
         schema: Schema::Catalog("dsh-tool-lsp"),
+    },
+    Spec {
+        tool: Tool::Pwsh,
+        name: "pwsh",
+        class: Class::Executes,
+        touches_files: false,
+        parallel: false,
+        stops_itself: true,
+        edits_files: false,
+        when: When::Shell,
+        description: |offer| {
+            if offer.jobs {
+                pwsh::DESCRIPTION
+            } else {
+                pwsh::DESCRIPTION_NO_JOBS
+            }
+        },
+        schema: Schema::CatalogJobs("dsh-tool-pwsh"),
     },
     Spec {
         tool: Tool::Read,
@@ -418,6 +436,7 @@ impl Spec {
         }
         match self.when {
             When::Always => true,
+            When::Shell => super::shell::by_default(self.tool) || offer.enabled.contains(self.tool),
             When::OptIn => offer.enabled.contains(self.tool),
             When::Jobs => offer.jobs,
             When::WebFetch => offer.web_fetch,
@@ -519,16 +538,26 @@ mod tests {
             disabled: ToolSet::default(),
         };
         assert_eq!(schemas(none).len(), 10);
-        assert_eq!(schemas(all).len(), 20);
+        assert_eq!(schemas(all).len(), TABLE.len());
         assert_eq!(Tool::offered("job_output", none), None);
         assert_eq!(Tool::offered("job_output", all), Some(Tool::JobOutput));
+        // The platform's shell tool (`bash`, or `pwsh` on Windows).
         let bash = |offer| {
             schemas(offer)
                 .into_iter()
-                .find(|schema| schema.name == "bash")
+                .find(|schema| {
+                    Tool::named(&schema.name).is_some_and(super::super::shell::by_default)
+                })
                 .unwrap()
                 .description
         };
+        // `pwsh` is the platform's or opt-in; `bash` only the platform's
+        // or opt-in (Windows with PowerShell).
+        let shell = super::super::shell::by_default;
+        assert_eq!(Tool::offered("pwsh", none).is_some(), shell(Tool::Pwsh));
+        assert_eq!(Tool::offered("bash", none).is_some(), shell(Tool::Bash));
+        assert_eq!(Tool::offered("pwsh", all), Some(Tool::Pwsh));
+        assert_eq!(Tool::offered("bash", all), Some(Tool::Bash));
         assert!(bash(all).contains("run_in_background"));
         assert!(!bash(none).contains("run_in_background"));
         assert!(touches_files("lsp") && !touches_files("bash") && !touches_files("mcp__a__b"));
