@@ -87,14 +87,37 @@ fn resolve(command: &str, path: &str, cwd: &Path) -> Option<PathBuf> {
         std::fs::metadata(candidate)
             .is_ok_and(|meta| meta.is_file() && crate::private::is_runnable(&meta))
     };
-    if command.contains('/') {
+    let separator = |c: char| c == '/' || (cfg!(windows) && c == '\\');
+    if command.contains(separator) {
         let candidate = cwd.join(command);
-        return runnable(&candidate).then_some(candidate);
+        return executable_names(&candidate).find(|candidate| runnable(candidate));
     }
     std::env::split_paths(path)
         .filter(|dir| dir.is_absolute())
-        .map(|dir| dir.join(command))
+        .flat_map(|dir| executable_names(&dir.join(command)).collect::<Vec<_>>())
         .find(|candidate| runnable(candidate))
+}
+
+/// The files `candidate` may name as a program: itself; on Windows, when
+/// it has no extension, also with each of `PATHEXT`'s (`node` is
+/// `node.exe`, `npx` is `npx.cmd`).
+fn executable_names(candidate: &Path) -> impl Iterator<Item = PathBuf> {
+    let mut names = vec![candidate.to_path_buf()];
+    if cfg!(windows) && candidate.extension().is_none() {
+        let extensions =
+            std::env::var("PATHEXT").unwrap_or_else(|_| ".COM;.EXE;.BAT;.CMD".to_owned());
+        names.extend(
+            extensions
+                .split(';')
+                .filter(|extension| extension.starts_with('.') && extension.len() > 1)
+                .map(|extension| {
+                    let mut name = candidate.as_os_str().to_owned();
+                    name.push(extension.to_ascii_lowercase());
+                    PathBuf::from(name)
+                }),
+        );
+    }
+    names.into_iter()
 }
 
 impl Process {
@@ -127,6 +150,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg(unix)]
     fn programs_are_found_on_the_path_or_by_path() {
         let cwd = Path::new("/");
         assert_eq!(
@@ -136,5 +160,25 @@ mod tests {
         assert_eq!(resolve("no-such-program-here", "/usr/bin:/bin", cwd), None);
         assert_eq!(resolve("bin/sh", "", cwd), Some(PathBuf::from("/bin/sh")));
         assert_eq!(resolve("/nonexistent/mcp-server", "/bin", cwd), None);
+    }
+
+    /// Windows: a name without an extension is found with `PATHEXT`'s
+    /// (`node` → `node.exe`, `npx` → `npx.cmd`), on the path or by path.
+    #[test]
+    #[cfg(windows)]
+    fn programs_are_found_with_their_windows_extensions() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("tool.exe"), "").unwrap();
+        std::fs::write(dir.path().join("server.cmd"), "").unwrap();
+        let path = dir.path().to_str().unwrap();
+        let found = |name: &str| resolve(name, path, Path::new("C:\\"));
+        assert_eq!(found("tool"), Some(dir.path().join("tool.exe")));
+        assert_eq!(found("server"), Some(dir.path().join("server.cmd")));
+        assert_eq!(found("missing"), None);
+        let by_path = dir.path().join("tool");
+        assert_eq!(
+            resolve(by_path.to_str().unwrap(), "", Path::new("C:\\")),
+            Some(dir.path().join("tool.exe"))
+        );
     }
 }

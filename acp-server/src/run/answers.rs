@@ -233,7 +233,7 @@ mod tests {
         let err = parse_answers("@/nonexistent/answers.json", Path::new("/tmp")).unwrap_err();
         assert!(
             err.starts_with("--answers @/nonexistent/answers.json: ")
-                && err.contains("No such file"),
+                && (err.contains("No such file") || err.contains("not found")),
             "{err}"
         );
     }

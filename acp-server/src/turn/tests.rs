@@ -403,6 +403,9 @@ async fn an_allowed_tool_call_is_recorded_run_and_answered_before_the_next_step(
     );
 }
 
+/// Unix: the model calls `bash`, which Windows offers only without
+/// PowerShell (docs/platforms.md).
+#[cfg(unix)]
 #[tokio::test]
 async fn a_rejected_call_is_decided_recorded_and_not_run() {
     let world = World::new(&[

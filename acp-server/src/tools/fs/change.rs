@@ -291,6 +291,7 @@ fn not_found_message(text: &str, needle: &str, name: &str, path: &Path) -> Strin
 
 /// Peak memory of a piece of work, measured alone in a child process.
 #[cfg(test)]
+#[cfg(target_os = "linux")]
 pub(super) mod peak {
     /// The growth of this process's peak resident memory, bytes, while
     /// `work` runs (`clear_refs` resets the peak; Linux).
@@ -409,6 +410,7 @@ mod tests {
 
     /// The finder names the caller's parameter and keeps a few match
     /// positions, however many matches there are.
+    #[cfg(target_os = "linux")]
     #[test]
     fn the_finder_names_the_parameter_and_counts_without_keeping() {
         let path = Path::new("/w/f.txt");
@@ -428,6 +430,7 @@ mod tests {
     }
 
     /// Run alone in a child process: `a` in `DSH_PEAK` MiB of `a`.
+    #[cfg(target_os = "linux")]
     #[test]
     #[ignore = "run by the_finder_names_the_parameter_and_counts_without_keeping"]
     fn peak_of_finding_every_byte() {

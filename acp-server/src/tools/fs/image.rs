@@ -316,6 +316,7 @@ fn flatten(image: &DynamicImage) -> image::RgbImage {
 
 #[cfg(test)]
 mod tests {
+    #[cfg(target_os = "linux")]
     use super::super::change::peak;
     use super::*;
 
@@ -365,6 +366,7 @@ mod tests {
 
     /// Run alone in a child process (its peak is its own): scales and
     /// orients a `DSH_PEAK`² RGB image and reports the peak growth.
+    #[cfg(target_os = "linux")]
     #[test]
     #[ignore = "run by scaling_down_costs_less_than_the_decoded_image"]
     fn peak_of_scaling_down() {
@@ -388,6 +390,7 @@ mod tests {
     /// An image with an EXIF rotation is scaled down, then turned: scaling
     /// and turning cost less than the decoded image itself (they cost a
     /// copy of it plus a float intermediate larger than it).
+    #[cfg(target_os = "linux")]
     #[test]
     fn scaling_down_costs_less_than_the_decoded_image() {
         let side = 4000u64;
