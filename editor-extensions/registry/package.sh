@@ -226,10 +226,13 @@ build() {
     env+=("ZIG_GLOBAL_CACHE_DIR=${ZIG_GLOBAL_CACHE_DIR:-$target_dir/cross/zig-cache}")
   fi
   local args=(build --profile "$profile" --locked --manifest-path "$root/Cargo.toml" -p dsh-acp-server --bin dsh)
-  local dir="$target_dir/$profile"
+  # cargo's dev profile builds into debug/.
+  local out_dir="$profile"
+  [ "$profile" != dev ] || out_dir=debug
+  local dir="$target_dir/$out_dir"
   if [ "$triple" != "$host" ]; then
     args+=(--target "$triple")
-    dir="$target_dir/$triple/$profile"
+    dir="$target_dir/$triple/$out_dir"
   fi
   env "${env[@]}" cargo "${args[@]}" >&2 || return 1
   case "$triple" in *windows*) echo "$dir/dsh.exe" ;; *) echo "$dir/dsh" ;; esac
