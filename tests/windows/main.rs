@@ -24,6 +24,9 @@ use dsh_test_support::raw::Raw;
 use dsh_test_support::skip;
 use serde_json::{json, Value};
 
+mod commands;
+mod run;
+
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
@@ -307,6 +310,11 @@ struct Session {
 
 impl Session {
     async fn new(wine: Wine) -> Session {
+        Session::with_config(wine, "").await
+    }
+
+    /// A session whose config.toml ends with `extra` (tables of its own).
+    async fn with_config(wine: Wine, extra: &str) -> Session {
         let scratch = tempfile::tempdir().unwrap();
         let exe = wine.install(scratch.path());
         for dir in ["home", "workspace"] {
@@ -314,8 +322,8 @@ impl Session {
         }
         std::fs::write(
             scratch.path().join("home/config.toml"),
-            "[titles]\nfrom_model = false\n[time]\nenabled = false\n[provider]\nkind = \"deepseek\"\n\
-             request_timeout_ms = 30000\nmax_retries = 1\nretry_initial_delay_ms = 10\n",
+            format!("[titles]\nfrom_model = false\n[time]\nenabled = false\n[provider]\nkind = \"deepseek\"\n\
+             request_timeout_ms = 30000\nmax_retries = 1\nretry_initial_delay_ms = 10\n{extra}"),
         )
         .unwrap();
         std::fs::write(scratch.path().join("workspace/hello.txt"), "hello\n").unwrap();
@@ -345,6 +353,19 @@ impl Session {
         let answer = raw.recv().await;
         assert_eq!(answer["result"]["protocolVersion"], 1, "{answer}");
         raw
+    }
+
+    /// `dsh.exe acp`, initialized, with a new session in the workspace:
+    /// the connection and the session's id.
+    async fn start(&self) -> (Raw, Value) {
+        let mut raw = self.connect().await;
+        raw.send(json!({"jsonrpc": "2.0", "id": 2, "method": "session/new",
+            "params": {"cwd": windows_path(&self.workspace()), "mcpServers": []}}))
+            .await;
+        let (new, _) = until_answer(&mut raw, 2).await;
+        let id = new["result"]["sessionId"].clone();
+        assert!(id.is_string(), "{new}");
+        (raw, id)
     }
 }
 
