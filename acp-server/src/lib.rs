@@ -31,6 +31,7 @@ pub mod model;
 pub mod ndjson;
 pub mod permission;
 pub mod private;
+pub mod programs;
 pub mod projection;
 pub mod prompt;
 pub mod run;

@@ -231,10 +231,10 @@ impl EnvPolicy {
     /// Whether a variable of this name must be kept from children (by its
     /// name alone; [`EnvPolicy::is_secret_variable`] looks at its value too).
     pub fn is_secret(&self, name: &str) -> bool {
-        if self.names.iter().any(|secret| secret == name) {
+        if self.names.iter().any(|secret| same_variable(secret, name)) {
             return true;
         }
-        if self.pass.iter().any(|passed| passed == name) {
+        if self.pass.iter().any(|passed| same_variable(passed, name)) {
             return self.extra_matches(name);
         }
         self.compiled().is_match(name)
@@ -252,7 +252,8 @@ impl EnvPolicy {
     /// secret, or its value holds a credential ([`holds_credential`]).
     pub fn is_secret_variable(&self, name: &str, value: &str) -> bool {
         self.is_secret(name)
-            || (holds_credential(value) && !self.pass.iter().any(|passed| passed == name))
+            || (holds_credential(value)
+                && !self.pass.iter().any(|passed| same_variable(passed, name)))
     }
 
     /// dsh's environment without the secrets, for a child.
@@ -267,10 +268,31 @@ impl EnvPolicy {
     fn full_access(&self) -> Vec<(String, String)> {
         FULL_ACCESS_VARIABLES
             .iter()
-            .filter(|name| !self.names.iter().any(|secret| secret == *name))
+            .filter(|name| !self.names.iter().any(|secret| same_variable(secret, name)))
             .filter(|name| !self.extra_matches(name))
             .filter_map(|name| Some(((*name).to_owned(), std::env::var(name).ok()?)))
             .collect()
+    }
+}
+
+/// Windows: cmd.exe (and `CreateProcess`'s own search) looks for a bare
+/// program name in the current directory before `PATH` — a `git.cmd` in
+/// the workspace would run for an approved `git status`. This variable
+/// turns that search off for every child and what it starts.
+const NO_CURRENT_DIRECTORY_SEARCH: &[(&str, &str)] = if cfg!(windows) {
+    &[("NoDefaultCurrentDirectoryInExePath", "1")]
+} else {
+    &[]
+};
+
+/// Whether two environment variable names are the same variable: exactly
+/// on Unix; without regard to case on Windows, where `Path` and `PATH` are
+/// one variable.
+fn same_variable(a: &str, b: &str) -> bool {
+    if cfg!(windows) {
+        a.eq_ignore_ascii_case(b)
+    } else {
+        a == b
     }
 }
 
@@ -312,6 +334,7 @@ impl Spawner {
         command
             .env_clear()
             .envs(self.env.scrubbed())
+            .envs(NO_CURRENT_DIRECTORY_SEARCH.iter().copied())
             .stdin(std::process::Stdio::null())
             .kill_on_drop(true);
         child::harden(&mut command, child::Death::Kill);
@@ -440,6 +463,7 @@ impl Spawner {
         command
             .env_clear()
             .envs(self.env.scrubbed())
+            .envs(NO_CURRENT_DIRECTORY_SEARCH.iter().copied())
             .stdin(std::process::Stdio::null())
             .kill_on_drop(true)
             .arg(guard::ARG)

@@ -17,8 +17,10 @@
 //!
 //! Not defended: a process started with `CREATE_BREAKAWAY_FROM_JOB` where a
 //! job allows it (dsh's jobs do not), and a pid reused between the snapshot
-//! and the kill (the walk checks the parent link, not the start time).
+//! and the kill (a child must have started after its parent, which keeps
+//! stale parent links out, but the root pid itself is taken as given).
 
+use windows_sys::Win32::Foundation::FILETIME;
 use windows_sys::Win32::Foundation::{CloseHandle, FALSE, HANDLE, INVALID_HANDLE_VALUE};
 use windows_sys::Win32::System::Diagnostics::ToolHelp::{
     CreateToolhelp32Snapshot, Process32FirstW, Process32NextW, PROCESSENTRY32W, TH32CS_SNAPPROCESS,
@@ -29,7 +31,8 @@ use windows_sys::Win32::System::JobObjects::{
     JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE,
 };
 use windows_sys::Win32::System::Threading::{
-    GetCurrentProcess, OpenProcess, TerminateProcess, PROCESS_TERMINATE,
+    GetCurrentProcess, GetProcessTimes, OpenProcess, TerminateProcess,
+    PROCESS_QUERY_LIMITED_INFORMATION, PROCESS_TERMINATE,
 };
 
 /// A job that kills its processes when its last handle closes; the
@@ -124,6 +127,29 @@ pub(crate) fn terminate(pid: u32) {
     }
 }
 
+/// When process `pid` started (100 ns since 1601), if it is running and
+/// may be asked.
+fn created(pid: u32) -> Option<u64> {
+    // SAFETY: the handle is checked and closed; the four FILETIMEs are
+    // written by the call.
+    #[allow(unsafe_code)]
+    unsafe {
+        let process = OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, FALSE, pid);
+        if process.is_null() {
+            return None;
+        }
+        let zero = FILETIME {
+            dwLowDateTime: 0,
+            dwHighDateTime: 0,
+        };
+        let (mut creation, mut exit, mut kernel, mut user) = (zero, zero, zero, zero);
+        let ok = GetProcessTimes(process, &mut creation, &mut exit, &mut kernel, &mut user);
+        CloseHandle(process);
+        (ok != FALSE)
+            .then(|| (u64::from(creation.dwHighDateTime) << 32) | u64::from(creation.dwLowDateTime))
+    }
+}
+
 /// Forcibly ends `pid` and every descendant of it (by parent links in one
 /// snapshot), deepest first. 0 is never touched.
 pub(crate) fn kill_tree(pid: u32) {
@@ -133,14 +159,23 @@ pub(crate) fn kill_tree(pid: u32) {
     let table = process_table();
     let mut tree = vec![pid];
     let mut at = 0;
+    // Windows never updates a process's parent id: a process whose parent
+    // died long ago names a pid that may since be this one. A child counts
+    // only if it started after its parent; with the parent gone (no start
+    // time), none does.
     while at < tree.len() {
         let parent = tree[at];
+        let Some(born) = created(parent) else {
+            at += 1;
+            continue;
+        };
         let children: Vec<u32> = table
             .iter()
             .filter(|(child, ppid)| {
                 *ppid == parent && *child != parent && *child != 0 && !tree.contains(child)
             })
             .map(|(child, _)| *child)
+            .filter(|child| created(*child).is_some_and(|started| started >= born))
             .collect();
         tree.extend(children);
         at += 1;

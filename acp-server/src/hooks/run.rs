@@ -82,9 +82,18 @@ pub async fn run(call: Invocation<'_>) -> Report {
 }
 
 async fn run_inner(call: &Invocation<'_>) -> Report {
+    let Some(sh) = crate::programs::posix_shell() else {
+        // Windows without Git Bash: no hook can run, and one that decides
+        // (a PreToolUse policy) must not be passed over: blocked.
+        return Report {
+            exit_code: Some(2),
+            stderr: "Blocked: hooks run with a POSIX shell (Git for Windows' bash.exe) and there is none on this machine.".to_owned(),
+            ..failure("no POSIX shell for hooks (install Git for Windows)".to_owned())
+        };
+    };
     let mut command = call
         .spawner
-        .contained("sh", ["-c", call.hook.command.as_str()]);
+        .contained(&sh.to_string_lossy(), ["-c", call.hook.command.as_str()]);
     command
         .current_dir(call.project)
         .env("CLAUDE_PROJECT_DIR", call.project)

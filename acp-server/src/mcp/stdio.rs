@@ -99,10 +99,17 @@ fn resolve(command: &str, path: &str, cwd: &Path) -> Option<PathBuf> {
 }
 
 /// The files `candidate` may name as a program: itself; on Windows, when
-/// it has no extension, also with each of `PATHEXT`'s (`node` is
+/// it has no extension, it with each of `PATHEXT`'s instead (`node` is
 /// `node.exe`, `npx` is `npx.cmd`).
 fn executable_names(candidate: &Path) -> impl Iterator<Item = PathBuf> {
-    let mut names = vec![candidate.to_path_buf()];
+    // Windows runs only what has an extension: an extensionless `npx`
+    // beside `npx.cmd` is a shell script CreateProcess cannot start.
+    let bare = !cfg!(windows) || candidate.extension().is_some();
+    let mut names = if bare {
+        vec![candidate.to_path_buf()]
+    } else {
+        Vec::new()
+    };
     if cfg!(windows) && candidate.extension().is_none() {
         let extensions =
             std::env::var("PATHEXT").unwrap_or_else(|_| ".COM;.EXE;.BAT;.CMD".to_owned());

@@ -184,9 +184,28 @@ pub struct Protected {
     hidden: Vec<PathBuf>,
 }
 
+/// Whether `path` is `dir` or beneath it — without regard to case where
+/// the file system ignores it by default (Windows, macOS: `~/.SSH` is
+/// `~/.ssh` there).
+fn beneath(path: &Path, dir: &Path) -> bool {
+    if !cfg!(any(windows, target_os = "macos")) {
+        return path.starts_with(dir);
+    }
+    let folded = |path: &Path| -> Vec<String> {
+        path.components()
+            .map(|part| part.as_os_str().to_string_lossy().to_lowercase())
+            .collect()
+    };
+    let (path, dir) = (folded(path), folded(dir));
+    path.len() >= dir.len() && path[..dir.len()] == dir[..]
+}
+
 fn protected_glob(pattern: &str) -> Result<globset::Glob, String> {
     globset::GlobBuilder::new(pattern)
         .literal_separator(true)
+        // Windows' and macOS' file systems ignore case by default:
+        // `.Git/hooks` is `.git/hooks` there.
+        .case_insensitive(cfg!(any(windows, target_os = "macos")))
         .build()
         .map_err(|err| format!("invalid protected path {pattern:?}: {err}"))
 }
@@ -303,12 +322,12 @@ impl Protected {
 
     /// Whether `path` is in a secret location.
     pub fn is_hidden(&self, path: &Path) -> bool {
-        self.hidden.iter().any(|dir| path.starts_with(dir))
+        self.hidden.iter().any(|dir| beneath(path, dir))
     }
 
     /// Whether `path` is inside dsh's own home.
     pub fn in_home(&self, path: &Path) -> bool {
-        path.starts_with(&self.home)
+        beneath(path, &self.home)
     }
 
     /// dsh's own home (`$DSH_HOME`), canonical.

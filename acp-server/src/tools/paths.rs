@@ -28,11 +28,15 @@ pub fn resolve(cwd: &Path, raw: &str) -> Result<PathBuf, Refusal> {
         ));
     }
     let raw = raw.strip_prefix("file://").unwrap_or(raw);
-    let joined = if Path::new(raw).is_absolute() {
-        PathBuf::from(raw)
+    // `\\?\C:\x` is `C:\x` (Windows; nothing elsewhere).
+    let raw = dunce::simplified(Path::new(raw));
+    let joined = if raw.is_absolute() {
+        raw.to_path_buf()
     } else {
         cwd.join(raw)
     };
+    #[cfg(windows)]
+    windows::check(&joined, cwd).map_err(|why| Refusal::new(ErrorCode::InvalidToolArgs, why))?;
     if let Ok(canonical) = dunce::canonicalize(&joined) {
         return Ok(canonical);
     }
@@ -101,7 +105,13 @@ fn follow(path: &Path) -> Result<PathBuf, &'static str> {
                         }
                         let target = std::fs::read_link(&next)
                             .map_err(|_| "a symbolic link on the way cannot be read")?;
-                        pending.extend(parts(&target).into_iter().rev());
+                        // A junction's target is a `\\?\` path on Windows.
+                        pending.extend(parts(dunce::simplified(&target)).into_iter().rev());
+                    }
+                    // Where names ignore case (and Windows has short
+                    // names), the name on disk: `.Git` is `.git`.
+                    Ok(_) if cfg!(any(windows, target_os = "macos")) => {
+                        resolved = dunce::canonicalize(&next).unwrap_or(next);
                     }
                     Ok(_) => resolved = next,
                     Err(_) => {
@@ -113,6 +123,104 @@ fn follow(path: &Path) -> Result<PathBuf, &'static str> {
         }
     }
     Ok(resolved)
+}
+
+/// Windows paths the model may not give: a file share or device
+/// (`\\host\share\…`, `\\.\pipe\…`: merely opening one sends the user's
+/// credentials to that host, or talks to a local service) unless the
+/// session's own directory is on that share; and names the system reads
+/// as another (`AGENTS.md.` and `AGENTS.md ` are `AGENTS.md`, `a:b` is a
+/// stream of `a`, `CON` or `nul.txt` a device), which the protected paths
+/// would not recognise.
+#[cfg(windows)]
+mod windows {
+    use std::path::{Component, Path, Prefix};
+
+    const DEVICES: &[&str] = &[
+        "con", "prn", "aux", "nul", "conin$", "conout$", "com1", "com2", "com3", "com4", "com5",
+        "com6", "com7", "com8", "com9", "lpt1", "lpt2", "lpt3", "lpt4", "lpt5", "lpt6", "lpt7",
+        "lpt8", "lpt9",
+    ];
+
+    pub fn check(path: &Path, cwd: &Path) -> Result<(), String> {
+        fn prefix(path: &Path) -> Option<Prefix<'_>> {
+            match path.components().next() {
+                Some(Component::Prefix(prefix)) => Some(prefix.kind()),
+                _ => None,
+            }
+        }
+        fn share(kind: Prefix<'_>) -> Option<(String, String)> {
+            match kind {
+                Prefix::UNC(server, share) | Prefix::VerbatimUNC(server, share) => Some((
+                    server.to_string_lossy().to_lowercase(),
+                    share.to_string_lossy().to_lowercase(),
+                )),
+                _ => None,
+            }
+        }
+        match prefix(path) {
+            Some(Prefix::Disk(_)) | None => {}
+            Some(kind @ (Prefix::UNC(..) | Prefix::VerbatimUNC(..)))
+                if share(kind).is_some() && share(kind) == prefix(cwd).and_then(share) => {}
+            Some(_) => {
+                return Err(format!(
+                    "{} is on another machine or a device; only paths on this machine's drives (or the session's own share) are opened",
+                    path.display()
+                ))
+            }
+        }
+        for part in path.components() {
+            let Component::Normal(name) = part else {
+                continue;
+            };
+            let name = name.to_string_lossy();
+            let stem = name
+                .split('.')
+                .next()
+                .unwrap_or("")
+                .trim_end()
+                .to_lowercase();
+            if name.ends_with('.') || name.ends_with(' ') {
+                return Err(format!("{name:?} ends with a dot or a space, which Windows drops: name the file as it is"));
+            }
+            if name.contains(':') {
+                return Err(format!(
+                    "{name:?} names a stream of a file (`:`), not a file"
+                ));
+            }
+            if DEVICES.contains(&stem.as_str()) {
+                return Err(format!("{name:?} is a device name on Windows, not a file"));
+            }
+        }
+        Ok(())
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::check;
+        use std::path::Path;
+
+        #[test]
+        fn shares_devices_and_names_windows_rewrites_are_refused() {
+            let cwd = Path::new(r"C:\work");
+            assert!(check(Path::new(r"C:\work\src\a.rs"), cwd).is_ok());
+            for bad in [
+                r"\\attacker.example\s\x",
+                r"\\?\UNC\attacker\s\x",
+                r"\\.\pipe\name",
+                r"C:\work\AGENTS.md.",
+                r"C:\work\AGENTS.md ",
+                r"C:\work\a.txt:stream",
+                r"C:\work\CON",
+                r"C:\work\nul.txt",
+            ] {
+                assert!(check(Path::new(bad), cwd).is_err(), "{bad}");
+            }
+            let share = Path::new(r"\\server\team\proj");
+            assert!(check(Path::new(r"\\SERVER\Team\proj\a.rs"), share).is_ok());
+            assert!(check(Path::new(r"\\other\team\a.rs"), share).is_err());
+        }
+    }
 }
 
 /// Canonical forms of the session roots (cwd first).

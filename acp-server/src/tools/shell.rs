@@ -114,24 +114,22 @@ mod platform {
 
 #[cfg(windows)]
 mod platform {
-    use std::path::{Path, PathBuf};
-    use std::sync::OnceLock;
-
     use super::{Launch, Shell, Tool};
+    use crate::programs;
 
     /// Git Bash, else cmd.
     pub fn bash() -> Launch {
-        match git_bash() {
+        match programs::git_bash() {
             Some(bash) => Launch {
                 tool: Tool::Bash,
                 shell: Shell::Bash,
-                program: text(bash),
+                program: bash.to_string_lossy().into_owned(),
                 args: &["-c"],
             },
             None => Launch {
                 tool: Tool::Bash,
                 shell: Shell::Cmd,
-                program: text(cmd()),
+                program: programs::cmd().to_string_lossy().into_owned(),
                 // No AutoRun commands; the line taken as it is between
                 // the quotes the spawn puts around it.
                 args: &["/D", "/S", "/C"],
@@ -141,62 +139,7 @@ mod platform {
 
     /// PowerShell 7, else Windows PowerShell 5.1.
     pub fn powershell() -> Option<String> {
-        static FOUND: OnceLock<Option<String>> = OnceLock::new();
-        FOUND
-            .get_or_init(|| {
-                on_path("pwsh.exe")
-                    .or_else(|| under("ProgramFiles", r"PowerShell\7\pwsh.exe"))
-                    .or_else(|| on_path("powershell.exe"))
-                    .or_else(|| {
-                        under(
-                            "SystemRoot",
-                            r"System32\WindowsPowerShell\v1.0\powershell.exe",
-                        )
-                    })
-                    .map(text)
-            })
-            .clone()
-    }
-
-    /// Git for Windows' `bin\bash.exe` (which sets up its `PATH`, unlike
-    /// `usr\bin\bash.exe`): two levels above `cmd\git.exe`, or in an
-    /// installer's directory.
-    fn git_bash() -> Option<PathBuf> {
-        on_path("git.exe")
-            .and_then(|git| Some(git.parent()?.parent()?.join(r"bin\bash.exe")))
-            .filter(|bash| bash.is_file())
-            .or_else(|| under("ProgramFiles", r"Git\bin\bash.exe"))
-            .or_else(|| under("ProgramW6432", r"Git\bin\bash.exe"))
-            .or_else(|| under("ProgramFiles(x86)", r"Git\bin\bash.exe"))
-            .or_else(|| under("LOCALAPPDATA", r"Programs\Git\bin\bash.exe"))
-    }
-
-    fn cmd() -> PathBuf {
-        std::env::var_os("ComSpec")
-            .map(PathBuf::from)
-            .filter(|cmd| cmd.is_file())
-            .or_else(|| under("SystemRoot", r"System32\cmd.exe"))
-            .unwrap_or_else(|| PathBuf::from("cmd.exe"))
-    }
-
-    /// `name` in the first directory of `PATH` that has it.
-    fn on_path(name: &str) -> Option<PathBuf> {
-        let path = std::env::var_os("PATH")?;
-        std::env::split_paths(&path)
-            .filter(|dir| dir.is_absolute())
-            .map(|dir| dir.join(name))
-            .find(|candidate| candidate.is_file())
-    }
-
-    /// `relative` under the directory the variable `dir` names, if it is
-    /// a file.
-    fn under(dir: &str, relative: &str) -> Option<PathBuf> {
-        let dir = std::env::var_os(dir)?;
-        Some(Path::new(&dir).join(relative)).filter(|file| file.is_file())
-    }
-
-    fn text(path: PathBuf) -> String {
-        path.to_string_lossy().into_owned()
+        programs::powershell().map(|path| path.to_string_lossy().into_owned())
     }
 }
 

@@ -108,10 +108,13 @@ const BASE: &str = r#"(version 1)
 (allow ipc-posix-shm-read-data ipc-posix-shm-write-create ipc-posix-shm-write-unlink
   (ipc-posix-name-regex #"^/__KMP_REGISTERED_LIB_[0-9]+$"))
 
-; Terminals: a new pseudo-terminal, and the one it was given.
+; Terminals: a new pseudo-terminal.
 (allow pseudo-tty)
 (allow file-read* file-write* file-ioctl (literal "/dev/ptmx"))
-(allow file-write-data file-ioctl (regex #"^/dev/ttys[0-9]+$"))
+; Only pseudo-terminals made inside the sandbox (the extension marks
+; them), as codex's base policy: never the user's other terminals.
+(allow file-read* file-write-data file-ioctl
+  (require-all (regex #"^/dev/ttys[0-9]+$") (extension "com.apple.sandbox.pty")))
 
 ; Files: everything is readable (but the hidden paths, below).
 (allow file-read*)
