@@ -12,7 +12,7 @@ use dsh_test_support::raw::Raw;
 use dsh_test_support::skip;
 use serde_json::{json, Value};
 
-use super::{prompt, until_answer, windows_path, wine, write_turn, Session};
+use super::{allow, prompt, until_answer, windows_path, wine, write_turn, Session};
 
 /// The shell tool as cmd: `pwsh` off (Wine's PowerShell runs nothing).
 pub(crate) const CMD: &str = "[tools]\nenable = [\"bash\"]\ndisable = [\"pwsh\"]\n";
@@ -142,45 +142,17 @@ async fn a_commands_background_child_ends_with_it_under_wine() {
     // Watches for the background ping while the turn runs.
     let watch = {
         let marker = marker.clone();
-        tokio::spawn(async move {
-            let deadline = Instant::now() + Duration::from_secs(60);
-            while Instant::now() < deadline {
-                let pids = pings(&marker);
-                if !pids.is_empty() {
-                    return pids;
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            Vec::new()
-        })
+        tokio::spawn(async move { ping_seen(&marker, 60).await })
     };
     let frames = turn(&mut raw, &id, 3, "start a child").await;
     assert!(completed(&frames), "{frames:#?}");
-    assert!(
-        session.mock.tool_result("t1").contains("started"),
-        "{}",
-        session.mock.tool_result("t1")
-    );
-    let seen = tokio::time::timeout(Duration::from_secs(5), watch)
+    let told = session.mock.tool_result("t1");
+    assert!(told.contains("started"), "{told}");
+    tokio::time::timeout(Duration::from_secs(5), watch)
         .await
         .expect("the watch ends")
-        .unwrap();
-    assert!(
-        !seen.is_empty(),
-        "the background `ping {marker}` was never seen running"
-    );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let left = pings(&marker);
-        if left.is_empty() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the background ping outlived its command: pids {left:?} (seen {seen:?})"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        .expect("the background ping was seen running");
+    pings_gone(&marker, 10, "the background child outlived its command").await;
     raw.finish().await;
 }
 
@@ -238,5 +210,134 @@ async fn undo_puts_back_writes_under_wine() {
 
     turn(&mut raw, &id, 6, "/undo").await;
     assert_eq!(std::fs::read_to_string(&hello).unwrap(), "hello\n");
+    raw.finish().await;
+}
+
+/// Waits (up to `secs`) until a ping holding `marker` runs; its pids.
+async fn ping_seen(marker: &str, secs: u64) -> Vec<u32> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let pids = pings(marker);
+        if !pids.is_empty() {
+            return pids;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "`ping {marker}` never ran within {secs} s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits (up to `secs`) until no ping holding `marker` is left.
+async fn pings_gone(marker: &str, secs: u64, why: &str) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let left = pings(marker);
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{why}: `ping {marker}` still runs after {secs} s, pids {left:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A turn cancelled while its command runs: the turn ends `cancelled`
+/// and the command's process tree is ended.
+#[tokio::test]
+async fn a_cancelled_turn_ends_its_running_command_under_wine() {
+    let Some(wine) = wine(&skip::this_test()) else {
+        return;
+    };
+    let session = Session::with_config(wine, CMD).await;
+    let (mut raw, id) = session.start().await;
+    let marker = unique_loopback();
+    session.mock.push_json(call(
+        "k1",
+        "bash",
+        json!({"command": format!("ping -n 60 {marker} >nul"), "description": "Wait a minute"}),
+    ));
+    session.mock.push_json(reply("Never."));
+    raw.send(prompt(3, &id, "wait")).await;
+    loop {
+        let frame = raw.recv().await;
+        if frame["method"] == "session/request_permission" {
+            allow(&mut raw, &frame).await;
+            break;
+        }
+    }
+    ping_seen(&marker, 30).await;
+    raw.send(json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": id}}))
+        .await;
+    let (done, _) = until_answer(&mut raw, 3).await;
+    assert_eq!(done["result"]["stopReason"], "cancelled", "{done}");
+    pings_gone(&marker, 10, "cancel ends the command").await;
+    raw.finish().await;
+}
+
+/// A command past its `timeoutMs` is killed with its tree, and the model
+/// is told so.
+#[tokio::test]
+async fn a_command_past_its_timeout_is_killed_under_wine() {
+    let Some(wine) = wine(&skip::this_test()) else {
+        return;
+    };
+    let session = Session::with_config(wine, CMD).await;
+    let (mut raw, id) = session.start().await;
+    let marker = unique_loopback();
+    session.mock.push_json(call(
+        "t1",
+        "bash",
+        json!({"command": format!("ping -n 60 {marker} >nul"), "description": "Wait a minute",
+            "timeoutMs": 3000}),
+    ));
+    session.mock.push_json(reply("It timed out."));
+    let watch = {
+        let marker = marker.clone();
+        tokio::spawn(async move { ping_seen(&marker, 30).await })
+    };
+    turn(&mut raw, &id, 3, "wait").await;
+    watch.await.expect("the ping ran");
+    let told = session.mock.tool_result("t1");
+    assert!(told.contains("timed out"), "{told}");
+    pings_gone(&marker, 10, "the timeout kills the command").await;
+    raw.finish().await;
+}
+
+/// `job_kill` ends a background job's whole tree.
+#[tokio::test]
+async fn job_kill_ends_a_background_job_under_wine() {
+    let Some(wine) = wine(&skip::this_test()) else {
+        return;
+    };
+    let session = Session::with_config(wine, CMD).await;
+    let (mut raw, id) = session.start().await;
+    let marker = unique_loopback();
+    session.mock.push_json(call(
+        "b1",
+        "bash",
+        json!({"command": format!("ping -n 60 {marker} >nul"),
+            "description": "A long job", "run_in_background": true}),
+    ));
+    session.mock.push_json(reply("Started."));
+    turn(&mut raw, &id, 3, "start a job").await;
+    ping_seen(&marker, 30).await;
+
+    session
+        .mock
+        .push_json(call("x1", "job_kill", json!({"job_id": "j1"})));
+    session.mock.push_json(reply("Killed."));
+    let frames = turn(&mut raw, &id, 4, "kill it").await;
+    // The job's own call ends `failed` (killed), maybe in this turn.
+    let asked = frames
+        .iter()
+        .filter(|frame| frame["params"]["update"]["toolCallId"] == "x1")
+        .filter_map(|frame| frame["params"]["update"]["status"].as_str())
+        .next_back();
+    assert_eq!(asked, Some("completed"), "{frames:#?}");
+    pings_gone(&marker, 10, "job_kill ends the job").await;
     raw.finish().await;
 }

@@ -1,9 +1,12 @@
 //! dsh for Windows, run under Wine on Linux: the `windows-x86_64` archive
 //! that `editor-extensions/registry/package.sh --target windows-x86_64`
 //! writes (else the built `dsh.exe`), extracted and started with `wine`.
-//! What the ACP registry's verifier does, `--version`, `demo`, and an ACP
-//! session against the mock model on 127.0.0.1 (Wine shares the host's
-//! network) with Windows paths (`Z:\tmp\…`).
+//! What the ACP registry's verifier does, `--version`, `demo`, and ACP
+//! sessions against the mock model on 127.0.0.1 (Wine shares the host's
+//! network) with Windows paths (`Z:\tmp\…`): streaming, writes with
+//! diffs, cancel, load; cmd commands, their process trees, timeouts, jobs
+//! and `/undo` (`commands.rs`); `dsh run` and an MCP server over stdio
+//! (`run.rs`).
 //!
 //! Wine 8 lacks `bcryptprimitives.dll!ProcessPrng`, which Rust's std
 //! calls: `fixtures/wine/build.sh` builds a shim that each test puts beside
@@ -379,19 +382,24 @@ async fn until_answer(raw: &mut Raw, id: u64) -> (Value, Vec<Value>) {
             return (frame, seen);
         }
         if frame["method"] == "session/request_permission" {
-            let option = frame["params"]["options"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|option| option["kind"] == "allow_once")
-                .expect("an allow_once option")["optionId"]
-                .clone();
-            raw.send(json!({"jsonrpc": "2.0", "id": frame["id"], "result": {
-                "outcome": {"outcome": "selected", "optionId": option}}}))
-                .await;
+            allow(raw, &frame).await;
         }
         seen.push(frame);
     }
+}
+
+/// Answers a permission request with its `allow_once` option.
+async fn allow(raw: &mut Raw, request: &Value) {
+    let option = request["params"]["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|option| option["kind"] == "allow_once")
+        .expect("an allow_once option")["optionId"]
+        .clone();
+    raw.send(json!({"jsonrpc": "2.0", "id": request["id"], "result": {
+        "outcome": {"outcome": "selected", "optionId": option}}}))
+        .await;
 }
 
 fn prompt(id: u64, session: &Value, text: &str) -> Value {
