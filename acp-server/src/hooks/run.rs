@@ -83,12 +83,23 @@ pub async fn run(call: Invocation<'_>) -> Report {
 
 async fn run_inner(call: &Invocation<'_>) -> Report {
     let Some(sh) = crate::programs::posix_shell() else {
-        // Windows without Git Bash: no hook can run, and one that decides
-        // (a PreToolUse policy) must not be passed over: blocked.
+        // Windows without Git Bash: no hook can run. One that decides
+        // whether something runs (PreToolUse, UserPromptSubmit) must not be
+        // passed over: blocked. The others fail as a hook that cannot
+        // start does.
+        let why = "hooks run with a POSIX shell (Git for Windows' bash.exe) and there is none on this machine";
+        let decides = matches!(
+            call.input["hook_event_name"].as_str(),
+            Some("PreToolUse" | "UserPromptSubmit")
+        );
         return Report {
-            exit_code: Some(2),
-            stderr: "Blocked: hooks run with a POSIX shell (Git for Windows' bash.exe) and there is none on this machine.".to_owned(),
-            ..failure("no POSIX shell for hooks (install Git for Windows)".to_owned())
+            exit_code: decides.then_some(2),
+            stderr: if decides {
+                format!("Blocked: {why}.")
+            } else {
+                String::new()
+            },
+            ..failure(why.to_owned())
         };
     };
     let mut command = call

@@ -35,12 +35,20 @@ pub fn resolve(cwd: &Path, raw: &str) -> Result<PathBuf, Refusal> {
     } else {
         cwd.join(raw)
     };
+    // Windows: nothing is opened before the path and every link target on
+    // the way are checked (merely opening a share sends the user's
+    // credentials), so links are followed by dsh, not by the system.
     #[cfg(windows)]
-    windows::check(&joined, cwd).map_err(|why| Refusal::new(ErrorCode::InvalidToolArgs, why))?;
+    {
+        windows::check_prefix(&joined, cwd)
+            .and_then(|()| windows::check_names(raw))
+            .map_err(|why| Refusal::new(ErrorCode::InvalidToolArgs, why))?;
+    }
+    #[cfg(not(windows))]
     if let Ok(canonical) = dunce::canonicalize(&joined) {
         return Ok(canonical);
     }
-    follow(&joined).map_err(|why| {
+    follow(&joined, cwd).map_err(|why| {
         Refusal::new(
             ErrorCode::InvalidToolArgs,
             format!("Cannot resolve the path {}: {why}.", joined.display()),
@@ -77,7 +85,8 @@ fn parts(path: &Path) -> Vec<Part> {
 /// symlink met on the way (dangling ones included). Like the kernel, it
 /// refuses to climb (`..`) out of a directory that does not exist, and
 /// gives up after 40 links.
-fn follow(path: &Path) -> Result<PathBuf, &'static str> {
+fn follow(path: &Path, cwd: &Path) -> Result<PathBuf, String> {
+    let _ = cwd;
     let mut resolved = PathBuf::from("/");
     // A stack: the next part is on top.
     let mut pending: Vec<Part> = parts(path).into_iter().rev().collect();
@@ -90,7 +99,7 @@ fn follow(path: &Path) -> Result<PathBuf, &'static str> {
                 missing = false;
             }
             Part::Parent if missing => {
-                return Err("it climbs out of a directory that does not exist")
+                return Err("it climbs out of a directory that does not exist".to_owned())
             }
             Part::Parent => {
                 resolved.pop();
@@ -101,10 +110,20 @@ fn follow(path: &Path) -> Result<PathBuf, &'static str> {
                     Ok(meta) if meta.file_type().is_symlink() => {
                         links += 1;
                         if links > 40 {
-                            return Err("it goes through too many symbolic links (a loop?)");
+                            return Err(
+                                "it goes through too many symbolic links (a loop?)".to_owned()
+                            );
                         }
                         let target = std::fs::read_link(&next)
-                            .map_err(|_| "a symbolic link on the way cannot be read")?;
+                            .map_err(|_| "a symbolic link on the way cannot be read".to_owned())?;
+                        #[cfg(windows)]
+                        {
+                            let target = dunce::simplified(&target);
+                            windows::check_names(target)?;
+                            if target.is_absolute() {
+                                windows::check_prefix(target, cwd)?;
+                            }
+                        }
                         // A junction's target is a `\\?\` path on Windows.
                         pending.extend(parts(dunce::simplified(&target)).into_iter().rev());
                     }
@@ -137,12 +156,41 @@ mod windows {
     use std::path::{Component, Path, Prefix};
 
     const DEVICES: &[&str] = &[
-        "con", "prn", "aux", "nul", "conin$", "conout$", "com1", "com2", "com3", "com4", "com5",
-        "com6", "com7", "com8", "com9", "lpt1", "lpt2", "lpt3", "lpt4", "lpt5", "lpt6", "lpt7",
-        "lpt8", "lpt9",
+        "con",
+        "prn",
+        "aux",
+        "nul",
+        "conin$",
+        "conout$",
+        "com0",
+        "com1",
+        "com2",
+        "com3",
+        "com4",
+        "com5",
+        "com6",
+        "com7",
+        "com8",
+        "com9",
+        "com\u{b9}",
+        "com\u{b2}",
+        "com\u{b3}",
+        "lpt0",
+        "lpt1",
+        "lpt2",
+        "lpt3",
+        "lpt4",
+        "lpt5",
+        "lpt6",
+        "lpt7",
+        "lpt8",
+        "lpt9",
+        "lpt\u{b9}",
+        "lpt\u{b2}",
+        "lpt\u{b3}",
     ];
 
-    pub fn check(path: &Path, cwd: &Path) -> Result<(), String> {
+    pub fn check_prefix(path: &Path, cwd: &Path) -> Result<(), String> {
         fn prefix(path: &Path) -> Option<Prefix<'_>> {
             match path.components().next() {
                 Some(Component::Prefix(prefix)) => Some(prefix.kind()),
@@ -169,6 +217,11 @@ mod windows {
                 ))
             }
         }
+        Ok(())
+    }
+
+    /// The names of `path` (as the model gave it, or a link's target).
+    pub fn check_names(path: &Path) -> Result<(), String> {
         for part in path.components() {
             let Component::Normal(name) = part else {
                 continue;
@@ -197,28 +250,35 @@ mod windows {
 
     #[cfg(test)]
     mod tests {
-        use super::check;
+        use super::{check_names, check_prefix};
         use std::path::Path;
 
         #[test]
         fn shares_devices_and_names_windows_rewrites_are_refused() {
             let cwd = Path::new(r"C:\work");
-            assert!(check(Path::new(r"C:\work\src\a.rs"), cwd).is_ok());
+            let check = |path: &str| {
+                let path = Path::new(path);
+                check_prefix(path, cwd).and_then(|()| check_names(path))
+            };
+            assert!(check(r"C:\work\src\a.rs").is_ok());
             for bad in [
                 r"\\attacker.example\s\x",
+                r"//attacker.example/s/x",
                 r"\\?\UNC\attacker\s\x",
+                r"\\?\GLOBALROOT\Device\x",
                 r"\\.\pipe\name",
                 r"C:\work\AGENTS.md.",
                 r"C:\work\AGENTS.md ",
                 r"C:\work\a.txt:stream",
                 r"C:\work\CON",
                 r"C:\work\nul.txt",
+                "C:\\work\\COM\u{b9}",
             ] {
-                assert!(check(Path::new(bad), cwd).is_err(), "{bad}");
+                assert!(check(bad).is_err(), "{bad}");
             }
             let share = Path::new(r"\\server\team\proj");
-            assert!(check(Path::new(r"\\SERVER\Team\proj\a.rs"), share).is_ok());
-            assert!(check(Path::new(r"\\other\team\a.rs"), share).is_err());
+            assert!(check_prefix(Path::new(r"\\SERVER\Team\proj\a.rs"), share).is_ok());
+            assert!(check_prefix(Path::new(r"\\other\team\a.rs"), share).is_err());
         }
     }
 }

@@ -116,8 +116,11 @@ const BASE: &str = r#"(version 1)
 (allow file-read* file-write-data file-ioctl
   (require-all (regex #"^/dev/ttys[0-9]+$") (extension "com.apple.sandbox.pty")))
 
-; Files: everything is readable (but the hidden paths, below).
+; Files: everything is readable (but the hidden paths, below) — and of
+; the terminals only those made inside the sandbox, not the user's others.
 (allow file-read*)
+(deny file-read* file-write* file-ioctl
+  (require-all (regex #"^/dev/ttys[0-9]+$") (require-not (extension "com.apple.sandbox.pty"))))
 ; Devices every command may write: data only, never unlink or chmod.
 (allow file-write-data file-ioctl
   (literal "/dev/null")

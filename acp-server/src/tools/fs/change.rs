@@ -161,6 +161,12 @@ pub async fn edit(args: &EditArgs, path: &Path, env: &ToolEnv<'_>) -> ToolOutcom
     let owned = path.to_path_buf();
     let replaced = blocking(move || {
         let (old_string, new_string) = in_line_endings(&old, old_string, new_string);
+        if old_string == new_string {
+            return Err(
+                "old_string and new_string are the same in the file's line endings; nothing to change."
+                    .to_owned(),
+            );
+        }
         let found = find(&old, &old_string, "old_string", &owned)?;
         if found.count > 1 && !replace_all {
             return Err(format!(
@@ -194,21 +200,28 @@ pub async fn edit(args: &EditArgs, path: &Path, env: &ToolEnv<'_>) -> ToolOutcom
     ToolOutcome::ok(output, view)
 }
 
-/// `old_string` and `new_string` in the file's line endings: a file
-/// whose lines end in CRLF (a Windows checkout) is matched and written
-/// with CRLF when the model wrote `\n` alone (as `read` shows lines) and
-/// the text as given does not occur. Anything else is taken as given.
-fn in_line_endings(text: &str, old_string: String, new_string: String) -> (String, String) {
+/// `old_string` and `new_string` in the file's line endings. In a file
+/// whose every line ends in CRLF (a Windows checkout), the model writes
+/// `\n` alone (as `read` shows lines): an `old_string` that does not occur
+/// as given is matched with CRLF, and `new_string`'s lines are written
+/// with CRLF (also when `old_string` is one line), so the file stays
+/// CRLF. Any other file, or text that occurs as given, is taken as given.
+pub(super) fn in_line_endings(
+    text: &str,
+    old_string: String,
+    new_string: String,
+) -> (String, String) {
     let crlf = |s: &str| s.replace("\r\n", "\n").replace('\n', "\r\n");
-    if old_string.contains('\n')
-        && !old_string.contains("\r\n")
-        && text.contains("\r\n")
-        && !text.contains(old_string.as_str())
-    {
-        (crlf(&old_string), crlf(&new_string))
-    } else {
-        (old_string, new_string)
+    let all_crlf = text.contains("\r\n") && !text.replace("\r\n", "").contains('\n');
+    if !all_crlf {
+        return (old_string, new_string);
     }
+    let old_string = if old_string.contains('\n') && !text.contains(old_string.as_str()) {
+        crlf(&old_string)
+    } else {
+        old_string
+    };
+    (old_string, crlf(&new_string))
 }
 
 /// Line numbers of matches a refusal names.
@@ -426,22 +439,25 @@ mod tests {
         assert!(summary.contains('+'), "{summary}");
     }
 
-    /// The finder names the caller's parameter and keeps a few match
-    /// positions, however many matches there are.
     /// A CRLF file (a Windows checkout) takes an edit written with `\n`,
-    /// and keeps its CRLF; a LF file and a matching text are untouched.
+    /// and stays CRLF, new lines too; a LF file, a mixed one and a matching
+    /// text are untouched.
     #[test]
     fn an_edit_written_with_lf_keeps_a_crlf_files_endings() {
         let text = "one\r\ntwo\r\nthree\r\n";
         let (old, new) = in_line_endings(text, "one\ntwo".into(), "1\n2\n2b".into());
         assert_eq!((old.as_str(), new.as_str()), ("one\r\ntwo", "1\r\n2\r\n2b"));
         assert_eq!(text.replacen(&old, &new, 1), "1\r\n2\r\n2b\r\nthree\r\n");
-        let (old, _) = in_line_endings("one\ntwo\n", "one\ntwo".into(), "x".into());
-        assert_eq!(old, "one\ntwo");
+        let (old, new) = in_line_endings(text, "one".into(), "one\n  more".into());
+        assert_eq!((old.as_str(), new.as_str()), ("one", "one\r\n  more"));
+        let (old, new) = in_line_endings("one\ntwo\n", "one\ntwo".into(), "x\ny".into());
+        assert_eq!((old.as_str(), new.as_str()), ("one\ntwo", "x\ny"));
         let (old, _) = in_line_endings("a\nb\r\n", "a\nb".into(), "x".into());
-        assert_eq!(old, "a\nb", "what occurs as given is taken as given");
+        assert_eq!(old, "a\nb", "a mixed file is taken as given");
     }
 
+    /// The finder names the caller's parameter and keeps a few match
+    /// positions, however many matches there are.
     #[cfg(target_os = "linux")]
     #[test]
     fn the_finder_names_the_parameter_and_counts_without_keeping() {

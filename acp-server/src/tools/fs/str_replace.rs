@@ -20,7 +20,7 @@ use dsh_protocol::ErrorCode;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
-use super::change::{describe_change, find};
+use super::change::{describe_change, find, in_line_endings};
 use super::disk::{blocking, current_text, probe, store, Current, Probe};
 use super::{location, MAX_DIFF_BYTES, MAX_EDIT_BYTES, MAX_LINE_CHARS, MAX_READ_BYTES};
 use crate::tools::{display_path, Refusal, ToolEnv};
@@ -499,6 +499,7 @@ async fn replace(
     let new_lines = new_str.lines().count();
     let (owned, old_str, new_str) = (path.to_path_buf(), old_str.to_owned(), new_str.to_owned());
     let (old, new, line) = blocking(move || {
+        let (old_str, new_str) = in_line_endings(&old, old_str, new_str);
         let found = find(&old, &old_str, "old_str", &owned)?;
         if found.count > 1 {
             return Err(format!(
