@@ -245,22 +245,39 @@ async fn pings_gone(marker: &str, secs: u64, why: &str) {
     }
 }
 
+/// A cmd session whose model's first call is `bash` (as `call_id`) on a
+/// minute-long ping to a loopback address of the test's own, with
+/// `extra` arguments, then replies `then`: the session, its connection,
+/// the session id and the ping's address (its marker). `None` after a
+/// skip.
+async fn a_minute_long_ping(
+    test: &str,
+    call_id: &str,
+    extra: Value,
+    then: &str,
+) -> Option<(Session, Raw, Value, String)> {
+    let session = Session::with_config(wine(test)?, CMD).await;
+    let (raw, id) = session.start().await;
+    let marker = unique_loopback();
+    let mut args =
+        json!({"command": format!("ping -n 60 {marker} >nul"), "description": "Wait a minute"});
+    for (key, value) in extra.as_object().into_iter().flatten() {
+        args[key] = value.clone();
+    }
+    session.mock.push_json(call(call_id, "bash", args));
+    session.mock.push_json(reply(then));
+    Some((session, raw, id, marker))
+}
+
 /// A turn cancelled while its command runs: the turn ends `cancelled`
 /// and the command's process tree is ended.
 #[tokio::test]
 async fn a_cancelled_turn_ends_its_running_command_under_wine() {
-    let Some(wine) = wine(&skip::this_test()) else {
+    let Some((_session, mut raw, id, marker)) =
+        a_minute_long_ping(&skip::this_test(), "k1", json!({}), "Never.").await
+    else {
         return;
     };
-    let session = Session::with_config(wine, CMD).await;
-    let (mut raw, id) = session.start().await;
-    let marker = unique_loopback();
-    session.mock.push_json(call(
-        "k1",
-        "bash",
-        json!({"command": format!("ping -n 60 {marker} >nul"), "description": "Wait a minute"}),
-    ));
-    session.mock.push_json(reply("Never."));
     raw.send(prompt(3, &id, "wait")).await;
     loop {
         let frame = raw.recv().await;
@@ -282,19 +299,16 @@ async fn a_cancelled_turn_ends_its_running_command_under_wine() {
 /// is told so.
 #[tokio::test]
 async fn a_command_past_its_timeout_is_killed_under_wine() {
-    let Some(wine) = wine(&skip::this_test()) else {
+    let Some((session, mut raw, id, marker)) = a_minute_long_ping(
+        &skip::this_test(),
+        "t1",
+        json!({"timeoutMs": 3000}),
+        "It timed out.",
+    )
+    .await
+    else {
         return;
     };
-    let session = Session::with_config(wine, CMD).await;
-    let (mut raw, id) = session.start().await;
-    let marker = unique_loopback();
-    session.mock.push_json(call(
-        "t1",
-        "bash",
-        json!({"command": format!("ping -n 60 {marker} >nul"), "description": "Wait a minute",
-            "timeoutMs": 3000}),
-    ));
-    session.mock.push_json(reply("It timed out."));
     let watch = {
         let marker = marker.clone();
         tokio::spawn(async move { ping_seen(&marker, 30).await })
@@ -310,19 +324,16 @@ async fn a_command_past_its_timeout_is_killed_under_wine() {
 /// `job_kill` ends a background job's whole tree.
 #[tokio::test]
 async fn job_kill_ends_a_background_job_under_wine() {
-    let Some(wine) = wine(&skip::this_test()) else {
+    let Some((session, mut raw, id, marker)) = a_minute_long_ping(
+        &skip::this_test(),
+        "b1",
+        json!({"run_in_background": true}),
+        "Started.",
+    )
+    .await
+    else {
         return;
     };
-    let session = Session::with_config(wine, CMD).await;
-    let (mut raw, id) = session.start().await;
-    let marker = unique_loopback();
-    session.mock.push_json(call(
-        "b1",
-        "bash",
-        json!({"command": format!("ping -n 60 {marker} >nul"),
-            "description": "A long job", "run_in_background": true}),
-    ));
-    session.mock.push_json(reply("Started."));
     turn(&mut raw, &id, 3, "start a job").await;
     ping_seen(&marker, 30).await;
 

@@ -54,7 +54,13 @@ struct Wine {
     archive: Option<PathBuf>,
     exe: PathBuf,
     shim: PathBuf,
+    /// One test at a time: several `dsh.exe` started at once in one Wine
+    /// prefix were seen to hang at start under Wine 8 (docs/testing.md).
+    _turn: std::sync::MutexGuard<'static, ()>,
 }
+
+/// Whose turn it is to run Windows programs (see [`Wine`]).
+static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// The Windows build, newest first among the archive and the built binaries.
 fn windows_build() -> Option<(Option<PathBuf>, PathBuf)> {
@@ -105,12 +111,18 @@ fn wine(test: &str) -> Option<Wine> {
     );
     let shim = PathBuf::from(String::from_utf8(shim.stdout).unwrap().trim());
     skip::ran(test);
+    // A test that failed while it held the turn leaves it poisoned: the
+    // next one runs all the same.
+    let turn = TURN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     Some(Wine {
         prefix: prefix(&wine),
         wine,
         archive,
         exe,
         shim,
+        _turn: turn,
     })
 }
 
