@@ -22,6 +22,11 @@
 //! MCP servers) by a Landlock signal scope of its own
 //! ([`Spawner::contained`]).
 //!
+//! That is Linux. macOS has the process groups and the guard's sweep, with
+//! neither death signal nor subreaper; Windows puts dsh and each guard in a
+//! kill-on-close Job Object instead of groups and signals (`windows.rs`).
+//! docs/platforms.md has the table.
+//!
 //! This crate knows nothing of sessions, tools or protocols.
 #![warn(missing_docs)]
 // The canonical paths here are the Unix sandbox's (Landlock, mounts,
@@ -326,8 +331,9 @@ impl Spawner {
     }
 
     /// A command for `program`: scrubbed environment, stdin from
-    /// `/dev/null`, its own process group, killed when dropped, SIGKILLed
-    /// when dsh dies, and without the capabilities that inspect processes. Callers add arguments,
+    /// `/dev/null`, its own process group, killed when dropped, ended when
+    /// dsh dies (Linux: SIGKILL; Windows: dsh's job), and without the
+    /// capabilities that inspect processes (Linux). Callers add arguments,
     /// the working directory, pipes and extra variables.
     pub fn command(&self, program: impl AsRef<OsStr>) -> tokio::process::Command {
         let mut command = tokio::process::Command::new(program);
