@@ -228,6 +228,19 @@ fn wine_profile(prefix: &Path) -> Option<PathBuf> {
 }
 
 /// Runs `command` to its end (within `secs`).
+/// Runs `command` to its end within `secs`, which must succeed: its stdout.
+async fn succeeded(command: tokio::process::Command, secs: u64) -> String {
+    let out = output(command, secs).await;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 async fn output(mut command: tokio::process::Command, secs: u64) -> std::process::Output {
     command.stdin(Stdio::null());
     tokio::time::timeout(Duration::from_secs(secs), command.output())
@@ -303,14 +316,7 @@ async fn dsh_exe_demo_runs_to_its_end_under_wine() {
     let exe = wine.install(scratch.path());
     let mut command = wine.command(&exe, &["demo"], scratch.path());
     command.env("DSH_HOME", windows_path(&scratch.path().join("home")));
-    let out = output(command, 120).await;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = succeeded(command, 120).await;
     assert!(stdout.lines().count() > 5, "{stdout}");
 }
 
@@ -500,13 +506,7 @@ async fn the_write_tool_creates_a_new_file_under_wine() {
         return;
     };
     let session = Session::new(wine).await;
-    let cwd = windows_path(&session.workspace());
-    let mut raw = session.connect().await;
-    raw.send(json!({"jsonrpc": "2.0", "id": 2, "method": "session/new",
-        "params": {"cwd": cwd, "mcpServers": []}}))
-        .await;
-    let (new, _) = until_answer(&mut raw, 2).await;
-    let id = new["result"]["sessionId"].clone();
+    let (mut raw, id) = session.start().await;
     write_turn(&session, &mut raw, &id, 3, "made.txt").await;
     raw.finish().await;
 }
@@ -520,14 +520,7 @@ async fn an_acp_session_with_windows_paths_runs_under_wine() {
         return;
     };
     let session = Session::new(wine).await;
-    let cwd = windows_path(&session.workspace());
-    let mut raw = session.connect().await;
-    raw.send(json!({"jsonrpc": "2.0", "id": 2, "method": "session/new",
-        "params": {"cwd": cwd, "mcpServers": []}}))
-        .await;
-    let (new, _) = until_answer(&mut raw, 2).await;
-    let id = new["result"]["sessionId"].clone();
-    assert!(id.is_string(), "{new}");
+    let (mut raw, id) = session.start().await;
 
     // Streamed text.
     session.mock.push_json(
@@ -564,7 +557,7 @@ async fn an_acp_session_with_windows_paths_runs_under_wine() {
     // Another dsh.exe loads the session: its history comes back.
     let mut raw = session.connect().await;
     raw.send(json!({"jsonrpc": "2.0", "id": 2, "method": "session/load",
-        "params": {"sessionId": id, "cwd": cwd, "mcpServers": []}}))
+        "params": {"sessionId": id, "cwd": windows_path(&session.workspace()), "mcpServers": []}}))
         .await;
     let (loaded, frames) = until_answer(&mut raw, 2).await;
     assert!(loaded.get("error").is_none(), "{loaded}");

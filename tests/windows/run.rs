@@ -6,7 +6,7 @@ use dsh_test_support::mock_model::{call, reply};
 use dsh_test_support::skip;
 use serde_json::json;
 
-use super::{output, prompt, target_dir, until_answer, windows_path, wine, Session};
+use super::{prompt, succeeded, target_dir, until_answer, windows_path, wine, Session};
 
 /// `wine dsh.exe run TASK` in the workspace: the model's reply on stdout,
 /// exit 0; with `--approve edits` a write the model asks for is made.
@@ -31,14 +31,7 @@ async fn dsh_run_answers_and_writes_under_wine() {
     };
 
     session.mock.push_json(reply("Hi from the mock."));
-    let out = output(run(&["run", "say hi"]), 120).await;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = succeeded(run(&["run", "say hi"]), 120).await;
     assert_eq!(stdout.trim(), "Hi from the mock.");
     let asked = serde_json::to_string(&session.mock.requests()).unwrap();
     assert!(asked.contains("say hi"), "{asked}");
@@ -49,18 +42,11 @@ async fn dsh_run_answers_and_writes_under_wine() {
         json!({"file_path": "run.txt", "content": "made by dsh run\n"}),
     ));
     session.mock.push_json(reply("Written."));
-    let out = output(
+    let stdout = succeeded(
         run(&["run", "--approve", "edits", "--quiet", "write run.txt"]),
         120,
     )
     .await;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
     assert_eq!(stdout.trim(), "Written.");
     assert_eq!(
         std::fs::read_to_string(session.workspace().join("run.txt")).unwrap(),
