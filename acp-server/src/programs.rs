@@ -44,14 +44,20 @@ mod windows {
     /// Git for Windows' `bin\bash.exe` (which sets up its `PATH`, unlike
     /// `usr\bin\bash.exe`): two levels above `cmd\git.exe`, or in an
     /// installer's directory.
+    /// Looked for once per process (hooks ask at every event).
     pub fn git_bash() -> Option<PathBuf> {
-        on_path("git.exe")
-            .and_then(|git| Some(git.parent()?.parent()?.join(r"bin\bash.exe")))
-            .filter(|bash| bash.is_file())
-            .or_else(|| under("ProgramFiles", r"Git\bin\bash.exe"))
-            .or_else(|| under("ProgramW6432", r"Git\bin\bash.exe"))
-            .or_else(|| under("ProgramFiles(x86)", r"Git\bin\bash.exe"))
-            .or_else(|| under("LOCALAPPDATA", r"Programs\Git\bin\bash.exe"))
+        static FOUND: OnceLock<Option<PathBuf>> = OnceLock::new();
+        FOUND
+            .get_or_init(|| {
+                on_path("git.exe")
+                    .and_then(|git| Some(git.parent()?.parent()?.join(r"bin\bash.exe")))
+                    .filter(|bash| bash.is_file())
+                    .or_else(|| under("ProgramFiles", r"Git\bin\bash.exe"))
+                    .or_else(|| under("ProgramW6432", r"Git\bin\bash.exe"))
+                    .or_else(|| under("ProgramFiles(x86)", r"Git\bin\bash.exe"))
+                    .or_else(|| under("LOCALAPPDATA", r"Programs\Git\bin\bash.exe"))
+            })
+            .clone()
     }
 
     /// cmd.exe: `%ComSpec%`, else System32's.
