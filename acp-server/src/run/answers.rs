@@ -104,35 +104,20 @@ fn beneath_root(full: &Path, root: &Path) -> Option<PathBuf> {
 }
 
 /// Opens a file the user named outside the workspace: links followed, a
-/// FIFO never waited on, a regular file only.
-#[cfg(unix)]
+/// FIFO never waited on (Unix; Windows has none in its file system), a
+/// regular file only.
 fn open_outside(path: &Path) -> Result<std::fs::File, String> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)
-        .map_err(|err| err.to_string())?;
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
+    }
+    let file = options.open(path).map_err(|err| err.to_string())?;
     let metadata = file.metadata().map_err(|err| err.to_string())?;
     if !metadata.is_file() {
         let kind = crate::beneath::kind_name(metadata.file_type());
-        return Err(format!("{kind}; only a regular file can be read"));
-    }
-    Ok(file)
-}
-
-/// Opens a file the user named outside the workspace: links followed, a
-/// regular file only (Windows has no FIFO in its file system to wait on).
-#[cfg(not(unix))]
-fn open_outside(path: &Path) -> Result<std::fs::File, String> {
-    let file = std::fs::File::open(path).map_err(|err| err.to_string())?;
-    let metadata = file.metadata().map_err(|err| err.to_string())?;
-    if !metadata.is_file() {
-        let kind = if metadata.is_dir() {
-            "a directory"
-        } else {
-            "not a regular file"
-        };
         return Err(format!("{kind}; only a regular file can be read"));
     }
     Ok(file)
