@@ -542,6 +542,7 @@ impl Config {
             subagents: false,
             // Per session: it depends on the session's model.
             images: false,
+            goals: false,
             enabled: self.tools.enabled(),
             disabled: self.tools.disabled(),
         }

@@ -10,10 +10,12 @@
 //! touches for the permission policy) without side effects; [`run`] executes
 //! it. Failures are results the model sees, never a failed turn.
 
+mod agents;
 mod ask_user;
 mod bash;
 mod dsh_lsp;
 mod fs;
+mod goal;
 mod jobs;
 mod lsp;
 mod paths;
@@ -27,6 +29,7 @@ mod skill;
 pub(crate) mod spill;
 mod subagent;
 mod table;
+mod terminal;
 mod todo;
 mod web;
 
@@ -102,6 +105,23 @@ pub struct ToolEnv<'a> {
 }
 
 impl Planned {
+    /// A goal tool's call (the turn runs it: it needs the session's goal
+    /// and the turn's authority).
+    pub fn goal(&self) -> Option<&goal::GoalCall> {
+        match &self.call {
+            Call::Goal(call) => Some(call),
+            _ => None,
+        }
+    }
+
+    /// A continuable children's tool's call (the turn runs it).
+    pub fn agents(&self) -> Option<&agents::AgentsCall> {
+        match &self.call {
+            Call::Agents(call) => Some(call),
+            _ => None,
+        }
+    }
+
     /// The plan, for a call to `exit_plan_mode` (the turn asks the user).
     pub fn submitted_plan(&self) -> Option<&str> {
         match &self.call {
@@ -206,6 +226,12 @@ enum Call {
     WebSearch(web::SearchArgs),
     Skill(skill::SkillArgs),
     Subagent(SubagentArgs),
+    /// `create_goal`, `get_goal`, `update_goal` (the turn runs them).
+    Goal(goal::GoalCall),
+    /// The continuable children's tools (the turn runs them).
+    Agents(agents::AgentsCall),
+    /// The `terminal_*` tools.
+    Terminal(terminal::TerminalCall),
 }
 
 /// Which of the optional tools a session offers.
@@ -223,6 +249,8 @@ pub struct Offer {
     pub subagents: bool,
     /// `read_image` (the session's model takes images).
     pub images: bool,
+    /// The goal tools (`[goals]`; a session a person drives).
+    pub goals: bool,
     /// Opt-in tools `[tools] enable` names.
     pub enabled: ToolSet,
     /// Tools `[tools] disable` names (never offered).
@@ -486,6 +514,23 @@ pub fn plan(name: &str, arguments: &str, env: &PlanEnv<'_>) -> Result<Planned, R
             // model's file access.
             (Call::Skill(args), view, Access::None)
         }
+        Tool::CreateGoal | Tool::GetGoal | Tool::UpdateGoal => {
+            let (call, view) = goal::plan(tool, name, arguments)?;
+            (Call::Goal(call), view, Access::None)
+        }
+        Tool::InterruptAgent | Tool::ListAgents | Tool::SendMessage | Tool::ListSubagentModels => {
+            let (call, view) = agents::plan(tool, name, arguments)?;
+            (Call::Agents(call), view, Access::None)
+        }
+        Tool::TerminalOpen
+        | Tool::TerminalList
+        | Tool::TerminalRead
+        | Tool::TerminalSend
+        | Tool::TerminalSignal
+        | Tool::TerminalClose => {
+            let (call, view, access) = terminal::plan(tool, name, arguments, env)?;
+            (Call::Terminal(call), view, access)
+        }
         Tool::Subagent => {
             let args: SubagentArgs = parse(name, arguments)?;
             subagent::validate(&args, env.offer.jobs)?;
@@ -575,7 +620,12 @@ pub async fn run(planned: &Planned, env: &ToolEnv<'_>) -> ToolOutcome {
         Call::WebSearch(args) => web::search(args, env).await,
         // The turn runs them (see [`Planned::submitted_plan`],
         // [`Planned::questions`] and [`Planned::delegated`]).
-        Call::ExitPlanMode(_) | Call::AskUser(_) | Call::Subagent(_) => {
+        Call::Terminal(call) => terminal::run(call, env).await,
+        Call::ExitPlanMode(_)
+        | Call::AskUser(_)
+        | Call::Subagent(_)
+        | Call::Goal(_)
+        | Call::Agents(_) => {
             ToolOutcome::failed(ErrorCode::Internal, "this tool runs in the turn")
         }
     }

@@ -344,10 +344,10 @@ mod tests {
     #[test]
     fn catalog_tools_dsh_lacks_are_not_available() {
         for name in [
-            "terminal",
+            "schedule",
             "session_query",
-            "create_goal",
-            "dsh-tool-terminal",
+            "schedule_create",
+            "dsh-schedule",
             "@deepseek-ai/dsh-tool-session-query",
             "bash_persistent",
         ] {
@@ -358,8 +358,11 @@ mod tests {
                 "{err}"
             );
         }
-        let err = settings(r#"enable = ["terminal"]"#).unwrap_err();
-        assert!(err.contains("dsh-tool-terminal: terminal_close, "), "{err}");
+        let err = settings(r#"enable = ["session_query"]"#).unwrap_err();
+        assert!(
+            err.contains("dsh-tool-session-query: session_event_read, "),
+            "{err}"
+        );
     }
 
     #[test]
@@ -445,8 +448,8 @@ mod tests {
             ),
             (r#"["mcp__a__b", "*"]"#, "MCP tools are not named here"),
             (
-                r#"["terminal_open", "*"]"#,
-                "(the catalog's dsh-tool-terminal) is not available in this dsh version",
+                r#"["session_search", "*"]"#,
+                "(the catalog's dsh-tool-session-query) is not available in this dsh version",
             ),
         ] {
             let err = settings(&format!("order = {order}")).unwrap_err();

@@ -8,8 +8,8 @@ use dsh_protocol::catalog;
 use dsh_protocol::model::ToolSchema;
 
 use super::{
-    ask_user, bash, dsh_lsp, fs, jobs, lsp, plan_mode, pwsh, search, skill, subagent, todo, web,
-    Offer,
+    agents, ask_user, bash, dsh_lsp, fs, goal, jobs, lsp, plan_mode, pwsh, search, skill,
+    subagent, terminal, todo, web, Offer,
 };
 
 /// A built-in tool.
@@ -57,6 +57,32 @@ pub enum Tool {
     WebSearch,
     /// `write`.
     Write,
+    /// `create_goal`.
+    CreateGoal,
+    /// `get_goal`.
+    GetGoal,
+    /// `interrupt_agent`.
+    InterruptAgent,
+    /// `list_agents`.
+    ListAgents,
+    /// `list_subagent_models`.
+    ListSubagentModels,
+    /// `send_message`.
+    SendMessage,
+    /// `terminal_close`.
+    TerminalClose,
+    /// `terminal_list`.
+    TerminalList,
+    /// `terminal_open`.
+    TerminalOpen,
+    /// `terminal_read`.
+    TerminalRead,
+    /// `terminal_send`.
+    TerminalSend,
+    /// `terminal_signal`.
+    TerminalSignal,
+    /// `update_goal`.
+    UpdateGoal,
 }
 
 /// What a tool's calls touch, as the permission policy sees them (each
@@ -92,6 +118,12 @@ enum When {
     Subagents,
     /// The session's model takes images.
     Images,
+    /// `[goals] enabled` (the default) and a session a person drives (not
+    /// a subagent).
+    Goals,
+    /// The session may start children and keep them in the background
+    /// (the continuable children's controls).
+    Agents,
 }
 
 /// One row of the table.
@@ -130,7 +162,7 @@ pub enum Schema {
 }
 
 /// The table, by name.
-pub const TABLE: [Spec; 21] = [
+pub const TABLE: [Spec; 34] = [
     Spec {
         tool: Tool::AskUserQuestion,
         name: "ask_user_question",
@@ -154,6 +186,18 @@ pub const TABLE: [Spec; 21] = [
         when: When::Shell,
         description: |offer| bash::description(offer.jobs),
         schema: Schema::CatalogJobs("dsh-tool-bash"),
+    },
+    Spec {
+        tool: Tool::CreateGoal,
+        name: "create_goal",
+        class: Class::Nothing,
+        touches_files: false,
+        parallel: false,
+        stops_itself: false,
+        edits_files: false,
+        when: When::Goals,
+        description: |_| goal::CREATE_DESCRIPTION,
+        schema: Schema::Catalog("dsh-tool-goal"),
     },
     Spec {
         tool: Tool::DshLsp,
@@ -192,6 +236,18 @@ pub const TABLE: [Spec; 21] = [
         schema: Schema::Catalog("dsh-plan-mode"),
     },
     Spec {
+        tool: Tool::GetGoal,
+        name: "get_goal",
+        class: Class::Nothing,
+        touches_files: false,
+        parallel: false,
+        stops_itself: false,
+        edits_files: false,
+        when: When::Goals,
+        description: |_| goal::GET_DESCRIPTION,
+        schema: Schema::Catalog("dsh-tool-goal"),
+    },
+    Spec {
         tool: Tool::Glob,
         name: "glob",
         class: Class::Reads,
@@ -214,6 +270,18 @@ pub const TABLE: [Spec; 21] = [
         when: When::Always,
         description: |_| search::GREP_DESCRIPTION,
         schema: Schema::Catalog("dsh-tool-fs-search"),
+    },
+    Spec {
+        tool: Tool::InterruptAgent,
+        name: "interrupt_agent",
+        class: Class::Nothing,
+        touches_files: false,
+        parallel: false,
+        stops_itself: false,
+        edits_files: false,
+        when: When::Agents,
+        description: |_| agents::INTERRUPT_DESCRIPTION,
+        schema: Schema::Catalog("dsh-tool-subagent-control"),
     },
     Spec {
         tool: Tool::JobKill,
@@ -250,6 +318,30 @@ pub const TABLE: [Spec; 21] = [
         when: When::Jobs,
         description: |_| jobs::OUTPUT_DESCRIPTION,
         schema: Schema::Catalog("dsh-tool-jobs"),
+    },
+    Spec {
+        tool: Tool::ListAgents,
+        name: "list_agents",
+        class: Class::Nothing,
+        touches_files: false,
+        parallel: false,
+        stops_itself: false,
+        edits_files: false,
+        when: When::Agents,
+        description: |_| agents::LIST_DESCRIPTION,
+        schema: Schema::Catalog("dsh-tool-subagent-control"),
+    },
+    Spec {
+        tool: Tool::ListSubagentModels,
+        name: "list_subagent_models",
+        class: Class::Nothing,
+        touches_files: false,
+        parallel: true,
+        stops_itself: false,
+        edits_files: false,
+        when: When::Subagents,
+        description: |_| agents::MODELS_DESCRIPTION,
+        schema: Schema::Catalog("dsh-tool-subagent"),
     },
     Spec {
         tool: Tool::Lsp,
@@ -306,6 +398,18 @@ pub const TABLE: [Spec; 21] = [
         schema: Schema::Catalog("dsh-tool-fs"),
     },
     Spec {
+        tool: Tool::SendMessage,
+        name: "send_message",
+        class: Class::Nothing,
+        touches_files: false,
+        parallel: false,
+        stops_itself: false,
+        edits_files: false,
+        when: When::Agents,
+        description: |_| agents::SEND_DESCRIPTION,
+        schema: Schema::Catalog("dsh-tool-subagent-control"),
+    },
+    Spec {
         tool: Tool::Skill,
         name: "skill",
         class: Class::Nothing,
@@ -349,6 +453,78 @@ pub const TABLE: [Spec; 21] = [
         schema: Schema::CatalogJobs("dsh-tool-subagent"),
     },
     Spec {
+        tool: Tool::TerminalClose,
+        name: "terminal_close",
+        class: Class::Nothing,
+        touches_files: false,
+        parallel: false,
+        stops_itself: false,
+        edits_files: false,
+        when: When::OptIn,
+        description: |_| terminal::CLOSE_DESCRIPTION,
+        schema: Schema::Catalog("dsh-tool-terminal"),
+    },
+    Spec {
+        tool: Tool::TerminalList,
+        name: "terminal_list",
+        class: Class::Nothing,
+        touches_files: false,
+        parallel: false,
+        stops_itself: false,
+        edits_files: false,
+        when: When::OptIn,
+        description: |_| terminal::LIST_DESCRIPTION,
+        schema: Schema::Catalog("dsh-tool-terminal"),
+    },
+    Spec {
+        tool: Tool::TerminalOpen,
+        name: "terminal_open",
+        class: Class::Executes,
+        touches_files: false,
+        parallel: false,
+        stops_itself: false,
+        edits_files: false,
+        when: When::OptIn,
+        description: |_| terminal::OPEN_DESCRIPTION,
+        schema: Schema::Catalog("dsh-tool-terminal"),
+    },
+    Spec {
+        tool: Tool::TerminalRead,
+        name: "terminal_read",
+        class: Class::Nothing,
+        touches_files: false,
+        parallel: false,
+        stops_itself: false,
+        edits_files: false,
+        when: When::OptIn,
+        description: |_| terminal::READ_DESCRIPTION,
+        schema: Schema::Catalog("dsh-tool-terminal"),
+    },
+    Spec {
+        tool: Tool::TerminalSend,
+        name: "terminal_send",
+        class: Class::Executes,
+        touches_files: false,
+        parallel: false,
+        stops_itself: true,
+        edits_files: false,
+        when: When::OptIn,
+        description: |_| terminal::SEND_DESCRIPTION,
+        schema: Schema::CatalogJobs("dsh-tool-terminal"),
+    },
+    Spec {
+        tool: Tool::TerminalSignal,
+        name: "terminal_signal",
+        class: Class::Nothing,
+        touches_files: false,
+        parallel: false,
+        stops_itself: false,
+        edits_files: false,
+        when: When::OptIn,
+        description: |_| terminal::SIGNAL_DESCRIPTION,
+        schema: Schema::Catalog("dsh-tool-terminal"),
+    },
+    Spec {
         tool: Tool::TodoWrite,
         name: "todo_write",
         class: Class::Nothing,
@@ -359,6 +535,18 @@ pub const TABLE: [Spec; 21] = [
         when: When::Always,
         description: |_| todo::DESCRIPTION,
         schema: Schema::Catalog("dsh-tool-todo"),
+    },
+    Spec {
+        tool: Tool::UpdateGoal,
+        name: "update_goal",
+        class: Class::Nothing,
+        touches_files: false,
+        parallel: false,
+        stops_itself: false,
+        edits_files: false,
+        when: When::Goals,
+        description: |_| goal::UPDATE_DESCRIPTION,
+        schema: Schema::Catalog("dsh-tool-goal"),
     },
     Spec {
         tool: Tool::WebFetch,
@@ -444,6 +632,8 @@ impl Spec {
             When::Skills => offer.skills,
             When::Subagents => offer.subagents,
             When::Images => offer.images,
+            When::Goals => offer.goals,
+            When::Agents => offer.subagents && offer.jobs,
         }
     }
 }
@@ -532,6 +722,7 @@ mod tests {
             skills: true,
             subagents: true,
             images: true,
+            goals: true,
             enabled: TABLE
                 .iter()
                 .fold(ToolSet::default(), |set, spec| set.with(spec.tool)),
