@@ -625,8 +625,6 @@ pub async fn run(planned: &Planned, env: &ToolEnv<'_>) -> ToolOutcome {
         | Call::AskUser(_)
         | Call::Subagent(_)
         | Call::Goal(_)
-        | Call::Agents(_) => {
-            ToolOutcome::failed(ErrorCode::Internal, "this tool runs in the turn")
-        }
+        | Call::Agents(_) => ToolOutcome::failed(ErrorCode::Internal, "this tool runs in the turn"),
     }
 }

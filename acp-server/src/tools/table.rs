@@ -8,8 +8,8 @@ use dsh_protocol::catalog;
 use dsh_protocol::model::ToolSchema;
 
 use super::{
-    agents, ask_user, bash, dsh_lsp, fs, goal, jobs, lsp, plan_mode, pwsh, search, skill,
-    subagent, terminal, todo, web, Offer,
+    agents, ask_user, bash, dsh_lsp, fs, goal, jobs, lsp, plan_mode, pwsh, search, skill, subagent,
+    terminal, todo, web, Offer,
 };
 
 /// A built-in tool.
@@ -279,7 +279,7 @@ pub const TABLE: [Spec; 34] = [
         parallel: false,
         stops_itself: false,
         edits_files: false,
-        when: When::Agents,
+        when: When::OptIn,
         description: |_| agents::INTERRUPT_DESCRIPTION,
         schema: Schema::Catalog("dsh-tool-subagent-control"),
     },
@@ -327,7 +327,7 @@ pub const TABLE: [Spec; 34] = [
         parallel: false,
         stops_itself: false,
         edits_files: false,
-        when: When::Agents,
+        when: When::OptIn,
         description: |_| agents::LIST_DESCRIPTION,
         schema: Schema::Catalog("dsh-tool-subagent-control"),
     },
@@ -339,7 +339,7 @@ pub const TABLE: [Spec; 34] = [
         parallel: true,
         stops_itself: false,
         edits_files: false,
-        when: When::Subagents,
+        when: When::OptIn,
         description: |_| agents::MODELS_DESCRIPTION,
         schema: Schema::Catalog("dsh-tool-subagent"),
     },
@@ -405,7 +405,7 @@ pub const TABLE: [Spec; 34] = [
         parallel: false,
         stops_itself: false,
         edits_files: false,
-        when: When::Agents,
+        when: When::OptIn,
         description: |_| agents::SEND_DESCRIPTION,
         schema: Schema::Catalog("dsh-tool-subagent-control"),
     },
@@ -633,7 +633,7 @@ impl Spec {
             When::Subagents => offer.subagents,
             When::Images => offer.images,
             When::Goals => offer.goals,
-            When::Agents => offer.subagents && offer.jobs,
+            When::Agents => offer.subagents && offer.jobs && offer.goals,
         }
     }
 }
