@@ -91,6 +91,7 @@ impl History {
             EventData::UserMessage {
                 content,
                 steered: true,
+                source: crate::log::MessageSource::User,
                 ..
             } => {
                 match self.entries.last_mut() {

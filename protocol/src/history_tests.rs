@@ -20,6 +20,7 @@ fn prompt(turn: u64, text: &str) -> EventData {
         turn,
         content: vec![UserContent::text(text)],
         steered: false,
+        source: crate::log::MessageSource::User,
     }
 }
 
@@ -292,6 +293,7 @@ fn steered_words_follow_tool_results_and_survive_an_overflow() {
         turn: 1,
         content: vec![UserContent::text(text)],
         steered: true,
+        source: crate::log::MessageSource::User,
     };
     let mut events = vec![
         mk(1, prompt(1, "one")),
@@ -334,6 +336,7 @@ fn a_changed_message_is_placed_again() {
             turn: 1,
             content: vec![UserContent::text("two")],
             steered: true,
+            source: crate::log::MessageSource::User,
         },
     ));
     let now = history.messages();
@@ -356,6 +359,7 @@ fn a_changed_message_is_placed_again() {
             turn: 1,
             content: vec![UserContent::text("three")],
             steered: true,
+            source: crate::log::MessageSource::User,
         },
     ));
     assert_eq!(history.messages()[0].place(0), None);

@@ -252,6 +252,10 @@ pub enum EventData {
         /// boundary, after the step's tool results (it opens no turn).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         steered: bool,
+        /// Who sent it: the user (the default, not written), or dsh on
+        /// the user's behalf (a goal round's continuation, a wake-up).
+        #[serde(default, skip_serializing_if = "MessageSource::is_user")]
+        source: MessageSource,
     },
     /// A turn began.
     #[serde(rename = "turn/start")]
@@ -795,3 +799,23 @@ mod read;
 #[cfg(test)]
 #[path = "log_tests.rs"]
 mod tests;
+
+/// Who sent a `user/message`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageSource {
+    /// The person (a prompt of any front end).
+    #[default]
+    User,
+    /// A goal round's continuation message (dsh, for an active goal).
+    Goal,
+    /// A background job's or child's end delivered to an idle session.
+    Wakeup,
+}
+
+impl MessageSource {
+    /// Whether it is the person's own message.
+    pub fn is_user(&self) -> bool {
+        *self == MessageSource::User
+    }
+}

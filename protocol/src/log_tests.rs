@@ -25,6 +25,7 @@ fn user(seq: u64, text: &str) -> String {
             turn: 1,
             content: vec![UserContent::text(text)],
             steered: false,
+            source: crate::log::MessageSource::User,
         },
     };
     format!("{}\n", serde_json::to_string(&event).unwrap())

@@ -101,6 +101,7 @@ fn samples() -> Vec<EventData> {
                 },
             ],
             steered: false,
+            source: dsh_protocol::log::MessageSource::User,
         },
         EventData::TurnStart { turn: 1 },
         EventData::TurnEnd {

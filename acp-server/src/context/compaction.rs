@@ -322,6 +322,7 @@ mod tests {
                 turn: 1,
                 content: vec![UserContent::text("read it")],
                 steered: false,
+                source: dsh_protocol::log::MessageSource::User,
             },
             answer(1, 1, "", vec![call]),
             EventData::ToolResult {
@@ -341,6 +342,7 @@ mod tests {
                 turn: 2,
                 content: vec![UserContent::text("and now?")],
                 steered: false,
+                source: dsh_protocol::log::MessageSource::User,
             },
             answer(2, 1, "now this", Vec::new()),
         ];

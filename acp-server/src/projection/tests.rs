@@ -119,6 +119,7 @@ fn the_prompt_is_replayed_but_not_echoed_live() {
         turn: 1,
         content: vec![UserContent::text("first"), UserContent::text("second")],
         steered: false,
+        source: dsh_protocol::log::MessageSource::User,
     };
     assert_eq!(project(prompt.clone(), Live), []);
     assert_eq!(

@@ -131,6 +131,7 @@ fn a_turn(call: &str) -> Vec<EventData> {
             turn: 1,
             content: vec![UserContent::text("Read a.txt")],
             steered: false,
+            source: dsh_protocol::log::MessageSource::User,
         },
         EventData::Title {
             title: "Read a.txt".to_owned(),
@@ -207,6 +208,7 @@ async fn a_recorded_prompt_reaches_the_history_but_is_not_sent_live() {
                 turn: 1,
                 content: prompt.clone(),
                 steered: false,
+                source: dsh_protocol::log::MessageSource::User,
             },
             &out,
         )

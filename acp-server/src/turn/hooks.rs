@@ -486,6 +486,7 @@ impl Turn<'_> {
                 dsh_protocol::history::CONTEXT_OPEN
             ))],
             steered: true,
+            source: dsh_protocol::log::MessageSource::User,
         })?;
         Ok(true)
     }

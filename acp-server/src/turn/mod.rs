@@ -267,6 +267,7 @@ impl Turn<'_> {
             turn: self.number,
             content,
             steered: false,
+            source: dsh_protocol::log::MessageSource::User,
         })?;
         // Late answers to timed questions that came as the turn started.
         for text in self.session.take_late() {
@@ -450,6 +451,7 @@ impl Turn<'_> {
                     turn: self.number,
                     content,
                     steered: true,
+                    source: dsh_protocol::log::MessageSource::User,
                 });
             }
         }

@@ -227,6 +227,7 @@ async fn a_turn_records_its_prompt_title_start_reply_and_end_in_order() {
             turn: 1,
             content: vec![UserContent::text("Say hi\nplease")],
             steered: false,
+            source: dsh_protocol::log::MessageSource::User,
         }
     );
     // The title is the prompt's first line.
