@@ -39,6 +39,8 @@ pub mod confine;
 pub mod guard;
 #[cfg(target_os = "linux")]
 mod mounts;
+#[cfg(unix)]
+pub mod pty;
 pub mod sandbox;
 mod signal;
 #[cfg(windows)]

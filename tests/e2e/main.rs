@@ -56,6 +56,7 @@ mod signals;
 mod steering;
 mod streaming;
 mod subagents;
+mod terminals;
 mod titles;
 mod tool_settings;
 mod tools;

@@ -64,6 +64,8 @@ pub struct Session {
     pub spill_dir: PathBuf,
     /// Background jobs.
     pub jobs: crate::jobs::Jobs,
+    /// Persistent terminals (`terminal_*`).
+    pub terminals: crate::terminals::Terminals,
     /// Where updates go that happen between turns (a job's end): the
     /// front end of the latest prompt.
     outlet: Mutex<Option<Arc<dyn Frontend>>>,
@@ -161,6 +163,7 @@ impl Session {
             id: header.id.clone(),
             roots,
             jobs: crate::jobs::Jobs::new(config.jobs.clone(), spill_dir.clone()),
+            terminals: crate::terminals::Terminals::default(),
             outlet: Mutex::new(None),
             me: me.clone(),
             spill_dir,
@@ -761,6 +764,7 @@ impl Session {
             tracing::warn!(session = %self.id, "the turn did not stop in time; its log is closed under it");
         }
         self.jobs.shutdown("the session closed").await;
+        self.terminals.shutdown().await;
         let id = self.id.to_string();
         let _ = tokio::task::spawn_blocking(move || crate::sandbox::remove_private_tmp(&id)).await;
         let hub = lock(&self.mcp).take();

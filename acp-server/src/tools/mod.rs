@@ -62,6 +62,9 @@ pub struct PlanEnv<'a> {
     pub lsp: &'a dsh_lsp_bridge::BridgeSettings,
     /// The optional tools offered.
     pub offer: Offer,
+    /// The session's terminals (a sent line is judged in its terminal's
+    /// directory).
+    pub terminals: &'a crate::terminals::Terminals,
 }
 
 /// What a tool run may use.
@@ -88,6 +91,8 @@ pub struct ToolEnv<'a> {
     pub command: &'a crate::sandbox::CommandRun,
     /// The session's background jobs.
     pub jobs: &'a crate::jobs::Jobs,
+    /// The session's persistent terminals.
+    pub terminals: &'a crate::terminals::Terminals,
     /// What a job calls when it ends (the session logs `job/end`).
     pub on_job_end: &'a (dyn Fn() -> crate::jobs::OnEnd + Send + Sync),
     /// Where a command job's output goes as it comes (the front end of

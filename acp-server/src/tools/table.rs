@@ -509,7 +509,7 @@ pub const TABLE: [Spec; 34] = [
         stops_itself: true,
         edits_files: false,
         when: When::OptIn,
-        description: |_| terminal::SEND_DESCRIPTION,
+        description: |offer| terminal::send_description(offer.jobs),
         schema: Schema::CatalogJobs("dsh-tool-terminal"),
     },
     Spec {

@@ -42,6 +42,7 @@ impl Turn<'_> {
             roots: &session.roots,
             lsp: &self.config.lsp,
             offer: self.offer(),
+            terminals: &session.terminals,
         };
         let reminder = self.repeated(calls);
         let mut batch: Vec<(&ToolCallRequest, Planned)> = Vec::new();
@@ -249,6 +250,7 @@ impl Turn<'_> {
                 spawner: &self.config.spawner,
                 command: &command,
                 jobs: &session.jobs,
+                terminals: &session.terminals,
                 on_job_end: &|| session.on_job_end(),
                 on_job_live: &|call| session.on_job_live(call),
                 web: &self.config.web,

@@ -79,6 +79,7 @@ pub(super) fn main(sandbox: Option<Sandbox>, mut args: Vec<OsString>) -> i32 {
             command.pre_exec(|| {
                 crate::child::reset_signals()?;
                 nix::unistd::setsid().map_err(std::io::Error::from)?;
+                crate::pty::adopt_stdin_terminal();
                 Ok(())
             });
         }
@@ -329,6 +330,8 @@ mod linux {
                             nix::unistd::setsid().map_err(std::io::Error::from)?;
                         }
                     }
+                    // A terminal's shell (`crate::pty`): its controlling terminal.
+                    crate::pty::adopt_stdin_terminal();
                     if let Some(prepared) = prepared.as_mut().or(scope.as_mut()) {
                         prepared.restrict()?;
                     }

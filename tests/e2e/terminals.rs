@@ -1,0 +1,251 @@
+//! Persistent terminals (`terminal_*`, opt-in): a real bash on a
+//! pseudo-terminal under the command guard, state kept across sends,
+//! output read back, `^C` to the foreground job, every process gone on
+//! `terminal_close` and when the session closes, and the sent text judged
+//! like a command line.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use agent_client_protocol::v1::schema::PermissionOptionKind;
+use serde_json::json;
+
+use crate::support::{call, pid_alive, reply, tool_result, Answer, ClientSim, TestEnv};
+
+const ENABLE: &str = "[tools]\nenable = [\"terminal\"]";
+
+/// The pid a shell wrote to `path` (waits for the whole line).
+async fn pid_in(path: &Path) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            if text.ends_with('\n') {
+                return text.trim().parse().unwrap();
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("{} never appeared", path.display());
+}
+
+/// Waits (up to 10 s) until none of `pids` is alive.
+async fn all_gone(pids: &[u32]) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if pids.iter().all(|pid| !pid_alive(*pid)) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+fn send(id: &str, text: &str) -> serde_json::Value {
+    call(
+        id,
+        "terminal_send",
+        json!({"sessionId": "t1", "text": text}),
+    )
+}
+
+#[tokio::test]
+async fn a_terminal_keeps_its_state_across_sends_and_close_leaves_nothing() {
+    let env = TestEnv::with_config(ENABLE).await;
+    let cwd = env.cwd();
+    let pids = cwd.join("pids");
+    env.mock.push_json(call(
+        "o1",
+        "terminal_open",
+        json!({"type": "shell", "name": "main"}),
+    ));
+    env.mock
+        .push_json(send("s1", "GREETING=persisted; mkdir -p sub && cd sub"));
+    env.mock.push_json(send(
+        "s2",
+        &format!("sleep 300 & echo $$ $! > {}; echo started", pids.display()),
+    ));
+    env.mock
+        .push_json(send("s3", "echo \"$GREETING in ${PWD##*/}\""));
+    env.mock.push_json(call(
+        "r1",
+        "terminal_read",
+        json!({"sessionId": "t1", "count": 2}),
+    ));
+    env.mock.push_json(send("s4", "sleep 100"));
+    env.mock.push_json(call(
+        "g1",
+        "terminal_signal",
+        json!({"sessionId": "t1", "signal": "SIGINT"}),
+    ));
+    env.mock.push_json(send("s5", "echo \"alive after $?\""));
+    env.mock.push_json(call(
+        "k1",
+        "terminal_signal",
+        json!({"sessionId": "t1", "signal": "SIGKILL"}),
+    ));
+    env.mock.push_json(call("l1", "terminal_list", json!({})));
+    env.mock
+        .push_json(call("x1", "terminal_open", json!({"type": "gdb"})));
+    env.mock
+        .push_json(call("c1", "terminal_close", json!({"sessionId": "t1"})));
+    env.mock
+        .push_json(call("r2", "terminal_read", json!({"sessionId": "t1"})));
+    env.mock.push_json(reply("done"));
+    let conn = env.connect().await;
+    let session = conn.start(&cwd).await;
+    conn.set_mode(&session, "full-access").await;
+    conn.prompt(&session, "use a terminal").await.unwrap();
+
+    assert!(
+        tool_result(&env, "o1").contains("Opened terminal t1"),
+        "{}",
+        tool_result(&env, "o1")
+    );
+    let started = tool_result(&env, "s2");
+    assert!(started.contains("started"), "{started}");
+    let text = std::fs::read_to_string(&pids).unwrap();
+    let [shell, sleeper]: [u32; 2] = text
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect::<Vec<_>>()
+        .try_into()
+        .unwrap();
+    // The variable set by the first send and the directory it entered are
+    // still there at the third.
+    let third = tool_result(&env, "s3");
+    assert!(third.contains("persisted in sub"), "{third}");
+    assert!(
+        third.contains("[settled: the shell is back at its prompt]"),
+        "{third}"
+    );
+    assert!(!third.contains('\u{1b}'), "escapes are stripped: {third:?}");
+    let read = tool_result(&env, "r1");
+    assert!(read.contains("persisted in sub"), "{read}");
+    // A foreground command that keeps running: the send settles when the
+    // output goes quiet, and says what runs.
+    let running = tool_result(&env, "s4");
+    assert!(running.contains("running sleep 100"), "{running}");
+    // ^C stops it; the shell survives and saw it end by SIGINT.
+    assert!(
+        tool_result(&env, "g1").contains("Sent SIGINT"),
+        "{}",
+        tool_result(&env, "g1")
+    );
+    let after = tool_result(&env, "s5");
+    assert!(after.contains("alive after 130"), "{after}");
+    assert!(
+        tool_result(&env, "k1").contains("use terminal_close"),
+        "{}",
+        tool_result(&env, "k1")
+    );
+    let listed = tool_result(&env, "l1");
+    assert!(
+        listed.contains("t1\tmain\t") && listed.contains("alive"),
+        "{listed}"
+    );
+    assert!(
+        tool_result(&env, "x1").contains("\"shell\""),
+        "{}",
+        tool_result(&env, "x1")
+    );
+    assert!(
+        tool_result(&env, "c1").contains("Closed terminal t1"),
+        "{}",
+        tool_result(&env, "c1")
+    );
+    // Close returned once the tree was gone: the shell and its
+    // background job are no more.
+    assert!(
+        !pid_alive(shell) && !pid_alive(sleeper),
+        "close left processes"
+    );
+    assert!(
+        tool_result(&env, "r2").contains("No terminal"),
+        "{}",
+        tool_result(&env, "r2")
+    );
+    conn.finish().await;
+}
+
+#[tokio::test]
+async fn closing_the_session_reaps_an_open_terminal() {
+    let env = TestEnv::with_config(ENABLE).await;
+    let cwd = env.cwd();
+    let pids = cwd.join("pids");
+    env.mock
+        .push_json(call("o1", "terminal_open", json!({"type": "shell"})));
+    env.mock.push_json(send(
+        "s1",
+        &format!("sleep 300 & echo $$ $! > {}", pids.display()),
+    ));
+    env.mock.push_json(reply("left open"));
+    let conn = env.connect().await;
+    let session = conn.start(&cwd).await;
+    conn.set_mode(&session, "full-access").await;
+    conn.prompt(&session, "open one").await.unwrap();
+    let text = std::fs::read_to_string(&pids).unwrap();
+    let all: Vec<u32> = text
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    assert_eq!(all.len(), 2, "{text}");
+    assert!(all.iter().all(|pid| pid_alive(*pid)));
+    conn.finish().await;
+    assert!(all_gone(&all).await, "a terminal outlived its session");
+}
+
+#[tokio::test]
+async fn in_ask_mode_opening_and_each_sent_line_are_asked_and_run_sandboxed() {
+    let env = TestEnv::with_config(ENABLE).await;
+    let cwd = env.cwd();
+    env.mock
+        .push_json(call("o1", "terminal_open", json!({"type": "shell"})));
+    env.mock.push_json(send("s1", "echo sandbox=$DSH_SANDBOX"));
+    env.mock
+        .push_json(send("s2", "echo $$ > shell.pid; sleep 100"));
+    env.mock.push_json(call(
+        "g1",
+        "terminal_signal",
+        json!({"sessionId": "t1", "signal": "SIGINT"}),
+    ));
+    env.mock.push_json(send("s3", "echo \"back $?\""));
+    env.mock.push_json(reply("done"));
+    let sim = ClientSim::new(false, false);
+    for _ in 0..4 {
+        sim.answer(Answer::Select(PermissionOptionKind::AllowOnce));
+    }
+    let conn = env.connect_with(sim.clone()).await;
+    let session = conn.start(&cwd).await;
+    conn.prompt(&session, "use a terminal").await.unwrap();
+    // Opening the shell and every line typed into it were asked about;
+    // reading and signalling were not.
+    assert_eq!(sim.asked(), ["o1", "s1", "s2", "s3"]);
+    let first = tool_result(&env, "s1");
+    assert!(first.contains("sandbox=files"), "{first}");
+    // Job control works in the sandbox too: ^C reaches the foreground job.
+    let shell = pid_in(&cwd.join("shell.pid")).await;
+    assert!(
+        tool_result(&env, "s3").contains("back 130"),
+        "{}",
+        tool_result(&env, "s3")
+    );
+    conn.finish().await;
+    assert!(all_gone(&[shell]).await, "the shell outlived its session");
+}
+
+#[tokio::test]
+async fn terminals_are_offered_only_when_enabled() {
+    let env = TestEnv::new().await;
+    env.mock
+        .push_json(call("o1", "terminal_open", json!({"type": "shell"})));
+    env.mock.push_json(reply("no"));
+    let conn = env.connect().await;
+    let session = conn.start(&env.cwd()).await;
+    conn.prompt(&session, "try").await.unwrap();
+    assert!(
+        tool_result(&env, "o1").contains("Unknown tool"),
+        "{}",
+        tool_result(&env, "o1")
+    );
+    conn.finish().await;
+}
