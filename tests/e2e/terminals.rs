@@ -249,3 +249,97 @@ async fn terminals_are_offered_only_when_enabled() {
     );
     conn.finish().await;
 }
+
+/// The updates of call `id`, as JSON, in order.
+fn updates_of(conn: &crate::support::Conn, id: &str) -> Vec<serde_json::Value> {
+    use agent_client_protocol::v1::schema::SessionUpdate;
+    conn.updates()
+        .iter()
+        .filter_map(|n| match &n.update {
+            SessionUpdate::ToolCallUpdate(update) if update.tool_call_id.0.as_ref() == id => {
+                Some(serde_json::to_value(update).unwrap())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_send_shows_its_output_live_and_runs_in_the_background_as_a_job() {
+    let env = TestEnv::with_config(ENABLE).await;
+    env.mock
+        .push_json(call("o1", "terminal_open", json!({"type": "shell"})));
+    env.mock.push_json(send(
+        "s1",
+        "for i in 1 2 3; do echo tick$i; sleep 0.2; done",
+    ));
+    env.mock.push_json(call(
+        "b1",
+        "terminal_send",
+        json!({"sessionId": "t1", "text": "sleep 0.5; echo bg-done", "run_in_background": true}),
+    ));
+    env.mock.push_json(call(
+        "j1",
+        "job_output",
+        json!({"job_id": "j1", "wait": true}),
+    ));
+    env.mock.push_json(reply("done"));
+    let conn = env.connect().await;
+    let session = conn.start(&env.cwd()).await;
+    conn.set_mode(&session, "full-access").await;
+    conn.prompt(&session, "watch it").await.unwrap();
+    let output = tool_result(&env, "s1");
+    assert!(output.contains("tick1\ntick2\ntick3\n"), "{output}");
+    // While it ran, the call showed the output so far (a console block:
+    // this client has no terminal convention).
+    let updates = updates_of(&conn, "s1");
+    let end = updates
+        .iter()
+        .position(|u| u["status"] == "completed")
+        .unwrap_or_else(|| panic!("{updates:#?}"));
+    let live: Vec<String> = updates[..end]
+        .iter()
+        .map(|u| u["content"].to_string())
+        .filter(|c| c.contains("tick1"))
+        .collect();
+    assert!(
+        live.iter().any(|c| !c.contains("tick3")),
+        "no sample before the end: {updates:#?}"
+    );
+    assert!(
+        tool_result(&env, "b1").contains("Started background job j1"),
+        "{}",
+        tool_result(&env, "b1")
+    );
+    let job = tool_result(&env, "j1");
+    assert!(
+        job.contains("bg-done") && job.contains("[status: done]"),
+        "{job}"
+    );
+    conn.finish().await;
+}
+
+#[tokio::test]
+async fn a_terminal_opened_in_a_looser_mode_takes_no_input_in_a_stricter_one() {
+    let env = TestEnv::with_config(ENABLE).await;
+    env.mock
+        .push_json(call("o1", "terminal_open", json!({"type": "shell"})));
+    env.mock.push_json(reply("open"));
+    env.mock.push_json(send("s1", "echo hi"));
+    env.mock.push_json(reply("refused"));
+    let sim = ClientSim::new(false, false);
+    sim.answer(Answer::Select(PermissionOptionKind::AllowOnce));
+    let conn = env.connect_with(sim.clone()).await;
+    let session = conn.start(&env.cwd()).await;
+    conn.set_mode(&session, "full-access").await;
+    conn.prompt(&session, "open").await.unwrap();
+    conn.set_mode(&session, "ask").await;
+    conn.prompt(&session, "send").await.unwrap();
+    assert_eq!(sim.asked(), ["s1"]);
+    let refused = tool_result(&env, "s1");
+    assert!(
+        refused.contains("opened in full-access mode") && refused.contains("terminal_close"),
+        "{refused}"
+    );
+    conn.finish().await;
+}
