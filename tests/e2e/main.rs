@@ -9,6 +9,7 @@
 mod support;
 
 mod acp_pipe;
+mod agents;
 mod backpressure;
 mod catalog_tools;
 mod cli;

@@ -112,9 +112,10 @@ async fn a_subagent_works_in_its_own_session_and_its_answer_is_the_result() {
 
     let requests = env.mock.requests();
     assert_eq!(requests.len(), 4, "{requests:#?}");
-    // The parent is offered the tool; the child is not (depth 1).
+    // The parent is offered the tool, and so is the child: `max_depth`
+    // is 3 (tests/e2e/agents.rs tests the limit).
     assert!(tool_names(&requests[0]).contains(&"subagent".to_owned()));
-    assert!(!tool_names(&requests[1]).contains(&"subagent".to_owned()));
+    assert!(tool_names(&requests[1]).contains(&"subagent".to_owned()));
     assert!(tool_names(&requests[1]).contains(&"read".to_owned()));
     // The child's conversation is its prompt alone.
     let child_users = user_texts(&requests[1]);

@@ -3,6 +3,7 @@
 //! a time. Every durable fact goes through [`Session::record`]: appended to
 //! the log, folded into the state, projected into updates for the editor.
 
+mod children;
 pub(crate) mod extensions;
 pub(crate) mod fork;
 mod inbox;
@@ -101,8 +102,9 @@ pub struct Session {
     /// Its language and MCP servers are its parent's (a subagent): they
     /// are not stopped when it closes.
     borrowed_servers: std::sync::atomic::AtomicBool,
-    /// Its subagents while they live: they follow its mode.
-    children: Mutex<Vec<std::sync::Weak<Session>>>,
+    /// Its subagents while they live (they follow its mode), and the
+    /// continuable ones until it closes ([`children`]).
+    children: children::Children,
     /// What the file tools may read of `$DSH_HOME`: its spilled outputs,
     /// the user's skills and commands.
     home_readable: Vec<PathBuf>,
@@ -188,7 +190,7 @@ impl Session {
             closed: parent.child_token(),
             told_unsandboxed: std::sync::atomic::AtomicBool::new(false),
             borrowed_servers: std::sync::atomic::AtomicBool::new(false),
-            children: Mutex::default(),
+            children: children::Children::default(),
             home_readable,
         });
         residency.enter(&session);
@@ -199,14 +201,6 @@ impl Session {
     /// its parent's).
     pub(crate) fn residency(&self) -> &Arc<Residency> {
         &self.residency
-    }
-
-    /// `child` is a subagent of this session: while it lives, every change
-    /// of this session's mode is its change too.
-    pub(crate) fn adopt(&self, child: &Arc<Session>) {
-        let mut children = lock(&self.children);
-        children.retain(|child| child.strong_count() > 0);
-        children.push(Arc::downgrade(child));
     }
 
     /// A subagent uses its parent's language servers and MCP servers
@@ -271,11 +265,7 @@ impl Session {
     /// Records a setting the session's live subagents follow (its mode,
     /// its web switch) in each of them.
     fn tell_children(&self, key: dsh_protocol::log::ConfigKey, value: &str) {
-        let children: Vec<Arc<Session>> = lock(&self.children)
-            .iter()
-            .filter_map(std::sync::Weak::upgrade)
-            .collect();
-        for child in children {
+        for child in self.live_children() {
             let value = value.to_owned();
             let changed = child.record(EventData::Config { key, value }, &crate::frontend::Nobody);
             if let Err(err) = changed {
@@ -752,8 +742,9 @@ impl Session {
 
     /// Stops the session: cancels its turn, waits (up to `grace`) for it to
     /// end, stops its servers, and closes its log, releasing the lock on it
-    /// — a turn still running can no longer write.
-    pub(crate) async fn close(&self, grace: std::time::Duration) {
+    /// — a turn still running can no longer write ([`Self::close`] first
+    /// closes its continuable children).
+    async fn close_one(&self, grace: std::time::Duration) {
         self.closed.cancel();
         self.cancel_turn();
         let turn = self.turn_lock.clone();

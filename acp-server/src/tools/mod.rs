@@ -10,7 +10,7 @@
 //! touches for the permission policy) without side effects; [`run`] executes
 //! it. Failures are results the model sees, never a failed turn.
 
-mod agents;
+pub(crate) mod agents;
 mod ask_user;
 mod bash;
 mod dsh_lsp;

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use super::Refusal;
 
 /// The seeds' description.
-pub const DESCRIPTION: &str = "Delegate a self-contained task to a subagent (an independent agent working in its own context), to offload focused, independent work such as research, a scoped implementation or an analysis without using up the current conversation's context. The subagent returns its result but not its intermediate steps. Give it a complete, self-contained prompt, since it cannot see the current conversation. The call waits for the result by default. Set run_in_background: true to get a job id instead; collect the result with job_output and stop the task with job_kill.";
+pub const DESCRIPTION: &str = "Delegate a self-contained task to a subagent (an independent agent working in its own context), to offload focused, independent work such as research, a scoped implementation or an analysis without using up the current conversation's context. The subagent returns its result but not its intermediate steps. Give it a complete, self-contained prompt, since it cannot see the current conversation. The call waits for the result by default. Set run_in_background: true to get a job id instead; collect the result with job_output and stop the task with job_kill. A background subagent stays after its answer: the result gives its agent id, for send_message (more work, each answer a job of its own), interrupt_agent and list_agents.";
 /// Without background jobs (`[jobs] enabled = false`).
 pub const DESCRIPTION_NO_JOBS: &str = "Delegate a self-contained task to a subagent (an independent agent working in its own context), to offload focused, independent work such as research, a scoped implementation or an analysis without using up the current conversation's context. The subagent returns its result but not its intermediate steps. Give it a complete, self-contained prompt, since it cannot see the current conversation. The call waits for the result by default.";
 
@@ -36,9 +36,11 @@ pub struct SubagentSettings {
     /// The children's model (default: the parent's current one).
     #[serde(default)]
     pub model: Option<String>,
-    /// How deep subagents may nest: 1 (the default) lets a session start
-    /// children that cannot start their own; 0 turns subagents off.
-    #[serde(default = "one")]
+    /// How deep subagents may nest: 3 (the default, as the design says)
+    /// lets a session's children and grandchildren start children of
+    /// their own, the great-grandchildren none; 1 allows children only;
+    /// 0 turns subagents off.
+    #[serde(default = "three")]
     pub max_depth: u32,
     /// A child's step limit (default: the session's `max_steps`).
     #[serde(default)]
@@ -48,8 +50,8 @@ pub struct SubagentSettings {
 fn yes() -> bool {
     true
 }
-fn one() -> u32 {
-    1
+fn three() -> u32 {
+    3
 }
 
 impl Default for SubagentSettings {
@@ -57,7 +59,7 @@ impl Default for SubagentSettings {
         SubagentSettings {
             enabled: true,
             model: None,
-            max_depth: one(),
+            max_depth: three(),
             max_steps: None,
         }
     }

@@ -121,8 +121,9 @@ enum When {
     /// `[goals] enabled` (the default) and a session a person drives (not
     /// a subagent).
     Goals,
-    /// The session may start children and keep them in the background
-    /// (the continuable children's controls).
+    /// The session may start children and keep them in the background:
+    /// `subagent` and background jobs are offered (the continuable
+    /// children's controls).
     Agents,
 }
 
@@ -279,7 +280,7 @@ pub const TABLE: [Spec; 34] = [
         parallel: false,
         stops_itself: false,
         edits_files: false,
-        when: When::OptIn,
+        when: When::Agents,
         description: |_| agents::INTERRUPT_DESCRIPTION,
         schema: Schema::Catalog("dsh-tool-subagent-control"),
     },
@@ -327,7 +328,7 @@ pub const TABLE: [Spec; 34] = [
         parallel: false,
         stops_itself: false,
         edits_files: false,
-        when: When::OptIn,
+        when: When::Agents,
         description: |_| agents::LIST_DESCRIPTION,
         schema: Schema::Catalog("dsh-tool-subagent-control"),
     },
@@ -339,7 +340,7 @@ pub const TABLE: [Spec; 34] = [
         parallel: true,
         stops_itself: false,
         edits_files: false,
-        when: When::OptIn,
+        when: When::Subagents,
         description: |_| agents::MODELS_DESCRIPTION,
         schema: Schema::Catalog("dsh-tool-subagent"),
     },
@@ -405,7 +406,7 @@ pub const TABLE: [Spec; 34] = [
         parallel: false,
         stops_itself: false,
         edits_files: false,
-        when: When::OptIn,
+        when: When::Agents,
         description: |_| agents::SEND_DESCRIPTION,
         schema: Schema::Catalog("dsh-tool-subagent-control"),
     },
@@ -633,7 +634,7 @@ impl Spec {
             When::Subagents => offer.subagents,
             When::Images => offer.images,
             When::Goals => offer.goals,
-            When::Agents => offer.subagents && offer.jobs && offer.goals,
+            When::Agents => offer.subagents && offer.jobs,
         }
     }
 }

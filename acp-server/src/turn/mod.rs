@@ -7,10 +7,12 @@
 //! deltas go to the editor as they arrive. [`step`] runs one model call;
 //! [`tools`] runs the calls it asked for.
 
+mod agents;
 mod compaction;
 mod extensions;
 mod hooks;
 mod instructions;
+mod relay;
 mod reminders;
 mod step;
 mod subagent;

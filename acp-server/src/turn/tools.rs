@@ -268,6 +268,10 @@ impl Turn<'_> {
                 let outcome = self.delegate(call, task).await;
                 return self.post_tool_use(call, outcome).await;
             }
+            if let Some(agents) = planned.agents() {
+                let outcome = self.agents(call, agents).await;
+                return self.post_tool_use(call, outcome).await;
+            }
             let scan = self.before_change(planned).await;
             let mut outcome = tokio::select! {
                 biased;

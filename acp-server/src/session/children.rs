@@ -1,0 +1,219 @@
+//! A session's children: every subagent while it lives (they follow the
+//! session's mode and web switch), and the continuable ones — background
+//! subagents kept between their turns, each by its agent id (its session
+//! id), until the session closes.
+//!
+//! A continuable child's turns run as the parent's jobs (`turn/agents.rs`);
+//! what is kept here is what outlives a turn: the child itself, its
+//! latest turn's job (what `interrupt_agent` stops), its last answer (what
+//! `list_agents` shows), and the messages an interrupt held back (given to
+//! it with the next `send_message`).
+
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use super::{lock, Session};
+
+/// A session's children.
+#[derive(Default)]
+pub(crate) struct Children(Mutex<Inner>);
+
+#[derive(Default)]
+struct Inner {
+    /// Every child while it lives, foreground ones too, oldest first.
+    followers: Vec<Weak<Session>>,
+    /// The continuable children, oldest first.
+    agents: Vec<Agent>,
+}
+
+/// A continuable child.
+struct Agent {
+    session: Arc<Session>,
+    /// The job (the parent's) that runs or ran its latest turn.
+    job: Option<Arc<crate::jobs::Job>>,
+    /// Its latest turn's answer.
+    last_answer: Option<String>,
+    /// Messages queued for a turn that an interrupt stopped: they open
+    /// the next message's turn.
+    held: Vec<String>,
+    /// How many times it was interrupted: a message queued before an
+    /// interrupt is held, not run, when its turn comes.
+    interrupts: u64,
+}
+
+impl Children {
+    fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
+        lock(&self.0)
+    }
+}
+
+impl Session {
+    /// `child` is a subagent of this session: while it lives, every change
+    /// of this session's mode is its change too.
+    pub(crate) fn adopt(&self, child: &Arc<Session>) {
+        let mut inner = self.children.inner();
+        inner.followers.retain(|child| child.strong_count() > 0);
+        inner.followers.push(Arc::downgrade(child));
+    }
+
+    /// The children alive and open now, oldest first.
+    pub(crate) fn live_children(&self) -> Vec<Arc<Session>> {
+        self.children
+            .inner()
+            .followers
+            .iter()
+            .filter_map(Weak::upgrade)
+            .filter(|child| !child.closed.is_cancelled())
+            .collect()
+    }
+
+    /// Keeps `child` (a background subagent) between its turns, until
+    /// this session closes.
+    pub(crate) fn keep_agent(&self, child: Arc<Session>) {
+        self.children.inner().agents.push(Agent {
+            session: child,
+            job: None,
+            last_answer: None,
+            held: Vec::new(),
+            interrupts: 0,
+        });
+    }
+
+    /// Forgets the continuable child `id` (its task's turn did not start).
+    pub(crate) fn forget_agent(&self, id: &str) {
+        self.children
+            .inner()
+            .agents
+            .retain(|agent| agent.session.id.as_str() != id);
+    }
+
+    /// The continuable child `id`, if it is this session's.
+    pub(crate) fn agent(&self, id: &str) -> Option<Arc<Session>> {
+        self.children
+            .inner()
+            .agents
+            .iter()
+            .find(|agent| agent.session.id.as_str() == id)
+            .map(|agent| agent.session.clone())
+    }
+
+    /// Whether `child` is one of this session's continuable children.
+    pub(crate) fn is_agent(&self, child: &Session) -> bool {
+        self.agent(child.id.as_str()).is_some()
+    }
+
+    /// The continuable children's ids, oldest first.
+    pub(crate) fn agent_ids(&self) -> Vec<String> {
+        self.children
+            .inner()
+            .agents
+            .iter()
+            .map(|agent| agent.session.id.to_string())
+            .collect()
+    }
+
+    /// Runs `change` on the record of the continuable child `id`.
+    fn with_agent<T>(&self, id: &str, change: impl FnOnce(&mut Agent) -> T) -> Option<T> {
+        let mut inner = self.children.inner();
+        inner
+            .agents
+            .iter_mut()
+            .find(|agent| agent.session.id.as_str() == id)
+            .map(change)
+    }
+
+    /// `job` runs the continuable child `id`'s turn now.
+    pub(crate) fn agent_turn(&self, id: &str, job: &Arc<crate::jobs::Job>) {
+        self.with_agent(id, |agent| agent.job = Some(job.clone()));
+    }
+
+    /// The job of the child `id`'s turn, while it runs.
+    pub(crate) fn agent_job(&self, id: &str) -> Option<Arc<crate::jobs::Job>> {
+        self.with_agent(id, |agent| agent.job.clone())
+            .flatten()
+            .filter(|job| !job.has_ended())
+    }
+
+    /// The child `id`'s turn ended with `answer` (none: it gave none).
+    pub(crate) fn agent_answered(&self, id: &str, answer: &str) {
+        let answer = Some(answer.trim().to_owned()).filter(|answer| !answer.is_empty());
+        self.with_agent(id, |agent| {
+            if answer.is_some() {
+                agent.last_answer = answer;
+            }
+        });
+    }
+
+    /// The child `id`'s last answer.
+    pub(crate) fn agent_answer(&self, id: &str) -> Option<String> {
+        self.with_agent(id, |agent| agent.last_answer.clone())
+            .flatten()
+    }
+
+    /// How many times the child `id` was interrupted so far.
+    pub(crate) fn agent_interrupts(&self, id: &str) -> u64 {
+        self.with_agent(id, |agent| agent.interrupts).unwrap_or(0)
+    }
+
+    /// The child `id` was interrupted: the messages queued for it now are
+    /// held when their turn comes.
+    pub(crate) fn agent_interrupted(&self, id: &str) {
+        self.with_agent(id, |agent| agent.interrupts += 1);
+    }
+
+    /// Holds `message` for the child `id`'s next message.
+    pub(crate) fn hold_message(&self, id: &str, message: String) {
+        self.with_agent(id, |agent| agent.held.push(message));
+    }
+
+    /// The messages held for the child `id`, taken.
+    pub(crate) fn take_held(&self, id: &str) -> Vec<String> {
+        self.with_agent(id, |agent| std::mem::take(&mut agent.held))
+            .unwrap_or_default()
+    }
+
+    /// Cancels the running turn of `target`, leaving the prompts waiting
+    /// for it in line (`interrupt_agent`; [`Session::cancel_turn`] empties
+    /// the line too). Whether a turn ran.
+    pub(crate) fn interrupt_turn(&self) -> bool {
+        let _inbox = lock(&self.inbox);
+        match lock(&self.turn_cancel).as_ref() {
+            Some(token) if !token.is_cancelled() => {
+                token.cancel();
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Stops the session and its continuable children's trees: each
+    /// child (deepest first), then the session, as [`Self::close_one`]
+    /// says; `grace` is each one's time for its turn to stop. All are
+    /// cancelled at once: their turns stop together.
+    pub(crate) async fn close(&self, grace: Duration) {
+        self.closed.cancel();
+        for child in self.agent_tree() {
+            child.close_one(grace).await;
+        }
+        self.close_one(grace).await;
+    }
+
+    /// The continuable children below the session, taken out of their
+    /// parents' records, deepest first.
+    fn agent_tree(&self) -> Vec<Arc<Session>> {
+        let take = |session: &Session| -> Vec<Arc<Session>> {
+            std::mem::take(&mut session.children.inner().agents)
+                .into_iter()
+                .map(|agent| agent.session)
+                .collect()
+        };
+        let mut tree = Vec::new();
+        let mut next = take(self);
+        while let Some(child) = next.pop() {
+            next.extend(take(&child));
+            tree.push(child);
+        }
+        tree.reverse();
+        tree
+    }
+}

@@ -1,0 +1,402 @@
+//! Continuable children: a background subagent stays after its answer,
+//! takes messages (each a turn of its own, its answer a job end of the
+//! parent's), is listed, interrupted without being lost, and closed with
+//! its parent; subagents nest to `[subagents] max_depth` (3).
+
+use std::time::Duration;
+
+use agent_client_protocol::v1::schema::{CloseSessionRequest, SessionId, StopReason};
+use serde_json::{json, Value};
+
+use crate::support::*;
+
+/// The subagent logs in the store: id and header.
+fn children(env: &TestEnv) -> Vec<(String, Value)> {
+    std::fs::read_dir(env.sessions_dir())
+        .unwrap()
+        .filter_map(|entry| {
+            let path = entry.unwrap().path();
+            if path.extension()? != "jsonl" {
+                return None;
+            }
+            let text = std::fs::read_to_string(&path).ok()?;
+            let header: Value = serde_json::from_str(text.lines().next()?).ok()?;
+            header.get("subagent_of")?;
+            Some((header["id"].as_str()?.to_owned(), header))
+        })
+        .collect()
+}
+
+/// Waits until the session's log holds `count` `job/end` events.
+async fn job_ends(env: &TestEnv, session: &SessionId, count: usize) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let ends: Vec<Value> = env
+            .log_events(session)
+            .into_iter()
+            .filter(|e| e["type"] == "job/end")
+            .collect();
+        if ends.len() >= count {
+            return ends;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{count} job ends expected, {} came: {ends:#?}",
+            ends.len()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until the mock model has received `count` requests.
+async fn requests(env: &TestEnv, count: usize) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let requests = env.mock.requests();
+        if requests.len() >= count {
+            return requests;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{count} model requests expected, {} came",
+            requests.len()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The last user message's text of a model request.
+fn last_user(request: &Value) -> String {
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .map(message_text)
+        .unwrap_or_default()
+}
+
+/// Two requests race (the child's and the parent's next step): both are
+/// answered by echoing their last user message.
+fn push_two_echoes(env: &TestEnv) {
+    for _ in 0..2 {
+        env.mock
+            .push_json(json!({"echo_chunks": 1, "finish": "stop"}));
+    }
+}
+
+/// Two racing requests that hang until their connection is let go.
+fn push_two_hangs(env: &TestEnv) {
+    for _ in 0..2 {
+        env.mock.push_json(
+            json!({"chunks": [{"text": "working"}, {"text": " on it"}], "finish": "stop", "hang_after": 1}),
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_background_child_stays_takes_messages_is_interrupted_and_closes_with_its_parent() {
+    let env = TestEnv::new().await;
+    let cwd = env.cwd();
+    env.mock.push_json(call(
+        "d1",
+        "subagent",
+        json!({"description": "Keep watch", "prompt": "CHILD-TASK", "run_in_background": true}),
+    ));
+    push_two_echoes(&env);
+    let conn = env.connect().await;
+    let session = conn.start(&cwd).await;
+    conn.prompt(&session, "start a helper").await.unwrap();
+
+    // The result names the agent: the child's session id.
+    let found = children(&env);
+    assert_eq!(found.len(), 1, "{found:?}");
+    let child = found[0].0.clone();
+    let started = tool_result(&env, "d1");
+    assert!(started.contains("background job j1"), "{started}");
+    assert!(started.contains(&format!("Agent id: {child}")), "{started}");
+    // Its task's answer ends job j1.
+    let ends = job_ends(&env, &session, 1).await;
+    assert_eq!(ends[0]["data"]["call_id"], "d1", "{ends:#?}");
+    assert_eq!(ends[0]["data"]["status"], "done", "{ends:#?}");
+    assert!(
+        ends[0]["data"].to_string().contains("CHILD-TASK"),
+        "{ends:#?}"
+    );
+    // The parent is offered the controls; the child (no background jobs
+    // of its own) may start foreground children only.
+    let first = env.mock.requests();
+    let parent_tools = tool_names(&first[0]);
+    for tool in [
+        "send_message",
+        "list_agents",
+        "interrupt_agent",
+        "list_subagent_models",
+    ] {
+        assert!(parent_tools.contains(&tool.to_owned()), "{parent_tools:?}");
+    }
+    let child_request = first
+        .iter()
+        .find(|r| last_user(r).contains("CHILD-TASK"))
+        .expect("the child's request");
+    let child_tools = tool_names(child_request);
+    assert!(
+        child_tools.contains(&"subagent".to_owned()),
+        "{child_tools:?}"
+    );
+    assert!(
+        !child_tools.contains(&"send_message".to_owned()),
+        "{child_tools:?}"
+    );
+
+    // Two messages: each starts a turn of the child, and each answer is a
+    // job end of the parent's.
+    for (n, message) in [(2, "FIRST-MESSAGE"), (3, "SECOND-MESSAGE")] {
+        let call_id = format!("m{n}");
+        env.mock.push_json(call(
+            &call_id,
+            "send_message",
+            json!({"agent_id": child, "message": message}),
+        ));
+        push_two_echoes(&env);
+        conn.prompt(&session, "tell it more").await.unwrap();
+        let delivered = tool_result(&env, &call_id);
+        assert!(
+            delivered.contains(&format!("started its turn as background job j{n}")),
+            "{delivered}"
+        );
+        let ends = job_ends(&env, &session, n).await;
+        let end = &ends[n - 1]["data"];
+        assert_eq!(end["call_id"], call_id.as_str(), "{end}");
+        assert_eq!(end["status"], "done", "{end}");
+        assert!(end.to_string().contains(message), "{end}");
+    }
+    // The second message's turn carried on the child's conversation.
+    let second = env
+        .mock
+        .requests()
+        .into_iter()
+        .find(|r| last_user(r).contains("SECOND-MESSAGE"))
+        .expect("the child's second message");
+    let conversation = second["messages"].to_string();
+    assert!(
+        conversation.contains("CHILD-TASK") && conversation.contains("FIRST-MESSAGE"),
+        "{conversation}"
+    );
+    // Listed, idle, with its last answer.
+    env.mock.push_json(call("l1", "list_agents", json!({})));
+    env.mock.push_json(reply("It is idle."));
+    conn.prompt(&session, "what runs?").await.unwrap();
+    let listed = tool_result(&env, "l1");
+    assert!(
+        listed.contains(&format!(
+            "- {child} (idle, depth 1): Keep watch — last answer: "
+        )),
+        "{listed}"
+    );
+    assert!(listed.contains("SECOND-MESSAGE"), "{listed}");
+
+    // A third message whose turn hangs: the child is running.
+    env.mock.push_json(call(
+        "m4",
+        "send_message",
+        json!({"agent_id": child, "message": "THIRD-MESSAGE"}),
+    ));
+    push_two_hangs(&env);
+    let before = env.mock.requests().len();
+    let prompt = conn.send_prompt(&session, "one more");
+    requests(&env, before + 3).await;
+    conn.cancel(&session);
+    let response = tokio::time::timeout(Duration::from_secs(10), prompt.block_task())
+        .await
+        .expect("the cancel ends the prompt")
+        .unwrap();
+    assert_eq!(response.stop_reason, StopReason::Cancelled);
+    // The parent's cancel left the child's turn running: listed as such,
+    // then interrupted; it stays, idle.
+    env.mock
+        .push_json(call("l2", "list_agents", json!({"scope": "descendants"})));
+    env.mock
+        .push_json(call("i1", "interrupt_agent", json!({"agent_id": child})));
+    env.mock.push_json(reply("Stopped it."));
+    conn.prompt(&session, "stop it").await.unwrap();
+    let listed = tool_result(&env, "l2");
+    assert!(
+        listed.contains(&format!(
+            "- {child} (running, depth 1, parent {}): Keep watch",
+            session.0
+        )),
+        "{listed}"
+    );
+    let interrupted = tool_result(&env, "i1");
+    assert!(
+        interrupted.contains(&format!(
+            "Asked agent {child} to stop its current turn (job j4)"
+        )),
+        "{interrupted}"
+    );
+    let ends = job_ends(&env, &session, 4).await;
+    let end = &ends[3]["data"];
+    assert_eq!(end["call_id"], "m4", "{end}");
+    assert_eq!(end["status"], "killed", "{end}");
+    assert!(
+        end.to_string().contains("interrupted with interrupt_agent"),
+        "{end}"
+    );
+    let child_ends: Vec<Value> = env
+        .log_events(&SessionId::new(child.as_str()))
+        .into_iter()
+        .filter(|e| e["type"] == "turn/end")
+        .collect();
+    assert_eq!(child_ends.len(), 4, "{child_ends:#?}");
+    assert_eq!(
+        child_ends[3]["data"]["stop"], "cancelled",
+        "{child_ends:#?}"
+    );
+
+    // Still listed, idle; a message to an id that is not a child is
+    // refused with the valid ids.
+    env.mock.push_json(call("l3", "list_agents", json!({})));
+    env.mock.push_json(call(
+        "u1",
+        "send_message",
+        json!({"agent_id": "not-a-child", "message": "hello"}),
+    ));
+    env.mock.push_json(reply("Noted."));
+    conn.prompt(&session, "and now?").await.unwrap();
+    let listed = tool_result(&env, "l3");
+    assert!(
+        listed.contains(&format!("- {child} (idle, depth 1)")),
+        "{listed}"
+    );
+    let refused = tool_result(&env, "u1");
+    assert!(
+        refused.contains("\"not-a-child\" is not one of your continuable children")
+            && refused.contains(&format!("the valid ids: {child}")),
+        "{refused}"
+    );
+
+    // Closing the parent while the child works closes the child: its
+    // turn ends cancelled, its request is let go, its log is free.
+    env.mock.push_json(call(
+        "m5",
+        "send_message",
+        json!({"agent_id": child, "message": "FOURTH-MESSAGE"}),
+    ));
+    push_two_hangs(&env);
+    let before = env.mock.requests().len();
+    let let_go = env.mock.let_go();
+    let prompt = conn.send_prompt(&session, "last one");
+    requests(&env, before + 3).await;
+    conn.cx
+        .send_request(CloseSessionRequest::new(session.clone()))
+        .block_task()
+        .await
+        .unwrap();
+    let response = tokio::time::timeout(Duration::from_secs(10), prompt.block_task())
+        .await
+        .expect("the close ends the prompt")
+        .unwrap();
+    assert_eq!(response.stop_reason, StopReason::Cancelled);
+    let ends = job_ends(&env, &session, 5).await;
+    assert_eq!(ends[4]["data"]["call_id"], "m5", "{ends:#?}");
+    assert_eq!(ends[4]["data"]["status"], "killed", "{ends:#?}");
+    let child_ends: Vec<Value> = env
+        .log_events(&SessionId::new(child.as_str()))
+        .into_iter()
+        .filter(|e| e["type"] == "turn/end")
+        .collect();
+    assert_eq!(child_ends.len(), 5, "{child_ends:#?}");
+    assert_eq!(
+        child_ends[4]["data"]["stop"], "cancelled",
+        "{child_ends:#?}"
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while env.mock.let_go() < let_go + 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the hung requests were not let go"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Its log is no longer held: it loads.
+    conn.load(&SessionId::new(child.as_str()), &cwd).await;
+    conn.finish().await;
+}
+
+/// `[subagents] max_depth` is 3: a grandchild starts a great-grandchild,
+/// which is offered no `subagent` (nor `list_subagent_models`).
+#[tokio::test]
+async fn subagents_nest_three_deep() {
+    let env = TestEnv::new().await;
+    let cwd = env.cwd();
+    for (id, level) in [
+        ("d1", "CHILD"),
+        ("d2", "GRANDCHILD"),
+        ("d3", "GREAT-GRANDCHILD"),
+    ] {
+        env.mock.push_json(call(
+            id,
+            "subagent",
+            json!({"description": format!("Go {level}"), "prompt": format!("{level}-TASK")}),
+        ));
+    }
+    env.mock.push_json(reply("deepest answer"));
+    env.mock.push_json(reply("grandchild answer"));
+    env.mock.push_json(reply("child answer"));
+    env.mock.push_json(reply("parent answer"));
+    let conn = env.connect().await;
+    let session = conn.start(&cwd).await;
+    let response = conn.prompt(&session, "go deep").await.unwrap();
+    assert_eq!(response.stop_reason, StopReason::EndTurn);
+    let requests = env.mock.requests();
+    assert_eq!(requests.len(), 7, "{requests:#?}");
+    for depth in 0..3 {
+        let tools = tool_names(&requests[depth]);
+        assert!(
+            tools.contains(&"subagent".to_owned()),
+            "depth {depth}: {tools:?}"
+        );
+        assert!(
+            tools.contains(&"list_subagent_models".to_owned()),
+            "depth {depth}: {tools:?}"
+        );
+    }
+    assert!(last_user(&requests[3]).contains("GREAT-GRANDCHILD-TASK"));
+    let deepest = tool_names(&requests[3]);
+    assert!(!deepest.contains(&"subagent".to_owned()), "{deepest:?}");
+    assert!(
+        !deepest.contains(&"list_subagent_models".to_owned()),
+        "{deepest:?}"
+    );
+    let mut depths: Vec<u64> = children(&env)
+        .iter()
+        .map(|(_, header)| header["subagent_of"]["depth"].as_u64().unwrap())
+        .collect();
+    depths.sort_unstable();
+    assert_eq!(depths, [1, 2, 3]);
+    assert_eq!(tool_result(&env, "d1"), "child answer");
+    conn.finish().await;
+}
+
+/// `max_depth = 0` turns subagents off: no `subagent`, no controls.
+#[tokio::test]
+async fn max_depth_zero_offers_no_subagents() {
+    let env = TestEnv::with_config("[subagents]\nmax_depth = 0\n").await;
+    env.mock.push_json(reply("alone"));
+    let conn = env.connect().await;
+    let session = conn.start(&env.cwd()).await;
+    conn.prompt(&session, "hi").await.unwrap();
+    let tools = tool_names(&env.mock.requests()[0]);
+    assert!(!tools.is_empty());
+    for tool in [
+        "subagent",
+        "send_message",
+        "list_agents",
+        "list_subagent_models",
+    ] {
+        assert!(!tools.contains(&tool.to_owned()), "{tools:?}");
+    }
+    conn.finish().await;
+}
