@@ -400,3 +400,71 @@ async fn max_depth_zero_offers_no_subagents() {
     }
     conn.finish().await;
 }
+
+/// A message to a child that works joins its running turn at its next
+/// step: no new turn, no new job; that turn's job ends with the answer.
+#[tokio::test]
+async fn a_message_to_a_working_child_steers_its_running_turn() {
+    let env = TestEnv::new().await;
+    let cwd = env.cwd();
+    // A command that runs until the test opens the gate.
+    let wait = json!({"command": "while [ ! -e gate ]; do sleep 0.05; done; echo through", "description": "Wait for the gate"});
+    env.mock.push_json(call(
+        "d1",
+        "subagent",
+        json!({"description": "Wait", "prompt": "CHILD-TASK", "run_in_background": true}),
+    ));
+    // The parent's next step and the child's first race: both wait; the
+    // parent's is cancelled below, the child's holds its turn open.
+    env.mock.push_json(call("g1", "bash", wait.clone()));
+    env.mock.push_json(call("g1", "bash", wait));
+    let conn = env.connect().await;
+    let session = conn.start(&cwd).await;
+    conn.set_mode(&session, "full-access").await;
+    let prompt = conn.send_prompt(&session, "start it");
+    requests(&env, 3).await;
+    conn.cancel(&session);
+    let response = tokio::time::timeout(Duration::from_secs(10), prompt.block_task())
+        .await
+        .expect("the cancel ends the prompt")
+        .unwrap();
+    assert_eq!(response.stop_reason, StopReason::Cancelled);
+    let child = children(&env).pop().expect("the child").0;
+
+    env.mock.push_json(call(
+        "m1",
+        "send_message",
+        json!({"agent_id": child, "message": "STEERED-MESSAGE"}),
+    ));
+    env.mock.push_json(reply("Sent."));
+    conn.prompt(&session, "tell it").await.unwrap();
+    let delivered = tool_result(&env, "m1");
+    assert!(
+        delivered
+            .contains("is working; the message joins its running turn at its next step (job j1)"),
+        "{delivered}"
+    );
+    // The gate opens: the child's step ends and it takes the message in.
+    env.mock.push_json(reply("ANSWER-AFTER-STEER"));
+    std::fs::write(cwd.join("gate"), "").unwrap();
+    let ends = job_ends(&env, &session, 1).await;
+    assert_eq!(ends.len(), 1, "{ends:#?}");
+    assert_eq!(ends[0]["data"]["call_id"], "d1", "{ends:#?}");
+    assert_eq!(ends[0]["data"]["status"], "done", "{ends:#?}");
+    assert!(
+        ends[0]["data"].to_string().contains("ANSWER-AFTER-STEER"),
+        "{ends:#?}"
+    );
+    let child_log = env.log_events(&SessionId::new(child.as_str()));
+    let steered: Vec<&Value> = child_log
+        .iter()
+        .filter(|e| e["type"] == "user/message" && e["data"]["steered"] == true)
+        .collect();
+    assert_eq!(steered.len(), 1, "{child_log:#?}");
+    assert!(steered[0].to_string().contains("STEERED-MESSAGE"));
+    let turns = child_log.iter().filter(|e| e["type"] == "turn/end").count();
+    assert_eq!(turns, 1, "one turn took both: {child_log:#?}");
+    let last = env.mock.requests().pop().unwrap();
+    assert!(last_user(&last).contains("STEERED-MESSAGE"), "{last}");
+    conn.finish().await;
+}
