@@ -99,6 +99,9 @@ pub struct RawConfig {
     /// Subagents.
     #[serde(default)]
     pub subagents: crate::tools::SubagentSettings,
+    /// Goals (`[goals]`).
+    #[serde(default)]
+    pub goals: crate::tools::GoalSettings,
     /// Which tools are offered and how (`[tools]`).
     #[serde(default)]
     pub tools: crate::tools::ToolSettings,
@@ -263,6 +266,8 @@ pub struct Config {
     pub jobs: crate::jobs::JobSettings,
     /// Subagents (`[subagents]`).
     pub subagents: crate::tools::SubagentSettings,
+    /// Goals (`[goals]`).
+    pub goals: crate::tools::GoalSettings,
     /// Which tools are offered and how (`[tools]`).
     pub tools: crate::tools::ToolSettings,
     /// What `/undo` keeps.
@@ -457,6 +462,7 @@ impl Config {
             sandbox: raw.sandbox,
             jobs: raw.jobs,
             subagents: raw.subagents,
+            goals: raw.goals.checked().map_err(ConfigError::Invalid)?,
             tools,
             checkpoints: raw.checkpoints,
             web: raw.web,
@@ -542,7 +548,7 @@ impl Config {
             subagents: false,
             // Per session: it depends on the session's model.
             images: false,
-            goals: false,
+            goals: self.goals.enabled,
             enabled: self.tools.enabled(),
             disabled: self.tools.disabled(),
         }

@@ -38,6 +38,17 @@ struct Cli {
     command: Option<Command>,
 }
 
+/// `dsh run`'s flags, and the goals' cap.
+#[derive(clap::Args)]
+struct RunCommand {
+    #[command(flatten)]
+    flags: dsh_acp_server::run::RunFlags,
+    /// The most goal rounds a goal of this run may have (a goal runs to
+    /// its end within the run)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    max_goal_rounds: Option<u32>,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Serve ACP on stdin/stdout (editors run this)
@@ -48,7 +59,7 @@ enum Command {
     /// Exit status: 0 done, 1 failed (model error, --timeout, max tokens or
     /// steps), 2 usage or configuration error, 130 interrupted (continue
     /// with --session).
-    Run(dsh_acp_server::run::RunFlags),
+    Run(RunCommand),
     /// Serve the SDK's JSON-RPC API on stdin/stdout (programs run this), or
     /// over WebSocket with --listen
     Sdk(dsh_acp_server::sdk::SdkFlags),
@@ -136,8 +147,8 @@ fn main() -> ExitCode {
     let mut stdout = Stdout::default();
     match cli.command {
         Some(Command::Acp) => run(SERVER_LOG, serve_acp),
-        Some(Command::Run(flags)) => match flags.into_args() {
-            Ok(parsed) => run(QUIET_LOG, || serve_run(parsed)),
+        Some(Command::Run(command)) => match command.flags.into_args() {
+            Ok(parsed) => run(QUIET_LOG, || serve_run(parsed, command.max_goal_rounds)),
             Err(message) => usage_error("run", message),
         },
         Some(Command::Sdk(flags)) => match flags.into_args() {
@@ -407,12 +418,17 @@ fn load_config() -> Result<Config, dsh_acp_server::config::ConfigError> {
 }
 
 /// `dsh run`: one task, unattended.
-async fn serve_run(args: dsh_acp_server::run::RunArgs) -> ExitCode {
+async fn serve_run(args: dsh_acp_server::run::RunArgs, goal_rounds: Option<u32>) -> ExitCode {
     dsh_process::forbid_inspection();
     let config = match load_config() {
         Ok(mut config) => {
             if let Some(steps) = args.max_steps {
                 config.max_steps = steps;
+            }
+            // `--max-goal-rounds`: the default cap, and the most any goal has.
+            if let Some(rounds) = goal_rounds {
+                config.goals.max_goal_rounds = rounds;
+                config.goals.ceiling = Some(rounds);
             }
             config
         }

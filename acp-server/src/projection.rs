@@ -104,13 +104,20 @@ impl Projection {
             }
             // The editor shows its own prompt; a steered one lands in the
             // running turn, so it is shown where it lands, live too.
+            // A goal round's message is shown as the round's marker (its
+            // `goal/change`), not as if the person had typed it.
             EventData::UserMessage {
-                content, steered, ..
-            } if replay || *steered => content
-                .iter()
-                .cloned()
-                .map(AgentUpdate::UserChunk)
-                .collect(),
+                content,
+                steered,
+                source,
+                ..
+            } if (replay || *steered) && *source != dsh_protocol::log::MessageSource::Goal => {
+                content
+                    .iter()
+                    .cloned()
+                    .map(AgentUpdate::UserChunk)
+                    .collect()
+            }
             EventData::AssistantMessage {
                 turn,
                 step,
@@ -230,6 +237,13 @@ impl Projection {
             EventData::Plan { entries } => vec![AgentUpdate::Plan(entries.clone())],
             // No model streamed it: shown whole, live and on replay.
             EventData::Notice { text } => vec![AgentUpdate::MessageChunk(text.clone(), None)],
+            // A goal's change, a round's start among them: a line of its own.
+            EventData::GoalChange { change, goal } => {
+                vec![AgentUpdate::MessageChunk(
+                    crate::tools::goal::note(*change, goal),
+                    None,
+                )]
+            }
             // A hook is shown only when it blocked or failed.
             EventData::HookResult(run) if run.blocked || run.failed() => {
                 vec![AgentUpdate::MessageChunk(hook_note(run), None)]

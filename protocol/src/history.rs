@@ -287,7 +287,8 @@ impl History {
             | EventData::Checkpoint { .. }
             | EventData::LlmRetry { .. }
             | EventData::HookResult(_)
-            | EventData::HookConsent(_) => {}
+            | EventData::HookConsent(_)
+            | EventData::GoalChange { .. } => {}
             // The model learns of an undo with the next prompt.
             // A background job's end reaches the model at its next step:
             // after the tool results of the step under way, or else

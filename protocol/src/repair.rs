@@ -72,7 +72,8 @@ impl Repair {
             | EventData::Notice { .. }
             | EventData::LlmRetry { .. }
             | EventData::HookResult(_)
-            | EventData::HookConsent(_) => Vec::new(),
+            | EventData::HookConsent(_)
+            | EventData::GoalChange { .. } => Vec::new(),
         };
         self.last_seq = event.seq;
         closed

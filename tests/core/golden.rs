@@ -293,6 +293,19 @@ fn samples() -> Vec<EventData> {
             text: "<system-reminder>\nThe following skills are available. …\n\n- release-notes: Write release notes from the git log.\n</system-reminder>".into(),
             skills: vec!["release-notes".into()],
         },
+        EventData::GoalChange {
+            change: dsh_protocol::log::GoalChangeKind::Round,
+            goal: dsh_protocol::log::Goal {
+                id: "goal-1".into(),
+                revision: 3,
+                objective: "Make the test suite pass".into(),
+                phase: dsh_protocol::log::GoalPhase::Active,
+                rounds_used: 2,
+                max_rounds: 20,
+                consecutive_rounds: 2,
+                blocked_reason: None,
+            },
+        },
     ]
 }
 

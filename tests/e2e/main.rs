@@ -24,6 +24,7 @@ mod examples;
 mod extending;
 mod faults;
 mod fuzz;
+mod goals;
 mod hardening;
 mod hooks;
 mod hooks_hardening;

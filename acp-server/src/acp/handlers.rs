@@ -380,6 +380,13 @@ pub(super) fn list_sessions(
                             )
                             .title(listing.title)
                             .updated_at(listing.updated_at)
+                            .meta(listing.goal.map(|goal| {
+                                // The session's unfinished goal (`_meta.dsh.goal`).
+                                let goal = serde_json::to_value(goal).unwrap_or_default();
+                                let mut meta = serde_json::Map::new();
+                                meta.insert("dsh".to_owned(), serde_json::json!({ "goal": goal }));
+                                meta
+                            }))
                     })
                     .collect();
                 responder.respond(ListSessionsResponse::new(sessions).next_cursor(page.next_cursor))

@@ -46,6 +46,17 @@ pub async fn list(agent: &Arc<Agent>, out: &mut dyn Write) -> u8 {
                 title,
                 session.cwd
             );
+            // An unfinished goal follows, after the directory.
+            let line = match &session.goal {
+                Some(goal) => format!(
+                    "{line}  goal {} {}/{}: {}",
+                    goal.phase.as_str(),
+                    goal.rounds_used,
+                    goal.max_rounds,
+                    one_line(&goal.objective, 60)
+                ),
+                None => line,
+            };
             let _ = writeln!(out, "{}", crate::run::for_stream(&line, tty));
         }
         match page.next_cursor {

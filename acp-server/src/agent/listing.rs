@@ -1,9 +1,15 @@
 //! `session/list`: stored sessions newest first, filtered by cwd, paged
 //! with an opaque cursor (`<updated ms>:<id>` of the last entry shown);
-//! the subagents' logs it leaves out, deleted with their parent.
+//! the subagents' logs it leaves out, deleted with their parent. Each
+//! listed session shows its unfinished goal ([`latest_goal`]).
 
-use std::path::Path;
+use std::collections::HashMap;
+use std::io::{Read, Seek};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::UNIX_EPOCH;
+
+use dsh_protocol::log::{EventData, Goal, GoalChangeKind, GoalPhase};
 
 use crate::error::AgentError;
 use crate::store::{SessionStore, SessionSummary};
@@ -21,6 +27,8 @@ pub struct SessionListing {
     pub title: Option<String>,
     /// RFC 3339 time of the last write.
     pub updated_at: String,
+    /// Its goal, unless there is none or it is complete.
+    pub goal: Option<Goal>,
 }
 
 /// A page of sessions.
@@ -86,12 +94,58 @@ pub(super) fn page(
             roots: summary.roots.to_vec(),
             title: summary.title.as_deref().map(str::to_owned),
             updated_at: humantime::format_rfc3339_millis(summary.updated_at).to_string(),
+            goal: store
+                .path(&summary.id)
+                .ok()
+                .and_then(|path| latest_goal(&path))
+                .filter(|goal| goal.phase != GoalPhase::Complete),
         })
         .collect();
     Ok(SessionPage {
         sessions,
         next_cursor,
     })
+}
+
+/// How far each log was read for its goal, and the goal found: logs only
+/// grow, so a listing reads only what was written since the last one.
+static GOALS: Mutex<Option<HashMap<PathBuf, (u64, Option<Goal>)>>> = Mutex::new(None);
+
+/// The goal a log ends with (its last `goal/change`; none after a clear),
+/// read from where the last call left off (blocking).
+pub(super) fn latest_goal(path: &Path) -> Option<Goal> {
+    let len = std::fs::metadata(path).ok()?.len();
+    let mut goals = GOALS.lock().unwrap_or_else(|p| p.into_inner());
+    let known = goals.get_or_insert_with(HashMap::new);
+    let (mut read, mut goal) = known.get(path).cloned().unwrap_or((0, None));
+    if read > len {
+        (read, goal) = (0, None);
+    }
+    if read < len {
+        let mut file = std::fs::File::open(path).ok()?;
+        file.seek(std::io::SeekFrom::Start(read)).ok()?;
+        let mut bytes = Vec::new();
+        file.take(len - read).read_to_end(&mut bytes).ok()?;
+        // Whole lines only: a line being written is read next time.
+        let whole = bytes
+            .iter()
+            .rposition(|b| *b == b'\n')
+            .map_or(0, |at| at + 1);
+        for line in bytes[..whole].split(|b| *b == b'\n') {
+            if !line.windows(13).any(|w| w == b"\"goal/change\"") {
+                continue;
+            }
+            let Ok(event) = serde_json::from_slice::<dsh_protocol::log::Event>(line) else {
+                continue;
+            };
+            if let EventData::GoalChange { change, goal: now } = event.data {
+                goal = (change != GoalChangeKind::Cleared).then_some(now);
+            }
+        }
+        read += whole as u64;
+        known.insert(path.to_path_buf(), (read, goal.clone()));
+    }
+    goal
 }
 
 /// Deletes the logs and checkpoints of `parent`'s subagents, and theirs

@@ -9,6 +9,7 @@
 //! so a front end's dispatch loop never waits on the disk.
 
 mod fork;
+mod goal_rounds;
 mod listing;
 mod memory;
 
@@ -653,7 +654,12 @@ impl Agent {
             .provider
             .clone()
             .ok_or_else(|| AgentError::Internal("no model provider".to_owned()))?;
-        let stop = crate::turn::run(&ticket, provider, content, frontend).await;
+        let stop = crate::turn::run(&ticket, provider.clone(), content, frontend).await;
+        // An active goal goes on in rounds, inside this prompt.
+        let stop = match stop {
+            Ok(stop) => goal_rounds::run(&ticket, &provider, stop, frontend).await,
+            failed => failed,
+        };
         self.give_back_memory(false);
         stop
     }

@@ -61,6 +61,11 @@ pub const COMMANDS: &[Command] = &[
         hint: None,
     },
     Command {
+        name: "goal",
+        description: "Set a goal to work on over rounds until it is done, or show, pause, resume or clear it",
+        hint: Some("objective | pause | resume | clear"),
+    },
+    Command {
         name: "help",
         description: "List the commands",
         hint: None,
@@ -98,6 +103,11 @@ pub enum Invocation {
     Fork,
     /// `/skills`.
     Skills,
+    /// `/goal [objective | pause | resume | clear]`.
+    Goal {
+        /// Text after the name.
+        args: String,
+    },
     /// `/help`.
     Help,
 }
@@ -218,6 +228,9 @@ pub fn parse(content: &[UserContent]) -> Option<Invocation> {
         "mode" | "model" => Some(Invocation::Set {
             key: if name == "mode" { "mode" } else { "model" },
             value: args.to_owned(),
+        }),
+        "goal" => Some(Invocation::Goal {
+            args: args.to_owned(),
         }),
         "help" => Some(Invocation::Help),
         "skills" => Some(Invocation::Skills),

@@ -361,6 +361,14 @@ impl Frontend for SdkSession {
                 }
                 self.last_seq.fetch_max(event.seq, Ordering::AcqRel);
                 self.notify(&live, NoticeKind::Event(event.seq), &Item::Event { event });
+                // A goal's status: a goal round starts, or the goal changed.
+                if let dsh_protocol::log::EventData::GoalChange { change, goal } = &event.data {
+                    let item = Item::Goal {
+                        change: *change,
+                        goal,
+                    };
+                    self.notify(&live, NoticeKind::Status, &item);
+                }
                 return;
             }
             Output::Delta(Delta::Message(text, _)) => ("text", text, None),

@@ -63,6 +63,14 @@ pub enum Item<'a> {
         /// The answers offered.
         options: Vec<OfferedOption>,
     },
+    /// The goal's status, after each `goal/change`: `change` is `round`
+    /// as a goal round starts (the goal counts it), else what changed.
+    Goal {
+        /// What changed.
+        change: dsh_protocol::log::GoalChangeKind,
+        /// The goal after it.
+        goal: &'a dsh_protocol::log::Goal,
+    },
     /// The model's questions (`ask_user_question`), for a client to
     /// answer with `session/answer`.
     Question {

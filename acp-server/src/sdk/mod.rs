@@ -447,13 +447,18 @@ fn register(module: &mut RpcModule<Hub>) -> Result<(), jsonrpsee::core::Register
             .sessions
             .into_iter()
             .map(|session| {
-                json!({
+                let mut listed = json!({
                     "sessionId": session.id,
                     "cwd": session.cwd,
                     "roots": session.roots,
                     "title": session.title,
                     "updatedAt": session.updated_at,
-                })
+                });
+                // Its unfinished goal, when it has one.
+                if let Some(goal) = session.goal {
+                    listed["goal"] = json!(goal);
+                }
+                listed
             })
             .collect();
         Ok::<_, ErrorObjectOwned>(json!({ "sessions": sessions, "nextCursor": page.next_cursor }))

@@ -54,6 +54,16 @@ pub(crate) struct SessionState {
     pub(crate) undone: HashSet<u64>,
     /// Answers about project hooks files, by content hash (the latest).
     pub(crate) hook_consents: std::collections::HashMap<String, dsh_protocol::hook::HookConsent>,
+    /// The session's goal (`goal/change`); none, or cleared.
+    pub(crate) goal: Option<dsh_protocol::log::Goal>,
+    /// Whether goal rounds may run now: armed when the person creates or
+    /// resumes the goal in this process, disarmed when it stops being
+    /// active or its rounds stop (a cancel). Never logged, so a loaded
+    /// session waits for the person's resume.
+    pub(crate) goal_armed: bool,
+    /// Goals created in the session so far (the next one's id is
+    /// `goal-<n + 1>`: a goal is the session's, its id only unique there).
+    pub(crate) goals_created: u32,
     repair: Repair,
     projection: Projection,
     /// The history was dropped from memory: events are not folded into it
@@ -136,6 +146,9 @@ impl SessionState {
             checkpoints: Vec::new(),
             undone: HashSet::new(),
             hook_consents: Default::default(),
+            goal: None,
+            goal_armed: false,
+            goals_created: 0,
             repair: Repair::default(),
             projection: Projection::default(),
             evicted: false,
@@ -367,6 +380,15 @@ impl SessionState {
             EventData::HookConsent(consent) => {
                 self.hook_consents
                     .insert(consent.hash.clone(), consent.clone());
+            }
+            EventData::GoalChange { change, goal } => {
+                if *change == dsh_protocol::log::GoalChangeKind::Created {
+                    self.goals_created += 1;
+                }
+                let active = goal.phase == dsh_protocol::log::GoalPhase::Active;
+                self.goal_armed &= active && *change != dsh_protocol::log::GoalChangeKind::Cleared;
+                self.goal =
+                    (*change != dsh_protocol::log::GoalChangeKind::Cleared).then(|| goal.clone());
             }
             // Only the history and the projection make something of these.
             EventData::UserMessage { .. }

@@ -15,7 +15,7 @@ mod ask_user;
 mod bash;
 mod dsh_lsp;
 mod fs;
-mod goal;
+pub(crate) mod goal;
 mod jobs;
 mod lsp;
 mod paths;
@@ -44,6 +44,7 @@ use crate::frontend::Frontend;
 use crate::permission::Access;
 
 pub use ask_user::NO_USER;
+pub use goal::GoalSettings;
 pub use jobs::started as job_started;
 pub use paths::{canonical_roots, display_path};
 pub use repeat::Repeats;

@@ -44,6 +44,8 @@ impl Turn<'_> {
             .as_ref()
             .is_some_and(|skills| !skills.is_empty());
         offer.subagents = self.config.subagents.may_delegate(self.session.depth());
+        // Goals are the person's: never a subagent's.
+        offer.goals &= self.delegated.is_none() && self.session.depth() == 0;
         // The session's `web` switch.
         offer.web_fetch &= state.settings.web;
         offer.web_search &= state.settings.web;

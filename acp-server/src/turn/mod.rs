@@ -10,6 +10,7 @@
 mod agents;
 mod compaction;
 mod extensions;
+mod goal;
 mod hooks;
 mod instructions;
 mod relay;
@@ -57,6 +58,8 @@ struct Turn<'a> {
     hooks: hooks::TurnHooks,
     /// A subagent's turn: what it shares with its parent's.
     delegated: Option<Delegation>,
+    /// Who its prompt is from: the person, or dsh (a goal round).
+    source: dsh_protocol::log::MessageSource,
 }
 
 /// What a subagent's turn shares with the parent turn that started it.
@@ -104,6 +107,25 @@ pub(crate) async fn run(
     run_turn(ticket, provider, content, frontend, None).await
 }
 
+/// A goal round ([`crate::agent`]): a turn whose prompt is the goal's
+/// continuation message, from dsh (never a slash command).
+pub(crate) async fn run_goal_round(
+    ticket: &TurnTicket,
+    provider: Arc<Provider>,
+    content: Vec<UserContent>,
+    frontend: &dyn Frontend,
+) -> Result<StopReason, AgentError> {
+    use dsh_protocol::log::MessageSource;
+    run_as(
+        ticket,
+        (provider, content),
+        frontend,
+        None,
+        MessageSource::Goal,
+    )
+    .await
+}
+
 /// [`run`], for a subagent's turn when `delegated`: its prompt is the
 /// model's task (never a slash command), and it runs no prompt, session or
 /// stop hooks (the parent's turn does).
@@ -113,6 +135,25 @@ async fn run_turn(
     content: Vec<UserContent>,
     frontend: &dyn Frontend,
     delegated: Option<Delegation>,
+) -> Result<StopReason, AgentError> {
+    use dsh_protocol::log::MessageSource;
+    run_as(
+        ticket,
+        (provider, content),
+        frontend,
+        delegated,
+        MessageSource::User,
+    )
+    .await
+}
+
+/// [`run_turn`] with the prompt's source.
+async fn run_as(
+    ticket: &TurnTicket,
+    (provider, content): (Arc<Provider>, Vec<UserContent>),
+    frontend: &dyn Frontend,
+    delegated: Option<Delegation>,
+    source: dsh_protocol::log::MessageSource,
 ) -> Result<StopReason, AgentError> {
     let session = &ticket.session;
     let (number, first) = {
@@ -129,7 +170,7 @@ async fn run_turn(
         .map_or_else(hooks::TurnHooks::default, |delegated| {
             hooks::TurnHooks::delegated(delegated.project_hooks.clone())
         });
-    let parse = delegated.is_none();
+    let parse = delegated.is_none() && source.is_user();
     let turn = Turn {
         session,
         config: session.config(),
@@ -144,6 +185,7 @@ async fn run_turn(
         found: extensions::look(session, frontend).await,
         hooks,
         delegated,
+        source,
     };
     let title = first.then(|| UserContent::title_of(&content)).flatten();
     let command = parse
@@ -197,6 +239,7 @@ async fn run_turn(
             turn.list_skills()?;
             Ok(StopReason::EndTurn)
         }
+        Some(Invocation::Goal { args }) => turn.goal_command(&args),
         Some(Invocation::Help) => {
             turn.notice(&crate::context::commands::help())?;
             Ok(StopReason::EndTurn)
@@ -269,7 +312,7 @@ impl Turn<'_> {
             turn: self.number,
             content,
             steered: false,
-            source: dsh_protocol::log::MessageSource::User,
+            source: self.source,
         })?;
         // Late answers to timed questions that came as the turn started.
         for text in self.session.take_late() {

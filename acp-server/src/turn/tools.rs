@@ -264,6 +264,10 @@ impl Turn<'_> {
             if let Some(questions) = planned.questions() {
                 return self.ask_user(call, planned, questions).await;
             }
+            if let Some(goal) = planned.goal() {
+                let outcome = self.run_goal_tool(goal);
+                return self.post_tool_use(call, outcome).await;
+            }
             if let Some(task) = planned.delegated() {
                 let outcome = self.delegate(call, task).await;
                 return self.post_tool_use(call, outcome).await;

@@ -1,0 +1,104 @@
+//! Goal rounds: after a prompt's turn ends normally and the session's goal
+//! is active and armed, the session goes on by itself — a goal round is a
+//! turn whose user message (source `goal`) is the goal's continuation,
+//! preceded by its marker (a `goal/change` of kind `round`, shown as
+//! "Goal round 2/5: …"). It runs here, in [`super::Agent::prompt`], which
+//! every front end goes through, holding the prompt's ticket: over ACP the
+//! rounds run inside the prompt request that created or resumed the goal
+//! (its answer comes when they stop), and its cancel stops them at once.
+//!
+//! The rounds stop when the model completes or blocks the goal, the person
+//! pauses it, the turn is cancelled or stops otherwise than by ending
+//! (these disarm it: only the person's resume goes on), or the cap is
+//! reached.
+
+use std::sync::Arc;
+
+use dsh_protocol::log::{EventData, GoalChangeKind, GoalPhase, StopReason};
+use dsh_protocol::UserContent;
+
+use crate::error::AgentError;
+use crate::frontend::Frontend;
+use crate::model::Provider;
+use crate::session::TurnTicket;
+use crate::tools::goal as rules;
+
+/// Runs the goal's rounds after a turn that stopped with `stop`, as long
+/// as they may run; the last turn's stop reason.
+///
+/// # Errors
+/// A round's turn failed (the rounds are disarmed), or a log write.
+pub(super) async fn run(
+    ticket: &TurnTicket,
+    provider: &Arc<Provider>,
+    mut stop: StopReason,
+    frontend: &dyn Frontend,
+) -> Result<StopReason, AgentError> {
+    let session = &ticket.session;
+    loop {
+        let goal = {
+            let locked = session.locked();
+            match &locked.state.goal {
+                Some(goal) if locked.state.goal_armed && goal.phase == GoalPhase::Active => {
+                    goal.clone()
+                }
+                _ => return Ok(stop),
+            }
+        };
+        let why = if ticket.cancel.is_cancelled() || stop == StopReason::Cancelled {
+            stop = StopReason::Cancelled;
+            Some("the turn was cancelled".to_owned())
+        } else if stop != StopReason::EndTurn {
+            Some(format!("the turn stopped ({})", stop_words(stop)))
+        } else if !rules::has_rounds_left(&goal) {
+            Some(format!("all its {} rounds were used", goal.max_rounds))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            session.locked().state.goal_armed = false;
+            let resume = if rules::has_rounds_left(&goal) {
+                "`/goal resume` continues it"
+            } else {
+                "ask for a larger cap to continue it"
+            };
+            session.record(
+                EventData::Notice {
+                    text: format!("\n\n_Goal rounds stopped: {why}; {resume}._\n\n"),
+                },
+                frontend,
+            )?;
+            tracing::info!(goal = %goal.id, why, "goal rounds stopped");
+            return Ok(stop);
+        }
+        let next = rules::next_round(&goal);
+        session.record(
+            EventData::GoalChange {
+                change: GoalChangeKind::Round,
+                goal: next.clone(),
+            },
+            frontend,
+        )?;
+        tracing::info!(goal = %next.id, round = next.rounds_used, "goal round");
+        let content = vec![UserContent::text(rules::continuation(&next))];
+        let round = crate::turn::run_goal_round(ticket, provider.clone(), content, frontend).await;
+        stop = match round {
+            Ok(stop) => stop,
+            Err(error) => {
+                session.locked().state.goal_armed = false;
+                return Err(error);
+            }
+        };
+    }
+}
+
+/// A stop reason in words.
+fn stop_words(stop: StopReason) -> &'static str {
+    match stop {
+        StopReason::EndTurn => "it ended",
+        StopReason::MaxTokens => "the reply reached its token limit",
+        StopReason::MaxTurnRequests => "it reached its step limit",
+        StopReason::Refusal => "the model refused",
+        StopReason::Cancelled => "cancelled",
+    }
+}

@@ -1,0 +1,180 @@
+//! The goal tools and `/goal`, run by the turn: they change the session's
+//! goal (a `goal/change` each) on the authority of the turn — the
+//! person's own prompt, a goal round, or neither ([`Authority`]). The
+//! rules are [`crate::tools::goal::apply`]'s; arming the rounds is here
+//! (a create or resume by the person arms them in this process).
+
+use dsh_protocol::log::{EventData, Goal, GoalChangeKind, MessageSource, StopReason};
+use dsh_protocol::tool::{ToolOutcome, ToolView};
+use dsh_protocol::ErrorCode;
+
+use super::Turn;
+use crate::error::AgentError;
+use crate::tools::goal::{self as rules, Authority, Change, GoalCall, Named};
+
+impl Turn<'_> {
+    /// On whose behalf this turn changes the goal.
+    fn goal_authority(&self) -> Authority {
+        if self.delegated.is_some() || self.session.depth() > 0 {
+            return Authority::Other;
+        }
+        match self.source {
+            MessageSource::User => Authority::Human,
+            MessageSource::Goal => Authority::Round,
+            MessageSource::Wakeup => Authority::Other,
+        }
+    }
+
+    /// Runs a goal tool's call: its result is text the model reads.
+    pub(super) fn run_goal_tool(&self, call: &GoalCall) -> ToolOutcome {
+        let who = self.goal_authority();
+        let changed = match call {
+            GoalCall::Get => {
+                let text = {
+                    let locked = self.session.locked();
+                    rules::describe(locked.state.goal.as_ref(), locked.state.goal_armed)
+                };
+                return ToolOutcome::ok(text.clone(), ToolView::text(text));
+            }
+            GoalCall::Create(args) => match args.max_goal_rounds.map(rules::rounds).transpose() {
+                Ok(max_rounds) => self.change_goal(
+                    Change::Create {
+                        objective: args.objective.clone(),
+                        max_rounds,
+                    },
+                    who,
+                    None,
+                ),
+                Err(refused) => Ok(Err(refused)),
+            },
+            GoalCall::Update(args) => match Change::of_update(args) {
+                Ok(change) => self.change_goal(
+                    change,
+                    who,
+                    Some(Named {
+                        id: &args.goal_id,
+                        revision: args.revision,
+                    }),
+                ),
+                Err(refused) => Ok(Err(refused)),
+            },
+        };
+        match changed {
+            Ok(Ok((kind, goal))) => {
+                let text = format!(
+                    "{}\n{}",
+                    done(kind),
+                    rules::describe(Some(&goal), self.armed())
+                );
+                ToolOutcome::ok(text.clone(), ToolView::text(text))
+            }
+            Ok(Err(refused)) => ToolOutcome::failed(ErrorCode::InvalidToolArgs, refused),
+            Err(error) => ToolOutcome::failed(error.code(), error.to_string()),
+        }
+    }
+
+    /// `/goal [objective | pause | resume | clear]`: the person's own
+    /// change (or, bare, the goal shown).
+    pub(super) fn goal_command(&self, args: &str) -> Result<StopReason, AgentError> {
+        if !self.config.goals.enabled {
+            self.notice("Goals are off here (`[goals] enabled = false` in config.toml).")?;
+            return Ok(StopReason::EndTurn);
+        }
+        let change = match args.trim() {
+            "" => {
+                let text = {
+                    let locked = self.session.locked();
+                    match &locked.state.goal {
+                        Some(goal) => shown(goal, locked.state.goal_armed),
+                        None => "The session has no goal. `/goal <objective>` sets one; I then work on it in goal rounds until it is done.".to_owned(),
+                    }
+                };
+                self.notice(&text)?;
+                return Ok(StopReason::EndTurn);
+            }
+            "pause" => Change::Pause,
+            "resume" => Change::Resume,
+            "clear" => Change::Clear,
+            objective => Change::Create {
+                objective: objective.to_owned(),
+                max_rounds: None,
+            },
+        };
+        if let Err(refused) = self.change_goal(change, self.goal_authority(), None)? {
+            self.notice(&refused)?;
+        }
+        Ok(StopReason::EndTurn)
+    }
+
+    /// Applies a change and records it; a create or resume by the person
+    /// arms the rounds. The refusal is the outer `Ok(Err)`.
+    fn change_goal(
+        &self,
+        change: Change,
+        who: Authority,
+        named: Option<Named<'_>>,
+    ) -> Result<Result<(GoalChangeKind, Goal), String>, AgentError> {
+        let (current, created) = {
+            let locked = self.session.locked();
+            (locked.state.goal.clone(), locked.state.goals_created)
+        };
+        let applied = rules::apply(
+            current.as_ref(),
+            change,
+            who,
+            named,
+            &self.config.goals,
+            || format!("goal-{}", created + 1),
+        );
+        let Ok((kind, goal)) = applied else {
+            return Ok(applied);
+        };
+        self.record(EventData::GoalChange {
+            change: kind,
+            goal: goal.clone(),
+        })?;
+        if matches!(kind, GoalChangeKind::Created | GoalChangeKind::Resumed) {
+            self.session.locked().state.goal_armed = true;
+        }
+        tracing::info!(goal = %goal.id, change = ?kind, "goal changed");
+        Ok(Ok((kind, goal)))
+    }
+
+    fn armed(&self) -> bool {
+        self.session.locked().state.goal_armed
+    }
+}
+
+/// What the model is told a change did.
+fn done(kind: GoalChangeKind) -> &'static str {
+    match kind {
+        GoalChangeKind::Created => "Goal created. When this turn ends, goal rounds continue the work on their own until you mark it complete (or blocked), the user pauses it, or its rounds are used.",
+        GoalChangeKind::Edited => "Goal updated.",
+        GoalChangeKind::Paused => "Goal paused: no more rounds until the user resumes it.",
+        GoalChangeKind::Resumed => "Goal resumed: goal rounds continue when this turn ends.",
+        GoalChangeKind::Completed => "Goal marked complete: no more rounds. Finish this turn with a short summary for the user.",
+        GoalChangeKind::Blocked => "Goal marked blocked: no more rounds until the user resumes it. Finish this turn by telling the user what blocks it.",
+        GoalChangeKind::Round | GoalChangeKind::Cleared => "Goal changed.",
+    }
+}
+
+/// `/goal`'s view of the goal.
+fn shown(goal: &Goal, armed: bool) -> String {
+    let mut text = format!(
+        "**Goal**: {}\n\nPhase: {}; rounds used: {} of {}.",
+        goal.objective,
+        goal.phase.as_str(),
+        goal.rounds_used,
+        goal.max_rounds
+    );
+    if let Some(reason) = &goal.blocked_reason {
+        text.push_str(&format!(" Blocked: {reason}."));
+    }
+    if goal.phase == dsh_protocol::log::GoalPhase::Active && !armed {
+        text.push_str(
+            " Rounds do not run on their own in this process until you `/goal resume` it.",
+        );
+    }
+    text.push_str(" `/goal pause`, `/goal resume` and `/goal clear` change it.");
+    text
+}

@@ -1,0 +1,370 @@
+//! Goals: `create_goal`/`update_goal` and `/goal`, and the goal rounds
+//! that run inside the prompt that created or resumed the goal — over ACP
+//! and in `dsh run` — with the scripted model.
+
+use std::time::{Duration, Instant};
+
+use agent_client_protocol::v1::schema::{ListSessionsRequest, StopReason};
+use serde_json::{json, Value};
+
+use crate::support::*;
+
+/// `[goals]` with this default cap.
+fn goals(max: u32) -> String {
+    format!("[goals]\nmax_goal_rounds = {max}\n")
+}
+
+/// The log's events of this type.
+fn of_type(events: &[Value], kind: &str) -> Vec<Value> {
+    events
+        .iter()
+        .filter(|event| event["type"] == kind)
+        .cloned()
+        .collect()
+}
+
+/// The user messages dsh sent for goal rounds.
+fn round_messages(events: &[Value]) -> Vec<Value> {
+    of_type(events, "user/message")
+        .into_iter()
+        .filter(|event| event["data"]["source"] == "goal")
+        .collect()
+}
+
+/// The `goal/change`s' kinds, in order.
+fn changes(events: &[Value]) -> Vec<String> {
+    of_type(events, "goal/change")
+        .iter()
+        .map(|event| event["data"]["change"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The last user message of a model request.
+fn last_user(request: &Value) -> String {
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|message| message["role"] == "user")
+        .map(message_text)
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_goal_runs_at_most_its_rounds_inside_the_prompt_that_created_it() {
+    let env = TestEnv::with_config(&goals(2)).await;
+    env.mock.push_json(call(
+        "g1",
+        "create_goal",
+        json!({"objective": "make the README shine"}),
+    ));
+    env.mock.push_json(reply("I set the goal."));
+    env.mock.push_json(reply("Round one done."));
+    env.mock.push_json(reply("Round two done."));
+    // Never asked for: the cap is two rounds.
+    env.mock.push_json(reply("A third round."));
+    let conn = env.connect().await;
+    conn.initialize().await;
+    let session = conn.start(&env.cwd()).await;
+    let stop = conn
+        .prompt(&session, "keep polishing the README until it shines")
+        .await
+        .unwrap();
+    assert_eq!(stop.stop_reason, StopReason::EndTurn);
+    // The creating turn (two calls) and two rounds, one request each.
+    let requests = env.mock.requests();
+    assert_eq!(requests.len(), 4, "{requests:#?}");
+    assert_eq!(env.mock.pending(), 1);
+    assert!(tool_names(&requests[0]).contains(&"create_goal".to_owned()));
+    assert!(
+        last_user(&requests[2]).starts_with("[Goal round 1 of 2]"),
+        "{}",
+        last_user(&requests[2])
+    );
+    assert!(last_user(&requests[3]).starts_with("[Goal round 2 of 2]"));
+    assert!(last_user(&requests[3]).contains("make the README shine"));
+    let events = env.log_events(&session);
+    assert_eq!(round_messages(&events).len(), 2);
+    assert_eq!(changes(&events), ["created", "round", "round"]);
+    let last = of_type(&events, "goal/change").pop().unwrap();
+    assert_eq!(last["data"]["goal"]["rounds_used"], 2);
+    assert_eq!(last["data"]["goal"]["phase"], "active");
+    // Each round is marked where the editor sees it, and why they stopped.
+    let text = chunk_text(&conn.updates(), false);
+    let one = text.find("Goal round 1/2").expect(&text);
+    let two = text.find("Goal round 2/2").expect(&text);
+    assert!(one < two && text.contains("Round two done."), "{text}");
+    assert!(text.contains("all its 2 rounds were used"), "{text}");
+    // The continuation is not shown as if the person typed it.
+    assert!(!text.contains("[Goal round"), "{text}");
+    conn.finish().await;
+}
+
+#[tokio::test]
+async fn completing_the_goal_in_a_round_stops_the_rounds() {
+    let env = TestEnv::with_config(&goals(5)).await;
+    env.mock.push_json(call(
+        "g1",
+        "create_goal",
+        json!({"objective": "fix the bug"}),
+    ));
+    env.mock.push_json(reply("Goal set."));
+    // Round 1 (revision 2: created, then counted).
+    env.mock.push_json(call(
+        "u1",
+        "update_goal",
+        json!({"goal_id": "goal-1", "revision": 2, "action": "complete"}),
+    ));
+    env.mock.push_json(reply("Fixed and checked."));
+    env.mock.push_json(reply("Never asked for."));
+    let conn = env.connect().await;
+    conn.initialize().await;
+    let session = conn.start(&env.cwd()).await;
+    let stop = conn.prompt(&session, "fix the bug for good").await.unwrap();
+    assert_eq!(stop.stop_reason, StopReason::EndTurn);
+    assert_eq!(env.mock.requests().len(), 4);
+    assert_eq!(env.mock.pending(), 1);
+    let result = tool_result(&env, "u1");
+    assert!(result.contains("marked complete"), "{result}");
+    let events = env.log_events(&session);
+    assert_eq!(changes(&events), ["created", "round", "completed"]);
+    assert_eq!(round_messages(&events).len(), 1);
+    assert!(chunk_text(&conn.updates(), false).contains("Goal complete"));
+    conn.finish().await;
+}
+
+#[tokio::test]
+async fn a_round_may_not_block_before_three_rounds_nor_pause_the_goal() {
+    let env = TestEnv::with_config(&goals(2)).await;
+    env.mock
+        .push_json(call("g1", "create_goal", json!({"objective": "ship 1.0"})));
+    env.mock.push_json(reply("Goal set."));
+    env.mock.push_json(calls(&[
+        (
+            "b1",
+            "update_goal",
+            json!({"goal_id": "goal-1", "revision": 2, "action": "blocked", "blocked_reason": "CI is down"}),
+        ),
+        (
+            "p1",
+            "update_goal",
+            json!({"goal_id": "goal-1", "revision": 2, "action": "pause"}),
+        ),
+        (
+            "s1",
+            "update_goal",
+            json!({"goal_id": "goal-1", "revision": 1, "action": "complete"}),
+        ),
+    ]));
+    env.mock.push_json(reply("Still on it."));
+    env.mock.push_json(reply("Round two."));
+    let conn = env.connect().await;
+    conn.initialize().await;
+    let session = conn.start(&env.cwd()).await;
+    let stop = conn.prompt(&session, "ship 1.0").await.unwrap();
+    assert_eq!(stop.stop_reason, StopReason::EndTurn);
+    let blocked = tool_result(&env, "b1");
+    assert!(
+        blocked.contains("after 3 goal rounds") && blocked.contains("1 ran"),
+        "{blocked}"
+    );
+    assert!(tool_result(&env, "p1").contains("Only the person"));
+    let stale = tool_result(&env, "s1");
+    assert!(stale.contains("goal-1 at revision 2"), "{stale}");
+    // Nothing changed the goal but the rounds; both ran.
+    let events = env.log_events(&session);
+    assert_eq!(changes(&events), ["created", "round", "round"]);
+    assert_eq!(env.mock.requests().len(), 5);
+    conn.finish().await;
+}
+
+#[tokio::test]
+async fn cancel_stops_the_rounds_at_once_and_goal_pause_and_resume_drive_them() {
+    let env = TestEnv::with_config(&goals(3)).await;
+    env.mock.push_json(call(
+        "g1",
+        "create_goal",
+        json!({"objective": "tidy the repo"}),
+    ));
+    env.mock.push_json(reply("Goal set."));
+    // Round 1 hangs mid-reply.
+    env.mock.push_json(
+        json!({"chunks":[{"text":"tidying"},{"text":" more"}],"finish":"stop","hang_after":1}),
+    );
+    let conn = env.connect().await;
+    conn.initialize().await;
+    let session = conn.start(&env.cwd()).await;
+    let prompt = conn.send_prompt(&session, "tidy the repo, all of it");
+    conn.wait_for("round 1 streaming", |updates| {
+        chunk_text(updates, false).contains("tidying")
+    })
+    .await;
+    let sent = Instant::now();
+    conn.cancel(&session);
+    let response = prompt.block_task().await.unwrap();
+    assert_eq!(response.stop_reason, StopReason::Cancelled);
+    assert!(
+        sent.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        sent.elapsed()
+    );
+    assert_eq!(env.mock.requests().len(), 3);
+    let events = env.log_events(&session);
+    assert_eq!(changes(&events), ["created", "round"]);
+    assert!(
+        chunk_text(&conn.updates(), false).contains("Goal rounds stopped: the turn was cancelled")
+    );
+
+    // A prompt of the person's own: no round follows a cancel.
+    env.mock.push_json(reply("Hello."));
+    let stop = conn.prompt(&session, "hello").await.unwrap();
+    assert_eq!(stop.stop_reason, StopReason::EndTurn);
+    assert_eq!(env.mock.requests().len(), 4);
+
+    // `/goal pause`, `/goal` shows it; then `/goal resume` runs the two
+    // rounds left inside its own prompt.
+    conn.clear_updates();
+    conn.prompt(&session, "/goal pause").await.unwrap();
+    conn.prompt(&session, "/goal").await.unwrap();
+    let text = chunk_text(&conn.updates(), false);
+    assert!(
+        text.contains("Goal paused") && text.contains("Phase: paused; rounds used: 1 of 3"),
+        "{text}"
+    );
+    assert_eq!(env.mock.requests().len(), 4);
+    env.mock.push_json(reply("Round two."));
+    env.mock.push_json(reply("Round three."));
+    let stop = conn.prompt(&session, "/goal resume").await.unwrap();
+    assert_eq!(stop.stop_reason, StopReason::EndTurn);
+    assert_eq!(env.mock.requests().len(), 6);
+    let events = env.log_events(&session);
+    assert_eq!(
+        changes(&events),
+        ["created", "round", "paused", "resumed", "round", "round"]
+    );
+    assert_eq!(round_messages(&events).len(), 3);
+    // `/goal clear` leaves a tombstone; `/goal` then says there is none.
+    conn.clear_updates();
+    conn.prompt(&session, "/goal clear").await.unwrap();
+    conn.prompt(&session, "/goal").await.unwrap();
+    assert!(chunk_text(&conn.updates(), false).contains("no goal"));
+    assert_eq!(
+        changes(&env.log_events(&session)).last().unwrap(),
+        "cleared"
+    );
+    conn.finish().await;
+}
+
+#[tokio::test]
+async fn a_loaded_session_shows_its_goal_and_waits_for_the_persons_resume() {
+    let env = TestEnv::with_config(&goals(3)).await;
+    let conn = env.connect().await;
+    conn.initialize().await;
+    let session = conn.start(&env.cwd()).await;
+    // `/goal <objective>` sets it as the person; round 1 follows at once.
+    env.mock.push_json(
+        json!({"chunks":[{"text":"first"},{"text":" pass"}],"finish":"stop","hang_after":1}),
+    );
+    let prompt = conn.send_prompt(&session, "/goal translate the docs");
+    conn.wait_for("round 1", |u| chunk_text(u, false).contains("first"))
+        .await;
+    conn.cancel(&session);
+    prompt.block_task().await.unwrap();
+    conn.finish().await;
+    let before = env.mock.requests().len();
+    assert_eq!(before, 1);
+
+    // Another process: the goal is listed and replayed, and no round runs
+    // until the person resumes it.
+    let conn = env.connect().await;
+    conn.initialize().await;
+    let listed = conn
+        .cx
+        .send_request(ListSessionsRequest::new())
+        .block_task()
+        .await
+        .unwrap();
+    let info = listed
+        .sessions
+        .iter()
+        .find(|info| info.session_id == session)
+        .unwrap();
+    let goal = &info.meta.as_ref().expect("_meta")["dsh"]["goal"];
+    assert_eq!(goal["objective"], "translate the docs");
+    assert_eq!(goal["phase"], "active");
+    assert_eq!(goal["rounds_used"], 1);
+    conn.load(&session, &env.cwd()).await;
+    let replayed = chunk_text(&conn.updates(), false);
+    assert!(
+        replayed.contains("Goal set") && replayed.contains("Goal round 1/3"),
+        "{replayed}"
+    );
+    assert!(!replayed.contains("[Goal round"), "{replayed}");
+    env.mock.push_json(reply("Hi."));
+    conn.prompt(&session, "hi").await.unwrap();
+    assert_eq!(env.mock.requests().len(), before + 1);
+    conn.clear_updates();
+    conn.prompt(&session, "/goal").await.unwrap();
+    assert!(chunk_text(&conn.updates(), false).contains("until you `/goal resume` it"));
+    env.mock.push_json(reply("Second pass."));
+    env.mock.push_json(reply("Third pass."));
+    conn.prompt(&session, "/goal resume").await.unwrap();
+    assert_eq!(env.mock.requests().len(), before + 3);
+    conn.finish().await;
+
+    // `dsh sessions list` names it too.
+    let output = env.dsh(&["sessions", "list"]).output().await.unwrap();
+    let listed = text(&output.stdout);
+    assert!(
+        listed.contains("goal active 3/3: translate the docs"),
+        "{listed}"
+    );
+}
+
+#[tokio::test]
+async fn dsh_run_runs_its_goal_to_the_end_within_max_goal_rounds() {
+    let env = TestEnv::new().await;
+    // The model asks for nine rounds; the run allows two.
+    env.mock.push_json(call(
+        "g1",
+        "create_goal",
+        json!({"objective": "write the changelog", "max_goal_rounds": 9}),
+    ));
+    env.mock.push_json(reply("Goal set."));
+    env.mock.push_json(reply("Round one."));
+    env.mock.push_json(reply("Round two."));
+    env.mock.push_json(reply("Never asked for."));
+    let output = tokio::time::timeout(
+        Duration::from_secs(30),
+        env.dsh(&[
+            "run",
+            "--max-goal-rounds",
+            "2",
+            "--json",
+            "write the changelog",
+        ])
+        .output(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert_eq!(env.mock.requests().len(), 4);
+    let events: Vec<Value> = text(&output.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .filter(|event: &Value| event.get("type").is_some())
+        .collect();
+    assert_eq!(round_messages(&events).len(), 2);
+    let created = &of_type(&events, "goal/change")[0];
+    assert_eq!(created["data"]["goal"]["max_rounds"], 2);
+    assert_eq!(last_json(&output)["text"], "Round two.");
+    // A zero cap is a usage error.
+    let output = env
+        .dsh(&["run", "--max-goal-rounds", "0", "x"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+}
