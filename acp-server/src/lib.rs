@@ -40,7 +40,6 @@ pub mod sdk;
 pub mod session;
 pub mod settings;
 pub mod store;
-pub mod terminals;
 pub mod tools;
 mod turn;
 pub mod update;

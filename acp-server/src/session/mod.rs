@@ -66,7 +66,7 @@ pub struct Session {
     /// Background jobs.
     pub jobs: crate::jobs::Jobs,
     /// Persistent terminals (`terminal_*`).
-    pub terminals: crate::terminals::Terminals,
+    pub terminals: crate::tools::Terminals,
     /// Where updates go that happen between turns (a job's end): the
     /// front end of the latest prompt.
     outlet: Mutex<Option<Arc<dyn Frontend>>>,
@@ -165,7 +165,7 @@ impl Session {
             id: header.id.clone(),
             roots,
             jobs: crate::jobs::Jobs::new(config.jobs.clone(), spill_dir.clone()),
-            terminals: crate::terminals::Terminals::default(),
+            terminals: crate::tools::Terminals::default(),
             outlet: Mutex::new(None),
             me: me.clone(),
             spill_dir,

@@ -51,6 +51,7 @@ pub use repeat::Repeats;
 pub use settings::{nearest, GlobSettings, RepeatReminderSettings, ToolSettings};
 pub use subagent::{SubagentArgs, SubagentSettings};
 pub use table::{schemas, touches_files, Class, Schema, Spec, Tool, ToolSet, TABLE};
+pub use terminal::Terminals;
 
 /// What planning a call may look at (nothing it does has effects).
 pub struct PlanEnv<'a> {
@@ -65,7 +66,7 @@ pub struct PlanEnv<'a> {
     pub offer: Offer,
     /// The session's terminals (a sent line is judged in its terminal's
     /// directory).
-    pub terminals: &'a crate::terminals::Terminals,
+    pub terminals: &'a terminal::Terminals,
 }
 
 /// What a tool run may use.
@@ -93,7 +94,7 @@ pub struct ToolEnv<'a> {
     /// The session's background jobs.
     pub jobs: &'a crate::jobs::Jobs,
     /// The session's persistent terminals.
-    pub terminals: &'a crate::terminals::Terminals,
+    pub terminals: &'a terminal::Terminals,
     /// What a job calls when it ends (the session logs `job/end`).
     pub on_job_end: &'a (dyn Fn() -> crate::jobs::OnEnd + Send + Sync),
     /// Where a command job's output goes as it comes (the front end of

@@ -1,6 +1,6 @@
 //! The `terminal_*` tools (seeds: `dsh-tool-terminal`, opt-in): persistent
 //! shells on pseudo-terminals the model opens, feeds, reads, signals and
-//! closes ([`crate::terminals`]). Opening one is judged like launching
+//! closes ([`registry`]; the output's text: [`text`]). Opening one is judged like launching
 //! the shell, each sent text like a command line in the terminal's
 //! directory: the policy sees both as `bash`'s commands are seen.
 
@@ -13,7 +13,13 @@ use serde::Deserialize;
 use super::{parse, paths, whole_number, PlanEnv, Refusal, Tool, ToolEnv};
 use crate::frontend::{CommandLive, Output, Transient};
 use crate::permission::{Access, Shell};
-use crate::terminals::{self, Settled, Terminal};
+use registry as terminals;
+use registry::{Settled, Terminal};
+
+mod registry;
+mod text;
+
+pub use registry::Terminals;
 
 pub const CLOSE_DESCRIPTION: &str = "Close a persistent terminal and wait until its shell and every process it started have exited.";
 pub const LIST_DESCRIPTION: &str =
@@ -140,7 +146,7 @@ pub fn plan(
             // Judged as launching the shell: its later lines are judged
             // one by one (terminal_send).
             let access = Access::Execute {
-                command: terminals::SHELL.to_owned(),
+                command: super::shell::launch(Tool::Bash).program.clone(),
                 workdir: cwd.clone(),
                 shell: Shell::Bash,
             };
@@ -275,7 +281,7 @@ async fn open(args: &OpenArgs, cwd: &std::path::Path, env: &ToolEnv<'_>) -> Tool
     };
     let opened = env.terminals.open(spec, |_slave, [stdin, stdout, stderr]| {
         let mut command = env.spawner.guarded(
-            terminals::SHELL,
+            &super::shell::launch(Tool::Bash).program,
             terminals::SHELL_ARGS,
             env.command.sandbox.as_ref(),
         )?;
@@ -294,7 +300,7 @@ async fn open(args: &OpenArgs, cwd: &std::path::Path, env: &ToolEnv<'_>) -> Tool
             .stderr(stderr);
         command
             .spawn()
-            .map_err(|err| format!("Cannot start {}: {err}", terminals::SHELL))
+            .map_err(|err| format!("Cannot start the shell: {err}"))
     });
     match opened {
         Err(err) => ToolOutcome::failed(ErrorCode::Internal, err),
@@ -348,15 +354,12 @@ fn list(env: &ToolEnv<'_>) -> ToolOutcome {
     text_outcome(text)
 }
 
-fn number(value: Option<f64>, default: u64, what: &str) -> Result<u64, ToolOutcome> {
+fn number(value: Option<f64>, default: u64, what: &str) -> Result<u64, String> {
     match value {
         None => Ok(default),
-        Some(value) => whole_number(value).ok_or_else(|| {
-            ToolOutcome::failed(
-                ErrorCode::InvalidToolArgs,
-                format!("{what} must be a whole number ≥ 0."),
-            )
-        }),
+        Some(value) => {
+            whole_number(value).ok_or_else(|| format!("{what} must be a whole number ≥ 0."))
+        }
     }
 }
 
@@ -366,11 +369,11 @@ fn read(args: &ReadArgs, env: &ToolEnv<'_>) -> ToolOutcome {
     };
     let offset = match number(args.offset, 0, "offset") {
         Ok(offset) => offset,
-        Err(outcome) => return outcome,
+        Err(err) => return ToolOutcome::failed(ErrorCode::InvalidToolArgs, err),
     };
     let count = match number(args.count, 500, "count") {
         Ok(count) => count.min(MAX_READ_LINES),
-        Err(outcome) => return outcome,
+        Err(err) => return ToolOutcome::failed(ErrorCode::InvalidToolArgs, err),
     };
     let (first, lines, total, spill) = terminal.page(offset, count as usize);
     let mut text = if lines.is_empty() {

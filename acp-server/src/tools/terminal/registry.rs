@@ -2,7 +2,7 @@
 //! an interactive bash on a pseudo-terminal (`dsh_process::pty`), started
 //! under the command guard in the sandbox of the session's mode when it
 //! was opened, its output read continuously into a bounded ring of
-//! escape-free lines ([`text::Ring`]; older lines go to a spill file).
+//! escape-free lines ([`Ring`]; older lines go to a spill file).
 //! The registry is the session's: a terminal dies with `terminal_close`,
 //! with the session's close (dsh's orderly exit closes every session),
 //! and with dsh itself (the guard's death signal, then its sweep of the
@@ -10,8 +10,6 @@
 //!
 //! Unix only: on Windows a terminal is refused when it is opened (ConPTY
 //! is not wired).
-
-mod text;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -42,12 +40,10 @@ const PROMPT_QUIET: Duration = Duration::from_millis(50);
 /// the guard's group itself.
 const CLOSE_GRACE: Duration = Duration::from_secs(3);
 
-pub use text::{Ring, Stripper, PROMPT_MARK};
+use super::text::{Ring, Stripper, PROMPT_MARK};
 
-/// A terminal's shell: bash, without the user's startup files, with a
-/// prompt that carries dsh's prompt mark and no pagers.
-pub const SHELL: &str = "bash";
-/// Its arguments.
+/// The arguments of a terminal's shell (`bash`'s program): interactive,
+/// without the user's startup files.
 pub const SHELL_ARGS: &[&str] = &["--noprofile", "--norc", "-i"];
 
 /// The variables a terminal's shell gets besides the command's: a plain
@@ -226,7 +222,7 @@ impl Terminal {
         (
             first,
             lines.into_iter().map(str::to_owned).collect(),
-            output.ring.first() + output.ring.len(),
+            output.ring.first() + output.ring.kept(),
             output.spill.path(),
         )
     }

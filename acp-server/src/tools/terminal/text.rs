@@ -253,7 +253,7 @@ impl Ring {
     }
 
     /// The lines kept.
-    pub fn len(&self) -> u64 {
+    pub fn kept(&self) -> u64 {
         self.lines.len() as u64 + u64::from(!self.partial.is_empty())
     }
 
@@ -273,7 +273,7 @@ impl Ring {
     /// At most `count` lines ending `offset` lines before the newest:
     /// the number of the first, and the lines.
     pub fn page(&self, offset: u64, count: usize) -> (u64, Vec<&str>) {
-        let len = self.len();
+        let len = self.kept();
         let end = len.saturating_sub(offset);
         let start = end.saturating_sub(count as u64);
         let lines = self
@@ -351,7 +351,7 @@ mod tests {
         let mut ring = Ring::new(1000, 100);
         let gone = ring.push(&"x".repeat(70));
         assert_eq!(gone.len(), 0);
-        assert!(ring.len() == 2, "the head became a line");
+        assert!(ring.kept() == 2, "the head became a line");
         let gone = ring.push(&format!("\n{}\n", "y".repeat(60)));
         assert!(!gone.is_empty());
         assert!(ring.since(0).0.len() <= 100);
