@@ -352,8 +352,8 @@ async fn subagents_nest_three_deep() {
     assert_eq!(response.stop_reason, StopReason::EndTurn);
     let requests = env.mock.requests();
     assert_eq!(requests.len(), 7, "{requests:#?}");
-    for depth in 0..3 {
-        let tools = tool_names(&requests[depth]);
+    for (depth, request) in requests.iter().take(3).enumerate() {
+        let tools = tool_names(request);
         assert!(
             tools.contains(&"subagent".to_owned()),
             "depth {depth}: {tools:?}"
