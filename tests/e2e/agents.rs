@@ -401,13 +401,11 @@ async fn max_depth_zero_offers_no_subagents() {
     conn.finish().await;
 }
 
-/// A message to a child that works joins its running turn at its next
-/// step: no new turn, no new job; that turn's job ends with the answer.
-#[tokio::test]
-async fn a_message_to_a_working_child_steers_its_running_turn() {
-    let env = TestEnv::new().await;
+/// A background child whose task's turn runs a command that waits until
+/// the test opens `gate` in the workspace: the parent, its session and the
+/// child's id.
+async fn start_a_waiting_child(env: &TestEnv) -> (Conn, SessionId, String) {
     let cwd = env.cwd();
-    // A command that runs until the test opens the gate.
     let wait = json!({"command": "while [ ! -e gate ]; do sleep 0.05; done; echo through", "description": "Wait for the gate"});
     env.mock.push_json(call(
         "d1",
@@ -415,21 +413,31 @@ async fn a_message_to_a_working_child_steers_its_running_turn() {
         json!({"description": "Wait", "prompt": "CHILD-TASK", "run_in_background": true}),
     ));
     // The parent's next step and the child's first race: both wait; the
-    // parent's is cancelled below, the child's holds its turn open.
+    // parent's is cancelled, the child's holds its turn open.
     env.mock.push_json(call("g1", "bash", wait.clone()));
     env.mock.push_json(call("g1", "bash", wait));
     let conn = env.connect().await;
     let session = conn.start(&cwd).await;
     conn.set_mode(&session, "full-access").await;
     let prompt = conn.send_prompt(&session, "start it");
-    requests(&env, 3).await;
+    requests(env, 3).await;
     conn.cancel(&session);
     let response = tokio::time::timeout(Duration::from_secs(10), prompt.block_task())
         .await
         .expect("the cancel ends the prompt")
         .unwrap();
     assert_eq!(response.stop_reason, StopReason::Cancelled);
-    let child = children(&env).pop().expect("the child").0;
+    let child = children(env).pop().expect("the child").0;
+    (conn, session, child)
+}
+
+/// A message to a child that works joins its running turn at its next
+/// step: no new turn, no new job; that turn's job ends with the answer.
+#[tokio::test]
+async fn a_message_to_a_working_child_steers_its_running_turn() {
+    let env = TestEnv::new().await;
+    let cwd = env.cwd();
+    let (conn, session, child) = start_a_waiting_child(&env).await;
 
     env.mock.push_json(call(
         "m1",
@@ -466,5 +474,54 @@ async fn a_message_to_a_working_child_steers_its_running_turn() {
     assert_eq!(turns, 1, "one turn took both: {child_log:#?}");
     let last = env.mock.requests().pop().unwrap();
     assert!(last_user(&last).contains("STEERED-MESSAGE"), "{last}");
+    conn.finish().await;
+}
+
+/// A message queued for a child whose turn is then interrupted is held,
+/// not run: it opens the turn of the next message.
+#[tokio::test]
+async fn a_message_queued_before_an_interrupt_waits_for_the_next_one() {
+    let env = TestEnv::new().await;
+    let (conn, session, child) = start_a_waiting_child(&env).await;
+    env.mock.push_json(calls(&[
+        (
+            "m1",
+            "send_message",
+            json!({"agent_id": child, "message": "QUEUED-MESSAGE"}),
+        ),
+        ("i1", "interrupt_agent", json!({"agent_id": child})),
+    ]));
+    env.mock.push_json(reply("Stopped."));
+    conn.prompt(&session, "queue, then stop it").await.unwrap();
+    assert!(tool_result(&env, "m1").contains("joins its running turn"));
+    assert!(tool_result(&env, "i1").contains("(job j1)"));
+    let ends = job_ends(&env, &session, 1).await;
+    assert_eq!(ends[0]["data"]["status"], "killed", "{ends:#?}");
+
+    // The next message's turn carries both; no turn ran in between.
+    env.mock.push_json(call(
+        "m2",
+        "send_message",
+        json!({"agent_id": child, "message": "NEXT-MESSAGE"}),
+    ));
+    push_two_echoes(&env);
+    conn.prompt(&session, "go on").await.unwrap();
+    let delivered = tool_result(&env, "m2");
+    assert!(
+        delivered.contains("was idle, so the message started its turn as background job j2"),
+        "{delivered}"
+    );
+    let ends = job_ends(&env, &session, 2).await;
+    let answer = ends[1]["data"].to_string();
+    assert!(
+        answer.contains("QUEUED-MESSAGE") && answer.contains("NEXT-MESSAGE"),
+        "{answer}"
+    );
+    let turns = env
+        .log_events(&SessionId::new(child.as_str()))
+        .into_iter()
+        .filter(|e| e["type"] == "turn/end")
+        .count();
+    assert_eq!(turns, 2);
     conn.finish().await;
 }
