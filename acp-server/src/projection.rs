@@ -239,10 +239,7 @@ impl Projection {
             EventData::Notice { text } => vec![AgentUpdate::MessageChunk(text.clone(), None)],
             // A goal's change, a round's start among them: a line of its own.
             EventData::GoalChange { change, goal } => {
-                vec![AgentUpdate::MessageChunk(
-                    crate::tools::goal::note(*change, goal),
-                    None,
-                )]
+                vec![AgentUpdate::MessageChunk(goal::note(*change, goal), None)]
             }
             // A hook is shown only when it blocked or failed.
             EventData::HookResult(run) if run.blocked || run.failed() => {
@@ -443,6 +440,9 @@ fn instructions_note(files: &[InstructionFile]) -> String {
     }
     format!("{}.\n\n", parts.join("; "))
 }
+
+mod goal;
+pub use goal::note as goal_note;
 
 #[cfg(test)]
 mod tests;

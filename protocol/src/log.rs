@@ -808,6 +808,10 @@ pub fn parse_log(bytes: &[u8]) -> Result<ParsedLog, LogError> {
 #[path = "log_read.rs"]
 mod read;
 
+#[path = "log_goal.rs"]
+mod goal;
+pub use goal::{Goal, GoalChangeKind, GoalPhase};
+
 #[cfg(test)]
 #[path = "log_tests.rs"]
 mod tests;
@@ -832,74 +836,3 @@ impl MessageSource {
     }
 }
 
-/// A session's goal: one durable completion objective the session works
-/// on over goal rounds (see `docs/interaction.md#goals`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Goal {
-    /// Stable id (the tools name it).
-    pub id: String,
-    /// Grows by one with every change; an update names the one it read.
-    pub revision: u64,
-    /// What counts as done.
-    pub objective: String,
-    /// Where it is.
-    pub phase: GoalPhase,
-    /// Goal rounds run so far (the person's own turns do not count).
-    pub rounds_used: u32,
-    /// The most goal rounds it may run.
-    pub max_rounds: u32,
-    /// Goal rounds run since it was created, edited or resumed (`blocked`
-    /// needs a few).
-    pub consecutive_rounds: u32,
-    /// Why it is blocked (phase `blocked`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub blocked_reason: Option<String>,
-}
-
-/// A goal's phase.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum GoalPhase {
-    /// Being worked on: rounds continue while the session may run them.
-    Active,
-    /// Paused by the person.
-    Paused,
-    /// The model reported it cannot go on (with a reason).
-    Blocked,
-    /// Done.
-    Complete,
-}
-
-impl GoalPhase {
-    /// Its wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            GoalPhase::Active => "active",
-            GoalPhase::Paused => "paused",
-            GoalPhase::Blocked => "blocked",
-            GoalPhase::Complete => "complete",
-        }
-    }
-}
-
-/// What a `goal/change` records.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum GoalChangeKind {
-    /// A new goal.
-    Created,
-    /// Its objective or cap changed.
-    Edited,
-    /// The person paused it.
-    Paused,
-    /// The person resumed it.
-    Resumed,
-    /// It is done.
-    Completed,
-    /// The model reported it blocked.
-    Blocked,
-    /// A goal round starts (counted).
-    Round,
-    /// The person cleared it (the goal is a tombstone).
-    Cleared,
-}

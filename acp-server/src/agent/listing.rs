@@ -109,7 +109,10 @@ pub(super) fn page(
 
 /// How far each log was read for its goal, and the goal found: logs only
 /// grow, so a listing reads only what was written since the last one.
-static GOALS: Mutex<Option<HashMap<PathBuf, (u64, Option<Goal>)>>> = Mutex::new(None);
+static GOALS: Mutex<Option<HashMap<PathBuf, ReadFor>>> = Mutex::new(None);
+
+/// How far a log was read, and the goal it ended with there.
+type ReadFor = (u64, Option<Goal>);
 
 /// The goal a log ends with (its last `goal/change`; none after a clear),
 /// read from where the last call left off (blocking).

@@ -137,6 +137,17 @@ pub enum Authority {
     Other,
 }
 
+/// `update_goal`'s actions (the catalog's enum).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Action {
+    Edit,
+    Pause,
+    Resume,
+    Complete,
+    Blocked,
+}
+
 /// A change to the session's goal.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
@@ -163,13 +174,20 @@ impl Change {
     /// # Errors
     /// An unknown action, or fields that do not fit it.
     pub fn of_update(args: &UpdateArgs) -> Result<Change, String> {
+        let action = serde_json::from_value(serde_json::Value::String(args.action.clone()))
+            .map_err(|_| {
+                format!(
+                    "Unknown action {:?}: use edit, pause, resume, complete or blocked.",
+                    args.action
+                )
+            })?;
         let cap = args.max_goal_rounds.map(rounds).transpose()?;
         let objective = args.objective.as_deref().map(str::trim);
-        if args.action != "edit" && (objective.is_some() || cap.is_some()) {
+        if action != Action::Edit && (objective.is_some() || cap.is_some()) {
             return Err("objective and max_goal_rounds go only with action edit.".to_owned());
         }
-        Ok(match args.action.as_str() {
-            "edit" => {
+        Ok(match action {
+            Action::Edit => {
                 if objective.is_some_and(str::is_empty) {
                     return Err("The objective is empty.".to_owned());
                 }
@@ -181,10 +199,10 @@ impl Change {
                     max_rounds: cap,
                 }
             }
-            "pause" => Change::Pause,
-            "resume" => Change::Resume,
-            "complete" => Change::Complete,
-            "blocked" => match args.blocked_reason.as_deref().map(str::trim) {
+            Action::Pause => Change::Pause,
+            Action::Resume => Change::Resume,
+            Action::Complete => Change::Complete,
+            Action::Blocked => match args.blocked_reason.as_deref().map(str::trim) {
                 Some(reason) if !reason.is_empty() => Change::Blocked {
                     reason: reason.to_owned(),
                 },
@@ -193,11 +211,6 @@ impl Change {
                         .to_owned(),
                 ),
             },
-            other => {
-                return Err(format!(
-                    "Unknown action {other:?}: use edit, pause, resume, complete or blocked."
-                ))
-            }
         })
     }
 
@@ -412,36 +425,6 @@ pub fn continuation(goal: &Goal) -> String {
         id = goal.id,
         revision = goal.revision,
     )
-}
-
-/// What a `goal/change` shows the person (a line of its own).
-pub fn note(kind: GoalChangeKind, goal: &Goal) -> String {
-    let objective = dsh_protocol::content::visible_title(&goal.objective, 200);
-    let line = match kind {
-        GoalChangeKind::Created => format!(
-            "**Goal set** (up to {} rounds): {objective}",
-            goal.max_rounds
-        ),
-        GoalChangeKind::Edited => format!(
-            "**Goal changed** (up to {} rounds): {objective}",
-            goal.max_rounds
-        ),
-        GoalChangeKind::Paused => {
-            format!("**Goal paused**: {objective} — `/goal resume` continues it.")
-        }
-        GoalChangeKind::Resumed => format!("**Goal resumed**: {objective}"),
-        GoalChangeKind::Completed => format!("**Goal complete**: {objective}"),
-        GoalChangeKind::Blocked => format!(
-            "**Goal blocked**: {objective} — {}",
-            goal.blocked_reason.as_deref().unwrap_or("no reason given")
-        ),
-        GoalChangeKind::Round => format!(
-            "**Goal round {}/{}**: {objective}",
-            goal.rounds_used, goal.max_rounds
-        ),
-        GoalChangeKind::Cleared => format!("**Goal cleared**: {objective}"),
-    };
-    format!("\n\n{line}\n\n")
 }
 
 #[cfg(test)]

@@ -337,7 +337,7 @@ fn the_continuation_and_the_marker_name_the_round() {
     let text = continuation(&goal);
     assert!(text.starts_with("[Goal round 1 of 5]"), "{text}");
     assert!(text.contains("make the tests pass") && text.contains("update_goal"));
-    assert!(note(GoalChangeKind::Round, &goal).contains("Goal round 1/5"));
+    assert!(crate::projection::goal_note(GoalChangeKind::Round, &goal).contains("Goal round 1/5"));
     let shown = describe(Some(&goal), true);
     assert!(
         shown.contains("goal_id: g1") && shown.contains("next_round_armed: true"),
