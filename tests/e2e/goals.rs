@@ -368,3 +368,60 @@ async fn dsh_run_runs_its_goal_to_the_end_within_max_goal_rounds() {
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
 }
+
+#[tokio::test]
+async fn the_sdk_gets_a_goal_status_per_round_and_one_idle_when_they_stop() {
+    use crate::support::sdk_client::SdkProcess;
+    let env = TestEnv::with_config(&goals(2)).await;
+    env.mock.push_json(call(
+        "g1",
+        "create_goal",
+        json!({"objective": "port the tests"}),
+    ));
+    env.mock.push_json(reply("Goal set."));
+    env.mock.push_json(reply("Round one."));
+    env.mock.push_json(reply("Round two."));
+    let sdk = SdkProcess::stdio(&env);
+    let client = &sdk.client;
+    client
+        .ok("initialize", json!({"clientInfo": {"name": "test"}}))
+        .await;
+    let session = client.ok("session/new", json!({"cwd": env.cwd()})).await["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let sub = client.subscribe(&session, None).await;
+    let message_id = client.prompt(&session, "port the tests").await;
+    let idle = client.wait_idle(&sub).await;
+    assert_eq!(idle["stopReason"], "end_turn");
+    assert_eq!(idle["messageId"], message_id.as_str());
+    let items = client.items(&sub);
+    let goal_items: Vec<(String, Value)> = items
+        .iter()
+        .filter(|item| item["kind"] == "goal")
+        .map(|item| {
+            (
+                item["change"].as_str().unwrap().to_owned(),
+                item["goal"]["rounds_used"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        goal_items,
+        [
+            ("created".to_owned(), json!(0)),
+            ("round".to_owned(), json!(1)),
+            ("round".to_owned(), json!(2))
+        ]
+    );
+    // One prompt, one idle: the rounds ran inside it.
+    let idles = items
+        .iter()
+        .filter(|item| {
+            item["kind"] == "status" && item["status"] == "idle" && item.get("messageId").is_some()
+        })
+        .count();
+    assert_eq!(idles, 1);
+    assert_eq!(env.mock.requests().len(), 4);
+    assert!(sdk.exit().await.success());
+}
