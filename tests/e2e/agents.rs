@@ -78,11 +78,10 @@ fn last_user(request: &Value) -> String {
 }
 
 /// Two requests race (the child's and the parent's next step): both are
-/// answered by echoing their last user message.
+/// answered by echoing their last user message, 40 + 3 tokens each.
 fn push_two_echoes(env: &TestEnv) {
     for _ in 0..2 {
-        env.mock
-            .push_json(json!({"echo_chunks": 1, "finish": "stop"}));
+        env.mock.push_json(json!({"echo_chunks": 1, "finish": "stop", "usage": {"prompt_tokens": 40, "completion_tokens": 3}}));
     }
 }
 
@@ -171,6 +170,9 @@ async fn a_background_child_stays_takes_messages_is_interrupted_and_closes_with_
         assert_eq!(end["call_id"], call_id.as_str(), "{end}");
         assert_eq!(end["status"], "done", "{end}");
         assert!(end.to_string().contains(message), "{end}");
+        // The turn's tokens, counted in the parent's cost.
+        assert_eq!(end["usage"]["input_tokens"], 40, "{end}");
+        assert_eq!(end["usage"]["output_tokens"], 3, "{end}");
     }
     // The second message's turn carried on the child's conversation.
     let second = env
