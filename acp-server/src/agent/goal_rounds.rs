@@ -23,18 +23,26 @@ use crate::model::Provider;
 use crate::session::TurnTicket;
 use crate::tools::goal as rules;
 
-/// Runs the goal's rounds after a turn that stopped with `stop`, as long
+/// Runs the goal's rounds after a turn that ended with `ended`, as long
 /// as they may run; the last turn's stop reason.
 ///
 /// # Errors
-/// A round's turn failed (the rounds are disarmed), or a log write.
+/// The turn or a round's turn failed (the rounds are disarmed), or a log
+/// write.
 pub(super) async fn run(
     ticket: &TurnTicket,
     provider: &Arc<Provider>,
-    mut stop: StopReason,
+    ended: Result<StopReason, AgentError>,
     frontend: &dyn Frontend,
 ) -> Result<StopReason, AgentError> {
     let session = &ticket.session;
+    let mut stop = match ended {
+        Ok(stop) => stop,
+        Err(error) => {
+            session.locked().state.goal_armed = false;
+            return Err(error);
+        }
+    };
     loop {
         let goal = {
             let locked = session.locked();
@@ -62,12 +70,11 @@ pub(super) async fn run(
             } else {
                 "ask for a larger cap to continue it"
             };
-            session.record(
-                EventData::Notice {
-                    text: format!("\n\n_Goal rounds stopped: {why}; {resume}._\n\n"),
-                },
-                frontend,
-            )?;
+            // Best effort: a session closing under the rounds writes nothing.
+            let text = format!("\n\n_Goal rounds stopped: {why}; {resume}._\n\n");
+            if let Err(error) = session.record(EventData::Notice { text }, frontend) {
+                tracing::debug!(%error, "the goal rounds' stop was not recorded");
+            }
             tracing::info!(goal = %goal.id, why, "goal rounds stopped");
             return Ok(stop);
         }

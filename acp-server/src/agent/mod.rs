@@ -656,10 +656,7 @@ impl Agent {
             .ok_or_else(|| AgentError::Internal("no model provider".to_owned()))?;
         let stop = crate::turn::run(&ticket, provider.clone(), content, frontend).await;
         // An active goal goes on in rounds, inside this prompt.
-        let stop = match stop {
-            Ok(stop) => goal_rounds::run(&ticket, &provider, stop, frontend).await,
-            failed => failed,
-        };
+        let stop = goal_rounds::run(&ticket, &provider, stop, frontend).await;
         self.give_back_memory(false);
         stop
     }
