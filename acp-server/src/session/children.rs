@@ -217,3 +217,69 @@ impl Session {
         tree
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::scratch::Scratch;
+    use super::*;
+
+    #[test]
+    fn a_continuable_childs_record_keeps_its_answer_and_held_messages() {
+        let (parent, child) = (Scratch::new("", |_| {}), Scratch::new("", |_| {}));
+        let (parent, child) = (&parent.session, &child.session);
+        let id = child.id.to_string();
+        parent.adopt(child);
+        parent.keep_agent(child.clone());
+        assert!(parent.is_agent(child));
+        assert_eq!(parent.agent_ids(), [id.clone()]);
+        assert!(parent.agent("someone-else").is_none());
+        assert_eq!(parent.live_children().len(), 1);
+        // An empty answer leaves the last one.
+        parent.agent_answered(&id, "  Found it.\n");
+        parent.agent_answered(&id, " ");
+        assert_eq!(parent.agent_answer(&id).as_deref(), Some("Found it."));
+        // An interrupt is counted; held messages come back once, in order.
+        assert_eq!(parent.agent_interrupts(&id), 0);
+        parent.agent_interrupted(&id);
+        assert_eq!(parent.agent_interrupts(&id), 1);
+        parent.hold_message(&id, "one".into());
+        parent.hold_message(&id, "two".into());
+        assert_eq!(parent.take_held(&id), ["one", "two"]);
+        assert!(parent.take_held(&id).is_empty());
+        // No turn runs: nothing to interrupt, no job.
+        assert!(!child.interrupt_turn());
+        assert!(parent.agent_job(&id).is_none());
+        parent.forget_agent(&id);
+        assert!(!parent.is_agent(child));
+    }
+
+    #[tokio::test]
+    async fn closing_a_session_closes_its_continuable_children_deepest_first() {
+        let scratches: Vec<Scratch> = (0..3).map(|_| Scratch::new("", |_| {})).collect();
+        let [parent, child, grandchild] = [0, 1, 2].map(|n| scratches[n].session.clone());
+        parent.keep_agent(child.clone());
+        child.keep_agent(grandchild.clone());
+        assert_eq!(
+            parent
+                .agent_tree()
+                .iter()
+                .map(|s| s.id.clone())
+                .collect::<Vec<_>>(),
+            [grandchild.id.clone(), child.id.clone()]
+        );
+        // Taken out: kept again for the close.
+        parent.keep_agent(child.clone());
+        child.keep_agent(grandchild.clone());
+        parent.close(Duration::from_secs(1)).await;
+        for session in [&parent, &child, &grandchild] {
+            let written = session.record(
+                dsh_protocol::log::EventData::Notice {
+                    text: "late".into(),
+                },
+                &crate::frontend::Nobody,
+            );
+            assert!(written.is_err(), "{} is still open", session.id);
+        }
+        assert!(parent.agent_ids().is_empty() && child.agent_ids().is_empty());
+    }
+}
