@@ -23,7 +23,6 @@ use std::time::{Duration, Instant};
 
 use dsh_protocol::tool::ToolView;
 use dsh_protocol::ToolCallId;
-use serde::Deserialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -31,9 +30,11 @@ use tokio_util::task::TaskTracker;
 use dsh_protocol::Mode;
 
 mod budget;
+mod settings;
 pub mod spill_file;
 
 pub use budget::SpillBudget;
+pub use settings::{CompletionDelivery, JobSettings};
 
 /// What the model has not read yet is kept up to this much (the oldest is
 /// dropped first, and the reader is told how much).
@@ -42,66 +43,6 @@ const UNREAD_CAP: usize = 1024 * 1024;
 const TAIL_BYTES: usize = 8 * 1024;
 /// How much of a job's output its spill file keeps.
 const SPILL_BYTES: u64 = 64 * 1024 * 1024;
-
-/// `[jobs]`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct JobSettings {
-    /// Offer `run_in_background` and the job tools.
-    #[serde(default = "yes")]
-    pub enabled: bool,
-    /// How long `job_output` with `wait` waits by default.
-    #[serde(default = "wait_default")]
-    pub wait_timeout_ms: u64,
-    /// The longest it may wait.
-    #[serde(default = "wait_max")]
-    pub max_wait_timeout_ms: u64,
-    /// Jobs running at once per session.
-    #[serde(default = "max_jobs")]
-    pub max_jobs: usize,
-    /// Output not yet read by the model, kept in memory across all of a
-    /// session's jobs; past it, the oldest finished jobs' unread output is
-    /// dropped first (their spill files keep it).
-    #[serde(default = "max_unread")]
-    pub max_unread_bytes_per_session: u64,
-    /// Spill files of all of a session's jobs and tool calls, in bytes;
-    /// past it, the oldest finished jobs' and calls' spill files are
-    /// deleted first.
-    #[serde(default = "max_spill")]
-    pub max_spill_bytes_per_session: u64,
-}
-
-fn yes() -> bool {
-    true
-}
-fn wait_default() -> u64 {
-    30_000
-}
-fn wait_max() -> u64 {
-    600_000
-}
-fn max_jobs() -> usize {
-    10
-}
-fn max_unread() -> u64 {
-    8 * 1024 * 1024
-}
-fn max_spill() -> u64 {
-    256 * 1024 * 1024
-}
-
-impl Default for JobSettings {
-    fn default() -> Self {
-        JobSettings {
-            enabled: true,
-            wait_timeout_ms: wait_default(),
-            max_wait_timeout_ms: wait_max(),
-            max_jobs: max_jobs(),
-            max_unread_bytes_per_session: max_unread(),
-            max_spill_bytes_per_session: max_spill(),
-        }
-    }
-}
 
 /// How a job ended.
 #[derive(Debug, Clone, PartialEq, Eq)]

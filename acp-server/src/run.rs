@@ -38,6 +38,7 @@ use crate::update::AgentUpdate;
 
 mod answers;
 mod progress;
+mod wakeups;
 
 pub use answers::GivenAnswer;
 use answers::{answers_to, parse_answers};
@@ -666,6 +667,7 @@ async fn in_session(
     for (key, value) in settings {
         agent.set_config_option(id, key, value, frontend.as_ref())?;
     }
+    let waking = wakeups::RunWakeups::install(agent, id, frontend, args)?;
     let ticket = agent.begin_prompt(id)?;
     let prompt = agent.prompt(ticket, content, frontend.clone());
     tokio::pin!(prompt);
@@ -691,6 +693,7 @@ async fn in_session(
             prompt.await
         }
     };
+    let outcome = wakeups::go_on(waking, agent, outcome, [&mut interrupted, &mut timed_out]).await;
     Ok(match outcome {
         Ok(stop) if timed_out => (
             Some(stop),

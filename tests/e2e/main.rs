@@ -64,4 +64,5 @@ mod tool_settings;
 mod tools;
 mod undo;
 mod vscode;
+mod wakeups;
 mod web;

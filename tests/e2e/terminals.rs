@@ -343,3 +343,62 @@ async fn a_terminal_opened_in_a_looser_mode_takes_no_input_in_a_stricter_one() {
     );
     conn.finish().await;
 }
+
+#[tokio::test]
+async fn a_terminal_dies_with_a_killed_dsh() {
+    let env = TestEnv::with_config(ENABLE).await;
+    let pids = env.cwd().join("pids");
+    env.mock
+        .push_json(call("o1", "terminal_open", json!({"type": "shell"})));
+    env.mock.push_json(send(
+        "s1",
+        &format!("sleep 300 & echo $$ $! > {}", pids.display()),
+    ));
+    env.mock.push_json(reply("left open"));
+    let mut conn = env.connect().await;
+    let session = conn.start(&env.cwd()).await;
+    conn.set_mode(&session, "full-access").await;
+    conn.prompt(&session, "open one").await.unwrap();
+    let text = std::fs::read_to_string(&pids).unwrap();
+    let all: Vec<u32> = text
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    assert_eq!(all.len(), 2, "{text}");
+    // dsh is killed outright: the guard's death signal sweeps the tree.
+    conn.child.start_kill().unwrap();
+    conn.child.wait().await.unwrap();
+    assert!(all_gone(&all).await, "a terminal outlived a killed dsh");
+}
+
+#[tokio::test]
+async fn a_program_started_in_a_terminal_is_fed_input_across_calls() {
+    let env = TestEnv::with_config(ENABLE).await;
+    env.mock
+        .push_json(call("o1", "terminal_open", json!({"type": "shell"})));
+    // A plain `sh` in the terminal: no prompt mark, so each send settles
+    // when the output goes quiet.
+    env.mock.push_json(send("s1", "sh"));
+    env.mock.push_json(send("s2", "answer=42; cd /"));
+    env.mock.push_json(send("s3", "echo \"$answer from $PWD\""));
+    env.mock.push_json(send("s4", "exit"));
+    env.mock
+        .push_json(send("s5", "echo \"bash again ${answer:-unset}\""));
+    env.mock.push_json(reply("done"));
+    let conn = env.connect().await;
+    let session = conn.start(&env.cwd()).await;
+    conn.set_mode(&session, "full-access").await;
+    conn.prompt(&session, "use sh").await.unwrap();
+    let listed = tool_result(&env, "s1");
+    assert!(listed.contains("[terminal t1: running sh]"), "{listed}");
+    let third = tool_result(&env, "s3");
+    assert!(third.contains("42 from /"), "{third}");
+    assert!(
+        third.contains("[settled: the output went quiet]"),
+        "{third}"
+    );
+    let back = tool_result(&env, "s5");
+    assert!(back.contains("bash again unset"), "{back}");
+    assert!(back.contains("back at its prompt"), "{back}");
+    conn.finish().await;
+}

@@ -12,6 +12,7 @@ mod fork;
 mod goal_rounds;
 mod listing;
 mod memory;
+pub(crate) mod wakeups;
 
 pub use listing::{SessionListing, SessionPage};
 
@@ -574,7 +575,9 @@ impl Agent {
     /// Unknown or busy session.
     pub fn begin_prompt(&self, id: &str) -> Result<TurnTicket, AgentError> {
         self.check_config()?;
-        self.session(id)?.begin_turn()
+        let session = self.session(id)?;
+        session.wakeups.user_input();
+        session.begin_turn()
     }
 
     /// Submits a prompt the way every front end that queues does: it runs
@@ -599,6 +602,7 @@ impl Agent {
         self.check_config()?;
         self.check_prompt(&content)?;
         let session = self.session(id)?;
+        session.wakeups.user_input();
         // A slash command is never steered: it is a turn of its own.
         let steer = (delivery == PromptDelivery::Steer
             && crate::context::commands::parse(&content).is_none())

@@ -29,7 +29,9 @@ use crate::mcp::McpServerConfig;
 use crate::permission::{Answer, Approvals, Question};
 use crate::update::AgentUpdate;
 
-pub use super::item::{AskedCall, Item, OfferedOption};
+pub use super::item::{AskedCall, Item, OfferedOption, WakeMark};
+
+mod wakeup;
 
 /// A connection: 0 is stdio; WebSocket connections count from 1.
 pub type ConnId = usize;
@@ -68,6 +70,8 @@ pub struct Notice {
 struct Running {
     message_id: String,
     conn: ConnId,
+    /// A wake-up turn's mark.
+    wakeup: Option<WakeMark>,
 }
 
 /// An ask waiting for `session/respond`.
@@ -155,6 +159,7 @@ impl SdkSession {
             stop_reason: None,
             error: None,
             cost: live.cost.as_ref(),
+            wakeup: live.running.as_ref().and_then(|run| run.wakeup.as_ref()),
         }
     }
 
@@ -249,19 +254,25 @@ impl SdkSession {
         }
     }
 
-    /// Marks the prompt running and says so.
-    fn started(&self, message_id: &str, conn: ConnId) {
+    /// Marks the prompt (or a wake-up turn) running and says so.
+    pub(super) fn started(&self, message_id: &str, conn: ConnId, wakeup: Option<WakeMark>) {
         let mut live = lock(&self.live);
         live.running = Some(Running {
             message_id: message_id.to_owned(),
             conn,
+            wakeup,
         });
         let item = Self::status_item(&live);
         self.notify(&live, NoticeKind::Status, &item);
     }
 
-    /// Marks the prompt's turn finished and says how.
-    fn finished(&self, message_id: &str, outcome: &Result<StopReason, AgentError>) {
+    /// Marks the prompt's turn (or a wake-up turn) finished and says how.
+    pub(super) fn finished(
+        &self,
+        message_id: &str,
+        outcome: &Result<StopReason, AgentError>,
+        wakeup: Option<&WakeMark>,
+    ) {
         let mut live = lock(&self.live);
         // The next prompt in line may have started already.
         if live
@@ -271,20 +282,20 @@ impl SdkSession {
         {
             live.running = None;
         }
-        self.ended(&live, "idle", message_id, outcome);
+        self.ended(&live, ("idle", wakeup), message_id, outcome);
     }
 
     /// A prompt that waited ended without a turn of its own: cancelled in
     /// line, or steered into a turn that ended.
     fn answered(&self, message_id: &str, outcome: &Result<StopReason, AgentError>) {
         let live = lock(&self.live);
-        self.ended(&live, "answered", message_id, outcome);
+        self.ended(&live, ("answered", None), message_id, outcome);
     }
 
     fn ended(
         &self,
         live: &MutexGuard<'_, Live>,
-        status: &'static str,
+        (status, wakeup): (&'static str, Option<&WakeMark>),
         message_id: &str,
         outcome: &Result<StopReason, AgentError>,
     ) {
@@ -298,6 +309,7 @@ impl SdkSession {
             stop_reason,
             error,
             cost: live.cost.as_ref(),
+            wakeup,
         };
         self.notify(live, NoticeKind::Status, &item);
     }
@@ -315,6 +327,7 @@ impl SdkSession {
             stop_reason: None,
             error: None,
             cost: live.cost.as_ref(),
+            wakeup: None,
         };
         self.notify(&live, NoticeKind::Status, &item);
     }
@@ -328,6 +341,7 @@ impl SdkSession {
             stop_reason: None,
             error: None,
             cost: live.cost.as_ref(),
+            wakeup: None,
         };
         self.notify(&live, NoticeKind::Closed, &item);
     }
@@ -501,10 +515,15 @@ impl Hub {
     }
 
     fn adopt(&self, id: &str, conn: ConnId) -> Result<Arc<SdkSession>, AgentError> {
-        let last_seq = self.agent.session(id)?.last_seq();
+        let core = self.agent.session(id)?;
+        let last_seq = core.last_seq();
         let session = lock(&self.sessions)
             .entry(id.to_owned())
-            .or_insert_with(|| SdkSession::new(id.to_owned(), last_seq))
+            .or_insert_with(|| {
+                let session = SdkSession::new(id.to_owned(), last_seq);
+                wakeup::install(self, &core, &session);
+                session
+            })
             .clone();
         lock(&session.live).holders.insert(conn);
         Ok(session)
@@ -646,7 +665,7 @@ impl Hub {
                 (session.clone(), message_id.clone(), own_turn.clone());
             Box::new(move || {
                 own_turn.store(true, Ordering::SeqCst);
-                session.started(&message_id, conn);
+                session.started(&message_id, conn, None);
             })
         };
         let submitted = self
@@ -656,16 +675,19 @@ impl Hub {
             session.waiting(&message_id, delivery);
         }
         let receipt = message_id.clone();
+        let core = self.agent.session(id)?;
         self.tasks.spawn(async move {
             let outcome = submitted.done.await;
             if let Err(error) = &outcome {
                 tracing::warn!(session = %session.id, code = error.code().as_str(), "prompt failed: {error}");
             }
             if own_turn.load(Ordering::SeqCst) {
-                session.finished(&message_id, &outcome);
+                session.finished(&message_id, &outcome, None);
             } else {
                 session.answered(&message_id, &outcome);
             }
+            // A job that ended in the turn, unheard, wakes the session.
+            core.wakeups.after_turn(&core);
         });
         Ok(receipt)
     }

@@ -50,6 +50,11 @@ pub enum Item<'a> {
         /// currency}`), once a priced model answered.
         #[serde(skip_serializing_if = "Option::is_none")]
         cost: Option<&'a dsh_protocol::model::Cost>,
+        /// A wake-up turn's (`running` and `idle`): the jobs whose end
+        /// started it, and its place among the wake-ups since the user's
+        /// last prompt.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        wakeup: Option<&'a WakeMark>,
     },
     /// A question for a client to answer with `session/respond`: a
     /// permission, or a plan review (`question`).
@@ -81,6 +86,16 @@ pub enum Item<'a> {
         /// The questions, in order.
         questions: &'a [UserQuestion],
     },
+}
+
+/// What marks a wake-up turn's status (a turn a job's end started).
+#[derive(Debug, Clone, Serialize)]
+pub struct WakeMark {
+    /// The jobs whose end started it.
+    pub jobs: Vec<String>,
+    /// Its place among the wake-ups since the user's last prompt
+    /// (1-based; at most `[jobs] max_consecutive_wakes`).
+    pub count: u32,
 }
 
 /// The tool call a question is about, as the SDK shows it.

@@ -11,6 +11,7 @@ mod residency;
 #[cfg(test)]
 pub(crate) mod scratch;
 pub(crate) mod state;
+pub(crate) mod wakeups;
 
 pub(crate) use inbox::Joined;
 pub use inbox::{Admission, PromptDelivery, Waited, Waiting, LIMIT as QUEUE_LIMIT};
@@ -67,6 +68,8 @@ pub struct Session {
     pub jobs: crate::jobs::Jobs,
     /// Persistent terminals (`terminal_*`).
     pub terminals: crate::tools::Terminals,
+    /// Whether a job's end starts a turn of its own ([`wakeups`]).
+    pub(crate) wakeups: wakeups::Wakeups,
     /// Where updates go that happen between turns (a job's end): the
     /// front end of the latest prompt.
     outlet: Mutex<Option<Arc<dyn Frontend>>>,
@@ -166,6 +169,7 @@ impl Session {
             roots,
             jobs: crate::jobs::Jobs::new(config.jobs.clone(), spill_dir.clone()),
             terminals: crate::tools::Terminals::default(),
+            wakeups: Default::default(),
             outlet: Mutex::new(None),
             me: me.clone(),
             spill_dir,
@@ -600,6 +604,7 @@ impl Session {
             let Some(session) = me.upgrade() else {
                 return;
             };
+            let ended = wakeups::Ended::of(&session, &report);
             let data = EventData::JobEnd {
                 job_id: report.job_id,
                 call_id: report.call_id,
@@ -612,6 +617,7 @@ impl Session {
             if let Err(err) = session.record_between_turns(data) {
                 tracing::debug!(session = %session.id, %err, "job/end not recorded");
             }
+            session.wakeups.job_ended(&session, ended);
         })
     }
 

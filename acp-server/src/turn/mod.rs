@@ -126,6 +126,18 @@ pub(crate) async fn run_goal_round(
     .await
 }
 
+/// A wake-up turn ([`crate::agent::wakeups`]): a turn whose prompt is the
+/// notice of background work that ended, from dsh.
+pub(crate) async fn run_wakeup(
+    ticket: &TurnTicket,
+    provider: Arc<Provider>,
+    content: Vec<UserContent>,
+    frontend: &dyn Frontend,
+) -> Result<StopReason, AgentError> {
+    use dsh_protocol::log::MessageSource;
+    run_as(ticket, (provider, content), frontend, None, MessageSource::Wakeup).await
+}
+
 /// [`run`], for a subagent's turn when `delegated`: its prompt is the
 /// model's task (never a slash command), and it runs no prompt, session or
 /// stop hooks (the parent's turn does).

@@ -293,6 +293,8 @@ async fn open(args: &OpenArgs, cwd: &std::path::Path, env: &ToolEnv<'_>) -> Tool
         }
         command
             .envs(env.command.env())
+            .env_remove("PS1")
+            .env_remove("PS2")
             .envs(terminals::shell_env())
             .current_dir(cwd)
             .stdin(stdin)

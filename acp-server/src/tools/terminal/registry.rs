@@ -32,6 +32,9 @@ pub const SCROLLBACK_LINES: usize = 2_000;
 pub const SCROLLBACK_BYTES: usize = 1 << 20;
 /// How long output must pause for a send to settle without a prompt.
 pub const IDLE_SILENCE: Duration = Duration::from_millis(300);
+/// The same while a program other than the shell runs in the foreground
+/// (a REPL, a build): it may be working, not waiting.
+pub const BUSY_SILENCE: Duration = Duration::from_secs(1);
 /// How long a send waits at most.
 pub const SEND_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long the shell's prompt must be quiet before a send settles on it.
@@ -47,15 +50,19 @@ use super::text::{Ring, Stripper, PROMPT_MARK};
 pub const SHELL_ARGS: &[&str] = &["--noprofile", "--norc", "-i"];
 
 /// The variables a terminal's shell gets besides the command's: a plain
-/// terminal type, a prompt with the mark, programs that do not page.
+/// terminal type, a prompt with the mark ([`PROMPT_MARK`]), programs
+/// that do not page.
 pub fn shell_env() -> Vec<(&'static str, String)> {
     vec![
         ("TERM", "dumb".to_owned()),
-        ("PS1", format!("\\[\\e]{PROMPT_MARK}\\a\\]$ ")),
-        ("PS2", "> ".to_owned()),
+        // Set before each prompt, not exported: a program the shell
+        // starts (`sh`, a REPL) keeps its own prompt.
+        (
+            "PROMPT_COMMAND",
+            format!("PS1='\\[\\e]{PROMPT_MARK}\\a\\]$ '; PS2='> '"),
+        ),
         ("PAGER", "cat".to_owned()),
         ("GIT_PAGER", "cat".to_owned()),
-        ("PROMPT_COMMAND", String::new()),
     ]
 }
 
@@ -213,6 +220,13 @@ impl Terminal {
         Some((group, line))
     }
 
+    /// Whether a process group other than the shell's has the terminal.
+    fn program_in_foreground(&self) -> bool {
+        self.pty
+            .foreground_group()
+            .is_some_and(|group| Some(group) != self.shell_pid())
+    }
+
     /// At most `count` lines ending `offset` lines before the newest: the
     /// number of the first, the lines, the number of lines kept, and the
     /// spill file of older ones.
@@ -291,7 +305,12 @@ impl Terminal {
             if prompt && quiet >= PROMPT_QUIET {
                 break Settled::Prompt;
             }
-            if (output_came || started.elapsed() >= IDLE_SILENCE * 4) && quiet >= IDLE_SILENCE {
+            let silence = if self.program_in_foreground() {
+                BUSY_SILENCE
+            } else {
+                IDLE_SILENCE
+            };
+            if (output_came || started.elapsed() >= silence * 4) && quiet >= silence {
                 break Settled::Idle;
             }
             if started.elapsed() >= SEND_TIMEOUT {
