@@ -442,7 +442,7 @@ fn instructions_note(files: &[InstructionFile]) -> String {
 }
 
 mod goal;
-pub use goal::note as goal_note;
+pub use goal::{note as goal_note, plain as goal_line};
 
 #[cfg(test)]
 mod tests;

@@ -376,6 +376,9 @@ impl RunFrontend {
                 }
             }
             EventData::JobEnd { usage, .. } => self.seen().add(usage.as_ref()),
+            EventData::GoalChange { change, goal } => self
+                .progress
+                .tool_line(&crate::projection::goal_line(*change, goal)),
             _ => {}
         }
     }

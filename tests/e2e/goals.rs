@@ -360,6 +360,12 @@ async fn dsh_run_runs_its_goal_to_the_end_within_max_goal_rounds() {
     let created = &of_type(&events, "goal/change")[0];
     assert_eq!(created["data"]["goal"]["max_rounds"], 2);
     assert_eq!(last_json(&output)["text"], "Round two.");
+    // Each round is marked on stderr.
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("Goal round 1/2: write the changelog") && stderr.contains("Goal round 2/2"),
+        "{stderr}"
+    );
     // A zero cap is a usage error.
     let output = env
         .dsh(&["run", "--max-goal-rounds", "0", "x"])

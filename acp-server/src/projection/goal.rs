@@ -31,3 +31,8 @@ pub fn note(kind: GoalChangeKind, goal: &Goal) -> String {
     };
     format!("\n\n{line}\n\n")
 }
+
+/// [`note`] as a plain line (`dsh run`'s stderr).
+pub fn plain(kind: GoalChangeKind, goal: &Goal) -> String {
+    note(kind, goal).trim().replace("**", "")
+}
