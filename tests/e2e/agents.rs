@@ -510,7 +510,8 @@ async fn a_message_queued_before_an_interrupt_waits_for_the_next_one() {
     conn.prompt(&session, "go on").await.unwrap();
     let delivered = tool_result(&env, "m2");
     assert!(
-        delivered.contains("was idle, so the message started its turn as background job j2"),
+        delivered.contains("Delivered (after the message held since its interrupt): agent")
+            && delivered.contains("was idle, so the message started its turn as background job j2"),
         "{delivered}"
     );
     let ends = job_ends(&env, &session, 2).await;

@@ -30,6 +30,7 @@ use crate::tools::Tool;
 
 /// What a continuable child's turn takes from the parent's turn that
 /// starts it (it outlives that turn).
+#[derive(Clone)]
 pub(super) struct Resume {
     pub(super) parent: Arc<Session>,
     /// Where the child's steps and asks go: the latest prompt's front end.
@@ -37,17 +38,6 @@ pub(super) struct Resume {
     pub(super) provider: Arc<Provider>,
     /// The parent turn's read of the project's hooks.
     pub(super) project_hooks: Arc<hooks::ProjectRead>,
-}
-
-impl Clone for Resume {
-    fn clone(&self) -> Resume {
-        Resume {
-            parent: self.parent.clone(),
-            outlet: self.outlet.clone(),
-            provider: self.provider.clone(),
-            project_hooks: self.project_hooks.clone(),
-        }
-    }
 }
 
 impl Turn<'_> {
@@ -134,13 +124,18 @@ impl Turn<'_> {
         // holds it.
         let interrupts = self.session.agent_interrupts(agent_id);
         let admitted = child.admit(Some(vec![UserContent::text(&words)]));
+        let with_held = match held.len() {
+            0 => String::new(),
+            1 => " (after the message held since its interrupt)".to_owned(),
+            n => format!(" (after the {n} messages held since its interrupt)"),
+        };
         let outcome = match admitted {
             Err(error) => Err(format!("{error}")),
             Ok(Admission::Now(ticket)) => {
                 start_turn(&resume, &child, ticket, words.clone(), &call.id, Tool::SendMessage)
                     .map(|job| {
                         let mut outcome = text(format!(
-                            "Delivered: agent {agent_id} was idle, so the message started its turn as background job {}. You will be told when it ends (its answer ends the job).",
+                            "Delivered{with_held}: agent {agent_id} was idle, so the message started its turn as background job {}. You will be told when it ends (its answer ends the job).",
                             job.id
                         ));
                         outcome.job = Some(job.id.clone());
@@ -151,7 +146,7 @@ impl Turn<'_> {
                 let running = self.session.agent_job(agent_id);
                 queue(resume, child.clone(), waiting, words.clone(), call.id.clone(), interrupts);
                 Ok(text(format!(
-                    "Delivered: agent {agent_id} is working; the message joins its running turn at its next step{}. You will be told when that turn ends.",
+                    "Delivered{with_held}: agent {agent_id} is working; the message joins its running turn at its next step{}. You will be told when that turn ends.",
                     running.map(|job| format!(" (job {})", job.id)).unwrap_or_default()
                 )))
             }
