@@ -231,7 +231,7 @@ mod tests {
         parent.adopt(child);
         parent.keep_agent(child.clone());
         assert!(parent.is_agent(child));
-        assert_eq!(parent.agent_ids(), [id.clone()]);
+        assert_eq!(parent.agent_ids(), std::slice::from_ref(&id));
         assert!(parent.agent("someone-else").is_none());
         assert_eq!(parent.live_children().len(), 1);
         // An empty answer leaves the last one.
