@@ -402,3 +402,33 @@ async fn a_program_started_in_a_terminal_is_fed_input_across_calls() {
     assert!(back.contains("back at its prompt"), "{back}");
     conn.finish().await;
 }
+
+#[tokio::test]
+async fn a_client_with_the_terminal_convention_gets_a_sends_output_as_a_terminal() {
+    let env = TestEnv::with_config(ENABLE).await;
+    env.mock
+        .push_json(call("o1", "terminal_open", json!({"type": "shell"})));
+    env.mock.push_json(send(
+        "s1",
+        "for i in 1 2 3; do echo tick$i; sleep 0.2; done",
+    ));
+    env.mock.push_json(reply("done"));
+    let conn = env
+        .connect_with(ClientSim::with_terminal_output(false))
+        .await;
+    let session = conn.start(&env.cwd()).await;
+    conn.set_mode(&session, "full-access").await;
+    conn.prompt(&session, "watch it").await.unwrap();
+    let updates = updates_of(&conn, "s1");
+    let info = updates
+        .iter()
+        .find(|u| u["_meta"]["terminal_info"].is_object())
+        .unwrap_or_else(|| panic!("terminal_info: {updates:#?}"));
+    assert_eq!(info["_meta"]["terminal_info"]["terminal_id"], "s1");
+    let outputs: Vec<&str> = updates
+        .iter()
+        .filter_map(|u| u["_meta"]["terminal_output"]["data"].as_str())
+        .collect();
+    assert!(outputs.iter().any(|o| o.contains("tick1")), "{updates:#?}");
+    conn.finish().await;
+}
