@@ -686,8 +686,11 @@ impl Hub {
             } else {
                 session.answered(&message_id, &outcome);
             }
-            // A job that ended in the turn, unheard, wakes the session.
-            core.wakeups.after_turn(&core);
+            // A job that ended in the turn, unheard, wakes the session
+            // (not after a cancel or a failure: the next prompt hears it).
+            if matches!(outcome, Ok(StopReason::EndTurn)) {
+                core.wakeups.after_turn(&core);
+            }
         });
         Ok(receipt)
     }

@@ -47,7 +47,9 @@ impl Waker for SdkWaker {
                 tracing::warn!(session = %session.id, code = error.code().as_str(), "wake-up turn failed: {error}");
             }
             session.finished(&message_id, &outcome, Some(&mark));
-            core.wakeups.after_turn(&core);
+            if matches!(outcome, Ok(dsh_protocol::log::StopReason::EndTurn)) {
+                core.wakeups.after_turn(&core);
+            }
         });
     }
 }
