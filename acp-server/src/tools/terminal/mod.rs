@@ -279,7 +279,7 @@ async fn open(args: &OpenArgs, cwd: &std::path::Path, env: &ToolEnv<'_>) -> Tool
         spill_dir: env.spill_dir.to_path_buf(),
         budget: env.jobs.spill_budget(),
     };
-    let opened = env.terminals.open(spec, |_slave, [stdin, stdout, stderr]| {
+    let opened = env.terminals.open(spec, |[stdin, stdout, stderr]| {
         let mut command = env.spawner.guarded(
             &super::shell::launch(Tool::Bash).program,
             terminals::SHELL_ARGS,

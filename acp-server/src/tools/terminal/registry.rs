@@ -12,7 +12,7 @@
 //! is not wired).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -423,12 +423,12 @@ impl Terminals {
     }
 
     /// Opens a terminal: a pty, and its shell started by `start` (given
-    /// the slave's path and its stdio, it returns the guarded command's
-    /// child). `Err` is what the model is told.
+    /// the terminal as stdin, stdout and stderr, it returns the guarded
+    /// command's child). `Err` is what the model is told.
     pub fn open(
         &self,
         spec: OpenSpec,
-        start: impl FnOnce(&Path, [std::process::Stdio; 3]) -> Result<tokio::process::Child, String>,
+        start: impl FnOnce([std::process::Stdio; 3]) -> Result<tokio::process::Child, String>,
     ) -> Result<Arc<Terminal>, String> {
         {
             let registry = lock(&self.registry);
@@ -447,7 +447,7 @@ impl Terminals {
             .map_err(|e| format!("Cannot open a terminal: {e}"))?;
         let reader = pty.reader().map_err(|e| e.to_string())?;
         let writer = pty.writer().map_err(|e| e.to_string())?;
-        let mut child = start(pty.slave_path(), stdio)?;
+        let mut child = start(stdio)?;
         pty.release_slave();
         let guard = child.id().unwrap_or(0);
         let number = {
@@ -565,8 +565,6 @@ pub fn signal_named(name: &str) -> Option<PtySignal> {
 /// Windows: no pseudo-terminal here; opening one is refused.
 #[cfg(not(unix))]
 mod platform {
-    use std::path::Path;
-
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum PtySignal {
         Interrupt,
@@ -583,9 +581,6 @@ mod platform {
             Err(std::io::Error::other(
                 "persistent terminals need a Unix pseudo-terminal; dsh on Windows has none (ConPTY is not wired): use the shell tool instead",
             ))
-        }
-        pub fn slave_path(&self) -> &Path {
-            Path::new("")
         }
         pub fn stdio(&self) -> std::io::Result<[std::process::Stdio; 3]> {
             Err(std::io::Error::other("no terminal"))
