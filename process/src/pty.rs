@@ -2,9 +2,9 @@
 //! writes, a slave that becomes a guarded command's stdin, stdout and
 //! stderr. The shell that runs on it is started like any command
 //! ([`crate::Spawner::guarded`]): the guard gives it a session of its
-//! own, and the shell takes the slave as its controlling terminal by
-//! opening it again (see [`Pty::slave_path`]), so job control works and
-//! a `^C` or a signal reaches the foreground job, not the shell.
+//! own and makes the slave, its stdin, that session's controlling
+//! terminal ([`adopt_stdin_terminal`]), so job control works and a `^C`
+//! or a signal reaches the foreground job, not the shell.
 //!
 //! The pair comes from `openpty` (nix's); both ends are made
 //! close-on-exec at once, so no other child dsh starts keeps the terminal
@@ -87,10 +87,8 @@ impl Pty {
         })
     }
 
-    /// The slave's device path (`/dev/pts/N`). A shell started in a
-    /// session of its own takes the terminal as its controlling one by
-    /// opening this path (Linux: the first terminal a session leader
-    /// opens becomes its controlling terminal).
+    /// The slave's device path (`/dev/pts/N`; a sandboxed command's
+    /// mount namespace has a devpts of its own, where it does not exist).
     pub fn slave_path(&self) -> &Path {
         &self.path
     }
