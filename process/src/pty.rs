@@ -3,7 +3,7 @@
 //! stderr. The shell that runs on it is started like any command
 //! ([`crate::Spawner::guarded`]): the guard gives it a session of its
 //! own and makes the slave, its stdin, that session's controlling
-//! terminal ([`adopt_stdin_terminal`]), so job control works and a `^C`
+//! terminal (`adopt_stdin_terminal`), so job control works and a `^C`
 //! or a signal reaches the foreground job, not the shell.
 //!
 //! The pair comes from `openpty` (nix's); both ends are made
