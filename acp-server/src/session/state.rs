@@ -433,3 +433,71 @@ impl SessionState {
         updates
     }
 }
+
+#[cfg(test)]
+mod goal_tests {
+    use dsh_protocol::log::{Goal, GoalChangeKind, GoalPhase};
+    use dsh_protocol::model::{ModelInfo, ThoughtLevel};
+
+    use super::*;
+
+    fn choices() -> Choices {
+        Choices {
+            models: vec![ModelInfo {
+                id: "m".to_owned(),
+                name: None,
+                description: None,
+                context_window: 8_000,
+                max_tokens: None,
+                images: false,
+                pricing: None,
+            }],
+            default_model: "m".to_owned(),
+            default_thought_level: ThoughtLevel::High,
+            default_mode: dsh_protocol::Mode::Ask,
+            web: false,
+        }
+    }
+
+    fn change(state: &mut SessionState, change: GoalChangeKind, phase: GoalPhase) {
+        let goal = Goal {
+            id: "goal-1".to_owned(),
+            revision: 1,
+            objective: "x".to_owned(),
+            phase,
+            rounds_used: 0,
+            max_rounds: 3,
+            consecutive_rounds: 0,
+            blocked_reason: None,
+        };
+        let event = Event {
+            seq: 1,
+            time: 0,
+            ignorable: true,
+            data: EventData::GoalChange { change, goal },
+        };
+        let shown = state.fold(&event, &choices(), Delivery::Live);
+        assert_eq!(shown.len(), 1, "a goal's change is one line");
+    }
+
+    /// The goal folds from its changes; only the process arms it, and a
+    /// change out of `active` (or a clear) disarms it.
+    #[test]
+    fn the_goal_folds_and_only_an_active_goal_stays_armed() {
+        let mut state = SessionState::new(&choices());
+        change(&mut state, GoalChangeKind::Created, GoalPhase::Active);
+        assert!(state.goal.is_some() && !state.goal_armed);
+        assert_eq!(state.goals_created, 1);
+        state.goal_armed = true;
+        change(&mut state, GoalChangeKind::Round, GoalPhase::Active);
+        assert!(state.goal_armed);
+        change(&mut state, GoalChangeKind::Paused, GoalPhase::Paused);
+        assert!(!state.goal_armed);
+        assert_eq!(state.goal.as_ref().unwrap().phase, GoalPhase::Paused);
+        state.goal_armed = true;
+        change(&mut state, GoalChangeKind::Cleared, GoalPhase::Active);
+        assert!(state.goal.is_none() && !state.goal_armed);
+        // Nothing of it reaches the model's history.
+        assert!(state.history.messages().is_empty());
+    }
+}
