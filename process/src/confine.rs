@@ -3,8 +3,9 @@
 //!
 //! - **A session of its own** (`setsid`): no controlling terminal, so
 //!   `/dev/tty` does not open and nothing can be typed into the terminal
-//!   dsh was started from; stdin is never a terminal (dsh gives commands
-//!   `/dev/null`).
+//!   dsh was started from; a command's stdin is `/dev/null`, or, for a
+//!   persistent terminal's shell, the pseudo-terminal dsh made for it
+//!   (its controlling terminal: `crate::pty`), never dsh's own.
 //! - **A seccomp filter** that refuses `ioctl(TIOCSTI)` (push input into a
 //!   terminal) and `ioctl(TIOCLINUX)` (the console's selection and paste)
 //!   with `EPERM`, for a terminal descriptor inherited some other way. The

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::content::UserContent;
 use crate::error::{ErrorCode, ErrorInfo};
-use crate::ids::{SessionId, ToolCallId};
+use crate::ids::ToolCallId;
 use crate::model::{FinishReason, ToolCallRequest, Usage};
 pub use crate::plan::{PlanEntry, PlanPriority, PlanStatus};
 use crate::tool::{ToolStatus, ToolView};
@@ -27,74 +27,6 @@ pub use crate::decision::{PermissionOutcome, PlanOutcome};
 pub const FORMAT_VERSION: u32 = 1;
 /// The `format` marker in every header.
 pub const FORMAT_NAME: &str = "dsh-session";
-
-/// The first line of every session log.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SessionHeader {
-    /// Always [`FORMAT_NAME`].
-    pub format: String,
-    /// Format version.
-    pub version: u32,
-    /// Session id.
-    pub id: SessionId,
-    /// Creation time, epoch ms.
-    pub created_at: u64,
-    /// Absolute working directory.
-    pub cwd: String,
-    /// Extra workspace roots (ACP `additionalDirectories`).
-    #[serde(default)]
-    pub roots: Vec<String>,
-    /// MCP servers the client passed, as it passed them.
-    #[serde(default)]
-    pub mcp_servers: serde_json::Value,
-    /// The session this one was forked from, and how far: its events up
-    /// to `seq` (its last completed turn) begin this log.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub forked_from: Option<ForkOrigin>,
-    /// A subagent's log: the session and call that started it (such a
-    /// session is not listed unless asked for).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub subagent_of: Option<SubagentOrigin>,
-}
-
-/// Where a subagent comes from: the `subagent` call of its parent.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SubagentOrigin {
-    /// The parent session.
-    pub session: SessionId,
-    /// The parent's `subagent` call.
-    pub call_id: ToolCallId,
-    /// The call's description (for display).
-    pub description: String,
-    /// How deep it is: 1 for a child of a top-level session.
-    pub depth: u32,
-}
-
-/// Where a fork comes from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ForkOrigin {
-    /// The parent session.
-    pub session: SessionId,
-    /// The last of its events the fork took.
-    pub seq: u64,
-}
-
-impl SessionHeader {
-    /// A header for a new session.
-    pub fn new(id: SessionId, created_at: u64, cwd: String, roots: Vec<String>) -> Self {
-        SessionHeader {
-            format: FORMAT_NAME.to_owned(),
-            version: FORMAT_VERSION,
-            id,
-            created_at,
-            cwd,
-            roots,
-            mcp_servers: serde_json::Value::Array(Vec::new()),
-            forked_from: None,
-            subagent_of: None,
-        }
-    }
-}
 
 /// One logged event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -808,31 +740,14 @@ pub fn parse_log(bytes: &[u8]) -> Result<ParsedLog, LogError> {
 #[path = "log_read.rs"]
 mod read;
 
+#[path = "log_header.rs"]
+mod header;
+pub use header::{ForkOrigin, SessionHeader, SubagentOrigin};
+
 #[path = "log_goal.rs"]
 mod goal;
-pub use goal::{Goal, GoalChangeKind, GoalPhase};
+pub use goal::{Goal, GoalChangeKind, GoalPhase, MessageSource};
 
 #[cfg(test)]
 #[path = "log_tests.rs"]
 mod tests;
-
-/// Who sent a `user/message`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MessageSource {
-    /// The person (a prompt of any front end).
-    #[default]
-    User,
-    /// A goal round's continuation message (dsh, for an active goal).
-    Goal,
-    /// A background job's or child's end delivered to an idle session.
-    Wakeup,
-}
-
-impl MessageSource {
-    /// Whether it is the person's own message.
-    pub fn is_user(&self) -> bool {
-        *self == MessageSource::User
-    }
-}
-

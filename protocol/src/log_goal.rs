@@ -1,4 +1,5 @@
-//! A session's goal as the log records it (`goal/change`).
+//! A session's goal as the log records it (`goal/change`), and who sent a
+//! `user/message` (the person, a goal round, a wake-up).
 
 use serde::{Deserialize, Serialize};
 
@@ -72,4 +73,24 @@ pub enum GoalChangeKind {
     Round,
     /// The person cleared it (the goal is a tombstone).
     Cleared,
+}
+
+/// Who sent a `user/message`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageSource {
+    /// The person (a prompt of any front end).
+    #[default]
+    User,
+    /// A goal round's continuation message (dsh, for an active goal).
+    Goal,
+    /// A background job's or child's end delivered to an idle session.
+    Wakeup,
+}
+
+impl MessageSource {
+    /// Whether it is the person's own message.
+    pub fn is_user(&self) -> bool {
+        *self == MessageSource::User
+    }
 }

@@ -1,4 +1,5 @@
 use super::*;
+use crate::ids::SessionId;
 
 fn line(value: serde_json::Value) -> String {
     format!("{value}\n")

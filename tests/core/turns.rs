@@ -100,16 +100,16 @@ async fn tools_run_through_the_pipeline_and_answers_are_remembered() {
     assert_eq!(asked, ["b1"]);
     expect![[r#"
         title "Run things"
-        usage 3422/1000000
+        usage 4239/1000000
         tool_call r1 Pending "Read hello.txt" @$WS/hello.txt:1
         tool_call_update r1 Completed
         tool_call b1 Pending "Run echo one"
         tool_call_update b1 Completed text("```⏎one⏎[exit code: 0]⏎```")
-        usage 3448/1000000
+        usage 4265/1000000
         tool_call b2 Pending "Run echo two"
         tool_call_update b2 Completed text("```⏎two⏎[exit code: 0]⏎```")
         message "Done."
-        usage 3465/1000000
+        usage 4282/1000000
     "#]]
     .assert_eq(&render(&settled(&recorder.take()), &world.cwd()));
     expect![[r#"
@@ -219,7 +219,7 @@ async fn replay_equals_live() {
         config_options mode=accept-edits model=deepseek-v4-flash thought_level=high web=on
         user "Text { text: \"Tell a story\" }"
         message "Once upon"
-        usage 3521/1000000
+        usage 4338/1000000
     "#]]
     .assert_eq(&render(&settled(&replay), &world.cwd()));
 }
@@ -237,7 +237,7 @@ async fn a_closed_session_can_be_loaded_again_in_the_same_process() {
         user "Text { text: \"hi\" }"
         title "hi"
         message "one"
-        usage 3420/1000000
+        usage 4237/1000000
     "#]]
     .assert_eq(&render(&replay, &world.cwd()));
 }

@@ -13,12 +13,30 @@ use serde_json::Value;
 use crate::support::{reply, TestEnv};
 
 /// The variant dsh implements of a name the catalog gives more than once.
-const VARIANTS: &[(&str, &str)] = &[("bash", "dsh-tool-bash"), ("pwsh", "dsh-tool-pwsh")];
+/// The continuable children's controls are `dsh-tool-subagent-control`'s
+/// (not the agent team's).
+const VARIANTS: &[(&str, &str)] = &[
+    ("bash", "dsh-tool-bash"),
+    ("pwsh", "dsh-tool-pwsh"),
+    ("interrupt_agent", "dsh-tool-subagent-control"),
+    ("list_agents", "dsh-tool-subagent-control"),
+    ("send_message", "dsh-tool-subagent-control"),
+];
 
 /// dsh's opt-in tools (`[tools] enable`); `pwsh` is one except on Windows
 /// with PowerShell, where it replaces `bash` (whose schema and variant
 /// the contract checks the same way).
-const OPT_IN: &[&str] = &["dsh_lsp", "pwsh", "str_replace_editor"];
+const OPT_IN: &[&str] = &[
+    "dsh_lsp",
+    "pwsh",
+    "str_replace_editor",
+    "terminal_close",
+    "terminal_list",
+    "terminal_open",
+    "terminal_read",
+    "terminal_send",
+    "terminal_signal",
+];
 
 /// The tools of the first request of a one-prompt session under `config`,
 /// by name, with a user skill present (so `skill` is offered).
@@ -121,18 +139,25 @@ async fn the_default_tools_are_the_catalogs() {
     for expected in [
         "ask_user_question",
         "bash",
+        "create_goal",
         "edit",
         "exit_plan_mode",
+        "get_goal",
         "glob",
         "grep",
+        "interrupt_agent",
         "job_kill",
         "job_list",
         "job_output",
+        "list_agents",
+        "list_subagent_models",
         "lsp",
         "read",
+        "send_message",
         "skill",
         "subagent",
         "todo_write",
+        "update_goal",
         "web_fetch",
         "write",
     ] {

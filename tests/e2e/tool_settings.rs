@@ -111,8 +111,8 @@ async fn a_bad_tool_name_is_a_config_error_with_the_nearest_name() {
             "[tools] enable: unknown tool or package \"str_replace_edtor\": did you mean \"str_replace_editor\"?",
         ),
         (
-            "enable = [\"terminal\"]",
-            "[tools] enable: \"terminal\" (the catalog's dsh-tool-terminal: terminal_close,",
+            "enable = [\"run_code\"]",
+            "[tools] enable: \"run_code\" (the catalog's dsh-tools: run_code) is not available in this dsh version",
         ),
         (
             "disable = [\"bash\"]\nenable = [\"bash\"]",

@@ -10,7 +10,9 @@
 //! The rounds stop when the model completes or blocks the goal, the person
 //! pauses it, the turn is cancelled or stops otherwise than by ending
 //! (these disarm it: only the person's resume goes on), or the cap is
-//! reached.
+//! reached. A prompt of the person waiting in line goes first: the rounds
+//! give way (still armed) and go on after that prompt's turn, inside its
+//! request.
 
 use std::sync::Arc;
 
@@ -53,6 +55,10 @@ pub(super) async fn run(
                 _ => return Ok(stop),
             }
         };
+        if stop == StopReason::EndTurn && !ticket.cancel.is_cancelled() && session.has_waiting() {
+            tracing::info!(goal = %goal.id, "goal rounds give way to a waiting prompt");
+            return Ok(stop);
+        }
         let why = if ticket.cancel.is_cancelled() || stop == StopReason::Cancelled {
             stop = StopReason::Cancelled;
             Some("the turn was cancelled".to_owned())

@@ -154,6 +154,12 @@ impl Waiting {
 }
 
 impl Session {
+    /// Whether prompts wait in line for the turn (a goal's rounds give
+    /// way to them).
+    pub(crate) fn has_waiting(&self) -> bool {
+        !lock(&self.inbox).waiting_is_empty()
+    }
+
     /// Admits a prompt: the turn at once when none runs and no one waits,
     /// else a place in line (a steer's `content` is taken by the running
     /// turn). Call it before spawning the wait, so a `session/cancel` right

@@ -299,8 +299,8 @@ pub async fn cap_output(mut outcome: ToolOutcome, max: usize, env: &ToolEnv<'_>)
 
 /// Deletes the spill files under `root` (`$DSH_HOME/spill`) last
 /// modified before `before` — only what dsh names there: a session's
-/// directory `<root>/<session>/` and in it `call-…` and `job-….log`
-/// files, nothing deeper — then the session directories that leaves empty
+/// directory `<root>/<session>/` and in it `call-…`, `job-….log` and
+/// `terminal-….log` files, nothing deeper — then the session directories that leaves empty
 /// (blocking; dsh runs it in the background at start; a spill file made
 /// meanwhile makes its directory again). Links are never followed nor
 /// deleted, and a directory someone else owns or may write in is left
@@ -311,7 +311,9 @@ pub fn sweep(root: &Path, before: std::time::SystemTime) {
     }
     fn spill_name(name: &std::ffi::OsStr) -> bool {
         let name = name.to_string_lossy();
-        name.starts_with("call-") || (name.starts_with("job-") && name.ends_with(".log"))
+        name.starts_with("call-")
+            || ((name.starts_with("job-") || name.starts_with("terminal-"))
+                && name.ends_with(".log"))
     }
     /// Sweeps a session's directory; whether it is now empty.
     fn sweep_session(dir: &Path, before: std::time::SystemTime) -> bool {
