@@ -135,7 +135,14 @@ pub(crate) async fn run_wakeup(
     frontend: &dyn Frontend,
 ) -> Result<StopReason, AgentError> {
     use dsh_protocol::log::MessageSource;
-    run_as(ticket, (provider, content), frontend, None, MessageSource::Wakeup).await
+    run_as(
+        ticket,
+        (provider, content),
+        frontend,
+        None,
+        MessageSource::Wakeup,
+    )
+    .await
 }
 
 /// [`run`], for a subagent's turn when `delegated`: its prompt is the
