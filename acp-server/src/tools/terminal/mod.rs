@@ -182,6 +182,9 @@ pub fn plan(
         }
         Tool::TerminalSend => {
             let args: SendArgs = parse(name, arguments)?;
+            if let Some(why) = text::refused_input(&args.text) {
+                return Err(Refusal::new(ErrorCode::InvalidToolArgs, why));
+            }
             let workdir = env
                 .terminals
                 .get(&args.id)
