@@ -31,7 +31,7 @@ use hub::{ConnId, Hub, Opening};
 pub use stdio::serve as serve_stdio;
 
 /// The SDK protocol's version (`initialize`'s `protocolVersion`).
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// `dsh sdk`'s flags.
 #[derive(Debug, Clone, Default)]
