@@ -268,6 +268,24 @@ async fn dsh_run(
     output
 }
 
+/// Waits until no process of the job waiting for `file` is left (the
+/// run's guard may still be sweeping them as `dsh run` exits).
+async fn jobs_gone(env: &TestEnv, file: &str) {
+    let cwd = env.cwd().canonicalize().unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let pids = procs::live_pids(file, &cwd);
+        if pids.is_empty() {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the job outlived the run: {pids:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Waits until the run's session logged its first `turn/end`.
 async fn turn_ended(env: &TestEnv) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
@@ -319,8 +337,7 @@ async fn dsh_run_with_quiet_delivery_ends_with_its_turn() {
     assert_exit(&output, 0, "dsh run");
     assert_eq!(text(&output.stdout).trim(), "Started.");
     assert_eq!(env.mock.requests().len(), 2);
-    let cwd = env.cwd().canonicalize().unwrap();
-    assert_eq!(procs::live_pids("go1", &cwd), Vec::<u32>::new());
+    jobs_gone(&env, "go1").await;
 }
 
 #[tokio::test]
@@ -342,6 +359,24 @@ async fn dsh_run_waits_for_a_job_that_never_ends_only_until_its_timeout() {
         text(&output.stderr)
     );
     assert_eq!(env.mock.requests().len(), 2);
-    let cwd = env.cwd().canonicalize().unwrap();
-    assert_eq!(procs::live_pids("go1", &cwd), Vec::<u32>::new());
+    jobs_gone(&env, "go1").await;
+}
+
+#[tokio::test]
+async fn dsh_run_waits_for_a_job_that_never_ends_only_for_run_wait_ms() {
+    let env = TestEnv::with_config("[jobs]\nrun_wait_ms = 300").await;
+    env.mock.push_json(job(1));
+    env.mock.push_json(reply("Started."));
+    // go1 never comes and there is no --timeout: the wait's bound ends the
+    // run as the task's turn ended, and the job is named and stopped.
+    let output = dsh_run(&env, &["--approve", "all", "start it"], async {}).await;
+    assert_exit(&output, 0, "dsh run");
+    assert_eq!(text(&output.stdout).trim(), "Started.");
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("run_wait_ms") && stderr.contains("stopping them: j1 (`while [ ! -e go1 ]"),
+        "{stderr}"
+    );
+    assert_eq!(env.mock.requests().len(), 2);
+    jobs_gone(&env, "go1").await;
 }

@@ -40,6 +40,12 @@ pub struct JobSettings {
     /// next prompt starts the count again.
     #[serde(default = "max_wakes")]
     pub max_consecutive_wakes: u32,
+    /// How long `dsh run` waits, after its last turn ended, for background
+    /// jobs still running (and the wake-up turns their ends start); past
+    /// it the run ends and its jobs are killed with the session. Without
+    /// it a job that never ends (a dev server) would hold the run forever.
+    #[serde(default = "run_wait")]
+    pub run_wait_ms: u64,
 }
 
 /// How a job's end reaches a session that is idle (a busy one hears of it
@@ -75,6 +81,9 @@ fn max_spill() -> u64 {
 fn max_wakes() -> u32 {
     3
 }
+fn run_wait() -> u64 {
+    600_000
+}
 
 impl Default for JobSettings {
     fn default() -> Self {
@@ -87,6 +96,7 @@ impl Default for JobSettings {
             max_spill_bytes_per_session: max_spill(),
             completion_delivery: CompletionDelivery::default(),
             max_consecutive_wakes: max_wakes(),
+            run_wait_ms: run_wait(),
         }
     }
 }

@@ -2,8 +2,10 @@
 //! completion_delivery = "wakeup"` the run does not end while a job its
 //! turn started still runs. Its waker hands each wake-up turn to the run,
 //! which runs it after the task's turn, and again while jobs are left and
-//! wake-ups may follow ([`RunWakeups::go_on`]); then the run ends as
-//! before, its jobs killed with the session.
+//! wake-ups may follow ([`go_on`]); then the run ends as before, its jobs
+//! killed with the session. It waits at most `[jobs] run_wait_ms` after
+//! each turn: a job that never ends (a dev server) does not hold the run
+//! forever; the jobs still running are named on stderr and stopped.
 
 use std::sync::Arc;
 
@@ -86,6 +88,9 @@ pub(super) async fn go_on(
     let mut outcome = outcome;
     let wakeups = &session.wakeups;
     wakeups.after_turn(&session);
+    let run_wait = std::time::Duration::from_millis(session.jobs.settings().run_wait_ms);
+    // The wait after each turn is bounded; a wake-up turn starts it again.
+    let mut waited_out = tokio::time::Instant::now() + run_wait;
     loop {
         let wake = match turns.try_recv() {
             Ok(wake) => wake,
@@ -108,6 +113,12 @@ pub(super) async fn go_on(
                     () = until(run.deadline) => {
                         *timed_out = true;
                         outcome = Ok(StopReason::Cancelled);
+                        break;
+                    }
+                    // The task's turn ended: the run ends as it did
+                    // before wake-ups, with its outcome.
+                    () = tokio::time::sleep_until(waited_out) => {
+                        super::stderr_line(&left_running(&session, run_wait));
                         break;
                     }
                 }
@@ -134,8 +145,33 @@ pub(super) async fn go_on(
             break;
         }
         wakeups.after_turn(&session);
+        waited_out = tokio::time::Instant::now() + run_wait;
     }
     outcome
+}
+
+/// `dsh run: background jobs still running after [jobs] run_wait_ms …`,
+/// naming them: they are stopped with the session.
+fn left_running(session: &Session, waited: std::time::Duration) -> String {
+    let jobs: Vec<String> = session
+        .jobs
+        .list()
+        .iter()
+        .filter(|job| !job.has_ended())
+        .map(|job| {
+            let title = job.command.lines().next().unwrap_or("");
+            format!(
+                "{} (`{}`)",
+                job.id,
+                dsh_protocol::content::visible_title(title, 80)
+            )
+        })
+        .collect();
+    format!(
+        "dsh run: background jobs still running {} s after the last turn ended ([jobs] run_wait_ms); stopping them: {}",
+        waited.as_secs_f64(),
+        if jobs.is_empty() { "(none left)".to_owned() } else { jobs.join(", ") }
+    )
 }
 
 /// Resolves at `deadline`, never without one.
