@@ -84,7 +84,15 @@ pub(super) async fn run(
             tracing::info!(goal = %goal.id, why, "goal rounds stopped");
             return Ok(stop);
         }
-        let next = rules::next_round(&goal);
+        let next = match rules::next_round(&goal) {
+            Ok(next) => next,
+            Err(why) => {
+                session.locked().state.goal_armed = false;
+                let text = format!("\n\n_Goal rounds stopped: {why}._\n\n");
+                session.record(EventData::Notice { text }, frontend)?;
+                return Ok(stop);
+            }
+        };
         session.record(
             EventData::GoalChange {
                 change: GoalChangeKind::Round,
@@ -113,5 +121,29 @@ fn stop_words(stop: StopReason) -> &'static str {
         StopReason::MaxTurnRequests => "it reached its step limit",
         StopReason::Refusal => "the model refused",
         StopReason::Cancelled => "cancelled",
+    }
+}
+
+/// A prompt whose turn never ran (its content refused, no credential,
+/// cancelled as the turn came to it): the rounds that gave way to it
+/// cannot go on inside it, so an armed goal is disarmed, with a notice
+/// saying why, rather than left armed with nothing to run it.
+pub(super) fn stop_before(ticket: &TurnTicket, why: &str, frontend: &dyn Frontend) {
+    let session = &ticket.session;
+    let stopped = {
+        let mut locked = session.locked();
+        let active = locked
+            .state
+            .goal
+            .as_ref()
+            .is_some_and(|goal| goal.phase == GoalPhase::Active);
+        let armed = std::mem::replace(&mut locked.state.goal_armed, false);
+        active && armed
+    };
+    if stopped {
+        let text = format!("\n\n_Goal rounds stopped: {why}; `/goal resume` continues it._\n\n");
+        if let Err(error) = session.record(EventData::Notice { text }, frontend) {
+            tracing::debug!(%error, "the goal rounds' stop was not recorded");
+        }
     }
 }

@@ -576,8 +576,10 @@ impl Agent {
     pub fn begin_prompt(&self, id: &str) -> Result<TurnTicket, AgentError> {
         self.check_config()?;
         let session = self.session(id)?;
+        let ticket = session.begin_turn()?;
+        // Only a prompt that runs is the user's input (a refused one is not).
         session.wakeups.user_input();
-        session.begin_turn()
+        Ok(ticket)
     }
 
     /// Submits a prompt the way every front end that queues does: it runs
@@ -624,6 +626,7 @@ impl Agent {
                     match waiting.wait().await {
                         // Cancelled as the turn came: it passes on.
                         Waited::Turn(ticket) if ticket.cancel.is_cancelled() => {
+                            goal_rounds::stop_before(&ticket, "the turn was cancelled", &*frontend);
                             Ok(StopReason::Cancelled)
                         }
                         Waited::Turn(ticket) => {
@@ -650,10 +653,16 @@ impl Agent {
         content: Vec<UserContent>,
         frontend: Arc<dyn Frontend>,
     ) -> Result<StopReason, AgentError> {
-        self.check_prompt(&content)?;
+        if let Err(error) = self.check_prompt(&content) {
+            goal_rounds::stop_before(&ticket, "the prompt was refused", &*frontend);
+            return Err(error);
+        }
         ticket.session.set_outlet(frontend.clone());
         let frontend = &*frontend;
-        self.require_credential().await?;
+        if let Err(error) = self.require_credential().await {
+            goal_rounds::stop_before(&ticket, "no model credential", frontend);
+            return Err(error);
+        }
         let provider = self
             .provider
             .clone()

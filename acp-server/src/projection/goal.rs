@@ -21,7 +21,10 @@ pub fn note(kind: GoalChangeKind, goal: &Goal) -> String {
         GoalChangeKind::Completed => format!("**Goal complete**: {objective}"),
         GoalChangeKind::Blocked => format!(
             "**Goal blocked**: {objective} — {}",
-            goal.blocked_reason.as_deref().unwrap_or("no reason given")
+            goal.blocked_reason.as_deref().map_or_else(
+                || "no reason given".to_owned(),
+                |reason| { dsh_protocol::content::visible_title(reason, 200) }
+            )
         ),
         GoalChangeKind::Round => format!(
             "**Goal round {}/{}**: {objective}",

@@ -156,8 +156,13 @@ impl Waiting {
 impl Session {
     /// Whether prompts wait in line for the turn (a goal's rounds give
     /// way to them).
+    /// A prompt cancelled in line, or whose waiter is gone, does not count:
+    /// it will not run, and the rounds would stall behind it.
     pub(crate) fn has_waiting(&self) -> bool {
-        !lock(&self.inbox).waiting_is_empty()
+        lock(&self.inbox)
+            .waiting
+            .iter()
+            .any(|entry| !entry.cancel.is_cancelled() && !entry.handoff.is_closed())
     }
 
     /// Admits a prompt: the turn at once when none runs and no one waits,

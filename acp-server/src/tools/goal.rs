@@ -53,7 +53,10 @@ pub fn plan(tool: Tool, name: &str, arguments: &str) -> Result<(GoalCall, ToolVi
             dsh_protocol::content::visible_title(&args.objective, 80)
         ),
         GoalCall::Get => "Read the goal".to_owned(),
-        GoalCall::Update(args) => format!("Goal: {}", args.action),
+        GoalCall::Update(args) => format!(
+            "Goal: {}",
+            dsh_protocol::content::visible_title(&args.action, 40)
+        ),
     };
     let view = ToolView {
         title,
@@ -70,7 +73,8 @@ pub struct GoalSettings {
     /// Offer the goal tools and `/goal` (a session a person drives).
     #[serde(default = "yes")]
     pub enabled: bool,
-    /// The round cap of a goal created without one.
+    /// The round cap of a goal created without one, and the most rounds
+    /// any goal may have: a larger cap the model asks for is cut to it.
     #[serde(default = "twenty")]
     pub max_goal_rounds: u32,
     /// Goal rounds that must run in a row before the model may report
@@ -119,10 +123,23 @@ impl GoalSettings {
         Ok(self)
     }
 
-    /// The cap of a goal that asks for `asked` rounds (none: the default).
+    /// The cap of a goal that asks for `asked` rounds (none: the default):
+    /// never above `max_goal_rounds` nor the run's ceiling, so a model
+    /// cannot give itself an unbounded number of unattended rounds.
     pub fn cap(&self, asked: Option<u32>) -> u32 {
-        let cap = asked.unwrap_or(self.max_goal_rounds);
+        let cap = asked
+            .unwrap_or(self.max_goal_rounds)
+            .min(self.max_goal_rounds);
         self.ceiling.map_or(cap, |ceiling| cap.min(ceiling))
+    }
+
+    /// What the model is told when the cap it asked for was cut.
+    pub fn lowered(&self, asked: Option<u32>) -> Option<String> {
+        let asked = asked?;
+        let cap = self.cap(Some(asked));
+        (cap < asked).then(|| {
+            format!("max_goal_rounds {asked} was lowered to {cap}, the most rounds a goal may have here.")
+        })
     }
 }
 
@@ -307,7 +324,7 @@ pub fn apply(
         }
     }
     let mut goal = current.clone();
-    goal.revision += 1;
+    goal.revision = next_revision(current)?;
     let phase = current.phase;
     let kind = match change {
         Change::Create { .. } => unreachable!("handled above"),
@@ -378,13 +395,32 @@ pub fn apply(
     Ok((kind, goal))
 }
 
+/// The revision after `goal`'s.
+///
+/// # Errors
+/// The revision is at its largest (only a hand-made log gets there).
+fn next_revision(goal: &Goal) -> Result<u64, String> {
+    goal.revision.checked_add(1).ok_or_else(|| {
+        format!(
+            "The goal's revision {} cannot go higher; clear it with /goal clear.",
+            goal.revision
+        )
+    })
+}
+
 /// The goal as a round starts: one more round used.
-pub fn next_round(goal: &Goal) -> Goal {
-    let mut goal = goal.clone();
-    goal.revision += 1;
-    goal.rounds_used += 1;
-    goal.consecutive_rounds += 1;
-    goal
+///
+/// # Errors
+/// The revision or the round count cannot go higher.
+pub fn next_round(goal: &Goal) -> Result<Goal, String> {
+    let mut next = goal.clone();
+    next.revision = next_revision(goal)?;
+    next.rounds_used = goal
+        .rounds_used
+        .checked_add(1)
+        .ok_or_else(|| "the goal's round count cannot go higher".to_owned())?;
+    next.consecutive_rounds = goal.consecutive_rounds.saturating_add(1);
+    Ok(next)
 }
 
 /// Whether an active goal may run another round (under its cap).

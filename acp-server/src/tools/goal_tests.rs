@@ -137,7 +137,7 @@ fn a_round_may_complete_but_not_block_before_the_minimum_rounds() {
             refused.contains("after 3 goal rounds") && refused.contains(&format!("{round} ran")),
             "{refused}"
         );
-        goal = next_round(&goal);
+        goal = next_round(&goal).unwrap();
     }
     assert_eq!(
         (goal.rounds_used, goal.consecutive_rounds, goal.revision),
@@ -165,7 +165,7 @@ fn a_round_may_complete_but_not_block_before_the_minimum_rounds() {
         blocked_after_rounds: 1,
         ..settings()
     };
-    let fresh = next_round(&created("x"));
+    let fresh = next_round(&created("x")).unwrap();
     assert!(apply(
         Some(&fresh),
         blocked(),
@@ -209,7 +209,7 @@ fn a_round_may_complete_but_not_block_before_the_minimum_rounds() {
 
 #[test]
 fn a_stale_revision_or_another_goal_is_refused_with_the_current_one() {
-    let goal = next_round(&created("ship it"));
+    let goal = next_round(&created("ship it")).unwrap();
     let stale = Named {
         id: "g1",
         revision: 1.0,
@@ -293,8 +293,16 @@ fn updates_are_checked_and_caps_follow_the_settings() {
         }
     );
     assert!(rounds(0.0).is_err() && rounds(-1.0).is_err());
-    // The default cap, and `dsh run --max-goal-rounds` as a ceiling.
+    // The default cap, which is also the most any goal may have (an
+    // unbounded cap from the model is cut to it, and it is told), and
+    // `dsh run --max-goal-rounds` as a further ceiling.
     assert_eq!(settings().cap(None), 20);
+    assert_eq!(settings().cap(Some(u32::MAX)), 20);
+    assert_eq!(settings().cap(Some(7)), 7);
+    assert!(settings()
+        .lowered(Some(u32::MAX))
+        .is_some_and(|told| told.contains("lowered to 20")));
+    assert_eq!(settings().lowered(Some(20)), None);
     let ceiling = GoalSettings {
         ceiling: Some(2),
         ..settings()
@@ -316,7 +324,7 @@ fn updates_are_checked_and_caps_follow_the_settings() {
     // A goal at its cap is not resumed (its cap is raised first).
     let mut goal = created("x");
     for _ in 0..5 {
-        goal = next_round(&goal);
+        goal = next_round(&goal).unwrap();
     }
     assert!(!has_rounds_left(&goal));
     goal.phase = GoalPhase::Paused;
@@ -333,7 +341,7 @@ fn updates_are_checked_and_caps_follow_the_settings() {
 
 #[test]
 fn the_continuation_and_the_marker_name_the_round() {
-    let goal = next_round(&created("make the tests pass"));
+    let goal = next_round(&created("make the tests pass")).unwrap();
     let text = continuation(&goal);
     assert!(text.starts_with("[Goal round 1 of 5]"), "{text}");
     assert!(text.contains("make the tests pass") && text.contains("update_goal"));
@@ -344,4 +352,31 @@ fn the_continuation_and_the_marker_name_the_round() {
         "{shown}"
     );
     assert!(describe(Some(&goal), false).contains("next_round_armed: false"));
+}
+
+#[test]
+fn a_revision_at_its_largest_is_refused_not_wrapped() {
+    let mut goal = created("x");
+    goal.revision = u64::MAX;
+    assert!(next_round(&goal).is_err());
+    let paused = apply(
+        Some(&goal),
+        Change::Pause,
+        Authority::Human,
+        None,
+        &settings(),
+        String::new,
+    );
+    assert!(paused.is_err_and(|why| why.contains("cannot go higher")));
+}
+
+#[test]
+fn the_update_title_shows_no_invisible_characters() {
+    let (_, view) = plan(
+        Tool::UpdateGoal,
+        "update_goal",
+        r#"{"goal_id":"g1","revision":1,"action":"pause\u202e\nnext"}"#,
+    )
+    .unwrap();
+    assert!(!view.title.contains('\u{202e}') && !view.title.contains('\n'));
 }

@@ -13,10 +13,18 @@ use crate::error::AgentError;
 use crate::tools::goal::{self as rules, Authority, Change, GoalCall, Named};
 
 impl Turn<'_> {
-    /// On whose behalf this turn changes the goal.
+    /// On whose behalf this turn changes the goal: once the person's own
+    /// words were steered into a top-level turn, theirs (a steer during a
+    /// goal round can pause or edit the goal).
     fn goal_authority(&self) -> Authority {
         if self.delegated.is_some() || self.session.depth() > 0 {
             return Authority::Other;
+        }
+        if self
+            .person_steered
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            return Authority::Human;
         }
         match self.source {
             MessageSource::User => Authority::Human,
@@ -28,6 +36,12 @@ impl Turn<'_> {
     /// Runs a goal tool's call: its result is text the model reads.
     pub(super) fn run_goal_tool(&self, call: &GoalCall) -> ToolOutcome {
         let who = self.goal_authority();
+        let asked = match call {
+            GoalCall::Create(args) => args.max_goal_rounds,
+            GoalCall::Update(args) => args.max_goal_rounds,
+            GoalCall::Get => None,
+        }
+        .and_then(|asked| rules::rounds(asked).ok());
         let changed = match call {
             GoalCall::Get => {
                 let text = {
@@ -61,11 +75,13 @@ impl Turn<'_> {
         };
         match changed {
             Ok(Ok((kind, goal))) => {
-                let text = format!(
-                    "{}\n{}",
-                    done(kind),
-                    rules::describe(Some(&goal), self.armed())
-                );
+                let mut text = done(kind).to_owned();
+                if let Some(lowered) = self.config.goals.lowered(asked) {
+                    text.push(' ');
+                    text.push_str(&lowered);
+                }
+                text.push('\n');
+                text.push_str(&rules::describe(Some(&goal), self.armed()));
                 ToolOutcome::ok(text.clone(), ToolView::text(text))
             }
             Ok(Err(refused)) => ToolOutcome::failed(ErrorCode::InvalidToolArgs, refused),
@@ -80,7 +96,18 @@ impl Turn<'_> {
             self.notice("Goals are off here (`[goals] enabled = false` in config.toml).")?;
             return Ok(StopReason::EndTurn);
         }
-        let change = match args.trim() {
+        let args = args.trim();
+        let (word, rest) = args
+            .split_once(char::is_whitespace)
+            .map_or((args, ""), |(word, rest)| (word, rest.trim()));
+        let word = word.to_ascii_lowercase();
+        if matches!(word.as_str(), "pause" | "resume" | "clear") && !rest.is_empty() {
+            self.notice(&format!(
+                "`/goal {word}` takes nothing after it. To set a goal, put the objective after `/goal` in other words (an objective cannot begin with `{word}`)."
+            ))?;
+            return Ok(StopReason::EndTurn);
+        }
+        let change = match word.as_str() {
             "" => {
                 let text = {
                     let locked = self.session.locked();
@@ -95,10 +122,13 @@ impl Turn<'_> {
             "pause" => Change::Pause,
             "resume" => Change::Resume,
             "clear" => Change::Clear,
-            objective => Change::Create {
-                objective: objective.to_owned(),
-                max_rounds: None,
-            },
+            _ => {
+                self.replace_idle_goal()?;
+                Change::Create {
+                    objective: args.to_owned(),
+                    max_rounds: None,
+                }
+            }
         };
         if let Err(refused) = self.change_goal(change, self.goal_authority(), None)? {
             self.notice(&refused)?;
@@ -140,6 +170,28 @@ impl Turn<'_> {
         Ok(Ok((kind, goal)))
     }
 
+    /// Before `/goal <objective>`: a goal whose rounds do not run (paused,
+    /// its cap used, or not armed in this process) is cleared, so the
+    /// person's new goal replaces it (the cleared note says so); a goal
+    /// whose rounds run stays, and the create is refused.
+    fn replace_idle_goal(&self) -> Result<(), AgentError> {
+        let idle = {
+            let locked = self.session.locked();
+            locked.state.goal.as_ref().is_some_and(|goal| {
+                matches!(
+                    goal.phase,
+                    dsh_protocol::log::GoalPhase::Active | dsh_protocol::log::GoalPhase::Paused
+                ) && !(locked.state.goal_armed && rules::has_rounds_left(goal))
+            })
+        };
+        if idle {
+            if let Err(refused) = self.change_goal(Change::Clear, self.goal_authority(), None)? {
+                self.notice(&refused)?;
+            }
+        }
+        Ok(())
+    }
+
     fn armed(&self) -> bool {
         self.session.locked().state.goal_armed
     }
@@ -162,13 +214,16 @@ fn done(kind: GoalChangeKind) -> &'static str {
 fn shown(goal: &Goal, armed: bool) -> String {
     let mut text = format!(
         "**Goal**: {}\n\nPhase: {}; rounds used: {} of {}.",
-        goal.objective,
+        dsh_protocol::content::visible_title(&goal.objective, 200),
         goal.phase.as_str(),
         goal.rounds_used,
         goal.max_rounds
     );
     if let Some(reason) = &goal.blocked_reason {
-        text.push_str(&format!(" Blocked: {reason}."));
+        text.push_str(&format!(
+            " Blocked: {}.",
+            dsh_protocol::content::visible_title(reason, 200)
+        ));
     }
     if goal.phase == dsh_protocol::log::GoalPhase::Active && !armed {
         text.push_str(

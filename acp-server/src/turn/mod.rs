@@ -60,6 +60,9 @@ struct Turn<'a> {
     delegated: Option<Delegation>,
     /// Who its prompt is from: the person, or dsh (a goal round).
     source: dsh_protocol::log::MessageSource,
+    /// The person's own words were steered into it: from then on it acts
+    /// on their behalf too ([`goal`]'s authority).
+    person_steered: std::sync::atomic::AtomicBool,
 }
 
 /// What a subagent's turn shares with the parent turn that started it.
@@ -205,6 +208,7 @@ async fn run_as(
         hooks,
         delegated,
         source,
+        person_steered: std::sync::atomic::AtomicBool::new(false),
     };
     let title = first.then(|| UserContent::title_of(&content)).flatten();
     let command = parse
@@ -518,6 +522,10 @@ impl Turn<'_> {
                     source: dsh_protocol::log::MessageSource::User,
                 });
             }
+        }
+        if any && recorded.is_ok() {
+            self.person_steered
+                .store(true, std::sync::atomic::Ordering::Relaxed);
         }
         recorded.map(|()| any)
     }
