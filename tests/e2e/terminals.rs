@@ -320,12 +320,17 @@ async fn a_send_shows_its_output_live_and_runs_in_the_background_as_a_job() {
 }
 
 #[tokio::test]
-async fn a_terminal_opened_in_a_looser_mode_takes_no_input_in_a_stricter_one() {
+async fn a_stricter_mode_closes_the_terminals_opened_in_a_looser_one() {
     let env = TestEnv::with_config(ENABLE).await;
+    let pids = env.cwd().join("pids");
     env.mock
         .push_json(call("o1", "terminal_open", json!({"type": "shell"})));
+    env.mock.push_json(send(
+        "s1",
+        &format!("sleep 300 & echo $$ $! > {}", pids.display()),
+    ));
     env.mock.push_json(reply("open"));
-    env.mock.push_json(send("s1", "echo hi"));
+    env.mock.push_json(send("s2", "echo hi"));
     env.mock.push_json(reply("refused"));
     let sim = ClientSim::new(false, false);
     sim.answer(Answer::Select(PermissionOptionKind::AllowOnce));
@@ -333,14 +338,27 @@ async fn a_terminal_opened_in_a_looser_mode_takes_no_input_in_a_stricter_one() {
     let session = conn.start(&env.cwd()).await;
     conn.set_mode(&session, "full-access").await;
     conn.prompt(&session, "open").await.unwrap();
-    conn.set_mode(&session, "ask").await;
-    conn.prompt(&session, "send").await.unwrap();
-    assert_eq!(sim.asked(), ["s1"]);
-    let refused = tool_result(&env, "s1");
+    let text = std::fs::read_to_string(&pids).unwrap();
+    let all: Vec<u32> = text
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    assert_eq!(all.len(), 2, "{text}");
+    // Full-access → accept-edits: the terminal (no sandbox, the agent's
+    // environment) and what runs in it are gone, and that is said.
+    conn.set_mode(&session, "accept-edits").await;
     assert!(
-        refused.contains("opened in full-access mode") && refused.contains("terminal_close"),
-        "{refused}"
+        all_gone(&all).await,
+        "a full-access terminal outlived the mode"
     );
+    assert!(env.log_events(&session).iter().any(|e| e["type"] == "agent/notice"
+        && e["data"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("closed the terminal that ran with a looser mode's sandbox: t1 (opened in full-access)")));
+    conn.prompt(&session, "send").await.unwrap();
+    let refused = tool_result(&env, "s2");
+    assert!(refused.contains("No terminal \"t1\""), "{refused}");
     conn.finish().await;
 }
 
@@ -430,5 +448,42 @@ async fn a_client_with_the_terminal_convention_gets_a_sends_output_as_a_terminal
         .filter_map(|u| u["_meta"]["terminal_output"]["data"].as_str())
         .collect();
     assert!(outputs.iter().any(|o| o.contains("tick1")), "{updates:#?}");
+    conn.finish().await;
+}
+
+#[tokio::test]
+async fn an_allow_rule_covers_a_send_only_at_the_shells_prompt_inside_the_workspace() {
+    let env = TestEnv::with_config(ENABLE).await;
+    let cwd = env.cwd();
+    env.mock
+        .push_json(call("o1", "terminal_open", json!({"type": "shell"})));
+    env.mock.push_json(send("s1", "echo one"));
+    env.mock.push_json(send("s2", "echo two"));
+    // A program holds the foreground: what it reads is not bash's.
+    env.mock.push_json(send("s3", "sh"));
+    env.mock.push_json(send("s4", "echo three"));
+    env.mock.push_json(send("s5", "exit"));
+    // The shell's live directory, outside the workspace.
+    env.mock.push_json(send("s6", "cd /"));
+    env.mock.push_json(send("s7", "echo four"));
+    // Control characters are keys to the terminal: refused unasked.
+    env.mock.push_json(send("s8", "echo five #\rtouch evil"));
+    env.mock.push_json(reply("done"));
+    let sim = ClientSim::new(false, false);
+    sim.answer(Answer::Select(PermissionOptionKind::AllowOnce));
+    sim.answer(Answer::Select(PermissionOptionKind::AllowAlways));
+    for _ in 0..5 {
+        sim.answer(Answer::Select(PermissionOptionKind::AllowOnce));
+    }
+    let conn = env.connect_with(sim.clone()).await;
+    let session = conn.start(&cwd).await;
+    conn.prompt(&session, "use a terminal").await.unwrap();
+    assert_eq!(sim.asked(), ["o1", "s1", "s3", "s4", "s5", "s6", "s7"]);
+    assert!(tool_result(&env, "s2").contains("two"));
+    assert!(tool_result(&env, "s4").contains("three"));
+    assert!(tool_result(&env, "s7").contains("four"));
+    let refused = tool_result(&env, "s8");
+    assert!(refused.contains("control character"), "{refused}");
+    assert!(!cwd.join("evil").exists() && !Path::new("/evil").exists());
     conn.finish().await;
 }

@@ -95,6 +95,11 @@ pub enum Shell {
     PowerShell,
     /// Windows' `cmd.exe`.
     Cmd,
+    /// Text typed where dsh cannot tell what reads it (a persistent
+    /// terminal with a program in the foreground, or in a directory it
+    /// does not know): always asked below `full-access`, never remembered,
+    /// no allow rule covers it; read as text for protected paths.
+    Unknown,
 }
 
 /// The policy's answer.
@@ -179,6 +184,10 @@ pub fn choices(access: &Access, ctx: &Context<'_>) -> Choices {
         },
         Access::Execute { .. } if names_protected => Remember::Never,
         Access::Execute {
+            shell: Shell::Unknown,
+            ..
+        } => Remember::Never,
+        Access::Execute {
             command,
             shell: Shell::Bash,
             ..
@@ -238,7 +247,7 @@ fn names_protected(access: &Access, ctx: &Context<'_>) -> Option<String> {
     };
     let plain = match dialect {
         Shell::Bash => shell::analyze(command).plain,
-        Shell::PowerShell | Shell::Cmd => None,
+        Shell::PowerShell | Shell::Cmd | Shell::Unknown => None,
     };
     let Some(words) = plain.filter(|words| rules::scope(words).is_some()) else {
         // Searched as text, with the quotes and backslashes the shell
@@ -251,6 +260,7 @@ fn names_protected(access: &Access, ctx: &Context<'_>) -> Option<String> {
             Shell::Bash => &['\'', '"', '\\'],
             Shell::PowerShell => &['\'', '"', '`'],
             Shell::Cmd => &['"', '^'],
+            Shell::Unknown => &['\'', '"', '\\'],
         };
         let unquoted: String = command
             .chars()
@@ -302,7 +312,7 @@ fn rule_matches(rule: &PermissionRule, tool: &str, access: &Access) -> rules::Ma
         // A line the policy cannot read: an allow rule is for its exact
         // line; any other line may run what a reject rule names.
         Access::Execute { command, shell, .. } if *shell != Shell::Bash => {
-            if command == scope {
+            if command == scope && !(rule.allow && *shell == Shell::Unknown) {
                 Match::Yes
             } else if rule.allow {
                 Match::No
@@ -494,6 +504,13 @@ pub fn decide(
     // (the line runs something decided at run time) keeps it from running
     // unasked.
     let mut maybe_rejected = false;
+    let unknown_reader = matches!(
+        access,
+        Access::Execute {
+            shell: Shell::Unknown,
+            ..
+        }
+    );
     let newest = rules
         .iter()
         .rev()
@@ -510,7 +527,7 @@ pub fn decide(
             "The user chose to always reject {tool}{}. Do not retry it another way; ask the user how to proceed.",
             rule.scope.as_deref().map(|s| format!(" for {s}")).unwrap_or_default()
         )),
-        Some(_) if rules_apply => Decision::Allow,
+        Some(_) if rules_apply && !unknown_reader => Decision::Allow,
         _ if base == Decision::Allow && maybe_rejected => Decision::Ask(
             "runs a command decided at run time, which could be one the user chose to always reject"
                 .to_owned(),

@@ -595,3 +595,29 @@ fn powershell_and_cmd_lines_are_asked_and_remembered_as_the_exact_line() {
         assert_eq!(decide_in(Mode::Ask, shell, line, &allow), "ask", "{line}");
     }
 }
+
+#[test]
+fn text_for_an_unknown_reader_is_always_asked_and_never_remembered() {
+    let typed = || exec_in(Shell::Unknown, "ls");
+    let rules = [
+        rule("terminal_send", Some("ls"), true),
+        rule("terminal_send", None, true),
+    ];
+    assert_eq!(check(Mode::Ask, "terminal_send", typed(), &rules), "ask");
+    assert_eq!(
+        check(Mode::AcceptEdits, "terminal_send", typed(), &rules),
+        "ask"
+    );
+    assert_eq!(
+        check(Mode::FullAccess, "terminal_send", typed(), &[]),
+        "allow"
+    );
+    assert_eq!(
+        check(Mode::Ask, "terminal_send", exec("ls"), &rules),
+        "allow"
+    );
+    let reject = [rule("terminal_send", Some("ls"), false)];
+    assert_eq!(check(Mode::Ask, "terminal_send", typed(), &reject), "deny");
+    let remember = with_context(|ctx| choices(&typed(), ctx).remember);
+    assert_eq!(remember, Remember::Never);
+}

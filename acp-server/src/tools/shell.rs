@@ -52,6 +52,7 @@ impl Launch {
             Shell::Bash => "sh",
             Shell::PowerShell => "powershell",
             Shell::Cmd => "bat",
+            Shell::Unknown => "",
         }
     }
 

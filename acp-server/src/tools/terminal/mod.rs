@@ -185,15 +185,16 @@ pub fn plan(
             if let Some(why) = text::refused_input(&args.text) {
                 return Err(Refusal::new(ErrorCode::InvalidToolArgs, why));
             }
-            let workdir = env
-                .terminals
-                .get(&args.id)
-                .map_or_else(|| env.cwd.to_path_buf(), |t| t.cwd.clone());
+            let (workdir, shell) = match env.terminals.get(&args.id) {
+                // No such terminal: the run refuses it.
+                None => (env.cwd.to_path_buf(), Shell::Bash),
+                Some(terminal) => send_context(&terminal, env.roots),
+            };
             let shown = present_send(&args);
             let access = Access::Execute {
                 command: args.text.clone(),
                 workdir,
-                shell: Shell::Bash,
+                shell,
             };
             (TerminalCall::Send(args), shown, access)
         }
@@ -203,6 +204,25 @@ pub fn plan(
             (TerminalCall::Close(args), shown, Access::None)
         }
     })
+}
+
+/// Where a sent text is judged and who reads it: the shell's live
+/// directory and bash when the shell is at its prompt in a directory
+/// inside the roots; otherwise (a program such as a REPL holds the
+/// foreground, or the directory is unknown or outside the roots) the
+/// reader is unknown to the policy ([`Shell::Unknown`]: asked below
+/// full-access, no allow rule), judged in the directory known best.
+fn send_context(terminal: &Terminal, roots: &[PathBuf]) -> (PathBuf, Shell) {
+    let live = terminal.live_cwd();
+    let inside = live
+        .as_ref()
+        .is_some_and(|cwd| roots.iter().any(|root| cwd.starts_with(root)));
+    let workdir = live.unwrap_or_else(|| terminal.cwd.clone());
+    if inside && !terminal.program_in_foreground() {
+        (workdir, Shell::Bash)
+    } else {
+        (workdir, Shell::Unknown)
+    }
 }
 
 /// The text as the user sees it before it is typed: the title its first

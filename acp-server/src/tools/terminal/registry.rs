@@ -220,8 +220,18 @@ impl Terminal {
         Some((group, line))
     }
 
+    /// The shell's working directory now (after its `cd`s): Linux's
+    /// `/proc/<pid>/cwd`; `None` where that is not known.
+    pub fn live_cwd(&self) -> Option<PathBuf> {
+        if self.exit().is_some() {
+            return None;
+        }
+        let pid = self.shell_pid()?;
+        std::fs::read_link(format!("/proc/{pid}/cwd")).ok()
+    }
+
     /// Whether a process group other than the shell's has the terminal.
-    fn program_in_foreground(&self) -> bool {
+    pub fn program_in_foreground(&self) -> bool {
         self.pty
             .foreground_group()
             .is_some_and(|group| Some(group) != self.shell_pid())
@@ -535,6 +545,35 @@ impl Terminals {
         let terminal = lock(&self.registry).open.remove(&number)?;
         terminal.close().await;
         Some(terminal)
+    }
+
+    /// The session's mode became `to`: every terminal opened in a looser
+    /// mode (its shell has that mode's sandbox, or none, and its
+    /// environment) is taken out and closed — its tree stopped now, the
+    /// wait for it on a task. Returns those terminals.
+    pub fn mode_changed(&self, to: Mode) -> Vec<Arc<Terminal>> {
+        use crate::jobs::rank;
+        let doomed: Vec<Arc<Terminal>> = {
+            let mut registry = lock(&self.registry);
+            let numbers: Vec<u64> = registry
+                .open
+                .iter()
+                .filter(|(_, terminal)| rank(terminal.mode) > rank(to))
+                .map(|(number, _)| *number)
+                .collect();
+            numbers
+                .iter()
+                .filter_map(|number| registry.open.remove(number))
+                .collect()
+        };
+        for terminal in &doomed {
+            dsh_process::signal_process(terminal.guard, dsh_process::Signal::Terminate);
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                let terminal = terminal.clone();
+                runtime.spawn(async move { terminal.close().await });
+            }
+        }
+        doomed
     }
 
     /// Closes every terminal (the session closes): nothing more opens.
