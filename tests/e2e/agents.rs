@@ -500,6 +500,20 @@ async fn a_message_queued_before_an_interrupt_waits_for_the_next_one() {
     let ends = job_ends(&env, &session, 1).await;
     assert_eq!(ends[0]["data"]["status"], "killed", "{ends:#?}");
 
+    let queued = tool_result(&env, "m1");
+    assert!(
+        queued.starts_with("Queued: agent")
+            && queued.contains("If it is interrupted first")
+            && queued.contains("the message is held instead"),
+        "{queued}"
+    );
+    // Held, and listed as held.
+    env.mock.push_json(call("l1", "list_agents", json!({})));
+    env.mock.push_json(reply("Listed."));
+    conn.prompt(&session, "list them").await.unwrap();
+    let listed = tool_result(&env, "l1");
+    assert!(listed.contains("1 message held for it"), "{listed}");
+
     // The next message's turn carries both; no turn ran in between.
     env.mock.push_json(call(
         "m2",
@@ -526,5 +540,55 @@ async fn a_message_queued_before_an_interrupt_waits_for_the_next_one() {
         .filter(|e| e["type"] == "turn/end")
         .count();
     assert_eq!(turns, 2);
+    conn.finish().await;
+}
+
+/// Past `[subagents] max_kept` a new background child closes the oldest
+/// idle one: the result says so, and it is gone from `list_agents`.
+#[tokio::test]
+async fn past_max_kept_a_new_child_closes_the_oldest_idle_one() {
+    let env = TestEnv::with_config("[subagents]\nmax_kept = 1\n").await;
+    let cwd = env.cwd();
+    let conn = env.connect().await;
+    let session = conn.start(&cwd).await;
+    for (n, task) in [(1, "CHILD-ONE"), (2, "CHILD-TWO")] {
+        env.mock.push_json(call(
+            &format!("d{n}"),
+            "subagent",
+            json!({"description": format!("Helper {n}"), "prompt": task, "run_in_background": true}),
+        ));
+        push_two_echoes(&env);
+        conn.prompt(&session, "start a helper").await.unwrap();
+        // Its answer ends its job: it is idle.
+        job_ends(&env, &session, n).await;
+    }
+    let found = children(&env);
+    let first = found
+        .iter()
+        .find(|(_, header)| header.to_string().contains("Helper 1"))
+        .expect("the first child")
+        .0
+        .clone();
+    let second = found
+        .iter()
+        .find(|(_, header)| header.to_string().contains("Helper 2"))
+        .expect("the second child")
+        .0
+        .clone();
+    let started = tool_result(&env, "d2");
+    assert!(
+        started.contains(&format!(
+            "Agent {first} (\"Helper 1\") was closed to make room"
+        )) && started.contains("max_kept"),
+        "{started}"
+    );
+    env.mock.push_json(call("l1", "list_agents", json!({})));
+    env.mock.push_json(reply("Listed."));
+    conn.prompt(&session, "list them").await.unwrap();
+    let listed = tool_result(&env, "l1");
+    assert!(
+        listed.contains(&second) && !listed.contains(&first),
+        "{listed}"
+    );
     conn.finish().await;
 }

@@ -50,11 +50,18 @@ impl Agent {
     /// Drops from memory the model history of every live session idle for
     /// `idle` or longer (no turn, no running background job, nothing
     /// recorded): its next reader (the next request) folds it again from
-    /// the log. The
+    /// the log. Kept background subagents (below the sessions, not in
+    /// their table) are swept too. The
     /// eviction task calls it every `idle / 4` (1–15 s); tests call it to
     /// force an eviction. How many histories were dropped.
     pub fn evict_idle(&self, idle: Duration) -> usize {
-        let sessions: Vec<Arc<Session>> = self.sessions().values().cloned().collect();
+        let mut sessions: Vec<Arc<Session>> = self.sessions().values().cloned().collect();
+        let mut below = 0;
+        while below < sessions.len() {
+            let kept = sessions[below].kept_agents();
+            sessions.extend(kept);
+            below += 1;
+        }
         let evicted = sessions
             .iter()
             .filter(|session| session.evict_idle_history(idle))

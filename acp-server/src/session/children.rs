@@ -79,6 +79,52 @@ impl Session {
         });
     }
 
+    /// Makes room for one more continuable child when `max_kept` (at
+    /// least 1) are kept already: the oldest idle one (no turn, no
+    /// running job) leaves the records and is returned for the caller to
+    /// close (and say so). Each kept child is a live session (open log,
+    /// lock, history), so their number is bounded.
+    ///
+    /// # Errors
+    /// As many are kept and every one works: how many (none may be added).
+    pub(crate) fn make_room_for_agent(
+        &self,
+        max_kept: usize,
+    ) -> Result<Option<Arc<Session>>, usize> {
+        // Read out first: the children's own locks are not taken under
+        // this session's children's lock.
+        let kept: Vec<(Arc<Session>, Option<Arc<crate::jobs::Job>>)> = {
+            let inner = self.children.inner();
+            if inner.agents.len() < max_kept.max(1) {
+                return Ok(None);
+            }
+            inner
+                .agents
+                .iter()
+                .map(|agent| (agent.session.clone(), agent.job.clone()))
+                .collect()
+        };
+        let idle = kept.iter().find(|(child, job)| {
+            !child.is_busy() && !job.as_ref().is_some_and(|job| !job.has_ended())
+        });
+        let Some((child, _)) = idle else {
+            return Err(kept.len());
+        };
+        self.forget_agent(child.id.as_str());
+        Ok(Some(child.clone()))
+    }
+
+    /// The continuable children's sessions, oldest first (the idle sweep
+    /// drops their histories as it does the sessions').
+    pub(crate) fn kept_agents(&self) -> Vec<Arc<Session>> {
+        self.children
+            .inner()
+            .agents
+            .iter()
+            .map(|agent| agent.session.clone())
+            .collect()
+    }
+
     /// Forgets the continuable child `id` (its task's turn did not start).
     pub(crate) fn forget_agent(&self, id: &str) {
         self.children
@@ -166,6 +212,11 @@ impl Session {
         self.with_agent(id, |agent| agent.held.push(message));
     }
 
+    /// How many messages are held for the child `id`.
+    pub(crate) fn held_count(&self, id: &str) -> usize {
+        self.with_agent(id, |agent| agent.held.len()).unwrap_or(0)
+    }
+
     /// The messages held for the child `id`, taken.
     pub(crate) fn take_held(&self, id: &str) -> Vec<String> {
         self.with_agent(id, |agent| std::mem::take(&mut agent.held))
@@ -188,11 +239,18 @@ impl Session {
 
     /// Stops the session and its continuable children's trees: each
     /// child (deepest first), then the session, as [`Self::close_one`]
-    /// says; `grace` is each one's time for its turn to stop. All are
-    /// cancelled at once: their turns stop together.
+    /// says; `grace` is each one's time for its turn to stop. Every turn
+    /// of the tree is cancelled before the first wait: they stop
+    /// together, within one grace, not one grace after another.
     pub(crate) async fn close(&self, grace: Duration) {
         self.closed.cancel();
-        for child in self.agent_tree() {
+        let tree = self.agent_tree();
+        for child in &tree {
+            child.closed.cancel();
+            child.cancel_turn();
+        }
+        self.cancel_turn();
+        for child in tree {
             child.close_one(grace).await;
         }
         self.close_one(grace).await;
@@ -244,6 +302,7 @@ mod tests {
         assert_eq!(parent.agent_interrupts(&id), 1);
         parent.hold_message(&id, "one".into());
         parent.hold_message(&id, "two".into());
+        assert_eq!(parent.held_count(&id), 2);
         assert_eq!(parent.take_held(&id), ["one", "two"]);
         assert!(parent.take_held(&id).is_empty());
         // No turn runs: nothing to interrupt, no job.
@@ -251,6 +310,55 @@ mod tests {
         assert!(parent.agent_job(&id).is_none());
         parent.forget_agent(&id);
         assert!(!parent.is_agent(child));
+    }
+
+    #[test]
+    fn past_max_kept_the_oldest_idle_child_leaves_or_none_is_added() {
+        let scratches: Vec<Scratch> = (0..3).map(|_| Scratch::new("", |_| {})).collect();
+        let [parent, first, second] = [0, 1, 2].map(|n| scratches[n].session.clone());
+        assert!(matches!(parent.make_room_for_agent(2), Ok(None)));
+        parent.keep_agent(first.clone());
+        parent.keep_agent(second.clone());
+        // The first works: the second, idle, leaves.
+        let _turn = first.begin_turn().unwrap();
+        match parent.make_room_for_agent(2) {
+            Ok(Some(child)) => assert_eq!(child.id, second.id),
+            _ => panic!("the idle child should leave"),
+        }
+        assert_eq!(parent.agent_ids(), [first.id.to_string()]);
+        // Below the most again; at one kept, all working: none is added.
+        assert!(matches!(parent.make_room_for_agent(2), Ok(None)));
+        assert!(matches!(parent.make_room_for_agent(1), Err(1)));
+        assert_eq!(parent.kept_agents().len(), 1);
+    }
+
+    /// Each turn stops only once every turn of the tree was asked to: a
+    /// close that waited for one before cancelling the next would take
+    /// a grace per member.
+    #[tokio::test]
+    async fn closing_cancels_every_turn_of_the_tree_before_waiting_for_one() {
+        let scratches: Vec<Scratch> = (0..3).map(|_| Scratch::new("", |_| {})).collect();
+        let [parent, child, grandchild] = [0, 1, 2].map(|n| scratches[n].session.clone());
+        parent.keep_agent(child.clone());
+        child.keep_agent(grandchild.clone());
+        let asked = Arc::new(tokio::sync::Semaphore::new(0));
+        for session in [&parent, &child, &grandchild] {
+            let ticket = session.begin_turn().unwrap();
+            let asked = asked.clone();
+            tokio::spawn(async move {
+                ticket.cancel_token().cancelled().await;
+                asked.add_permits(1);
+                // Held until all three were asked to stop.
+                let _all = asked.acquire_many(3).await;
+                drop(ticket);
+            });
+        }
+        let closed = tokio::time::timeout(
+            Duration::from_secs(10),
+            parent.close(Duration::from_secs(30)),
+        )
+        .await;
+        assert!(closed.is_ok(), "the turns were cancelled one at a time");
     }
 
     #[tokio::test]

@@ -155,6 +155,9 @@ pub struct AgentRow {
     pub continuable: bool,
     /// Its last answer, if it gave one.
     pub last_answer: Option<String>,
+    /// Messages held for it (an interrupt came before their turn, or
+    /// their turn could not start): they open the next `send_message`'s.
+    pub held: usize,
 }
 
 /// `list_agents`'s answer.
@@ -181,6 +184,13 @@ pub fn render_rows(rows: &[AgentRow], scope: Scope) -> String {
         ));
         if let Some(line) = row.last_answer.as_deref().and_then(first_line) {
             text.push_str(&format!(" — last answer: {line}"));
+        }
+        match row.held {
+            0 => {}
+            1 => text.push_str(" — 1 message held for it: it opens your next send_message's turn"),
+            n => text.push_str(&format!(
+                " — {n} messages held for it: they open your next send_message's turn"
+            )),
         }
         text.push('\n');
     }
@@ -293,6 +303,7 @@ mod tests {
             running,
             continuable: depth == 1,
             last_answer: answer.map(str::to_owned),
+            held: 0,
         }
     }
 
@@ -314,6 +325,13 @@ mod tests {
             "{all}"
         );
         assert!(render_rows(&[], Scope::Children).starts_with("No agents"));
+        let held = AgentRow {
+            held: 2,
+            ..row("c", 1, false, None)
+        };
+        assert!(render_rows(&[held], Scope::Children).contains(
+            "task c — 2 messages held for it: they open your next send_message's turn\n"
+        ),);
     }
 
     #[test]

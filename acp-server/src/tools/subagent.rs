@@ -45,6 +45,11 @@ pub struct SubagentSettings {
     /// A child's step limit (default: the session's `max_steps`).
     #[serde(default)]
     pub max_steps: Option<u64>,
+    /// Background (continuable) children a session keeps at once, each a
+    /// live session; past it the oldest idle one is closed for a new one,
+    /// and none is started while all of them work.
+    #[serde(default = "sixteen")]
+    pub max_kept: usize,
 }
 
 fn yes() -> bool {
@@ -52,6 +57,9 @@ fn yes() -> bool {
 }
 fn three() -> u32 {
     3
+}
+fn sixteen() -> usize {
+    16
 }
 
 impl Default for SubagentSettings {
@@ -61,6 +69,7 @@ impl Default for SubagentSettings {
             model: None,
             max_depth: three(),
             max_steps: None,
+            max_kept: sixteen(),
         }
     }
 }

@@ -146,7 +146,7 @@ impl Turn<'_> {
                 let running = self.session.agent_job(agent_id);
                 queue(resume, child.clone(), waiting, words.clone(), call.id.clone(), interrupts);
                 Ok(text(format!(
-                    "Delivered{with_held}: agent {agent_id} is working; the message joins its running turn at its next step{}. You will be told when that turn ends.",
+                    "Queued{with_held}: agent {agent_id} is working; the message joins its running turn at its next step{}, or starts its next turn if that one ends first. You will be told when that turn ends. If it is interrupted first, or its next turn cannot start (too many background jobs run), the message is held instead and opens the turn of your next send_message to it (list_agents shows held messages).",
                     running.map(|job| format!(" (job {})", job.id)).unwrap_or_default()
                 )))
             }
@@ -330,6 +330,7 @@ fn rows(session: &Arc<Session>, scope: Scope) -> Vec<AgentRow> {
                 running: child.is_busy(),
                 continuable: parent.is_agent(child),
                 last_answer: parent.agent_answer(child.id.as_str()),
+                held: parent.held_count(child.id.as_str()),
             });
         }
     });

@@ -108,12 +108,38 @@ impl Turn<'_> {
                 format!("{running} background jobs are running, the most a session may have; stop one with job_kill or wait for one to end."),
             );
         }
+        let max_kept = self.config.subagents.max_kept;
+        let displaced = match self.session.make_room_for_agent(max_kept) {
+            Ok(displaced) => displaced,
+            Err(kept) => {
+                return ToolOutcome::failed(
+                    ErrorCode::Internal,
+                    format!("{kept} background subagents are kept and all are working, the most a session may keep ([subagents] max_kept); wait for one's answer (an idle one is closed to make room) or stop one with interrupt_agent."),
+                )
+            }
+        };
+        let closed = match displaced {
+            Some(old) => {
+                old.close(CLOSE_GRACE).await;
+                format!(
+                    "\nAgent {} (\"{}\") was closed to make room: at most {} background subagents are kept ([subagents] max_kept), and it was the oldest idle one; it no longer takes messages.",
+                    old.id,
+                    old.header
+                        .subagent_of
+                        .as_ref()
+                        .map(|origin| origin.description.as_str())
+                        .unwrap_or(""),
+                    max_kept.max(1)
+                )
+            }
+            None => String::new(),
+        };
         let child = match start_child(self.session, &call.id, &description).await {
             Ok(child) => child,
             Err(error) => {
                 return ToolOutcome::failed(
                     error.code(),
-                    format!("The subagent could not start: {error}"),
+                    format!("The subagent could not start: {error}{closed}"),
                 )
             }
         };
@@ -136,7 +162,7 @@ impl Turn<'_> {
             Err(error) => {
                 self.session.forget_agent(child.id.as_str());
                 child.close(CLOSE_GRACE).await;
-                ToolOutcome::failed(ErrorCode::Internal, error)
+                ToolOutcome::failed(ErrorCode::Internal, format!("{error}{closed}"))
             }
             Ok(job) => {
                 let mut outcome = crate::tools::job_started(
@@ -148,6 +174,7 @@ impl Turn<'_> {
                     "\nAgent id: {id}. It stays after its answer: send_message {{\"agent_id\": \"{id}\"}} gives it more to do (each answer ends a job of its own), interrupt_agent stops its current turn, list_agents lists it.",
                     id = child.id
                 ));
+                outcome.output.push_str(&closed);
                 outcome
             }
         }
