@@ -105,13 +105,14 @@ impl Projection {
             // The editor shows its own prompt; a steered one lands in the
             // running turn, so it is shown where it lands, live too.
             // A goal round's message is shown as the round's marker (its
-            // `goal/change`), not as if the person had typed it.
+            // `goal/change`), a wake-up's as its jobs' ends (`job/end`),
+            // not as if the person had typed them: live as on replay.
             EventData::UserMessage {
                 content,
                 steered,
                 source,
                 ..
-            } if (replay || *steered) && *source != dsh_protocol::log::MessageSource::Goal => {
+            } if (replay || *steered) && source.is_user() => {
                 content
                     .iter()
                     .cloned()

@@ -132,6 +132,23 @@ fn the_prompt_is_replayed_but_not_echoed_live() {
 }
 
 #[test]
+fn dshs_own_prompts_are_not_shown_as_the_persons_live_or_on_replay() {
+    for source in [
+        dsh_protocol::log::MessageSource::Wakeup,
+        dsh_protocol::log::MessageSource::Goal,
+    ] {
+        let prompt = EventData::UserMessage {
+            turn: 1,
+            content: vec![UserContent::text("[dsh: the user did not write this]")],
+            steered: false,
+            source,
+        };
+        assert_eq!(project(prompt.clone(), Live), []);
+        assert_eq!(project(prompt, Replay), [], "{source:?}");
+    }
+}
+
+#[test]
 fn a_reply_adds_only_its_usage_live_and_is_whole_on_replay() {
     let data = reply("Hello.", "Thinking.", Some(usage(100, 20, 5)), "small");
     let usage = AgentUpdate::Usage {
