@@ -57,10 +57,11 @@ enum Command {
     /// stderr
     ///
     /// Exit status: 0 done, 1 failed (model error, --timeout, max tokens or
-    /// steps), 2 usage or configuration error, 130 interrupted (continue
-    /// with --session). Background jobs still running after the last turn
-    /// are waited for at most [jobs] run_wait_ms, then stopped (named on
-    /// stderr; the status is the last turn's).
+    /// steps), 2 usage or configuration error, 3 the goal the run set or
+    /// worked on is not complete (rounds used, blocked), 130 interrupted
+    /// (continue with --session). Background jobs still running after the
+    /// last turn are waited for at most [jobs] run_wait_ms, then stopped
+    /// (named on stderr; the status is the last turn's).
     Run(RunCommand),
     /// Serve the SDK's JSON-RPC API on stdin/stdout (programs run this), or
     /// over WebSocket with --listen

@@ -38,6 +38,9 @@ use crate::update::AgentUpdate;
 
 mod answers;
 mod progress;
+mod result;
+
+use result::result_object;
 mod wakeups;
 
 pub use answers::GivenAnswer;
@@ -213,6 +216,8 @@ struct Seen {
     cost: Option<dsh_protocol::model::Cost>,
     /// Tool call titles, until they finish.
     titles: std::collections::HashMap<String, String>,
+    /// The goal after the run's last change of it (cleared: none).
+    goal: Option<dsh_protocol::log::Goal>,
 }
 
 impl Seen {
@@ -247,26 +252,6 @@ fn stderr_line(text: &str) {
 fn write_stderr_line(text: &str, terminal: bool) {
     let text = dsh_protocol::content::visible(text, terminal);
     let _ = writeln!(std::io::stderr(), "{text}");
-}
-
-/// The result object `--json` ends with.
-fn result_object(
-    session: Option<&str>,
-    stop: serde_json::Value,
-    seen: Option<&Seen>,
-    duration_ms: u64,
-    error: Option<(&str, &str)>,
-) -> serde_json::Value {
-    serde_json::json!({
-        "type": "result",
-        "sessionId": session,
-        "stopReason": stop,
-        "text": seen.map_or("", |seen| seen.text.as_str()),
-        "usage": seen.map_or_else(Usage::default, |seen| seen.usage),
-        "cost": seen.and_then(|seen| seen.cost.clone()),
-        "durationMs": duration_ms,
-        "error": error.map(|(code, message)| serde_json::json!({"code": code, "message": message})),
-    })
 }
 
 /// The front end: stderr for people, stdout for the result.
@@ -376,9 +361,12 @@ impl RunFrontend {
                 }
             }
             EventData::JobEnd { usage, .. } => self.seen().add(usage.as_ref()),
-            EventData::GoalChange { change, goal } => self
-                .progress
-                .tool_line(&crate::projection::goal_line(*change, goal)),
+            EventData::GoalChange { change, goal } => {
+                let cleared = *change == dsh_protocol::log::GoalChangeKind::Cleared;
+                self.seen().goal = (!cleared).then(|| goal.clone());
+                let line = crate::projection::goal_line(*change, goal);
+                self.progress.tool_line(&line);
+            }
             _ => {}
         }
     }
@@ -484,6 +472,7 @@ pub async fn run(agent: Arc<Agent>, mut args: RunArgs) -> u8 {
             usage: Usage::default(),
             cost: None,
             titles: Default::default(),
+            goal: None,
         }),
         progress: progress::Progress::new(args.quiet),
     });
@@ -544,7 +533,7 @@ pub async fn run(agent: Arc<Agent>, mut args: RunArgs) -> u8 {
         return 130;
     }
     match (stop, error) {
-        (Some(StopReason::EndTurn), _) => 0,
+        (Some(StopReason::EndTurn), _) => result::ended(seen.goal.as_ref()),
         (_, Some((code, message))) => {
             stderr_line(&format!("dsh run: {code}: {message}"));
             1

@@ -344,7 +344,15 @@ async fn dsh_run_runs_its_goal_to_the_end_within_max_goal_rounds() {
     .await
     .unwrap()
     .unwrap();
-    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    // Its rounds used, the goal is not complete: exit status 3, said on
+    // stderr and in the result's `goal`.
+    assert_eq!(output.status.code(), Some(3), "{}", text(&output.stderr));
+    assert!(text(&output.stderr).contains("the goal is not complete (active, 2 of 2 rounds used)"));
+    let goal = &last_json(&output)["goal"];
+    assert_eq!(
+        (&goal["phase"], &goal["rounds_used"], &goal["max_rounds"]),
+        (&json!("active"), &json!(2), &json!(2))
+    );
     assert_eq!(env.mock.requests().len(), 4);
     let events: Vec<Value> = text(&output.stdout)
         .lines()
@@ -568,4 +576,33 @@ async fn goal_subcommands_ignore_case_refuse_extra_words_and_a_new_goal_replaces
     );
     assert!(last_user(&env.mock.requests()[1]).contains("fix the typos"));
     conn.finish().await;
+}
+
+#[tokio::test]
+async fn dsh_run_exits_0_when_its_goal_is_complete() {
+    let env = TestEnv::new().await;
+    env.mock.push_json(call(
+        "g1",
+        "create_goal",
+        json!({"objective": "bump the version"}),
+    ));
+    env.mock.push_json(reply("Goal set."));
+    env.mock.push_json(call(
+        "u1",
+        "update_goal",
+        json!({"goal_id": "goal-1", "revision": 2, "action": "complete"}),
+    ));
+    env.mock.push_json(reply("Bumped."));
+    let output = env
+        .dsh(&["run", "--json", "bump the version"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert_eq!(last_json(&output)["goal"]["phase"], "complete");
+    // A run that sets no goal has no `goal` in its result.
+    env.mock.push_json(reply("Hi."));
+    let output = env.dsh(&["run", "--json", "hi"]).output().await.unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    assert!(last_json(&output).get("goal").is_none());
 }
