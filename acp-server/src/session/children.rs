@@ -105,7 +105,7 @@ impl Session {
                 .collect()
         };
         let idle = kept.iter().find(|(child, job)| {
-            !child.is_busy() && !job.as_ref().is_some_and(|job| !job.has_ended())
+            !child.is_busy() && job.as_ref().is_none_or(|job| job.has_ended())
         });
         let Some((child, _)) = idle else {
             return Err(kept.len());
