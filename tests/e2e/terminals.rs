@@ -269,14 +269,21 @@ async fn a_send_shows_its_output_live_and_runs_in_the_background_as_a_job() {
     let env = TestEnv::with_config(ENABLE).await;
     env.mock
         .push_json(call("o1", "terminal_open", json!({"type": "shell"})));
+    // Runs until the test, having seen tick1 live, makes the gate (the
+    // line itself does not say "tick1").
     env.mock.push_json(send(
         "s1",
-        "for i in 1 2 3; do echo tick$i; sleep 0.2; done",
+        "i=1; echo tick$i; while [ ! -e gate ]; do sleep 0.05; done; echo tick$((i+1)); echo tick$((i+2))",
     ));
+    // Two lines: settled at the second's prompt, not the first's.
+    env.mock
+        .push_json(send("s2", "true\nsleep 1.5; echo lines-done"));
+    // Nothing but the echo for longer than a busy program's silence.
+    env.mock.push_json(send("s3", "sleep 2.5; echo quiet-done"));
     env.mock.push_json(call(
         "b1",
         "terminal_send",
-        json!({"sessionId": "t1", "text": "sleep 0.5; echo bg-done", "run_in_background": true}),
+        json!({"sessionId": "t1", "text": "sleep 2.5; echo bg-done", "run_in_background": true}),
     ));
     env.mock.push_json(call(
         "j1",
@@ -287,9 +294,27 @@ async fn a_send_shows_its_output_live_and_runs_in_the_background_as_a_job() {
     let conn = env.connect().await;
     let session = conn.start(&env.cwd()).await;
     conn.set_mode(&session, "full-access").await;
-    conn.prompt(&session, "watch it").await.unwrap();
+    let gate = env.cwd().join("gate");
+    let (done, ()) = tokio::join!(conn.prompt(&session, "watch it"), async {
+        conn.wait_for("tick1 shown live", |updates| {
+            updates
+                .iter()
+                .any(|u| serde_json::to_string(u).unwrap().contains("tick1"))
+        })
+        .await;
+        std::fs::write(&gate, "").unwrap();
+    });
+    done.unwrap();
     let output = tool_result(&env, "s1");
     assert!(output.contains("tick1\ntick2\ntick3\n"), "{output}");
+    assert!(output.contains("back at its prompt"), "{output}");
+    for (id, done) in [("s2", "lines-done"), ("s3", "quiet-done")] {
+        let output = tool_result(&env, id);
+        assert!(
+            output.contains(done) && output.contains("back at its prompt"),
+            "{output}"
+        );
+    }
     // While it ran, the call showed the output so far (a console block:
     // this client has no terminal convention).
     let updates = updates_of(&conn, "s1");

@@ -514,7 +514,10 @@ async fn send(args: &SendArgs, env: &ToolEnv<'_>) -> ToolOutcome {
             emit(output);
         }
     };
-    match terminal.send(&args.text, submit, env.cancel, &live).await {
+    match terminal
+        .send(&args.text, submit, false, env.cancel, &live)
+        .await
+    {
         Err(err) => ToolOutcome::failed(ErrorCode::InvalidToolArgs, err),
         Ok(sent) => text_outcome(sent_text(&terminal, &sent)),
     }
@@ -560,7 +563,10 @@ fn send_in_background(
                     on_live(output);
                 }
             };
-            let end = match terminal.send(&text, submit, job.killed(), &live).await {
+            let end = match terminal
+                .send(&text, submit, true, job.killed(), &live)
+                .await
+            {
                 Err(err) => {
                     job.feed(&format!("{err}\n"));
                     crate::jobs::End::Failed(err)

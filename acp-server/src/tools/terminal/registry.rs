@@ -33,8 +33,10 @@ pub const SCROLLBACK_BYTES: usize = 1 << 20;
 /// How long output must pause for a send to settle without a prompt.
 pub const IDLE_SILENCE: Duration = Duration::from_millis(300);
 /// The same while a program other than the shell runs in the foreground
-/// (a REPL, a build): it may be working, not waiting.
-pub const BUSY_SILENCE: Duration = Duration::from_secs(1);
+/// (a REPL, a build): it may be working, not waiting. A program that has
+/// printed nothing past the echo of the input is waited for until the
+/// prompt (or [`SEND_TIMEOUT`]).
+pub const BUSY_SILENCE: Duration = Duration::from_secs(2);
 /// How long a send waits at most.
 pub const SEND_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long the shell's prompt must be quiet before a send settles on it.
@@ -124,8 +126,6 @@ struct Output {
     stripper: Stripper,
     /// Prompt marks seen.
     prompts: u64,
-    /// Chunks read.
-    chunks: u64,
     last: Instant,
     spill: Spill,
 }
@@ -134,7 +134,6 @@ impl Output {
     fn take(&mut self, chunk: &[u8]) {
         let (clean, prompts) = self.stripper.strip(chunk);
         self.prompts += prompts as u64;
-        self.chunks += 1;
         self.last = Instant::now();
         let gone = self.ring.push(&clean);
         if !gone.is_empty() {
@@ -272,61 +271,97 @@ impl Terminal {
     }
 
     /// Types `text` (and Enter, if `submit`), then waits until the shell
-    /// prints its prompt again, the output pauses, [`SEND_TIMEOUT`]
+    /// is back at its prompt, the output pauses (not with `until_prompt`:
+    /// a background send ends when its command does), [`SEND_TIMEOUT`]
     /// passes, the shell exits or `cancel` fires; `live` is told the new
     /// output as it comes (the text so far, sampled).
+    ///
+    /// Back at its prompt: no program holds the foreground and the shell
+    /// has shown as many prompts as lines were submitted (one more if a
+    /// program still ran when the text was typed: its own prompt comes
+    /// first), or at least one and it has stayed quiet there
+    /// ([`IDLE_SILENCE`]; a construct over several lines, input a
+    /// program took). Output is what comes after the echo of the typed
+    /// text (after its first line's end).
     pub async fn send(
         &self,
         text: &str,
         submit: bool,
+        until_prompt: bool,
         cancel: &CancellationToken,
         live: &(dyn Fn(&str) + Send + Sync),
     ) -> Result<Sent, String> {
-        let _busy = self.busy.lock().await;
+        let _busy = tokio::select! {
+            busy = self.busy.lock() => busy,
+            () = cancel.cancelled() => return Ok(Self::unsent(Settled::Cancelled)),
+            () = tokio::time::sleep(SEND_TIMEOUT) => return Err(format!(
+                "The terminal is still busy with another send after {} s.",
+                SEND_TIMEOUT.as_secs()
+            )),
+        };
         if let Some(exit) = self.exit() {
             return Err(format!(
                 "Its shell has {exit}; close it with terminal_close and open a new one."
             ));
         }
-        let (mark, prompts, chunks) = {
+        let (mark, prompts) = {
             let output = lock(&self.output);
-            (output.ring.mark(), output.prompts, output.chunks)
+            (output.ring.mark(), output.prompts)
         };
         let mut typed = text.as_bytes().to_vec();
         if submit {
             typed.push(b'\r');
         }
-        self.type_in(typed).await?;
+        let lines = text.matches('\n').count() as u64 + u64::from(submit);
+        let needed = lines + u64::from(self.program_in_foreground());
         let started = Instant::now();
+        tokio::select! {
+            written = self.type_in(typed) => written?,
+            () = cancel.cancelled() => return Ok(self.since_settled(mark, Settled::Cancelled)),
+            () = tokio::time::sleep(SEND_TIMEOUT) => return Ok(self.since_settled(mark, Settled::Timeout)),
+        }
         let mut changed = self.changed.subscribe();
         let mut shown = String::new();
+        // When a program was last seen in the foreground: a shell running
+        // a loop holds it between the loop's commands, for an instant.
+        let mut last_busy = Instant::now();
         let settled = loop {
-            let (quiet, prompt, output_came) = {
+            let (quiet, prompted) = {
                 let output = lock(&self.output);
-                (
-                    output.last.elapsed(),
-                    output.prompts > prompts,
-                    output.chunks > chunks,
-                )
+                (output.last.elapsed(), output.prompts - prompts)
             };
             if let Some(exit) = self.exit() {
                 break Settled::Exited(exit);
             }
-            if prompt && quiet >= PROMPT_QUIET {
+            let now = self.since(mark).0;
+            let busy = self.program_in_foreground();
+            if busy {
+                last_busy = Instant::now();
+            }
+            let free = last_busy.elapsed();
+            if !busy
+                && ((prompted >= needed && quiet >= PROMPT_QUIET)
+                    || (prompted >= 1 && quiet >= IDLE_SILENCE && free >= IDLE_SILENCE))
+            {
                 break Settled::Prompt;
             }
-            let silence = if self.program_in_foreground() {
-                BUSY_SILENCE
+            // Past the echo of the typed text: what its first line's end
+            // is followed by.
+            let output_came = now
+                .split_once('\n')
+                .is_some_and(|(_, rest)| !rest.trim().is_empty());
+            let silence = if busy { BUSY_SILENCE } else { IDLE_SILENCE };
+            let idle = if busy {
+                output_came
             } else {
-                IDLE_SILENCE
+                free >= silence && (output_came || started.elapsed() >= silence * 4)
             };
-            if (output_came || started.elapsed() >= silence * 4) && quiet >= silence {
+            if !until_prompt && idle && quiet >= silence {
                 break Settled::Idle;
             }
-            if started.elapsed() >= SEND_TIMEOUT {
+            if !until_prompt && started.elapsed() >= SEND_TIMEOUT {
                 break Settled::Timeout;
             }
-            let now = self.since(mark).0;
             if now != shown {
                 live(&now);
                 shown = now;
@@ -337,11 +372,26 @@ impl Terminal {
                 () = cancel.cancelled() => break Settled::Cancelled,
             }
         };
-        let (text, cut) = self.since(mark);
-        if text != shown {
-            live(&text);
+        let sent = self.since_settled(mark, settled);
+        if sent.text != shown {
+            live(&sent.text);
         }
-        Ok(Sent { text, cut, settled })
+        Ok(sent)
+    }
+
+    /// What came since `mark`, settled as `settled`.
+    fn since_settled(&self, mark: u64, settled: Settled) -> Sent {
+        let (text, cut) = self.since(mark);
+        Sent { text, cut, settled }
+    }
+
+    /// A send that typed nothing.
+    fn unsent(settled: Settled) -> Sent {
+        Sent {
+            text: String::new(),
+            cut: false,
+            settled,
+        }
     }
 
     /// Waits until the shell has shown its first prompt (or exited), at
@@ -469,7 +519,6 @@ impl Terminals {
             ring: Ring::new(SCROLLBACK_LINES, SCROLLBACK_BYTES),
             stripper: Stripper::default(),
             prompts: 0,
-            chunks: 0,
             last: Instant::now(),
             spill: Spill {
                 dir: spec.spill_dir,
