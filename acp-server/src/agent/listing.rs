@@ -4,7 +4,7 @@
 //! listed session shows its unfinished goal ([`latest_goal`]).
 
 use std::collections::HashMap;
-use std::io::{Read, Seek};
+use std::io::{BufRead, Read, Seek};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::UNIX_EPOCH;
@@ -86,21 +86,26 @@ pub(super) fn page(
                 .map(|last| format!("{}:{}", millis(last), last.id))
         })
         .flatten();
+    let paths: Vec<Option<PathBuf>> = page
+        .iter()
+        .map(|summary| store.path(&summary.id).ok())
+        .collect();
     let sessions = page
         .iter()
-        .map(|summary| SessionListing {
+        .zip(&paths)
+        .map(|(summary, path)| SessionListing {
             id: summary.id.to_string(),
             cwd: summary.cwd.to_string(),
             roots: summary.roots.to_vec(),
             title: summary.title.as_deref().map(str::to_owned),
             updated_at: humantime::format_rfc3339_millis(summary.updated_at).to_string(),
-            goal: store
-                .path(&summary.id)
-                .ok()
-                .and_then(|path| latest_goal(&path))
+            goal: path
+                .as_deref()
+                .and_then(latest_goal)
                 .filter(|goal| goal.phase != GoalPhase::Complete),
         })
         .collect();
+    forget_unlisted(&paths.into_iter().flatten().collect::<Vec<_>>());
     Ok(SessionPage {
         sessions,
         next_cursor,
@@ -108,47 +113,106 @@ pub(super) fn page(
 }
 
 /// How far each log was read for its goal, and the goal found: logs only
-/// grow, so a listing reads only what was written since the last one.
+/// grow, so a listing reads only what was written since the last one. The
+/// lock is never held while a file is read.
 static GOALS: Mutex<Option<HashMap<PathBuf, ReadFor>>> = Mutex::new(None);
+
+/// How many logs [`GOALS`] remembers beyond the page being listed: past
+/// it, the logs not on that page are forgotten (deleted sessions too).
+const REMEMBERED: usize = 1024;
+
+/// The longest line read for a goal: a `goal/change` is far smaller; a
+/// longer line (a tool's large result) is skipped without being held.
+const LINE_CAP: usize = 256 * 1024;
 
 /// How far a log was read, and the goal it ended with there.
 type ReadFor = (u64, Option<Goal>);
+
+fn goals() -> std::sync::MutexGuard<'static, Option<HashMap<PathBuf, ReadFor>>> {
+    GOALS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Forgets the logs not in `listed` once more than [`REMEMBERED`] are
+/// known.
+fn forget_unlisted(listed: &[PathBuf]) {
+    let mut goals = goals();
+    let Some(known) = goals.as_mut() else { return };
+    if known.len() > REMEMBERED {
+        known.retain(|path, _| listed.contains(path));
+    }
+}
 
 /// The goal a log ends with (its last `goal/change`; none after a clear),
 /// read from where the last call left off (blocking).
 pub(super) fn latest_goal(path: &Path) -> Option<Goal> {
     let len = std::fs::metadata(path).ok()?.len();
-    let mut goals = GOALS.lock().unwrap_or_else(|p| p.into_inner());
-    let known = goals.get_or_insert_with(HashMap::new);
-    let (mut read, mut goal) = known.get(path).cloned().unwrap_or((0, None));
+    let known = goals().get_or_insert_with(HashMap::new).get(path).cloned();
+    let (mut read, mut goal) = known.unwrap_or((0, None));
     if read > len {
         (read, goal) = (0, None);
     }
     if read < len {
         let mut file = std::fs::File::open(path).ok()?;
         file.seek(std::io::SeekFrom::Start(read)).ok()?;
-        let mut bytes = Vec::new();
-        file.take(len - read).read_to_end(&mut bytes).ok()?;
-        // Whole lines only: a line being written is read next time.
-        let whole = bytes
-            .iter()
-            .rposition(|b| *b == b'\n')
-            .map_or(0, |at| at + 1);
-        for line in bytes[..whole].split(|b| *b == b'\n') {
-            if !line.windows(13).any(|w| w == b"\"goal/change\"") {
-                continue;
-            }
-            let Ok(event) = serde_json::from_slice::<dsh_protocol::log::Event>(line) else {
-                continue;
-            };
-            if let EventData::GoalChange { change, goal: now } = event.data {
-                goal = (change != GoalChangeKind::Cleared).then_some(now);
-            }
-        }
-        read += whole as u64;
-        known.insert(path.to_path_buf(), (read, goal.clone()));
+        let mut reader = std::io::BufReader::new(file.take(len - read));
+        read += scan_goals(&mut reader, &mut goal).ok()?;
+        goals()
+            .get_or_insert_with(HashMap::new)
+            .insert(path.to_path_buf(), (read, goal.clone()));
     }
     goal
+}
+
+/// Reads `reader`'s whole lines one at a time (at most [`LINE_CAP`] bytes
+/// of one held; a longer line is passed over), keeping the goal of the
+/// last `goal/change` in `goal`; how many bytes the whole lines took (a
+/// line being written is read next time).
+fn scan_goals(reader: &mut impl BufRead, goal: &mut Option<Goal>) -> std::io::Result<u64> {
+    let mut whole = 0u64;
+    let mut line = Vec::new();
+    let mut pending = 0u64;
+    let mut too_long = false;
+    loop {
+        let buffer = reader.fill_buf()?;
+        if buffer.is_empty() {
+            return Ok(whole);
+        }
+        let (part, ended) = match buffer.iter().position(|b| *b == b'\n') {
+            Some(at) => (&buffer[..at], true),
+            None => (buffer, false),
+        };
+        if !too_long && line.len() + part.len() <= LINE_CAP {
+            line.extend_from_slice(part);
+        } else {
+            too_long = true;
+            line = Vec::new();
+        }
+        let used = part.len() + usize::from(ended);
+        pending += used as u64;
+        reader.consume(used);
+        if ended {
+            if !too_long {
+                goal_of(&line, goal);
+            }
+            whole += pending;
+            pending = 0;
+            too_long = false;
+            line.clear();
+        }
+    }
+}
+
+/// A line's goal, when it is a `goal/change`.
+fn goal_of(line: &[u8], goal: &mut Option<Goal>) {
+    if !line.windows(13).any(|w| w == b"\"goal/change\"") {
+        return;
+    }
+    let Ok(event) = serde_json::from_slice::<dsh_protocol::log::Event>(line) else {
+        return;
+    };
+    if let EventData::GoalChange { change, goal: now } = event.data {
+        *goal = (change != GoalChangeKind::Cleared).then_some(now);
+    }
 }
 
 /// Deletes the logs and checkpoints of `parent`'s subagents, and theirs
@@ -225,5 +289,47 @@ mod tests {
         let ids: Vec<&str> = all.sessions.iter().map(|s| s.id.as_str()).collect();
         assert_eq!(ids, ["e", "a", "b", "c", "d"]);
         assert!(all.next_cursor.is_none());
+    }
+
+    /// A line longer than the cap is passed over (not held), the lines
+    /// around it are read, and a line not yet ended is left for next time.
+    #[test]
+    fn goals_are_read_a_line_at_a_time_past_a_line_too_long() {
+        let goal = |objective: &str| Goal {
+            id: "goal-1".to_owned(),
+            revision: 1,
+            objective: objective.to_owned(),
+            phase: GoalPhase::Active,
+            rounds_used: 0,
+            max_rounds: 3,
+            consecutive_rounds: 0,
+            blocked_reason: None,
+        };
+        let line = |objective: &str| {
+            let event = dsh_protocol::log::Event {
+                seq: 1,
+                time: 0,
+                ignorable: true,
+                data: EventData::GoalChange {
+                    change: GoalChangeKind::Created,
+                    goal: goal(objective),
+                },
+            };
+            serde_json::to_string(&event).unwrap() + "\n"
+        };
+        let long = line(&"x".repeat(LINE_CAP + 10));
+        let log = format!("{}{long}{}", line("first"), line("second"));
+        let torn = "{\"seq\":9,\"type\":\"goal/change\"";
+        let bytes = format!("{log}{torn}");
+        // A small buffer: lines span many fills.
+        let mut reader = std::io::BufReader::with_capacity(64, bytes.as_bytes());
+        let mut found = None;
+        let whole = scan_goals(&mut reader, &mut found).unwrap();
+        assert_eq!(whole, log.len() as u64);
+        assert_eq!(found.map(|goal| goal.objective), Some("second".to_owned()));
+        let mut found = None;
+        let only_long = format!("{}{long}", line("first"));
+        scan_goals(&mut only_long.as_bytes(), &mut found).unwrap();
+        assert_eq!(found.map(|goal| goal.objective), Some("first".to_owned()));
     }
 }
