@@ -178,11 +178,16 @@ async fn closing_the_session_reaps_an_open_terminal() {
         "s1",
         &format!("sleep 300 & echo $$ $! > {}", pids.display()),
     ));
+    env.mock
+        .push_json(send("s2", "echo \"history in $HISTFILE\""));
     env.mock.push_json(reply("left open"));
     let conn = env.connect().await;
     let session = conn.start(&cwd).await;
     conn.set_mode(&session, "full-access").await;
     conn.prompt(&session, "open one").await.unwrap();
+    // The user's ~/.bash_history is neither read nor written.
+    let history = tool_result(&env, "s2");
+    assert!(history.contains("history in /dev/null"), "{history}");
     let text = std::fs::read_to_string(&pids).unwrap();
     let all: Vec<u32> = text
         .split_whitespace()

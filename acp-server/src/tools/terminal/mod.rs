@@ -367,13 +367,13 @@ fn list(env: &ToolEnv<'_>) -> ToolOutcome {
             .map_or_else(|| "alive".to_owned(), |exit| format!("shell {exit}"));
         let foreground = terminal
             .foreground()
-            .map(|(_, line)| line)
+            .map(|(_, line)| visible(&line))
             .unwrap_or_default();
         text.push_str(&format!(
             "{}\t{}\t{}\t{state}\t{foreground}\n",
             terminal.id,
-            terminal.name.as_deref().unwrap_or(""),
-            terminal.cwd.display(),
+            visible(terminal.name.as_deref().unwrap_or("")),
+            visible(&terminal.cwd.display().to_string()),
         ));
     }
     text_outcome(text)
@@ -433,7 +433,7 @@ fn state_line(terminal: &Terminal) -> String {
     match (terminal.exit(), terminal.foreground()) {
         (Some(exit), _) => format!("[terminal {}: its shell {exit}]", terminal.id),
         (None, Some((_, line))) if !line.is_empty() => {
-            format!("[terminal {}: running {line}]", terminal.id)
+            format!("[terminal {}: running {}]", terminal.id, visible(&line))
         }
         (None, Some(_)) => format!("[terminal {}: a command is running]", terminal.id),
         (None, None) => format!("[terminal {}: at the shell's prompt]", terminal.id),

@@ -64,6 +64,8 @@ pub fn shell_env() -> Vec<(&'static str, String)> {
             format!("PS1='\\[\\e]{PROMPT_MARK}\\a\\]$ '; PS2='> '"),
         ),
         ("PAGER", "cat".to_owned()),
+        // The user's history is neither read nor written.
+        ("HISTFILE", "/dev/null".to_owned()),
         ("GIT_PAGER", "cat".to_owned()),
     ]
 }
@@ -547,7 +549,7 @@ impl Terminals {
         // The reader: blocking reads of the master until every process
         // that had the slave is gone.
         let read_changed = changed.clone();
-        std::thread::Builder::new()
+        let reading = std::thread::Builder::new()
             .name(format!("dsh-terminal-{number}"))
             .spawn(move || {
                 use std::io::Read;
@@ -562,8 +564,12 @@ impl Terminals {
                         }
                     }
                 }
-            })
-            .map_err(|e| e.to_string())?;
+            });
+        if let Err(err) = reading {
+            // The shell started: its tree goes with the guard's group.
+            dsh_process::kill_group(guard);
+            return Err(format!("Cannot read the terminal: {err}"));
+        }
         tokio::spawn(async move {
             let status = child.wait().await;
             let text = match status {

@@ -74,6 +74,13 @@ pub struct Stripper {
     carry: Vec<u8>,
 }
 
+/// Characters dropped from the output besides the escapes: C1 controls
+/// (some terminals act on them as on `ESC` sequences) and the bidi
+/// overrides and isolates, which make text read other than it is.
+fn hidden(c: char) -> bool {
+    matches!(c, '\u{80}'..='\u{9f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
 impl Stripper {
     /// The text of `chunk`, and how many prompt marks it held.
     pub fn strip(&mut self, chunk: &[u8]) -> (String, usize) {
@@ -148,7 +155,13 @@ impl Stripper {
                 }
             }
         }
-        (self.decode(clean), prompts)
+        let text = self.decode(clean);
+        let text = if text.chars().any(hidden) {
+            text.chars().filter(|c| !hidden(*c)).collect()
+        } else {
+            text
+        };
+        (text, prompts)
     }
 
     fn end_osc(&mut self) -> usize {
@@ -370,6 +383,12 @@ mod tests {
         ]);
         assert_eq!(text, "$ ls\r\ndir  file\r\ndone!\n");
         assert_eq!(prompts, 1);
+    }
+
+    #[test]
+    fn c1_controls_and_bidi_overrides_are_dropped() {
+        let (text, _) = strip(&["a\u{9b}31mb\u{202e}c\u{2066}d\u{2069}e\u{85}f".as_bytes()]);
+        assert_eq!(text, "a31mbcdef");
     }
 
     #[test]
