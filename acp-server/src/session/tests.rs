@@ -306,6 +306,31 @@ async fn the_turn_is_handed_on_in_arrival_order() {
     assert!(!session.is_busy());
 }
 
+/// A prompt cancelled in line, or whose waiter is gone, does not hold a
+/// goal's rounds back: only one that will run counts as waiting.
+#[tokio::test]
+async fn only_a_prompt_that_will_run_counts_as_waiting() {
+    use super::Admission;
+    let fixture = fixture();
+    let session = &fixture.session;
+    let Ok(Admission::Now(_running)) = session.admit(None) else {
+        panic!("an idle session admits at once");
+    };
+    assert!(!session.has_waiting());
+    let Ok(Admission::Waiting(cancelled)) = session.admit(None) else {
+        panic!("a busy session queues");
+    };
+    assert!(session.has_waiting());
+    cancelled.cancel_token().cancel();
+    assert!(!session.has_waiting());
+    let Ok(Admission::Waiting(gone)) = session.admit(None) else {
+        panic!("a busy session queues");
+    };
+    assert!(session.has_waiting());
+    drop(gone);
+    assert!(!session.has_waiting());
+}
+
 /// A steer is taken out of line by the running turn and answered with the
 /// turn's outcome; a steer the turn never takes runs as its own turn.
 #[tokio::test]
