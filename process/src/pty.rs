@@ -6,10 +6,14 @@
 //! terminal (`adopt_stdin_terminal`), so job control works and a `^C`
 //! or a signal reaches the foreground job, not the shell.
 //!
-//! The pair comes from `openpty` (nix's); both ends are made
-//! close-on-exec at once, so no other child dsh starts keeps the terminal
-//! open. The master reports end of file (Linux: `EIO`) once every process
-//! that had the slave open is gone.
+//! On Linux the pair is opened close-on-exec from the start
+//! (`posix_openpt` with `O_CLOEXEC | O_NOCTTY`, then the slave by its
+//! name with `O_CLOEXEC | O_NOCTTY`), so no child another thread of dsh
+//! starts meanwhile inherits the terminal. Elsewhere it comes from
+//! `openpty` and both ends are marked close-on-exec right after: a spawn
+//! on another thread in between could inherit them. The master reports
+//! end of file (Linux: `EIO`) once every process that had the slave open
+//! is gone.
 
 use std::fs::File;
 use std::io;
@@ -55,7 +59,57 @@ pub struct Pty {
     path: PathBuf,
 }
 
+/// A master and slave, both close-on-exec from the start, and the
+/// slave's path; the window `size`.
+#[cfg(target_os = "linux")]
+fn pair(size: &nix::pty::Winsize) -> io::Result<(OwnedFd, OwnedFd, PathBuf)> {
+    use nix::fcntl::OFlag;
+    use std::os::fd::{FromRawFd, IntoRawFd};
+    use std::os::unix::fs::OpenOptionsExt;
+    let master = nix::pty::posix_openpt(OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC)?;
+    nix::pty::grantpt(&master)?;
+    nix::pty::unlockpt(&master)?;
+    let path = PathBuf::from(nix::pty::ptsname_r(&master)?);
+    // SAFETY: the descriptor was just taken out of `master`, which owned it.
+    #[allow(unsafe_code)]
+    let master = unsafe { OwnedFd::from_raw_fd(master.into_raw_fd()) };
+    // std opens with O_CLOEXEC.
+    let slave = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOCTTY)
+        .open(&path)?;
+    let slave = OwnedFd::from(slave);
+    {
+        use std::os::fd::AsRawFd;
+        let size = libc::winsize {
+            ws_row: size.ws_row,
+            ws_col: size.ws_col,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        // SAFETY: TIOCSWINSZ reads one `winsize`, which lives on the stack.
+        #[allow(unsafe_code)]
+        let set = unsafe { libc::ioctl(slave.as_raw_fd(), libc::TIOCSWINSZ, &size) };
+        if set != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok((master, slave, path))
+}
+
+/// The same from `openpty`, marked close-on-exec after (not atomic).
+#[cfg(not(target_os = "linux"))]
+fn pair(size: &nix::pty::Winsize) -> io::Result<(OwnedFd, OwnedFd, PathBuf)> {
+    let pair = nix::pty::openpty(size, None).map_err(io::Error::from)?;
+    cloexec(&pair.master)?;
+    cloexec(&pair.slave)?;
+    let path = nix::unistd::ttyname(pair.slave.as_fd()).map_err(io::Error::from)?;
+    Ok((pair.master, pair.slave, path))
+}
+
 /// Marks `fd` close-on-exec.
+#[cfg(not(target_os = "linux"))]
 fn cloexec(fd: &OwnedFd) -> io::Result<()> {
     use nix::fcntl::{fcntl, FcntlArg, FdFlag};
     use std::os::fd::AsRawFd;
@@ -76,13 +130,10 @@ impl Pty {
             ws_xpixel: 0,
             ws_ypixel: 0,
         };
-        let pair = nix::pty::openpty(&size, None).map_err(io::Error::from)?;
-        cloexec(&pair.master)?;
-        cloexec(&pair.slave)?;
-        let path = nix::unistd::ttyname(pair.slave.as_fd()).map_err(io::Error::from)?;
+        let (master, slave, path) = pair(&size)?;
         Ok(Pty {
-            master: pair.master,
-            slave: Some(pair.slave),
+            master,
+            slave: Some(slave),
             path,
         })
     }
@@ -209,5 +260,25 @@ mod tests {
         assert_eq!(&buf[..n], b"x");
         // No session has it: no foreground group.
         assert_eq!(pty.foreground_group(), None);
+    }
+
+    #[test]
+    fn both_ends_are_close_on_exec_and_the_window_has_its_size() {
+        use nix::fcntl::{fcntl, FcntlArg, FdFlag};
+        use std::os::fd::AsRawFd;
+        let pty = Pty::open(24, 80).unwrap();
+        let slave = pty.slave.as_ref().unwrap();
+        for fd in [&pty.master, slave] {
+            let flags = fcntl(fd.as_raw_fd(), FcntlArg::F_GETFD).unwrap();
+            assert!(FdFlag::from_bits_truncate(flags).contains(FdFlag::FD_CLOEXEC));
+        }
+        let size = nix::sys::termios::tcgetattr(slave.as_fd()).map(drop);
+        assert!(size.is_ok(), "the slave is a terminal");
+        let out = std::process::Command::new("stty")
+            .arg("size")
+            .stdin(Stdio::from(slave.try_clone().unwrap()))
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "24 80");
     }
 }
