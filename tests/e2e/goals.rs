@@ -432,6 +432,22 @@ async fn the_sdk_gets_a_goal_status_per_round_and_one_idle_when_they_stop() {
         .count();
     assert_eq!(idles, 1);
     assert_eq!(env.mock.requests().len(), 4);
+    // A replay from the start has the same goal items, each after its
+    // event, as the live subscriber had.
+    let replay = client.subscribe(&session, Some(1)).await;
+    let replayed = client
+        .wait_items(&replay, "the replay", |items| {
+            items.iter().any(|item| item["kind"] == "status")
+        })
+        .await;
+    let goals_of = |items: &[Value]| -> Vec<Value> {
+        items
+            .iter()
+            .filter(|item| item["kind"] == "goal")
+            .cloned()
+            .collect()
+    };
+    assert_eq!(goals_of(&replayed), goals_of(&items));
     assert!(sdk.exit().await.success());
 }
 

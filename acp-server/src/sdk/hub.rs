@@ -48,6 +48,9 @@ pub enum NoticeKind {
     Delta,
     /// A status change.
     Status,
+    /// A goal's status, after the logged event with this seq (a
+    /// subscriber whose replay sent that event had it from the replay).
+    Goal(u64),
     /// The session closed: the last notice.
     Closed,
     /// A permission ask with this request id.
@@ -381,7 +384,7 @@ impl Frontend for SdkSession {
                         change: *change,
                         goal,
                     };
-                    self.notify(&live, NoticeKind::Status, &item);
+                    self.notify(&live, NoticeKind::Goal(event.seq), &item);
                 }
                 return;
             }

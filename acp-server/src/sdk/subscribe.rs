@@ -29,6 +29,9 @@ struct Feed {
     last: u64,
     /// The last event the replay sent (0 without a replay).
     replayed: u64,
+    /// The last event read from the log (by the replay or to fill a gap):
+    /// its `goal` item, if any, went with it.
+    filled: u64,
 }
 
 /// The subscriber went away.
@@ -51,7 +54,16 @@ impl Feed {
                 continue;
             }
             self.send(Item::Event { event: &event }.to_raw()).await?;
+            // A goal's status, as live subscribers get it after the event.
+            if let dsh_protocol::log::EventData::GoalChange { change, goal } = &event.data {
+                let item = Item::Goal {
+                    change: *change,
+                    goal,
+                };
+                self.send(item.to_raw()).await?;
+            }
             self.last = event.seq;
+            self.filled = event.seq;
         }
         match read.await {
             Ok(Ok(())) => Ok(()),
@@ -82,11 +94,12 @@ impl Feed {
             // Its text came whole in an event the replay sent.
             NoticeKind::Delta if notice.after < self.replayed => {}
             NoticeKind::Ask(id) if !self.session.asks(id) => {}
+            NoticeKind::Goal(seq) if *seq <= self.filled => {}
             NoticeKind::Closed => {
                 self.send(notice.json.clone()).await?;
                 return Ok(false);
             }
-            NoticeKind::Delta | NoticeKind::Status | NoticeKind::Ask(_) => {
+            NoticeKind::Delta | NoticeKind::Status | NoticeKind::Goal(_) | NoticeKind::Ask(_) => {
                 self.send(notice.json.clone()).await?;
             }
         }
@@ -120,6 +133,7 @@ pub(super) async fn serve(
         sink,
         last: snapshot.last_seq,
         replayed: 0,
+        filled: 0,
     };
     let mut live = snapshot.live;
     let _ = async {
