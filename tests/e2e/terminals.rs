@@ -71,7 +71,12 @@ async fn a_terminal_keeps_its_state_across_sends_and_close_leaves_nothing() {
         "terminal_read",
         json!({"sessionId": "t1", "count": 2}),
     ));
-    env.mock.push_json(send("s4", "sleep 100"));
+    env.mock.push_json(call(
+        "r0",
+        "terminal_read",
+        json!({"sessionId": "t1", "offset": 100000}),
+    ));
+    env.mock.push_json(send("s4", "echo sleeping; sleep 100"));
     env.mock.push_json(call(
         "g1",
         "terminal_signal",
@@ -121,7 +126,23 @@ async fn a_terminal_keeps_its_state_across_sends_and_close_leaves_nothing() {
     assert!(!third.contains('\u{1b}'), "escapes are stripped: {third:?}");
     let read = tool_result(&env, "r1");
     assert!(read.contains("persisted in sub"), "{read}");
-    // A foreground command that keeps running: the send settles when the
+    let (header, _) = read.split_once('\n').unwrap();
+    let numbers: Vec<u64> = header
+        .trim_start_matches("[lines ")
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    assert!(
+        numbers.len() == 3 && numbers[0] + 1 == numbers[1] && numbers[1] == numbers[2],
+        "{header}"
+    );
+    // Past the start: what is kept, numbered from 1 as pages are.
+    let none = tool_result(&env, "r0");
+    assert!(
+        none.starts_with("[no lines there: the terminal keeps lines 1–"),
+        "{none}"
+    );
+    // A foreground command that keeps running: the send settles when its
     // output goes quiet, and says what runs.
     let running = tool_result(&env, "s4");
     assert!(running.contains("running sleep 100"), "{running}");

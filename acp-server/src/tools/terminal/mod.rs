@@ -401,20 +401,29 @@ fn read(args: &ReadArgs, env: &ToolEnv<'_>) -> ToolOutcome {
         Err(err) => return ToolOutcome::failed(ErrorCode::InvalidToolArgs, err),
     };
     let (first, lines, total, spill) = terminal.page(offset, count as usize);
-    let mut text = if lines.is_empty() {
+    let body = lines.join("\n");
+    let shown = dsh_protocol::content::tail_bytes(&body, MAX_RESULT_BYTES);
+    let last = first + lines.len() as u64;
+    // Numbered from 1; `first` counts the lines before the page.
+    let mut text = if lines.is_empty() && total == 0 {
+        "[no lines yet]\n".to_owned()
+    } else if lines.is_empty() {
         format!(
             "[no lines there: the terminal keeps lines {}–{total}]\n",
-            first
+            first + 1
+        )
+    } else if shown.len() < body.len() {
+        // The page's start was cut to fit: the first line shown may be
+        // its end only.
+        let kept = shown.split('\n').count() as u64;
+        format!(
+            "[lines {}–{last} of {total}; the page's earlier lines were cut to fit {MAX_RESULT_BYTES} bytes]\n",
+            last + 1 - kept
         )
     } else {
-        format!(
-            "[lines {}–{} of {total}]\n",
-            first + 1,
-            first + lines.len() as u64
-        )
+        format!("[lines {}–{last} of {total}]\n", first + 1)
     };
-    let body = lines.join("\n");
-    text.push_str(dsh_protocol::content::tail_bytes(&body, MAX_RESULT_BYTES));
+    text.push_str(shown);
     if !body.is_empty() {
         text.push('\n');
     }
