@@ -48,8 +48,7 @@ pub enum NoticeKind {
     Delta,
     /// A status change.
     Status,
-    /// A goal's status, after the logged event with this seq (a
-    /// subscriber whose replay sent that event had it from the replay).
+    /// A goal's status after the logged event with this seq (a replay's own).
     Goal(u64),
     /// The session closed: the last notice.
     Closed,
