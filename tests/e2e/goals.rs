@@ -622,3 +622,33 @@ async fn dsh_run_exits_0_when_its_goal_is_complete() {
     assert_eq!(output.status.code(), Some(0));
     assert!(last_json(&output).get("goal").is_none());
 }
+
+#[tokio::test]
+async fn a_new_goal_is_refused_while_the_goal_runs_its_rounds_and_they_go_on() {
+    let env = TestEnv::with_config(&goals(2)).await;
+    env.mock.push_json(slow_reply("Round one."));
+    env.mock.push_json(reply("Round two."));
+    let conn = env.connect().await;
+    conn.initialize().await;
+    let session = conn.start(&env.cwd()).await;
+    let first = conn.send_prompt(&session, "/goal translate the docs");
+    conn.wait_for("round 1 streaming", |updates| {
+        chunk_text(updates, false).contains("Round one.")
+    })
+    .await;
+    let second = conn.send_prompt(&session, "/goal fix the typos");
+    first.block_task().await.unwrap();
+    second.block_task().await.unwrap();
+    let text = chunk_text(&conn.updates(), false);
+    assert!(
+        text.contains("still running its rounds: `/goal pause` or `/goal clear` it first"),
+        "{text}"
+    );
+    // The refused `/goal` ran the rounds left inside its request.
+    assert_eq!(
+        changes(&env.log_events(&session)),
+        ["created", "round", "round"]
+    );
+    assert_eq!(env.mock.requests().len(), 2);
+    conn.finish().await;
+}

@@ -130,7 +130,14 @@ impl Turn<'_> {
                 }
             }
         };
+        let creating = matches!(change, Change::Create { .. });
         if let Err(refused) = self.change_goal(change, self.goal_authority(), None)? {
+            // The rules' words are the model's; the person is told what to type.
+            let refused = if creating && refused.starts_with("The session already has a goal") {
+                "The session's goal is still running its rounds: `/goal pause` or `/goal clear` it first; then `/goal <objective>` sets the new one.".to_owned()
+            } else {
+                refused
+            };
             self.notice(&refused)?;
         }
         Ok(StopReason::EndTurn)
