@@ -402,11 +402,14 @@ async fn a_stricter_mode_closes_the_terminals_opened_in_a_looser_one() {
         all_gone(&all).await,
         "a full-access terminal outlived the mode"
     );
-    assert!(env.log_events(&session).iter().any(|e| e["type"] == "agent/notice"
-        && e["data"]["text"]
-            .as_str()
-            .unwrap()
-            .contains("closed the terminal that ran with a looser mode's sandbox: t1 (opened in full-access)")));
+    assert!(env
+        .log_events(&session)
+        .iter()
+        .any(|e| e["type"] == "agent/notice"
+            && e["data"]["text"]
+                .as_str()
+                .unwrap()
+                .contains("looser mode's sandbox: terminal t1 (opened in full-access)")));
     conn.prompt(&session, "send").await.unwrap();
     let refused = tool_result(&env, "s2");
     assert!(refused.contains("No terminal \"t1\""), "{refused}");

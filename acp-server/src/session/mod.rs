@@ -287,26 +287,8 @@ impl Session {
         // by the mode the user chose now (their looser jobs stop too).
         self.tell_children(dsh_protocol::log::ConfigKey::Mode, to.as_str());
         let killed = self.jobs.mode_changed(from, to);
-        // Terminals opened in a looser mode close too (their shells keep
-        // that mode's sandbox and environment).
-        let closed = self.terminals.mode_changed(to);
-        if !closed.is_empty() {
-            let terminals: Vec<String> = closed
-                .iter()
-                .map(|t| format!("{} (opened in {})", t.id, t.mode.as_str()))
-                .collect();
-            let text = format!(
-                "The session's mode changed from {} to {}: closed the {} that ran with a looser mode's sandbox: {}.",
-                from.as_str(),
-                to.as_str(),
-                if terminals.len() == 1 { "terminal" } else { "terminals" },
-                terminals.join(", ")
-            );
-            if let Err(err) = self.record(EventData::Notice { text }, out) {
-                tracing::debug!(session = %self.id, %err, "the notice of closed terminals was not recorded");
-            }
-        }
-        if killed.is_empty() {
+        let closed = self.terminals.mode_changed(to); // looser terminals close too
+        if killed.is_empty() && closed.is_empty() {
             return;
         }
         let jobs: Vec<String> = killed
@@ -322,6 +304,7 @@ impl Session {
                     job.mode.as_str()
                 )
             })
+            .chain(closed)
             .collect();
         let text = format!(
             "The session's mode changed from {} to {}: stopped the background {} that ran with a looser mode's sandbox: {}.",

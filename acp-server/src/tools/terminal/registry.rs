@@ -605,8 +605,9 @@ impl Terminals {
     /// The session's mode became `to`: every terminal opened in a looser
     /// mode (its shell has that mode's sandbox, or none, and its
     /// environment) is taken out and closed — its tree stopped now, the
-    /// wait for it on a task. Returns those terminals.
-    pub fn mode_changed(&self, to: Mode) -> Vec<Arc<Terminal>> {
+    /// wait for it on a task. Returns them as the notice of what a mode
+    /// change stopped names them (`terminal t1 (opened in full-access)`).
+    pub fn mode_changed(&self, to: Mode) -> Vec<String> {
         use crate::jobs::rank;
         let doomed: Vec<Arc<Terminal>> = {
             let mut registry = lock(&self.registry);
@@ -629,6 +630,9 @@ impl Terminals {
             }
         }
         doomed
+            .iter()
+            .map(|t| format!("terminal {} (opened in {})", t.id, t.mode.as_str()))
+            .collect()
     }
 
     /// Closes every terminal (the session closes): nothing more opens.
