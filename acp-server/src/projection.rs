@@ -112,13 +112,11 @@ impl Projection {
                 steered,
                 source,
                 ..
-            } if (replay || *steered) && source.is_user() => {
-                content
-                    .iter()
-                    .cloned()
-                    .map(AgentUpdate::UserChunk)
-                    .collect()
-            }
+            } if (replay || *steered) && source.is_user() => content
+                .iter()
+                .cloned()
+                .map(AgentUpdate::UserChunk)
+                .collect(),
             EventData::AssistantMessage {
                 turn,
                 step,

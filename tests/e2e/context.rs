@@ -171,7 +171,8 @@ async fn instructions_over_budget_say_what_was_cut_and_no_root_means_cwd_only() 
 /// A 4,000-token model: compaction is due past 3,200 tokens. Without the
 /// goal tools and the continuable children's, whose schemas would move the
 /// requests' size past it.
-const SMALL_MODEL: &str = "\n[[models]]\nid = \"small-4k\"\ncontext_window = 4000\n[goals]\nenabled = false\n\
+const SMALL_MODEL: &str =
+    "\n[[models]]\nid = \"small-4k\"\ncontext_window = 4000\n[goals]\nenabled = false\n\
      [tools]\ndisable = [\"dsh-tool-subagent-control\", \"list_subagent_models\"]\n";
 
 #[tokio::test]
