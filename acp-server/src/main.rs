@@ -58,7 +58,7 @@ enum Command {
     ///
     /// Exit status: 0 done, 1 failed (model error, --timeout, max tokens or
     /// steps), 2 usage or configuration error, 3 the goal the run set or
-    /// worked on is not complete (rounds used, blocked), 130 interrupted
+    /// worked on is not complete (in any phase but complete), 130 interrupted
     /// (continue with --session). Background jobs still running after the
     /// last turn are waited for at most [jobs] run_wait_ms, then stopped
     /// (named on stderr; the status is the last turn's).

@@ -506,38 +506,45 @@ async fn a_client_with_the_terminal_convention_gets_a_sends_output_as_a_terminal
 }
 
 #[tokio::test]
-async fn an_allow_rule_covers_a_send_only_at_the_shells_prompt_inside_the_workspace() {
+async fn every_send_is_asked_and_no_allow_rule_covers_it() {
     let env = TestEnv::with_config(ENABLE).await;
     let cwd = env.cwd();
+    // An "always" for `echo` as a command of the bash tool…
+    let bash = |id: &str, command: &str| {
+        call(
+            id,
+            "bash",
+            json!({"command": command, "description": "Print"}),
+        )
+    };
+    env.mock.push_json(bash("b1", "echo one"));
     env.mock
         .push_json(call("o1", "terminal_open", json!({"type": "shell"})));
-    env.mock.push_json(send("s1", "echo one"));
-    env.mock.push_json(send("s2", "echo two"));
-    // A program holds the foreground: what it reads is not bash's.
-    env.mock.push_json(send("s3", "sh"));
-    env.mock.push_json(send("s4", "echo three"));
-    env.mock.push_json(send("s5", "exit"));
-    // The shell's live directory, outside the workspace.
-    env.mock.push_json(send("s6", "cd /"));
-    env.mock.push_json(send("s7", "echo four"));
-    // Control characters are keys to the terminal: refused unasked.
+    // …covers no send: a terminal keeps state (aliases, functions,
+    // `exec`, a program in the foreground) a rule cannot see.
+    env.mock.push_json(send("s1", "echo two"));
+    env.mock.push_json(send("s2", "echo three"));
+    env.mock.push_json(bash("b2", "echo four"));
+    // Keys to the terminal or to readline: refused unasked.
     env.mock.push_json(send("s8", "echo five #\rtouch evil"));
+    env.mock.push_json(send("s9", "cat .ss\tid"));
     env.mock.push_json(reply("done"));
     let sim = ClientSim::new(false, false);
-    sim.answer(Answer::Select(PermissionOptionKind::AllowOnce));
     sim.answer(Answer::Select(PermissionOptionKind::AllowAlways));
-    for _ in 0..5 {
+    for _ in 0..3 {
         sim.answer(Answer::Select(PermissionOptionKind::AllowOnce));
     }
     let conn = env.connect_with(sim.clone()).await;
     let session = conn.start(&cwd).await;
     conn.prompt(&session, "use a terminal").await.unwrap();
-    assert_eq!(sim.asked(), ["o1", "s1", "s3", "s4", "s5", "s6", "s7"]);
-    assert!(tool_result(&env, "s2").contains("two"));
-    assert!(tool_result(&env, "s4").contains("three"));
-    assert!(tool_result(&env, "s7").contains("four"));
-    let refused = tool_result(&env, "s8");
-    assert!(refused.contains("control character"), "{refused}");
+    assert_eq!(sim.asked(), ["b1", "o1", "s1", "s2"]);
+    assert!(tool_result(&env, "s1").contains("two"));
+    assert!(tool_result(&env, "s2").contains("three"));
+    assert!(tool_result(&env, "b2").contains("four"));
+    for id in ["s8", "s9"] {
+        let refused = tool_result(&env, id);
+        assert!(refused.contains("control character"), "{refused}");
+    }
     assert!(!cwd.join("evil").exists() && !Path::new("/evil").exists());
     conn.finish().await;
 }

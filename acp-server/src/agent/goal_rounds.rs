@@ -74,7 +74,7 @@ pub(super) async fn run(
             let resume = if rules::has_rounds_left(&goal) {
                 "`/goal resume` continues it"
             } else {
-                "ask for a larger cap to continue it"
+                "a larger cap (at most `[goals] max_goal_rounds`) or a new goal (`/goal <objective>`) continues the work"
             };
             // Best effort: a session closing under the rounds writes nothing.
             let text = format!("\n\n_Goal rounds stopped: {why}; {resume}._\n\n");

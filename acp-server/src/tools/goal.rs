@@ -357,7 +357,7 @@ pub fn apply(
             }
             if goal.rounds_used >= goal.max_rounds {
                 return Err(format!(
-                    "The goal used all its {} rounds; raise its cap first (update_goal edit with max_goal_rounds).",
+                    "The goal used all its {} rounds; raise its cap first (update_goal edit with max_goal_rounds, at most [goals] max_goal_rounds), or the person starts a new goal (/goal <objective>).",
                     goal.max_rounds
                 ));
             }

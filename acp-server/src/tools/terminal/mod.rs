@@ -206,23 +206,17 @@ pub fn plan(
     })
 }
 
-/// Where a sent text is judged and who reads it: the shell's live
-/// directory and bash when the shell is at its prompt in a directory
-/// inside the roots; otherwise (a program such as a REPL holds the
-/// foreground, or the directory is unknown or outside the roots) the
-/// reader is unknown to the policy ([`Shell::Unknown`]: asked below
-/// full-access, no allow rule), judged in the directory known best.
-fn send_context(terminal: &Terminal, roots: &[PathBuf]) -> (PathBuf, Shell) {
-    let live = terminal.live_cwd();
-    let inside = live
-        .as_ref()
-        .is_some_and(|cwd| roots.iter().any(|root| cwd.starts_with(root)));
-    let workdir = live.unwrap_or_else(|| terminal.cwd.clone());
-    if inside && !terminal.program_in_foreground() {
-        (workdir, Shell::Bash)
-    } else {
-        (workdir, Shell::Unknown)
-    }
+/// Where a sent text is judged and who reads it: in the shell's live
+/// directory (the one it opened in where that is unknown), by a reader
+/// unknown to the policy ([`Shell::Unknown`]: asked below full-access, no
+/// allow rule, no "always"). A terminal keeps its state between sends —
+/// aliases, functions, variables, `exec`, a REPL in the foreground, a
+/// background send still typing — so a rule judged on one line's words
+/// cannot say what the shell will do with the next: each send is shown
+/// and asked for as it is.
+fn send_context(terminal: &Terminal, _roots: &[PathBuf]) -> (PathBuf, Shell) {
+    let workdir = terminal.live_cwd().unwrap_or_else(|| terminal.cwd.clone());
+    (workdir, Shell::Unknown)
 }
 
 /// The text as the user sees it before it is typed: the title its first

@@ -48,8 +48,9 @@ const CLOSE_GRACE: Duration = Duration::from_secs(3);
 use super::text::{Ring, Stripper, PROMPT_MARK};
 
 /// The arguments of a terminal's shell (`bash`'s program): interactive,
-/// without the user's startup files.
-pub const SHELL_ARGS: &[&str] = &["--noprofile", "--norc", "-i"];
+/// without the user's startup files, without history expansion (`!$`,
+/// `!#:s/a/b/` would make the line that runs differ from the one judged).
+pub const SHELL_ARGS: &[&str] = &["--noprofile", "--norc", "+H", "-i"];
 
 /// The variables a terminal's shell gets besides the command's: a plain
 /// terminal type, a prompt with the mark ([`PROMPT_MARK`]), programs
@@ -58,11 +59,18 @@ pub fn shell_env() -> Vec<(&'static str, String)> {
     vec![
         ("TERM", "dumb".to_owned()),
         // Set before each prompt, not exported: a program the shell
-        // starts (`sh`, a REPL) keeps its own prompt.
+        // starts (`sh`, a REPL) keeps its own prompt. Readline as dsh
+        // types to it: no completion, no meta keys (a byte over 0x7f is
+        // inserted as it is), whatever an inputrc said.
         (
             "PROMPT_COMMAND",
-            format!("PS1='\\[\\e]{PROMPT_MARK}\\a\\]$ '; PS2='> '"),
+            format!(
+                "PS1='\\[\\e]{PROMPT_MARK}\\a\\]$ '; PS2='> '; \
+                 bind 'set disable-completion on' 'set convert-meta off' 'set enable-meta-key off' 2>/dev/null"
+            ),
         ),
+        // Not the user's key bindings.
+        ("INPUTRC", "/dev/null".to_owned()),
         ("PAGER", "cat".to_owned()),
         // The user's history is neither read nor written.
         ("HISTFILE", "/dev/null".to_owned()),
