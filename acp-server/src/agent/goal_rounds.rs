@@ -102,7 +102,14 @@ pub(super) async fn run(
         )?;
         tracing::info!(goal = %next.id, round = next.rounds_used, "goal round");
         let content = vec![UserContent::text(rules::continuation(&next))];
-        let round = crate::turn::run_goal_round(ticket, provider.clone(), content, frontend).await;
+        let round = crate::turn::run_from(
+            ticket,
+            provider.clone(),
+            content,
+            frontend,
+            dsh_protocol::log::MessageSource::Goal,
+        )
+        .await;
         stop = match round {
             Ok(stop) => stop,
             Err(error) => {

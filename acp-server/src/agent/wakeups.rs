@@ -32,7 +32,14 @@ impl Agent {
             .provider
             .clone()
             .ok_or_else(|| AgentError::Internal("no model provider".to_owned()))?;
-        let stop = crate::turn::run_wakeup(&ticket, provider, content, &*frontend).await;
+        let stop = crate::turn::run_from(
+            &ticket,
+            provider,
+            content,
+            &*frontend,
+            dsh_protocol::log::MessageSource::Wakeup,
+        )
+        .await;
         self.give_back_memory(false);
         stop
     }

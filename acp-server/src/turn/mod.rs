@@ -110,42 +110,18 @@ pub(crate) async fn run(
     run_turn(ticket, provider, content, frontend, None).await
 }
 
-/// A goal round ([`crate::agent`]): a turn whose prompt is the goal's
-/// continuation message, from dsh (never a slash command).
-pub(crate) async fn run_goal_round(
+/// A turn dsh starts on its own: a goal round (`source` goal: the goal's
+/// continuation, [`crate::agent`]) or a wake-up (`source` wakeup: the
+/// notice of background work that ended, [`crate::agent::wakeups`]). Its
+/// prompt is dsh's, never a slash command.
+pub(crate) async fn run_from(
     ticket: &TurnTicket,
     provider: Arc<Provider>,
     content: Vec<UserContent>,
     frontend: &dyn Frontend,
+    source: dsh_protocol::log::MessageSource,
 ) -> Result<StopReason, AgentError> {
-    use dsh_protocol::log::MessageSource;
-    run_as(
-        ticket,
-        (provider, content),
-        frontend,
-        None,
-        MessageSource::Goal,
-    )
-    .await
-}
-
-/// A wake-up turn ([`crate::agent::wakeups`]): a turn whose prompt is the
-/// notice of background work that ended, from dsh.
-pub(crate) async fn run_wakeup(
-    ticket: &TurnTicket,
-    provider: Arc<Provider>,
-    content: Vec<UserContent>,
-    frontend: &dyn Frontend,
-) -> Result<StopReason, AgentError> {
-    use dsh_protocol::log::MessageSource;
-    run_as(
-        ticket,
-        (provider, content),
-        frontend,
-        None,
-        MessageSource::Wakeup,
-    )
-    .await
+    run_as(ticket, (provider, content), frontend, None, source).await
 }
 
 /// [`run`], for a subagent's turn when `delegated`: its prompt is the
