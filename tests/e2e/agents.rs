@@ -10,23 +10,6 @@ use serde_json::{json, Value};
 
 use crate::support::*;
 
-/// The subagent logs in the store: id and header.
-fn children(env: &TestEnv) -> Vec<(String, Value)> {
-    std::fs::read_dir(env.sessions_dir())
-        .unwrap()
-        .filter_map(|entry| {
-            let path = entry.unwrap().path();
-            if path.extension()? != "jsonl" {
-                return None;
-            }
-            let text = std::fs::read_to_string(&path).ok()?;
-            let header: Value = serde_json::from_str(text.lines().next()?).ok()?;
-            header.get("subagent_of")?;
-            Some((header["id"].as_str()?.to_owned(), header))
-        })
-        .collect()
-}
-
 /// Waits until the session's log holds `count` `job/end` events.
 async fn job_ends(env: &TestEnv, session: &SessionId, count: usize) -> Vec<Value> {
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
@@ -109,7 +92,7 @@ async fn a_background_child_stays_takes_messages_is_interrupted_and_closes_with_
     conn.prompt(&session, "start a helper").await.unwrap();
 
     // The result names the agent: the child's session id.
-    let found = children(&env);
+    let found = env.subagent_logs();
     assert_eq!(found.len(), 1, "{found:?}");
     let child = found[0].0.clone();
     let started = tool_result(&env, "d1");
@@ -372,7 +355,8 @@ async fn subagents_nest_three_deep() {
         !deepest.contains(&"list_subagent_models".to_owned()),
         "{deepest:?}"
     );
-    let mut depths: Vec<u64> = children(&env)
+    let mut depths: Vec<u64> = env
+        .subagent_logs()
         .iter()
         .map(|(_, header)| header["subagent_of"]["depth"].as_u64().unwrap())
         .collect();
@@ -429,7 +413,7 @@ async fn start_a_waiting_child(env: &TestEnv) -> (Conn, SessionId, String) {
         .expect("the cancel ends the prompt")
         .unwrap();
     assert_eq!(response.stop_reason, StopReason::Cancelled);
-    let child = children(env).pop().expect("the child").0;
+    let child = env.subagent_logs().pop().expect("the child").0;
     (conn, session, child)
 }
 
@@ -562,7 +546,7 @@ async fn past_max_kept_a_new_child_closes_the_oldest_idle_one() {
         // Its answer ends its job: it is idle.
         job_ends(&env, &session, n).await;
     }
-    let found = children(&env);
+    let found = env.subagent_logs();
     let first = found
         .iter()
         .find(|(_, header)| header.to_string().contains("Helper 1"))

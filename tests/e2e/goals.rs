@@ -451,28 +451,6 @@ async fn the_sdk_gets_a_goal_status_per_round_and_one_idle_when_they_stop() {
     assert!(sdk.exit().await.success());
 }
 
-/// A prompt sent with `_meta.dsh.delivery = "steer"`.
-fn steer(
-    conn: &Conn,
-    session: &agent_client_protocol::v1::schema::SessionId,
-    text: &str,
-) -> agent_client_protocol::SentRequest<
-    agent_client_protocol::v1::schema::PromptResponse,
-    agent_client_protocol::V1,
-> {
-    use agent_client_protocol::v1::schema::{ContentBlock, PromptRequest, TextContent};
-    let Value::Object(meta) = json!({"dsh": {"delivery": "steer"}}) else {
-        unreachable!()
-    };
-    conn.cx.send_request(
-        PromptRequest::new(
-            session.clone(),
-            vec![ContentBlock::Text(TextContent::new(text))],
-        )
-        .meta(meta),
-    )
-}
-
 /// A round's reply that streams its first words, then takes a while
 /// (long enough for a prompt sent on seeing them to arrive meanwhile).
 /// (Ten chunks 300 ms apart: under the tests' 600 ms stream idle limit.)
@@ -543,7 +521,7 @@ async fn the_persons_steer_during_a_round_may_pause_the_goal() {
         chunk_text(updates, false).contains("Renaming.")
     })
     .await;
-    let steered = steer(&conn, &session, "stop the goal for now");
+    let steered = conn.steer(&session, "stop the goal for now");
     assert_eq!(
         steered.block_task().await.unwrap().stop_reason,
         StopReason::EndTurn

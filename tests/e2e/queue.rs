@@ -8,28 +8,6 @@ use serde_json::json;
 
 use crate::support::*;
 
-/// A prompt sent with `_meta.dsh.delivery = "steer"`.
-fn steer(
-    conn: &Conn,
-    session: &agent_client_protocol::v1::schema::SessionId,
-    text: &str,
-) -> agent_client_protocol::SentRequest<
-    agent_client_protocol::v1::schema::PromptResponse,
-    agent_client_protocol::V1,
-> {
-    let meta = json!({"dsh": {"delivery": "steer"}});
-    let serde_json::Value::Object(meta) = meta else {
-        unreachable!()
-    };
-    conn.cx.send_request(
-        PromptRequest::new(
-            session.clone(),
-            vec![ContentBlock::Text(TextContent::new(text))],
-        )
-        .meta(meta),
-    )
-}
-
 /// The role and text of each message of a model request.
 fn messages(request: &serde_json::Value) -> Vec<(String, String)> {
     request["messages"]
@@ -116,7 +94,7 @@ async fn a_steered_prompt_joins_the_running_turn_after_its_tool_results() {
     let session = conn.start(&env.cwd()).await;
     let first = conn.send_prompt(&session, "read hello.txt");
     requests(&env, 1).await;
-    let steered = steer(&conn, &session, "answer in French");
+    let steered = conn.steer(&session, "answer in French");
     let (first, steered) = (
         first.block_task().await.unwrap(),
         steered.block_task().await.unwrap(),
@@ -168,7 +146,7 @@ async fn a_steer_that_finds_no_turn_is_an_ordinary_prompt() {
     env.mock.push_json(reply("hello"));
     let conn = env.connect().await;
     let session = conn.start(&env.cwd()).await;
-    let response = steer(&conn, &session, "hi").block_task().await.unwrap();
+    let response = conn.steer(&session, "hi").block_task().await.unwrap();
     assert_eq!(response.stop_reason, StopReason::EndTurn);
     assert_eq!(chunk_text(&conn.updates(), false), "hello");
     conn.finish().await;
@@ -185,7 +163,7 @@ async fn cancel_ends_the_running_turn_and_every_queued_prompt() {
     conn.wait_for("streaming", |u| kinds(u).contains(&"message"))
         .await;
     let queued = conn.send_prompt(&session, "2");
-    let steered = steer(&conn, &session, "3");
+    let steered = conn.steer(&session, "3");
     conn.cancel(&session);
     for response in [first, queued, steered] {
         assert_eq!(

@@ -59,23 +59,6 @@ fn call_texts(
         .collect()
 }
 
-/// The ids of the subagent logs in the store, with their headers.
-fn children(env: &TestEnv) -> Vec<(String, Value)> {
-    std::fs::read_dir(env.sessions_dir())
-        .unwrap()
-        .filter_map(|entry| {
-            let path = entry.unwrap().path();
-            if path.extension()? != "jsonl" {
-                return None;
-            }
-            let text = std::fs::read_to_string(&path).ok()?;
-            let header: Value = serde_json::from_str(text.lines().next()?).ok()?;
-            header.get("subagent_of")?;
-            Some((header["id"].as_str()?.to_owned(), header))
-        })
-        .collect()
-}
-
 fn child_events(env: &TestEnv, id: &str) -> Vec<Value> {
     env.log_events(&agent_client_protocol::v1::schema::SessionId::new(id))
 }
@@ -166,7 +149,7 @@ async fn a_subagent_works_in_its_own_session_and_its_answer_is_the_result() {
     assert!(last.contains("The launch moved to Friday."), "{last}");
 
     // The child has its own log, named in the parent's, and is not listed.
-    let found = children(&env);
+    let found = env.subagent_logs();
     assert_eq!(found.len(), 1, "{found:?}");
     let (child, header) = &found[0];
     assert_eq!(header["subagent_of"]["session"], session.0.as_ref());
@@ -238,7 +221,7 @@ async fn a_subagent_works_in_its_own_session_and_its_answer_is_the_result() {
         .await
         .unwrap();
     assert!(!env.log_path(&session).exists());
-    assert!(children(&env).is_empty());
+    assert!(env.subagent_logs().is_empty());
     conn.finish().await;
 }
 
@@ -348,7 +331,7 @@ async fn a_childs_permission_ask_reaches_the_editor_labelled_and_a_cancel_stops_
         .expect("the cancel ends the prompt")
         .unwrap();
     assert_eq!(response.stop_reason, StopReason::Cancelled);
-    let found = children(&env);
+    let found = env.subagent_logs();
     assert_eq!(found.len(), 1);
     let child_log = child_events(&env, &found[0].0);
     let modes: Vec<&Value> = child_log
@@ -462,7 +445,7 @@ async fn a_client_with_subagent_sessions_gets_the_child_as_a_session_of_its_own(
     conn.prompt(&session, "what does hello.txt say?")
         .await
         .unwrap();
-    let (child, _) = children(&env).pop().expect("a child log");
+    let (child, _) = env.subagent_logs().pop().expect("a child log");
     let updates = conn.updates();
     // Announced on the parent, running, then idle.
     let announced: Vec<Value> = updates

@@ -164,6 +164,23 @@ impl TestEnv {
         self.home.path().join("sessions")
     }
 
+    /// The subagents' logs in the store: id and header.
+    pub fn subagent_logs(&self) -> Vec<(String, serde_json::Value)> {
+        std::fs::read_dir(self.sessions_dir())
+            .unwrap()
+            .filter_map(|entry| {
+                let path = entry.unwrap().path();
+                if path.extension()? != "jsonl" {
+                    return None;
+                }
+                let text = std::fs::read_to_string(&path).ok()?;
+                let header: serde_json::Value = serde_json::from_str(text.lines().next()?).ok()?;
+                header.get("subagent_of")?;
+                Some((header["id"].as_str()?.to_owned(), header))
+            })
+            .collect()
+    }
+
     pub fn log_path(&self, session: &SessionId) -> PathBuf {
         self.sessions_dir().join(format!("{}.jsonl", session.0))
     }
@@ -253,6 +270,25 @@ pub struct Conn {
 }
 
 impl Conn {
+    /// A prompt sent with `_meta.dsh.delivery = "steer"`.
+    pub fn steer(
+        &self,
+        session: &SessionId,
+        text: &str,
+    ) -> agent_client_protocol::SentRequest<PromptResponse, agent_client_protocol::V1> {
+        let serde_json::Value::Object(meta) = serde_json::json!({"dsh": {"delivery": "steer"}})
+        else {
+            unreachable!()
+        };
+        self.cx.send_request(
+            PromptRequest::new(
+                session.clone(),
+                vec![ContentBlock::Text(TextContent::new(text))],
+            )
+            .meta(meta),
+        )
+    }
+
     pub async fn spawn(command: tokio::process::Command) -> Conn {
         Self::spawn_with(command, Arc::new(ClientSim::default())).await
     }
