@@ -37,6 +37,7 @@ pub mod prompt;
 pub mod run;
 pub mod sandbox;
 pub mod sdk;
+pub mod search;
 pub mod session;
 pub mod settings;
 pub mod store;

@@ -133,7 +133,7 @@ impl Drop for TurnTicket {
         let Some(guard) = self.guard.take() else {
             return;
         };
-        self.session.locked().active_at = std::time::Instant::now();
+        self.session.turn_over();
         self.session.hand_on(guard);
     }
 }

@@ -131,3 +131,12 @@ impl Session {
         self.spool.clear();
     }
 }
+
+impl Session {
+    /// A turn's ticket is given back: the session is active now, and its
+    /// log was written (the search index catches up, when there is one).
+    pub(super) fn turn_over(&self) {
+        self.locked().active_at = std::time::Instant::now();
+        self.store.search().note_written(self.id.as_str());
+    }
+}

@@ -43,6 +43,8 @@ pub fn now_ms() -> u64 {
 pub struct SessionStore {
     dir: PathBuf,
     index: std::sync::Arc<index::Index>,
+    /// The full-text index of the logs (opened on first use).
+    search: std::sync::Arc<crate::search::SearchIndex>,
 }
 
 /// What `session/list` shows about one stored session (shared with the
@@ -68,8 +70,14 @@ impl SessionStore {
     pub fn new(dir: PathBuf) -> Self {
         SessionStore {
             index: std::sync::Arc::new(index::Index::new(dir.join(index::FILE))),
+            search: crate::search::SearchIndex::new(&dir),
             dir,
         }
+    }
+
+    /// The full-text index of its logs.
+    pub fn search(&self) -> &std::sync::Arc<crate::search::SearchIndex> {
+        &self.search
     }
 
     /// The directory.
@@ -194,7 +202,10 @@ impl SessionStore {
             lock(&file, id, &path)?;
         }
         match std::fs::remove_file(&path) {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                self.search.forget(id);
+                Ok(())
+            }
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
                 Err(AgentError::SessionNotFound(id.to_owned()))
             }

@@ -23,6 +23,7 @@ mod plan_mode;
 mod pwsh;
 mod repeat;
 mod search;
+pub mod session_query;
 mod settings;
 mod shell;
 mod skill;
@@ -239,6 +240,8 @@ enum Call {
     Agents(agents::AgentsCall),
     /// The `terminal_*` tools.
     Terminal(terminal::TerminalCall),
+    /// The `session_*` tools.
+    SessionQuery(session_query::SessionQueryCall),
 }
 
 /// Which of the optional tools a session offers.
@@ -538,6 +541,14 @@ pub fn plan(name: &str, arguments: &str, env: &PlanEnv<'_>) -> Result<Planned, R
             let (call, view, access) = terminal::plan(tool, name, arguments, env)?;
             (Call::Terminal(call), view, access)
         }
+        Tool::SessionSearch
+        | Tool::SessionEventSearch
+        | Tool::SessionEventRead
+        | Tool::SessionTrace
+        | Tool::SessionEventTrace => {
+            let (call, view) = session_query::plan(tool, name, arguments)?;
+            (Call::SessionQuery(call), view, Access::None)
+        }
         Tool::Subagent => {
             let args: SubagentArgs = parse(name, arguments)?;
             subagent::validate(&args, env.offer.jobs)?;
@@ -628,6 +639,7 @@ pub async fn run(planned: &Planned, env: &ToolEnv<'_>) -> ToolOutcome {
         // The turn runs them (see [`Planned::submitted_plan`],
         // [`Planned::questions`] and [`Planned::delegated`]).
         Call::Terminal(call) => terminal::run(call, env).await,
+        Call::SessionQuery(call) => session_query::run(call, env).await,
         Call::ExitPlanMode(_)
         | Call::AskUser(_)
         | Call::Subagent(_)

@@ -345,10 +345,8 @@ mod tests {
     fn catalog_tools_dsh_lacks_are_not_available() {
         for name in [
             "schedule",
-            "session_query",
             "schedule_create",
             "dsh-schedule",
-            "@deepseek-ai/dsh-tool-session-query",
             "bash_persistent",
         ] {
             let err = settings(&format!("enable = [{name:?}]")).unwrap_err();
@@ -358,11 +356,8 @@ mod tests {
                 "{err}"
             );
         }
-        let err = settings(r#"enable = ["session_query"]"#).unwrap_err();
-        assert!(
-            err.contains("dsh-tool-session-query: session_event_read, "),
-            "{err}"
-        );
+        let err = settings(r#"enable = ["schedule"]"#).unwrap_err();
+        assert!(err.contains("dsh-schedule: schedule_create"), "{err}");
     }
 
     #[test]
@@ -448,8 +443,8 @@ mod tests {
             ),
             (r#"["mcp__a__b", "*"]"#, "MCP tools are not named here"),
             (
-                r#"["session_search", "*"]"#,
-                "(the catalog's dsh-tool-session-query) is not available in this dsh version",
+                r#"["schedule_create", "*"]"#,
+                "(the catalog's dsh-schedule) is not available in this dsh version",
             ),
         ] {
             let err = settings(&format!("order = {order}")).unwrap_err();

@@ -8,8 +8,8 @@ use dsh_protocol::catalog;
 use dsh_protocol::model::ToolSchema;
 
 use super::{
-    agents, ask_user, bash, dsh_lsp, fs, goal, jobs, lsp, plan_mode, pwsh, search, skill, subagent,
-    terminal, todo, web, Offer,
+    agents, ask_user, bash, dsh_lsp, fs, goal, jobs, lsp, plan_mode, pwsh, search, session_query,
+    skill, subagent, terminal, todo, web, Offer,
 };
 
 /// A built-in tool.
@@ -69,6 +69,16 @@ pub enum Tool {
     ListSubagentModels,
     /// `send_message`.
     SendMessage,
+    /// `session_event_read`.
+    SessionEventRead,
+    /// `session_event_search`.
+    SessionEventSearch,
+    /// `session_event_trace`.
+    SessionEventTrace,
+    /// `session_search`.
+    SessionSearch,
+    /// `session_trace`.
+    SessionTrace,
     /// `terminal_close`.
     TerminalClose,
     /// `terminal_list`.
@@ -163,7 +173,7 @@ pub enum Schema {
 }
 
 /// The table, by name.
-pub const TABLE: [Spec; 34] = [
+pub const TABLE: [Spec; 39] = [
     Spec {
         tool: Tool::AskUserQuestion,
         name: "ask_user_question",
@@ -409,6 +419,66 @@ pub const TABLE: [Spec; 34] = [
         when: When::Agents,
         description: |_| agents::SEND_DESCRIPTION,
         schema: Schema::Catalog("dsh-tool-subagent-control"),
+    },
+    Spec {
+        tool: Tool::SessionEventRead,
+        name: "session_event_read",
+        class: Class::Nothing,
+        touches_files: false,
+        parallel: true,
+        stops_itself: false,
+        edits_files: false,
+        when: When::OptIn,
+        description: |_| session_query::EVENT_READ_DESCRIPTION,
+        schema: Schema::Catalog("dsh-tool-session-query"),
+    },
+    Spec {
+        tool: Tool::SessionEventSearch,
+        name: "session_event_search",
+        class: Class::Nothing,
+        touches_files: false,
+        parallel: true,
+        stops_itself: false,
+        edits_files: false,
+        when: When::OptIn,
+        description: |_| session_query::EVENT_SEARCH_DESCRIPTION,
+        schema: Schema::Catalog("dsh-tool-session-query"),
+    },
+    Spec {
+        tool: Tool::SessionEventTrace,
+        name: "session_event_trace",
+        class: Class::Nothing,
+        touches_files: false,
+        parallel: true,
+        stops_itself: false,
+        edits_files: false,
+        when: When::OptIn,
+        description: |_| session_query::EVENT_TRACE_DESCRIPTION,
+        schema: Schema::Catalog("dsh-tool-session-query"),
+    },
+    Spec {
+        tool: Tool::SessionSearch,
+        name: "session_search",
+        class: Class::Nothing,
+        touches_files: false,
+        parallel: true,
+        stops_itself: false,
+        edits_files: false,
+        when: When::OptIn,
+        description: |_| session_query::SEARCH_DESCRIPTION,
+        schema: Schema::Catalog("dsh-tool-session-query"),
+    },
+    Spec {
+        tool: Tool::SessionTrace,
+        name: "session_trace",
+        class: Class::Nothing,
+        touches_files: false,
+        parallel: true,
+        stops_itself: false,
+        edits_files: false,
+        when: When::OptIn,
+        description: |_| session_query::TRACE_DESCRIPTION,
+        schema: Schema::Catalog("dsh-tool-session-query"),
     },
     Spec {
         tool: Tool::Skill,

@@ -1,0 +1,1 @@
+//! The index's SQLite file: its schema and version.
