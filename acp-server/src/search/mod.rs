@@ -205,10 +205,13 @@ impl SearchIndex {
     /// # Errors
     /// [`SearchError`].
     pub fn search(&self, query: &Query) -> Result<Vec<Hit>, SearchError> {
-        let mut inner = self.open()?;
-        let synced = inner.as_mut().expect("opened");
-        synced.catch_up_all()?;
-        synced.search(query)
+        if extract::words(&query.text).is_empty() {
+            return Err(SearchError::EmptyQuery);
+        }
+        self.with(|synced| {
+            synced.catch_up_all()?;
+            Ok(synced.search(query))
+        })?
     }
 
     /// Every indexed session of `scope` (for lineage), after bringing the
@@ -217,10 +220,10 @@ impl SearchIndex {
     /// # Errors
     /// [`SearchError::Index`].
     pub fn sessions(&self, scope: &Scope) -> Result<Vec<SessionInfo>, SearchError> {
-        let mut inner = self.open()?;
-        let synced = inner.as_mut().expect("opened");
-        synced.catch_up_all()?;
-        synced.sessions(scope)
+        self.with(|synced| {
+            synced.catch_up_all()?;
+            synced.sessions(scope)
+        })
     }
 
     /// Removes a deleted session from the index at once (when there is an
@@ -229,13 +232,8 @@ impl SearchIndex {
         if !self.file.exists() {
             return;
         }
-        match self.open() {
-            Ok(mut inner) => {
-                if let Err(err) = inner.as_mut().expect("opened").forget(id) {
-                    tracing::warn!(%err, session = id, "could not remove a session from the search index");
-                }
-            }
-            Err(err) => tracing::warn!(%err, "could not open the search index"),
+        if let Err(err) = self.with(|synced| synced.forget(id)) {
+            tracing::warn!(%err, session = id, "could not remove a session from the search index");
         }
     }
 
@@ -280,23 +278,37 @@ impl SearchIndex {
                 }
                 std::mem::take(&mut pending.0)
             };
-            match self.open() {
-                Ok(mut inner) => {
-                    if let Err(err) = inner.as_mut().expect("opened").catch_up(&ids) {
-                        tracing::warn!(%err, "could not update the search index");
-                    }
-                }
-                Err(err) => tracing::warn!(%err, "could not open the search index"),
+            if let Err(err) = self.with(|synced| synced.catch_up(&ids)) {
+                tracing::warn!(%err, "could not update the search index");
             }
         }
     }
 
-    /// The open index (opened, checked, or rebuilt, on first use).
-    fn open(&self) -> Result<std::sync::MutexGuard<'_, Option<sync::Synced>>, SearchError> {
+    /// Runs `work` on the open index (opened, checked, or built, on first
+    /// use). An index found damaged is removed and built again from the
+    /// logs, once.
+    fn with<T>(
+        &self,
+        work: impl Fn(&mut sync::Synced) -> Result<T, sync::Failure>,
+    ) -> Result<T, SearchError> {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        if inner.is_none() {
-            *inner = Some(sync::Synced::open(&self.dir, &self.file)?);
+        for attempt in 0..2 {
+            if inner.is_none() {
+                *inner = Some(sync::Synced::open(&self.dir, &self.file)?);
+            }
+            match work(inner.as_mut().expect("opened")) {
+                Ok(value) => return Ok(value),
+                Err(failure) if failure.corrupt && attempt == 0 => {
+                    tracing::warn!(error = %failure.message, "the search index is damaged: built anew");
+                    *inner = None;
+                    db::remove(&self.file);
+                }
+                Err(failure) => return Err(failure.into()),
+            }
         }
-        Ok(inner)
+        unreachable!("the second attempt returns")
     }
 }
+
+#[cfg(test)]
+mod tests;

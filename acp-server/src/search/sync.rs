@@ -1,35 +1,611 @@
-//! The open index, brought up to date with the logs.
+//! The open index, brought up to date with the logs, and its queries.
+//!
+//! A log is known by its size, modification time and inode as last read
+//! (kept in memory too, so a search with nothing new only `stat`s the
+//! logs). A changed log is read from where the index stopped, after
+//! checking that its header and the last line read are still what they
+//! were; otherwise (truncated, rewritten by an editor, another file under
+//! the same name) its rows are dropped and it is read again from the top.
+//! Only whole lines are read: a line being written is read next time.
 
-use std::path::Path;
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
 
-use super::{Hit, Query, Scope, SearchError, SessionInfo};
+use rusqlite::{params, params_from_iter, Connection, Transaction};
+use sha2::{Digest, Sha256};
+
+use super::extract;
+use super::{Hit, Query, Scope, SearchError, SessionInfo, Surface, MAX_LIMIT, SNIPPET_CHARS};
+
+/// A log's size, modification time (ns) and inode when read.
+type Stamp = (u64, i64, u64);
+
+/// Events written per transaction while catching up (a first build of
+/// many logs commits as it goes).
+const BATCH_EVENTS: usize = 20_000;
 
 /// The open index.
-#[derive(Debug)]
-pub(super) struct Synced {}
+pub(super) struct Synced {
+    conn: Connection,
+    /// The sessions directory.
+    dir: PathBuf,
+    /// Each indexed log's stamp as last read (by this process or, when it
+    /// opened the index, any).
+    known: HashMap<String, Stamp>,
+}
+
+impl std::fmt::Debug for Synced {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Synced")
+            .field("dir", &self.dir)
+            .field("known", &self.known.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A failure, and whether it means the file is damaged.
+pub(super) struct Failure {
+    pub corrupt: bool,
+    pub message: String,
+}
+
+impl From<rusqlite::Error> for Failure {
+    fn from(err: rusqlite::Error) -> Failure {
+        Failure {
+            corrupt: super::db::is_corrupt(&err),
+            message: err.to_string(),
+        }
+    }
+}
+
+impl From<Failure> for SearchError {
+    fn from(failure: Failure) -> SearchError {
+        SearchError::Index(failure.message)
+    }
+}
+
+type Result<T> = std::result::Result<T, Failure>;
+
+/// A row of `sessions`: where reading stopped.
+struct Row {
+    sid: i64,
+    read_to: u64,
+    head: Vec<u8>,
+    tail_at: u64,
+    tail: Vec<u8>,
+    ino: u64,
+}
 
 impl Synced {
-    pub(super) fn open(_dir: &Path, _file: &Path) -> Result<Synced, SearchError> {
-        Ok(Synced {})
+    pub(super) fn open(dir: &Path, file: &Path) -> std::result::Result<Synced, SearchError> {
+        let conn = super::db::open(file).map_err(SearchError::Index)?;
+        let mut synced = Synced {
+            conn,
+            dir: dir.to_path_buf(),
+            known: HashMap::new(),
+        };
+        synced.load_known().map_err(SearchError::from)?;
+        Ok(synced)
     }
 
-    pub(super) fn catch_up_all(&mut self) -> Result<(), SearchError> {
+    fn load_known(&mut self) -> Result<()> {
+        let mut statement = self
+            .conn
+            .prepare("SELECT id, file_len, mtime, ino FROM sessions")?;
+        let rows = statement.query_map([], |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                (
+                    row.get::<_, i64>(1)? as u64,
+                    row.get::<_, i64>(2)?,
+                    row.get::<_, i64>(3)? as u64,
+                ),
+            ))
+        })?;
+        for row in rows {
+            let (id, stamp) = row?;
+            self.known.insert(id, stamp);
+        }
         Ok(())
     }
 
-    pub(super) fn catch_up(&mut self, _ids: &[String]) -> Result<(), SearchError> {
+    /// Reads what changed in every log of the directory; forgets the
+    /// sessions whose logs are gone.
+    pub(super) fn catch_up_all(&mut self) -> Result<()> {
+        let logs = list_logs(&self.dir);
+        let gone: Vec<String> = self
+            .known
+            .keys()
+            .filter(|id| !logs.contains_key(*id))
+            .cloned()
+            .collect();
+        for id in gone {
+            self.forget(&id)?;
+        }
+        let changed: Vec<String> = logs
+            .iter()
+            .filter(|(id, stamp)| self.known.get(*id) != Some(stamp))
+            .map(|(id, _)| id.clone())
+            .collect();
+        self.catch_up(&changed)
+    }
+
+    /// Reads what changed in these sessions' logs.
+    pub(super) fn catch_up(&mut self, ids: &[String]) -> Result<()> {
+        let mut rest = ids;
+        while !rest.is_empty() {
+            let tx = self
+                .conn
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let mut written = 0;
+            let mut read = Vec::new();
+            while let Some((id, more)) = rest.split_first() {
+                rest = more;
+                if let Some(stamp) = read_log(&tx, &self.dir, id, &mut written)? {
+                    read.push((id.clone(), stamp));
+                }
+                if written >= BATCH_EVENTS {
+                    break;
+                }
+            }
+            tx.commit()?;
+            self.known.extend(read);
+        }
         Ok(())
     }
 
-    pub(super) fn search(&mut self, _query: &Query) -> Result<Vec<Hit>, SearchError> {
-        Ok(Vec::new())
-    }
-
-    pub(super) fn sessions(&mut self, _scope: &Scope) -> Result<Vec<SessionInfo>, SearchError> {
-        Ok(Vec::new())
-    }
-
-    pub(super) fn forget(&mut self, _id: &str) -> Result<(), SearchError> {
+    /// Removes a session's rows.
+    pub(super) fn forget(&mut self, id: &str) -> Result<()> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let sid: Option<i64> = tx
+            .query_row("SELECT sid FROM sessions WHERE id = ?1", [id], |row| {
+                row.get(0)
+            })
+            .map(Some)
+            .or_else(none_if_no_rows)?;
+        if let Some(sid) = sid {
+            drop_rows(&tx, sid)?;
+            tx.execute("DELETE FROM sessions WHERE sid = ?1", [sid])?;
+        }
+        tx.commit()?;
+        self.known.remove(id);
         Ok(())
     }
+
+    /// Every indexed session of `scope`.
+    pub(super) fn sessions(&mut self, scope: &Scope) -> Result<Vec<SessionInfo>> {
+        let mut sql = String::from("SELECT ");
+        sql.push_str(SESSION_COLUMNS);
+        sql.push_str(" FROM sessions s");
+        let mut args: Vec<rusqlite::types::Value> = Vec::new();
+        if let Scope::Workspaces(cwds) = scope {
+            sql.push_str(" WHERE s.cwd IN (");
+            push_list(&mut sql, &mut args, cwds.iter().cloned().map(Into::into));
+            sql.push(')');
+        }
+        sql.push_str(" ORDER BY s.created_at");
+        let mut statement = self.conn.prepare(&sql)?;
+        let rows = statement.query_map(params_from_iter(args), |row| session_info(row, 0))?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// Runs a query (the index is up to date).
+    pub(super) fn search(&mut self, query: &Query) -> std::result::Result<Vec<Hit>, SearchError> {
+        let words = extract::words(&query.text);
+        if words.is_empty() {
+            return Err(SearchError::EmptyQuery);
+        }
+        let (sql, args) = search_sql(query, &extract::fts_expression(&words));
+        let mut statement = self.conn.prepare(&sql).map_err(Failure::from)?;
+        let found = statement
+            .query_map(params_from_iter(args), |row| {
+                let session = session_info(row, 0)?;
+                let surface = match row.get::<_, i64>(13)? {
+                    0 => Surface::Current,
+                    1 => Surface::Shadowed,
+                    _ => Surface::LogOnly,
+                };
+                Ok((
+                    Hit {
+                        session,
+                        seq: row.get::<_, i64>(7)? as u64,
+                        time: row.get::<_, i64>(8)? as u64,
+                        event_type: row.get(9)?,
+                        surface,
+                        snippet: String::new(),
+                    },
+                    row.get::<_, i64>(10)? as u64,
+                    row.get::<_, i64>(11)? as u64,
+                ))
+            })
+            .map_err(Failure::from)?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(Failure::from)?;
+        let mut hits = Vec::with_capacity(found.len());
+        for (mut hit, at, len) in found {
+            // The log is the truth: a hit whose line is no longer there (a
+            // log deleted or rewritten since) is left out.
+            let Some(text) = read_event_text(&self.dir, &hit.session.id, at, len, hit.seq) else {
+                continue;
+            };
+            hit.snippet = extract::snippet(&text, &words, SNIPPET_CHARS);
+            hits.push(hit);
+        }
+        Ok(hits)
+    }
+}
+
+/// `Ok(None)` for "no such row".
+fn none_if_no_rows<T>(err: rusqlite::Error) -> rusqlite::Result<Option<T>> {
+    match err {
+        rusqlite::Error::QueryReturnedNoRows => Ok(None),
+        err => Err(err),
+    }
+}
+
+const SESSION_COLUMNS: &str =
+    "s.id, s.cwd, s.title, s.created_at, s.subagent_of, s.forked_from, s.sid";
+
+fn session_info(row: &rusqlite::Row<'_>, from: usize) -> rusqlite::Result<SessionInfo> {
+    Ok(SessionInfo {
+        id: row.get(from)?,
+        cwd: row.get(from + 1)?,
+        title: row.get(from + 2)?,
+        created_at: row.get::<_, i64>(from + 3)? as u64,
+        subagent_of: row.get(from + 4)?,
+        forked_from: row.get(from + 5)?,
+    })
+}
+
+/// Appends `?, ?, ...` for `values` (an empty list matches nothing).
+fn push_list(
+    sql: &mut String,
+    args: &mut Vec<rusqlite::types::Value>,
+    values: impl Iterator<Item = rusqlite::types::Value>,
+) {
+    let mut any = false;
+    for value in values {
+        if any {
+            sql.push_str(", ");
+        }
+        sql.push('?');
+        args.push(value);
+        any = true;
+    }
+    if !any {
+        sql.push_str("NULL");
+    }
+}
+
+/// The SQL of a search and its arguments.
+fn search_sql(query: &Query, expression: &str) -> (String, Vec<rusqlite::types::Value>) {
+    use rusqlite::types::Value;
+    let filter = &query.filter;
+    let mut args: Vec<Value> = vec![expression.to_owned().into()];
+    // Matches in scope, with their rank and surface; the session filters
+    // inside, so a common word's matches elsewhere are dropped early.
+    let mut sql = format!(
+        "WITH m AS (SELECT {SESSION_COLUMNS}, e.seq, e.time, e.type, e.at, e.len, bm25(words) AS rank, \
+         CASE WHEN e.surface = 0 THEN 2 \
+              WHEN EXISTS (SELECT 1 FROM replaced r WHERE r.sid = e.sid AND e.seq BETWEEN r.first AND r.last AND r.by > e.seq) THEN 1 \
+              ELSE 0 END AS surf \
+         FROM words JOIN events e ON e.rowid = words.rowid JOIN sessions s ON s.sid = e.sid \
+         WHERE words MATCH ?"
+    );
+    if let Scope::Workspaces(cwds) = &query.scope {
+        sql.push_str(" AND s.cwd IN (");
+        push_list(&mut sql, &mut args, cwds.iter().cloned().map(Value::from));
+        sql.push(')');
+    }
+    if let Some(ids) = &filter.session_ids {
+        sql.push_str(" AND s.id IN (");
+        push_list(&mut sql, &mut args, ids.iter().cloned().map(Value::from));
+        sql.push(')');
+    }
+    let mut bound = |sql: &mut String, column: &str, op: &str, value: Option<u64>| {
+        if let Some(value) = value {
+            sql.push_str(&format!(" AND {column} {op} ?"));
+            args.push(Value::Integer(i64::try_from(value).unwrap_or(i64::MAX)));
+        }
+    };
+    bound(&mut sql, "s.created_at", ">=", filter.created_from);
+    bound(&mut sql, "s.created_at", "<=", filter.created_to);
+    bound(&mut sql, "e.seq", ">=", filter.seq_from);
+    bound(&mut sql, "e.seq", "<=", filter.seq_to);
+    bound(&mut sql, "e.time", ">=", filter.time_from);
+    bound(&mut sql, "e.time", "<=", filter.time_to);
+    if filter.parents.is_some() || filter.include_roots {
+        sql.push_str(" AND (s.parent IN (");
+        let parents = filter.parents.iter().flatten().cloned().map(Value::from);
+        push_list(&mut sql, &mut args, parents);
+        sql.push(')');
+        if filter.include_roots {
+            sql.push_str(" OR s.parent IS NULL");
+        }
+        sql.push(')');
+    }
+    if let Some(types) = &filter.event_types {
+        sql.push_str(" AND e.type IN (");
+        push_list(&mut sql, &mut args, types.iter().cloned().map(Value::from));
+        sql.push(')');
+    }
+    sql.push(')');
+    // Then the surfaces, one best event per session when asked, best
+    // first (bm25: lower is better; ties by newer session, then seq).
+    let mut outer = String::from(" WHERE 1");
+    if let Some(surfaces) = &filter.surfaces {
+        outer.push_str(" AND surf IN (");
+        let codes = surfaces.iter().map(|surface| {
+            Value::Integer(match surface {
+                Surface::Current => 0,
+                Surface::Shadowed => 1,
+                Surface::LogOnly => 2,
+            })
+        });
+        let mut codes_sql = String::new();
+        push_list(&mut codes_sql, &mut args, codes);
+        outer.push_str(&codes_sql);
+        outer.push(')');
+    }
+    let columns = "id, cwd, title, created_at, subagent_of, forked_from, sid, seq, time, type, at, len, rank, surf";
+    if query.best_per_session {
+        sql.push_str(&format!(
+            " SELECT {columns} FROM (SELECT *, row_number() OVER (PARTITION BY sid ORDER BY rank, seq) AS n FROM m{outer}) WHERE n = 1"
+        ));
+    } else {
+        sql.push_str(&format!(" SELECT {columns} FROM m{outer}"));
+    }
+    sql.push_str(" ORDER BY rank, created_at DESC, seq LIMIT ?");
+    args.push(Value::Integer(query.limit.clamp(1, MAX_LIMIT) as i64));
+    (sql, args)
+}
+
+/// The logs in `dir` and their stamps.
+fn list_logs(dir: &Path) -> HashMap<String, Stamp> {
+    let mut logs = HashMap::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return logs;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(id) = name.to_str().and_then(|name| name.strip_suffix(".jsonl")) else {
+            continue;
+        };
+        if let Ok(meta) = entry.metadata() {
+            if meta.is_file() {
+                logs.insert(id.to_owned(), stamp(&meta));
+            }
+        }
+    }
+    logs
+}
+
+fn stamp(meta: &std::fs::Metadata) -> Stamp {
+    let mtime = meta
+        .modified()
+        .ok()
+        .and_then(|time| time.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |since| {
+            i64::try_from(since.as_nanos()).unwrap_or(i64::MAX)
+        });
+    #[cfg(unix)]
+    let ino = std::os::unix::fs::MetadataExt::ino(meta);
+    #[cfg(not(unix))]
+    let ino = 0;
+    (meta.len(), mtime, ino)
+}
+
+fn digest(bytes: &[u8]) -> Vec<u8> {
+    Sha256::digest(bytes)[..16].to_vec()
+}
+
+/// Reads the new lines of one log into the index; its stamp as it was
+/// before reading, or `None` when it is not a log to index (yet).
+fn read_log(
+    tx: &Transaction<'_>,
+    dir: &Path,
+    id: &str,
+    written: &mut usize,
+) -> Result<Option<Stamp>> {
+    let path = dir.join(format!("{id}.jsonl"));
+    let Ok(file) = crate::private::open_no_follow(std::fs::OpenOptions::new().read(true), &path)
+    else {
+        return Ok(None);
+    };
+    let Ok(meta) = file.metadata() else {
+        return Ok(None);
+    };
+    let stamp = stamp(&meta);
+    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    let mut header = Vec::new();
+    if reader.read_until(b'\n', &mut header).is_err() || header.last() != Some(&b'\n') {
+        return Ok(None);
+    }
+    let Ok(parsed) = serde_json::from_slice::<dsh_protocol::log::SessionHeader>(&header) else {
+        // Not a log (or a newer format's header): left out, and not read
+        // again until it changes.
+        return Ok(Some(stamp));
+    };
+    let head = digest(&header);
+    let row: Option<Row> = tx
+        .query_row(
+            "SELECT sid, read_to, head, tail_at, tail, ino FROM sessions WHERE id = ?1",
+            [id],
+            |row| {
+                Ok(Row {
+                    sid: row.get(0)?,
+                    read_to: row.get::<_, i64>(1)? as u64,
+                    head: row.get(2)?,
+                    tail_at: row.get::<_, i64>(3)? as u64,
+                    tail: row.get(4)?,
+                    ino: row.get::<_, i64>(5)? as u64,
+                })
+            },
+        )
+        .map(Some)
+        .or_else(none_if_no_rows)?;
+    let header_len = header.len() as u64;
+    let mut file = reader.into_inner();
+    let (sid, mut read_to, mut tail_at, mut tail) = match row {
+        Some(row)
+            if row.ino == stamp.2
+                && row.head == head
+                && row.read_to <= stamp.0
+                && tail_holds(&mut file, &row) =>
+        {
+            (row.sid, row.read_to, row.tail_at, row.tail)
+        }
+        Some(row) => {
+            // Truncated or rewritten: read again from the top.
+            drop_rows(tx, row.sid)?;
+            let (subagent_of, forked_from) = origins(&parsed);
+            tx.execute(
+                "UPDATE sessions SET cwd = ?2, created_at = ?3, subagent_of = ?4, forked_from = ?5, parent = ?6, head = ?7, title = NULL WHERE sid = ?1",
+                params![
+                    row.sid,
+                    parsed.cwd,
+                    i64::try_from(parsed.created_at).unwrap_or(i64::MAX),
+                    subagent_of,
+                    forked_from,
+                    subagent_of.clone().or(forked_from.clone()),
+                    head,
+                ],
+            )?;
+            (row.sid, header_len, header_len, Vec::new())
+        }
+        None => {
+            let (subagent_of, forked_from) = origins(&parsed);
+            tx.execute(
+                "INSERT INTO sessions (id, cwd, created_at, subagent_of, forked_from, parent, read_to, head, tail_at, tail, file_len, mtime, ino) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?7, x'', 0, 0, ?9)",
+                params![
+                    id,
+                    parsed.cwd,
+                    i64::try_from(parsed.created_at).unwrap_or(i64::MAX),
+                    subagent_of,
+                    forked_from,
+                    subagent_of.clone().or(forked_from.clone()),
+                    header_len as i64,
+                    head,
+                    stamp.2 as i64,
+                ],
+            )?;
+            (tx.last_insert_rowid(), header_len, header_len, Vec::new())
+        }
+    };
+    if file.seek(SeekFrom::Start(read_to)).is_err() {
+        return Ok(None);
+    }
+    let mut insert_event = tx.prepare(
+        "INSERT INTO events (sid, seq, time, type, surface, at, len) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )?;
+    let mut insert_words = tx.prepare("INSERT INTO words (rowid, body) VALUES (?1, ?2)")?;
+    let mut insert_replaced =
+        tx.prepare("INSERT INTO replaced (sid, first, last, by) VALUES (?1, ?2, ?3, ?4)")?;
+    let mut title = None;
+    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match reader.read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        if line.last() != Some(&b'\n') {
+            // Being written: read next time.
+            break;
+        }
+        let at = read_to;
+        read_to += line.len() as u64;
+        tail_at = at;
+        tail = digest(&line);
+        let Some(event) = extract::event(&line) else {
+            continue;
+        };
+        if let Some((first, last)) = event.replaces {
+            insert_replaced.execute(params![sid, first as i64, last as i64, event.seq as i64])?;
+        }
+        if event.title.is_some() {
+            title = event.title.clone();
+        }
+        if event.text.is_empty() {
+            continue;
+        }
+        insert_event.execute(params![
+            sid,
+            event.seq as i64,
+            event.time as i64,
+            event.kind,
+            i64::from(event.surface),
+            at as i64,
+            line.len() as i64,
+        ])?;
+        insert_words.execute(params![tx.last_insert_rowid(), event.text])?;
+        *written += 1;
+    }
+    tx.execute(
+        "UPDATE sessions SET read_to = ?2, tail_at = ?3, tail = ?4, file_len = ?5, mtime = ?6, ino = ?7, title = coalesce(?8, title) WHERE sid = ?1",
+        params![
+            sid,
+            read_to as i64,
+            tail_at as i64,
+            tail,
+            stamp.0 as i64,
+            stamp.1,
+            stamp.2 as i64,
+            title,
+        ],
+    )?;
+    Ok(Some(stamp))
+}
+
+/// The session a log's header says started it, and the one it was forked
+/// from.
+fn origins(header: &dsh_protocol::log::SessionHeader) -> (Option<String>, Option<String>) {
+    (
+        header.subagent_of.as_ref().map(|o| o.session.to_string()),
+        header.forked_from.as_ref().map(|o| o.session.to_string()),
+    )
+}
+
+/// Whether the last line read is still where it was.
+fn tail_holds(file: &mut File, row: &Row) -> bool {
+    if row.tail.is_empty() {
+        return row.tail_at == row.read_to;
+    }
+    let Some(len) = row.read_to.checked_sub(row.tail_at) else {
+        return false;
+    };
+    let mut line = vec![0; usize::try_from(len).unwrap_or(0)];
+    file.seek(SeekFrom::Start(row.tail_at)).is_ok()
+        && file.read_exact(&mut line).is_ok()
+        && digest(&line) == row.tail
+}
+
+/// Drops a session's events (and their words and replaced ranges).
+fn drop_rows(tx: &Transaction<'_>, sid: i64) -> rusqlite::Result<()> {
+    tx.execute(
+        "DELETE FROM words WHERE rowid IN (SELECT rowid FROM events WHERE sid = ?1)",
+        [sid],
+    )?;
+    tx.execute("DELETE FROM events WHERE sid = ?1", [sid])?;
+    tx.execute("DELETE FROM replaced WHERE sid = ?1", [sid])?;
+    Ok(())
+}
+
+/// The indexed text of the event line at `at` in a session's log, when it
+/// is still the event `seq` there.
+fn read_event_text(dir: &Path, id: &str, at: u64, len: u64, seq: u64) -> Option<String> {
+    let path = dir.join(format!("{id}.jsonl"));
+    let mut file =
+        crate::private::open_no_follow(std::fs::OpenOptions::new().read(true), &path).ok()?;
+    file.seek(SeekFrom::Start(at)).ok()?;
+    let mut line = vec![0; usize::try_from(len).ok()?];
+    file.read_exact(&mut line).ok()?;
+    let event = extract::event(&line)?;
+    (event.seq == seq).then_some(event.text)
 }

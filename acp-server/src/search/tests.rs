@@ -1,0 +1,240 @@
+//! The index against logs written here: built, caught up, re-read after a
+//! rewrite, forgotten, rebuilt when damaged.
+
+use std::io::Write;
+use std::path::Path;
+
+use dsh_protocol::log::SessionHeader;
+use dsh_protocol::SessionId;
+
+use super::*;
+
+fn header(id: &str, cwd: &str, created_at: u64) -> String {
+    let header = SessionHeader::new(
+        SessionId::new(id.to_owned()),
+        created_at,
+        cwd.to_owned(),
+        vec![],
+    );
+    serde_json::to_string(&header).unwrap() + "\n"
+}
+
+fn prompt(seq: u64, text: &str) -> String {
+    format!(
+        "{}\n",
+        serde_json::json!({"seq": seq, "time": 1000 + seq, "type": "user/message",
+            "data": {"turn": 1, "content": [{"type": "text", "text": text}]}})
+    )
+}
+
+fn append(dir: &Path, id: &str, text: &str) {
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join(format!("{id}.jsonl")))
+        .unwrap();
+    file.write_all(text.as_bytes()).unwrap();
+}
+
+fn query(text: &str, cwd: &str) -> Query {
+    Query {
+        text: text.to_owned(),
+        scope: Scope::Workspaces(vec![cwd.to_owned()]),
+        filter: Filter::default(),
+        best_per_session: true,
+        limit: 20,
+    }
+}
+
+fn ids(hits: &[Hit]) -> Vec<&str> {
+    hits.iter().map(|hit| hit.session.id.as_str()).collect()
+}
+
+#[test]
+fn finds_appends_rewrites_and_forgets() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path();
+    append(
+        dir,
+        "a",
+        &(header("a", "/w", 1) + &prompt(1, "fix the flaky parser") + &prompt(2, "then the lexer")),
+    );
+    append(dir, "b", &(header("b", "/w", 2) + &prompt(1, "lexer only")));
+    append(
+        dir,
+        "c",
+        &(header("c", "/other", 3) + &prompt(1, "flaky elsewhere")),
+    );
+    let index = SearchIndex::new(dir);
+    let hits = index.search(&query("FLAKY", "/w")).unwrap();
+    assert_eq!(ids(&hits), ["a"]);
+    assert_eq!(
+        (hits[0].seq, hits[0].event_type.as_str()),
+        (1, "user/message")
+    );
+    assert_eq!(hits[0].surface, Surface::Current);
+    assert!(
+        hits[0].snippet.contains("flaky parser"),
+        "{}",
+        hits[0].snippet
+    );
+    let mut both = query("lexer", "/w");
+    assert_eq!(index.search(&both).unwrap().len(), 2);
+    both.scope = Scope::All;
+    both.text = "flaky".to_owned();
+    assert_eq!(index.search(&both).unwrap().len(), 2);
+
+    // An append is read from where the index stopped; a torn line waits.
+    append(dir, "b", &(prompt(2, "now flaky too") + "{\"seq\":3,\"ti"));
+    assert_eq!(ids(&index.search(&query("flaky", "/w")).unwrap()).len(), 2);
+    append(
+        dir,
+        "b",
+        "me\":1,\"type\":\"agent/notice\",\"data\":{\"text\":\"zebra\"}}\n",
+    );
+    let hits = index.search(&query("zebra", "/w")).unwrap();
+    assert_eq!((ids(&hits), hits[0].surface), (vec!["b"], Surface::LogOnly));
+
+    // A fresh process's handle reads the same file.
+    let again = SearchIndex::new(dir);
+    assert_eq!(again.search(&query("zebra", "/w")).unwrap().len(), 1);
+
+    // Rewritten by hand (truncated and changed): read again from the top.
+    std::fs::write(
+        dir.join("a.jsonl"),
+        header("a", "/w", 1) + &prompt(1, "only giraffes now"),
+    )
+    .unwrap();
+    assert!(index.search(&query("parser", "/w")).unwrap().is_empty());
+    assert_eq!(ids(&index.search(&query("giraffes", "/w")).unwrap()), ["a"]);
+
+    // Deleted: gone at once (forget), and found gone by a listing.
+    index.forget("a");
+    std::fs::remove_file(dir.join("a.jsonl")).unwrap();
+    assert!(index.search(&query("giraffes", "/w")).unwrap().is_empty());
+    std::fs::remove_file(dir.join("b.jsonl")).unwrap();
+    assert!(again.search(&query("zebra", "/w")).unwrap().is_empty());
+    assert!(matches!(
+        index.search(&query(" -- ", "/w")),
+        Err(SearchError::EmptyQuery)
+    ));
+}
+
+#[test]
+fn filters_and_shadowed_events() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path();
+    let summary = serde_json::json!({"seq": 3, "time": 1003, "type": "compaction/summary",
+        "data": {"start": 1, "end": 1, "summary": "we spoke of otters"}});
+    append(
+        dir,
+        "p",
+        &(header("p", "/w", 10)
+            + &prompt(1, "otters and beavers")
+            + &prompt(2, "otters again")
+            + &format!("{summary}\n")),
+    );
+    let mut child = SessionHeader::new(SessionId::new("k".to_owned()), 20, "/w".to_owned(), vec![]);
+    child.subagent_of = Some(dsh_protocol::log::SubagentOrigin {
+        session: SessionId::new("p".to_owned()),
+        call_id: dsh_protocol::ToolCallId::new("c1".to_owned()),
+        description: "d".to_owned(),
+        depth: 1,
+    });
+    append(
+        dir,
+        "k",
+        &(serde_json::to_string(&child).unwrap() + "\n" + &prompt(1, "otters in the child")),
+    );
+    let index = SearchIndex::new(dir);
+    let mut all = query("otters", "/w");
+    all.best_per_session = false;
+    let hits = index.search(&all).unwrap();
+    assert_eq!(hits.len(), 4);
+    let surface = |seq| {
+        hits.iter()
+            .find(|h| h.session.id == "p" && h.seq == seq)
+            .unwrap()
+            .surface
+    };
+    assert_eq!(
+        (surface(1), surface(2), surface(3)),
+        (Surface::Shadowed, Surface::Current, Surface::Current)
+    );
+
+    let mut roots = all.clone();
+    roots.filter.parents = Some(vec![]);
+    roots.filter.include_roots = true;
+    assert!(index
+        .search(&roots)
+        .unwrap()
+        .iter()
+        .all(|h| h.session.id == "p"));
+    let mut children = all.clone();
+    children.filter.parents = Some(vec!["p".to_owned()]);
+    assert_eq!(ids(&index.search(&children).unwrap()), ["k"]);
+    let mut shadowed = all.clone();
+    shadowed.filter.surfaces = Some(vec![Surface::Shadowed]);
+    assert_eq!(index.search(&shadowed).unwrap().len(), 1);
+    let mut typed = all.clone();
+    typed.filter.event_types = Some(vec!["compaction/summary".to_owned()]);
+    typed.filter.seq_from = Some(2);
+    assert_eq!(index.search(&typed).unwrap()[0].seq, 3);
+    let mut created = all.clone();
+    created.filter.created_from = Some(15);
+    assert_eq!(ids(&index.search(&created).unwrap()), ["k"]);
+    let mut timed = all;
+    timed.filter.time_to = Some(1001);
+    timed.filter.session_ids = Some(vec!["p".to_owned()]);
+    assert_eq!(index.search(&timed).unwrap().len(), 1);
+    let lineage = index
+        .sessions(&Scope::Workspaces(vec!["/w".to_owned()]))
+        .unwrap();
+    assert_eq!(lineage[1].parent(), Some("p"));
+}
+
+#[test]
+fn a_damaged_or_older_index_is_built_again() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path();
+    append(dir, "a", &(header("a", "/w", 1) + &prompt(1, "walrus")));
+    let file = dir.join(FILE);
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(
+        &file,
+        b"this is not a database, just text that is long enough",
+    )
+    .unwrap();
+    assert_eq!(
+        SearchIndex::new(dir)
+            .search(&query("walrus", "/w"))
+            .unwrap()
+            .len(),
+        1
+    );
+    {
+        let conn = rusqlite::Connection::open(&file).unwrap();
+        conn.pragma_update(None, "user_version", 99).unwrap();
+    }
+    assert_eq!(
+        SearchIndex::new(dir)
+            .search(&query("walrus", "/w"))
+            .unwrap()
+            .len(),
+        1
+    );
+    std::fs::remove_file(&file).unwrap();
+    assert_eq!(
+        SearchIndex::new(dir)
+            .search(&query("walrus", "/w"))
+            .unwrap()
+            .len(),
+        1
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+}
