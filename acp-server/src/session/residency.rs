@@ -38,16 +38,28 @@ impl Residency {
         })
     }
 
+    /// The ids of the sessions of this process (loaded, not yet dropped):
+    /// the session-query tools' `live` sessions.
+    pub(crate) fn live(&self) -> Vec<String> {
+        // Out of the lock before any is let go of.
+        let sessions: Vec<Arc<Session>> = lock(&self.sessions)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        sessions
+            .iter()
+            .map(|session| session.id.to_string())
+            .collect()
+    }
+
     /// The turn to fold a history again (see `rebuilding`).
     pub(super) async fn rebuilding(&self) -> tokio::sync::OwnedMutexGuard<()> {
         self.rebuilding.clone().lock_owned().await
     }
 
-    /// `session` counts from now on (until it is dropped).
+    /// `session` counts from now on (until it is dropped); it is listed
+    /// by [`Residency::live`] even without a budget.
     pub(super) fn enter(&self, session: &Arc<Session>) {
-        if self.budget.is_none() {
-            return;
-        }
         let mut sessions = lock(&self.sessions);
         sessions.retain(|session| session.strong_count() > 0);
         sessions.push(Arc::downgrade(session));

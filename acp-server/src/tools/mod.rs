@@ -110,6 +110,8 @@ pub struct ToolEnv<'a> {
     /// Where the session's skills are (`skill` loads them from there),
     /// with the session's cache of them.
     pub skills: &'a crate::context::discovery::Source,
+    /// The calling session, for the session-query tools.
+    pub recall: session_query::Caller<'a>,
 }
 
 impl Planned {

@@ -257,6 +257,12 @@ impl Turn<'_> {
                 hidden: self.config.protected.hidden(),
                 glob: &self.config.tools.glob,
                 skills: &self.found.roots,
+                recall: tools::session_query::Caller {
+                    store: session.store(),
+                    id: session.id.as_str(),
+                    cwd: &session.header.cwd,
+                    live: &|| session.residency().live(),
+                },
             };
             if let Some(plan) = planned.submitted_plan() {
                 return self.submit_plan(call, planned, plan).await;
