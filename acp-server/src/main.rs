@@ -83,7 +83,7 @@ enum Command {
     /// for an endpoint that needs one, an endpoint that cannot be reached).
     /// The key itself is never printed nor sent.
     Doctor,
-    /// List, show or delete stored sessions
+    /// List, show, search or delete stored sessions
     #[command(subcommand)]
     Sessions(SessionsCommand),
     /// Print a shell completion script to stdout
@@ -131,6 +131,27 @@ enum SessionsCommand {
     Delete {
         /// The session id, or the start of exactly one
         id: String,
+    },
+    /// Sessions whose events contain every word: id, time, title and the
+    /// matching line, best first
+    ///
+    /// The current directory's sessions unless --all; subagents' logs are
+    /// left out. Exit status 1 when the search fails.
+    Search {
+        /// The words (literal: no operators, no wildcards)
+        #[arg(required = true, num_args = 1..)]
+        query: Vec<String>,
+        /// Print one JSON array of hits (id, cwd, title, created_at, seq,
+        /// event_type, time, surface, snippet; times in epoch ms)
+        #[arg(long)]
+        json: bool,
+        /// Search the sessions of every workspace
+        #[arg(long)]
+        all: bool,
+        /// At most this many sessions (1 to 100)
+        #[arg(long, value_name = "N", default_value_t = 20,
+              value_parser = clap::value_parser!(u16).range(1..=dsh_acp_server::search::MAX_LIMIT as i64))]
+        limit: u16,
     },
 }
 
@@ -458,6 +479,20 @@ async fn sessions(command: SessionsCommand) -> ExitCode {
         SessionsCommand::List => sessions::list(&agent, &mut stdout).await,
         SessionsCommand::Show { id } => sessions::show(&agent, id, &mut stdout).await,
         SessionsCommand::Delete { id } => sessions::delete(&agent, id, &mut stdout).await,
+        SessionsCommand::Search {
+            query,
+            json,
+            all,
+            limit,
+        } => {
+            let args = dsh_acp_server::admin::search::SearchArgs {
+                query: query.join(" "),
+                json: *json,
+                all: *all,
+                limit: usize::from(*limit),
+            };
+            dsh_acp_server::admin::search::run(&agent, &args, &mut stdout).await
+        }
     };
     if code != 0 {
         // The error went to stdout with the rest; nothing else to say.

@@ -54,7 +54,7 @@ async fn stdio_streams_deltas_events_and_status_and_events_are_the_log() {
         .ok("initialize", json!({"clientInfo": {"name": "test"}}))
         .await;
     assert_eq!(init["serverInfo"]["name"], "dsh");
-    assert_eq!(init["protocolVersion"], 2);
+    assert_eq!(init["protocolVersion"], 3);
     let session = new_session(client, &env, json!({})).await;
     let sub = client.subscribe(&session, None).await;
     let message_id = client.prompt(&session, "read hello.txt").await;

@@ -18,6 +18,7 @@ use crate::config::{Config, ConfigError, RawConfig};
 use crate::credentials::Env;
 
 pub mod doctor;
+pub mod search;
 pub mod sessions;
 
 /// The variables the loader reads besides the file (what they override).

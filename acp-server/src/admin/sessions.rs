@@ -71,7 +71,7 @@ pub async fn list(agent: &Arc<Agent>, out: &mut dyn Write) -> u8 {
 }
 
 /// `text` on one line, at most `max` characters (an ellipsis when cut).
-fn one_line(text: &str, max: usize) -> String {
+pub(super) fn one_line(text: &str, max: usize) -> String {
     let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
     if flat.chars().count() <= max {
         return flat;

@@ -6,6 +6,7 @@
 
 pub mod hub;
 mod item;
+mod search;
 mod stdio;
 mod subscribe;
 pub mod ws;
@@ -30,8 +31,9 @@ use hub::{ConnId, Hub, Opening};
 
 pub use stdio::serve as serve_stdio;
 
-/// The SDK protocol's version (`initialize`'s `protocolVersion`).
-pub const PROTOCOL_VERSION: u32 = 2;
+/// The SDK protocol's version (`initialize`'s `protocolVersion`; 3 added
+/// `session/search`).
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// `dsh sdk`'s flags.
 #[derive(Debug, Clone, Default)]
@@ -463,6 +465,7 @@ fn register(module: &mut RpcModule<Hub>) -> Result<(), jsonrpsee::core::Register
             .collect();
         Ok::<_, ErrorObjectOwned>(json!({ "sessions": sessions, "nextCursor": page.next_cursor }))
     })?;
+    search::register(module)?;
     module.register_async_method("session/close", |params, hub, _ext| async move {
         let params: SessionParams = parse(&params)?;
         answer(hub.close(&params.session_id).await.map(|()| json!({})))
