@@ -511,18 +511,17 @@ fn read_log(
     let mut line = Vec::new();
     loop {
         line.clear();
-        match reader.read_until(b'\n', &mut line) {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
-        if line.last() != Some(&b'\n') {
+        let Some(consumed) = read_line(&mut reader, &mut line) else {
             // Being written: read next time.
             break;
-        }
+        };
         let at = read_to;
-        read_to += line.len() as u64;
+        read_to += consumed;
         tail_at = at;
-        tail = digest(&line);
+        tail = digest(&line[..line.len().min(TAIL_BYTES)]);
+        if consumed != line.len() as u64 {
+            continue;
+        }
         let Some(event) = extract::event(&line) else {
             continue;
         };
@@ -572,6 +571,47 @@ fn origins(header: &dsh_protocol::log::SessionHeader) -> (Option<String>, Option
     )
 }
 
+/// The longest line read whole; a longer one (a log edited by hand: dsh
+/// writes none) is skipped, never held in memory.
+const MAX_LINE: u64 = if cfg!(test) {
+    1024 * 1024
+} else {
+    32 * 1024 * 1024
+};
+
+/// How much of the last line read is compared to tell that it is still
+/// there.
+const TAIL_BYTES: usize = 64 * 1024;
+
+/// Reads one whole line into `line` (only its first [`TAIL_BYTES`] when it
+/// was longer than [`MAX_LINE`]); the bytes it took, or `None` at the end
+/// of what is written (a line without its newline is being written).
+fn read_line(reader: &mut impl BufRead, line: &mut Vec<u8>) -> Option<u64> {
+    let mut consumed = 0;
+    loop {
+        let (done, used) = {
+            let buffer = reader.fill_buf().ok()?;
+            if buffer.is_empty() {
+                return None;
+            }
+            match memchr::memchr(b'\n', buffer) {
+                Some(end) => (true, end + 1),
+                None => (false, buffer.len()),
+            }
+        };
+        consumed += used as u64;
+        if consumed <= MAX_LINE {
+            line.extend_from_slice(&reader.fill_buf().ok()?[..used]);
+        } else {
+            line.truncate(TAIL_BYTES);
+        }
+        reader.consume(used);
+        if done {
+            return Some(consumed);
+        }
+    }
+}
+
 /// Whether the last line read is still where it was.
 fn tail_holds(file: &mut File, row: &Row) -> bool {
     if row.tail.is_empty() {
@@ -580,7 +620,7 @@ fn tail_holds(file: &mut File, row: &Row) -> bool {
     let Some(len) = row.read_to.checked_sub(row.tail_at) else {
         return false;
     };
-    let mut line = vec![0; usize::try_from(len).unwrap_or(0)];
+    let mut line = vec![0; usize::try_from(len).unwrap_or(0).min(TAIL_BYTES)];
     file.seek(SeekFrom::Start(row.tail_at)).is_ok()
         && file.read_exact(&mut line).is_ok()
         && digest(&line) == row.tail
@@ -604,6 +644,9 @@ fn read_event_text(dir: &Path, id: &str, at: u64, len: u64, seq: u64) -> Option<
     let mut file =
         crate::private::open_no_follow(std::fs::OpenOptions::new().read(true), &path).ok()?;
     file.seek(SeekFrom::Start(at)).ok()?;
+    if len > MAX_LINE {
+        return None;
+    }
     let mut line = vec![0; usize::try_from(len).ok()?];
     file.read_exact(&mut line).ok()?;
     let event = extract::event(&line)?;

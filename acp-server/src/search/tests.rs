@@ -238,3 +238,28 @@ fn a_damaged_or_older_index_is_built_again() {
         assert_eq!(mode & 0o777, 0o600);
     }
 }
+
+#[test]
+fn an_oversized_line_is_skipped_not_held() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path();
+    let huge = prompt(1, &format!("ostrich {}", "x ".repeat(1024 * 1024)));
+    append(
+        dir,
+        "a",
+        &(header("a", "/w", 1) + &huge + &prompt(2, "ostrich small")),
+    );
+    let index = SearchIndex::new(dir);
+    let mut every = query("ostrich", "/w");
+    every.best_per_session = false;
+    let hits = index.search(&every).unwrap();
+    assert_eq!(hits.iter().map(|h| h.seq).collect::<Vec<_>>(), [2]);
+    // The tail check reads a bounded prefix of a huge last line and finds
+    // it unchanged: an append is read from there, nothing twice.
+    append(dir, "a", &huge);
+    append(dir, "a", &prompt(4, "ostrich again"));
+    let hits = index.search(&every).unwrap();
+    let mut seqs = hits.iter().map(|h| h.seq).collect::<Vec<_>>();
+    seqs.sort_unstable();
+    assert_eq!(seqs, [2, 4]);
+}
