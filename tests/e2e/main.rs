@@ -54,6 +54,7 @@ mod sdk_exit;
 mod sdk_flood;
 mod sdk_search;
 mod search;
+mod session_query;
 mod sessions;
 mod sessions_search;
 mod signals;
