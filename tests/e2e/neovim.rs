@@ -147,6 +147,19 @@ async fn dsh_nvim_chats_asks_edits_and_reloads_sessions_in_a_real_neovim() {
         .await;
 }
 
+/// Issue 42: `:DshSearch` finds a session by a word of its reply (through
+/// `dsh sessions search --json`) and loads the one picked.
+#[tokio::test]
+async fn dsh_nvim_searches_sessions_and_loads_the_one_picked() {
+    let Some(nvim) = nvim() else { return };
+    let world = World::new(nvim);
+    let session = world.run("chat_spec.lua", CHAT_SCRIPT, &[]).await;
+    assert!(!session.is_empty(), "the chat spec names its session");
+    world
+        .run("search_spec.lua", "", &[("DSH_TEST_SESSION", &session)])
+        .await;
+}
+
 #[tokio::test]
 async fn dsh_nvim_sets_the_mode_and_cancels_a_slow_turn() {
     let Some(nvim) = nvim() else { return };

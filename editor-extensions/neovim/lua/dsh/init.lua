@@ -519,6 +519,86 @@ function M.sessions()
   end
 end
 
+--- `dsh ARGS…`: the configured command without its `acp` (a wrapper
+--- such as `{ "env", "X=1", "dsh", "acp" }` keeps its wrapper).
+---@param args string[]
+---@return string[]
+local function dsh_command(args)
+  local cmd = vim.deepcopy(M.config.cmd)
+  if cmd[#cmd] == "acp" then
+    table.remove(cmd)
+  end
+  return vim.list_extend(cmd, args)
+end
+
+--- Text from a session log made safe to show: control characters (an
+--- escape sequence, a carriage return) written out as `\xNN`.
+---@param text string
+---@return string
+local function shown(text)
+  return (tostring(text or ""):gsub("%c", function(c)
+    return ("\\x%02x"):format(c:byte())
+  end))
+end
+
+--- Searches the stored sessions of this directory for every word of
+--- `query` (`dsh sessions search --json`, run as a child: ACP has no
+--- search), picks one of the hits — its time, title and matching line —
+--- and loads it.
+---@param query string
+function M.search(query)
+  query = vim.trim(query or "")
+  if query == "" then
+    notify("give the words to search for", vim.log.levels.WARN)
+    return
+  end
+  local cwd = vim.fn.getcwd()
+  local cmd = dsh_command({ "sessions", "search", "--json", "--", query })
+  local ok, err = pcall(vim.system, cmd, {
+    cwd = cwd,
+    env = next(M.config.env) and M.config.env or nil,
+    text = true,
+  }, function(result)
+    vim.schedule(function()
+      if result.code ~= 0 then
+        local why = vim.trim((result.stdout or "") .. (result.stderr or ""))
+        notify("cannot search sessions: " .. shown(why), vim.log.levels.ERROR)
+        return
+      end
+      local decoded, hits = pcall(vim.json.decode, result.stdout or "")
+      if not decoded or type(hits) ~= "table" then
+        notify("cannot search sessions: dsh printed no JSON", vim.log.levels.ERROR)
+        return
+      end
+      if #hits == 0 then
+        notify("no dsh session in " .. cwd .. " matches " .. query)
+        return
+      end
+      vim.ui.select(hits, {
+        prompt = "dsh sessions matching " .. query,
+        format_item = function(hit)
+          return string.format(
+            "%s  %s — %s",
+            os.date("!%Y-%m-%d %H:%M", math.floor((hit.time or 0) / 1000)),
+            shown(hit.title or hit.id),
+            shown(hit.snippet)
+          )
+        end,
+        kind = "dsh.search",
+      }, function(choice)
+        if choice then
+          M.load(choice.id, function()
+            M.open()
+          end)
+        end
+      end)
+    end)
+  end)
+  if not ok then
+    notify("cannot run dsh: " .. tostring(err), vim.log.levels.ERROR)
+  end
+end
+
 --- Sets the permission mode (`read-only`, `plan`, `ask`, `accept-edits`, `full-access`).
 function M.set_mode(mode)
   with_session(function()
