@@ -254,6 +254,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "ndjson",
             "credentials",
             "private",
+            "search",
             "programs",
             "prompt",
             "context",
