@@ -207,11 +207,6 @@ impl Session {
         &self.residency
     }
 
-    /// Where its log is (and the other sessions' logs, and their index).
-    pub(crate) fn store(&self) -> &SessionStore {
-        &self.store
-    }
-
     /// A subagent uses its parent's language servers and MCP servers
     /// (the same tools, no second set of processes); closing it leaves
     /// them running.

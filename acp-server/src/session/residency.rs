@@ -126,6 +126,11 @@ impl Residency {
 }
 
 impl Session {
+    /// Where its log is (and the other sessions' logs, and their index).
+    pub(crate) fn store(&self) -> &crate::store::SessionStore {
+        &self.store
+    }
+
     /// Where its requests are sent from ([`crate::model::spool`]): a
     /// request holds the spool, not the history, which can then leave
     /// memory while the request waits. The spool is made by the request

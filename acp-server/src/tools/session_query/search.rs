@@ -135,12 +135,22 @@ fn present_sessions(query: &str, hits: &[Hit], context: &Context) -> String {
     )
 }
 
-/// How a session relates to its parent: `subagent`, `fork`, or none.
-pub(super) fn relation(info: &crate::search::SessionInfo) -> Option<&'static str> {
+/// How a session came from its parent.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum Relation {
+    /// A subagent's session: its parent started it.
+    Subagent,
+    /// A fork of its parent.
+    Fork,
+}
+
+/// How a session relates to its parent, if it has one.
+pub(super) fn relation(info: &crate::search::SessionInfo) -> Option<Relation> {
     if info.subagent_of.is_some() {
-        Some("subagent")
+        Some(Relation::Subagent)
     } else if info.forked_from.is_some() {
-        Some("fork")
+        Some(Relation::Fork)
     } else {
         None
     }

@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::auth;
 use super::read::summary;
-use super::search::relation;
+use super::search::{relation, Relation};
 use super::{iso, render, Context, EventTraceArgs, Failure, TraceArgs};
 use crate::search::{Scope, SessionInfo, MAX_LIMIT};
 
@@ -64,9 +64,9 @@ pub(super) fn lineage(args: &TraceArgs, context: &Context) -> Result<String, Fai
                 .map(|origin| origin.session.as_str().to_owned())
         });
     let own_relation = if header.subagent_of.is_some() {
-        Some("subagent")
+        Some(Relation::Subagent)
     } else if header.forked_from.is_some() {
-        Some("fork")
+        Some(Relation::Fork)
     } else {
         None
     };
