@@ -84,6 +84,10 @@ async fn the_vscode_extension_tests_pass_against_this_dsh() {
         "the line of prompts: steered and queued behind the running turn, cancelled with it",
         "dsh's questions: answered in the pickers, declined, dismissed, answered in the panel",
         "prompts while a turn runs: steered into it, queued after it, cancelled with it",
+        // Issue 42: the session list's filter searches the sessions' text.
+        "the session list's filter searches the workspace's sessions through dsh",
+        "a log's control characters are shown escaped, times in UTC",
+        "the open-session picker lists the sessions, searches as words are typed, opens a hit",
     ] {
         assert!(stdout.contains(name), "{name:?} did not run:\n{stdout}");
     }

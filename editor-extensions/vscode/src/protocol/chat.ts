@@ -11,6 +11,7 @@ import { DshConnection, type StartOptions } from "./connection";
 import { PromptLine, type Delivery, type Prompt } from "./prompts";
 import { formProblem, parseForm, summary, toResponse, type Form, type FormOutcome } from "./questions";
 import { Terminals, type Terminal } from "./terminals";
+import { searchSessions, type SessionHit } from "./sessionSearch";
 import { emptyChat, pickers, reduce, userSays, type ChatState } from "./viewModel";
 
 /** What the chat needs from the editor. */
@@ -222,6 +223,12 @@ export class Chat {
   async sessions(): Promise<acp.SessionInfo[]> {
     const connection = await this.connect();
     return (await connection.listSessions(this.options.cwd)).sessions;
+  }
+
+  /** The stored sessions of this workspace holding every word of `query`
+   * (`dsh sessions search --json`: ACP has no search), best first. */
+  search(query: string): Promise<SessionHit[]> {
+    return searchSessions(this.options.start, this.options.cwd, query);
   }
 
   /** Opens a stored session: its history is replayed into a fresh chat. */

@@ -24,6 +24,7 @@ import {
   type Question,
 } from "../protocol/questions";
 import { launchSettings } from "../protocol/settings";
+import { hitItems, type SessionItem } from "../protocol/sessionSearch";
 import type { Terminal } from "../protocol/terminals";
 import type { ChatState, DiffView } from "../protocol/viewModel";
 import { chatHtml, nonce } from "../protocol/webviewHtml";
@@ -393,6 +394,59 @@ export function activate(context: vscode.ExtensionContext) {
     })().catch((error) => ui.error(error instanceof Error ? error.message : String(error)));
   });
 
+  /** The session list: this workspace's sessions, newest first; words in
+   * its filter box search the sessions' text (dsh's session index) and
+   * list the sessions holding them, each with its matching line. */
+  const pickSession = async (current: Chat): Promise<string | undefined> => {
+    const listed: SessionItem[] = (await current.sessions()).map((s) => ({
+      label: s.title ?? s.sessionId,
+      description: s.updatedAt ?? "",
+      id: s.sessionId,
+    }));
+    const picker = vscode.window.createQuickPick<SessionItem>();
+    picker.title = "dsh: open a session";
+    picker.placeholder = "Type words to search the sessions' text";
+    picker.matchOnDescription = true;
+    picker.matchOnDetail = true;
+    picker.items = listed;
+    let asked = 0;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    picker.onDidChangeValue((value) => {
+      const query = value.trim();
+      const mine = ++asked;
+      clearTimeout(timer);
+      if (!query) {
+        picker.busy = false;
+        picker.items = listed;
+        return;
+      }
+      timer = setTimeout(() => {
+        picker.busy = true;
+        current
+          .search(query)
+          .then((hits) => {
+            if (mine === asked) picker.items = hitItems(hits);
+          })
+          .catch((error) => ui.error(error instanceof Error ? error.message : String(error)))
+          .finally(() => {
+            if (mine === asked) picker.busy = false;
+          });
+      }, 250);
+    });
+    return new Promise((resolve) => {
+      picker.onDidAccept(() => {
+        resolve(picker.selectedItems[0]?.id);
+        picker.hide();
+      });
+      picker.onDidHide(() => {
+        clearTimeout(timer);
+        resolve(undefined);
+        picker.dispose();
+      });
+      picker.show();
+    });
+  };
+
   const pickSetting = async (id: string) => {
     const current = await getChat();
     if (!current.sessionId) await current.newSession();
@@ -413,12 +467,8 @@ export function activate(context: vscode.ExtensionContext) {
     vscode.commands.registerCommand("dsh.newSession", async () => (await getChat()).newSession()),
     vscode.commands.registerCommand("dsh.openSession", async () => {
       const current = await getChat();
-      const sessions = await current.sessions();
-      const chosen = await vscode.window.showQuickPick(
-        sessions.map((s) => ({ label: s.title ?? s.sessionId, description: s.updatedAt ?? "", id: s.sessionId })),
-        { title: "dsh: open a session" },
-      );
-      if (chosen) await current.load(chosen.id);
+      const chosen = await pickSession(current);
+      if (chosen) await current.load(chosen);
     }),
     vscode.commands.registerCommand("dsh.cancel", async () => (await getChat()).cancel()),
     vscode.commands.registerCommand("dsh.steer", async () => {
