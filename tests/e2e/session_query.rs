@@ -163,6 +163,21 @@ async fn session_search_recalls_this_workspace_only_and_survives_losing_its_inde
             "session_search",
             json!({"query": "zanzibarquux", "created_at_from": "2001-01-01T00:00:00"}),
         ),
+        (
+            "f4",
+            "session_search",
+            json!({"query": "zanzibarquux", "availability": ["live"]}),
+        ),
+        (
+            "f5",
+            "session_search",
+            json!({"query": "zanzibarquux", "parent_session_ids": [], "include_root_sessions": true}),
+        ),
+        (
+            "f6",
+            "session_search",
+            json!({"query": "zanzibarquux", "parent_session_ids": ["someone-else"]}),
+        ),
     ]));
     env.mock.push_json(reply("Filtered."));
     conn.finish().await;
@@ -172,6 +187,8 @@ async fn session_search_recalls_this_workspace_only_and_survives_losing_its_inde
     let conn = env.connect().await;
     conn.initialize().await;
     conn.load(&current, &env.cwd()).await;
+    // Loaded in this process: live.
+    conn.load(&first, &env.cwd()).await;
     conn.prompt(&current, "and filtered?").await.unwrap();
     assert!(index.exists(), "the index is built again");
     assert_eq!(
@@ -183,6 +200,18 @@ async fn session_search_recalls_this_workspace_only_and_survives_losing_its_inde
     assert_eq!(records(&typed)[0]["event"]["type"], "user/message");
     let unzoned = tool_result(&env, "f3");
     assert!(unzoned.contains("timezone-qualified"), "{unzoned}");
+    let live = tool_result(&env, "f4");
+    assert_eq!(found_sessions(&live), [first.0.to_string()], "{live}");
+    assert_eq!(
+        records(&live)[0]["session"]["availability"],
+        json!(["live", "persisted"])
+    );
+    let roots = tool_result(&env, "f5");
+    assert_eq!(found_sessions(&roots), [first.0.to_string()], "{roots}");
+    assert_eq!(
+        found_sessions(&tool_result(&env, "f6")),
+        Vec::<String>::new()
+    );
     conn.finish().await;
 }
 
@@ -236,6 +265,8 @@ async fn the_current_session_is_searched_without_the_calling_step_traced_and_eve
         "subagent",
         json!({"description": "Look around", "prompt": "Say hello."}),
     ));
+    // The child sees its lineage: its parent.
+    env.mock.push_json(call("c1", "session_trace", json!({})));
     env.mock.push_json(reply("Hello from the child."));
     env.mock.push_json(call("t1", "session_trace", json!({})));
     env.mock.push_json(reply("Done."));
@@ -299,6 +330,12 @@ async fn the_current_session_is_searched_without_the_calling_step_traced_and_eve
     assert_eq!(descendant["role"], "descendant");
     assert_eq!(descendant["relation"], "subagent");
     assert_eq!(descendant["parent"], session.0.as_ref());
+    let from_child = tool_result(&env, "c1");
+    let lineage = records(&from_child);
+    assert_eq!(lineage[0]["id"], child.as_str(), "{from_child}");
+    assert_eq!(lineage[0]["relation"], "subagent");
+    assert_eq!(lineage[1]["role"], "ancestor");
+    assert_eq!(lineage[1]["id"], session.0.as_ref());
 
     // An event's trace: the search's result, from its call and the reply
     // that asked for it, in the turn of the prompt.
