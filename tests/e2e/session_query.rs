@@ -215,18 +215,13 @@ async fn session_search_recalls_this_workspace_only_and_survives_losing_its_inde
     conn.finish().await;
 }
 
-/// Writes a session log by hand: a header of `cwd` and one prompt of
-/// `text` (a 1 MB prompt sent for real would be compacted before the
-/// model saw it).
-fn plant_log(env: &TestEnv, id: &str, cwd: &Path, text: &str) {
+/// Writes a session log by hand: a header of `cwd`, then `events` (seq
+/// 1, 2…, one second apart).
+fn plant(env: &TestEnv, id: &str, cwd: &Path, events: &[Value]) {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let header = json!({"format": "dsh-session", "version": 1, "id": id,
         "created_at": 1_780_000_000_000u64, "cwd": cwd.to_str().unwrap(), "roots": [], "mcp_servers": []});
-    let prompt = json!({"seq": 1, "time": 1_780_000_000_100u64, "type": "user/message",
-        "data": {"turn": 1, "content": [{"type": "text", "text": text}]}});
-    let end = json!({"seq": 2, "time": 1_780_000_000_200u64, "type": "turn/end",
-        "data": {"turn": 1, "stop": "end_turn"}});
     std::fs::create_dir_all(env.sessions_dir()).unwrap();
     let mut file = std::fs::OpenOptions::new()
         .create_new(true)
@@ -234,7 +229,28 @@ fn plant_log(env: &TestEnv, id: &str, cwd: &Path, text: &str) {
         .mode(0o600)
         .open(env.sessions_dir().join(format!("{id}.jsonl")))
         .unwrap();
-    writeln!(file, "{header}\n{prompt}\n{end}").unwrap();
+    writeln!(file, "{header}").unwrap();
+    for (at, event) in events.iter().enumerate() {
+        let mut event = event.clone();
+        event["seq"] = json!(at + 1);
+        event["time"] = json!(1_780_000_001_000u64 + 1000 * at as u64);
+        writeln!(file, "{event}").unwrap();
+    }
+}
+
+/// A prompt of `text` that opens turn `turn`.
+fn prompt_event(turn: u64, text: &str) -> Value {
+    json!({"type": "user/message", "data": {"turn": turn, "content": [{"type": "text", "text": text}]}})
+}
+
+fn turn_end(turn: u64) -> Value {
+    json!({"type": "turn/end", "data": {"turn": turn, "stop": "end_turn"}})
+}
+
+/// A log with one prompt of `text` (a 1 MB prompt sent for real would be
+/// compacted before the model saw it).
+fn plant_log(env: &TestEnv, id: &str, cwd: &Path, text: &str) {
+    plant(env, id, cwd, &[prompt_event(1, text), turn_end(1)]);
 }
 
 #[tokio::test]
@@ -377,5 +393,104 @@ async fn the_current_session_is_searched_without_the_calling_step_traced_and_eve
     assert!(relation("same-call").contains(&seq_of("tool/call", Some("e1"))));
     assert_eq!(relation("turn-prompt"), [seq_of("user/message", None)]);
     assert_eq!(relation("turn-end"), [seq_of("turn/end", None)]);
+    conn.finish().await;
+}
+
+#[tokio::test]
+async fn compactions_are_traced_and_what_they_replaced_is_shadowed() {
+    let env = TestEnv::with_config(ENABLE).await;
+    let cwd = std::fs::canonicalize(env.cwd()).unwrap();
+    plant(
+        &env,
+        "planted-compacted",
+        &cwd,
+        &[
+            prompt_event(1, "the quetzalfrob migration plan"),
+            json!({"type": "assistant/message", "data": {"turn": 1, "step": 1, "text": "quetzalfrob needs three steps", "reasoning": "", "finish": "stop"}}),
+            turn_end(1),
+            json!({"type": "compaction/summary", "data": {"start": 1, "end": 3, "summary": "We planned the quetzalfrob migration."}}),
+            prompt_event(2, "and now?"),
+            turn_end(2),
+        ],
+    );
+    env.mock.push_json(calls(&[
+        (
+            "t1",
+            "session_trace",
+            json!({"session_id": "planted-compacted"}),
+        ),
+        (
+            "x1",
+            "session_event_trace",
+            json!({"session_id": "planted-compacted", "seq": 2}),
+        ),
+        (
+            "x2",
+            "session_event_trace",
+            json!({"session_id": "planted-compacted", "seq": 4}),
+        ),
+        (
+            "s1",
+            "session_event_search",
+            json!({"session_id": "planted-compacted", "query": "quetzalfrob", "surfaces": ["shadowed"]}),
+        ),
+        (
+            "s2",
+            "session_event_search",
+            json!({"session_id": "planted-compacted", "query": "quetzalfrob", "seq_from": 3}),
+        ),
+    ]));
+    env.mock.push_json(reply("Done."));
+    let conn = env.connect().await;
+    conn.initialize().await;
+    let session = conn.new_session(&cwd).await.session_id;
+    conn.prompt(&session, "what was the plan?").await.unwrap();
+
+    let lineage = records(&tool_result(&env, "t1"));
+    assert_eq!(lineage.len(), 2, "{lineage:?}");
+    let compactions = &lineage[1]["compactions"];
+    assert_eq!(compactions[0]["seq"], 4, "{compactions}");
+    assert_eq!(
+        compactions[0]["replaced"],
+        json!({"from_seq": 1, "to_seq": 3})
+    );
+
+    let reply_trace = records(&tool_result(&env, "x1"));
+    assert_eq!(reply_trace[0]["seq"], 2);
+    let relations: Vec<(String, u64)> = reply_trace[1..]
+        .iter()
+        .map(|line| {
+            (
+                line["relation"].as_str().unwrap().to_owned(),
+                line["seq"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert!(
+        relations.contains(&("shadowed-by".to_owned(), 4)),
+        "{relations:?}"
+    );
+    assert!(relations.contains(&("turn-prompt".to_owned(), 1)));
+    assert!(relations.contains(&("turn-end".to_owned(), 3)));
+    let summary_trace = records(&tool_result(&env, "x2"));
+    assert_eq!(
+        summary_trace[1],
+        json!({"group": "replacement", "relation": "replaces", "from_seq": 1, "to_seq": 3})
+    );
+
+    // The replaced events are `shadowed`; the summary is not.
+    let shadowed = records(&tool_result(&env, "s1"));
+    let seqs: Vec<u64> = shadowed
+        .iter()
+        .map(|hit| hit["seq"].as_u64().unwrap())
+        .collect();
+    assert!(
+        !seqs.is_empty() && seqs.iter().all(|seq| *seq <= 3),
+        "{shadowed:?}"
+    );
+    assert!(shadowed.iter().all(|hit| hit["surface"] == "shadowed"));
+    let later = records(&tool_result(&env, "s2"));
+    assert_eq!(later.len(), 1, "{later:?}");
+    assert_eq!(later[0]["seq"], 4);
     conn.finish().await;
 }

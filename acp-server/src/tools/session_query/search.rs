@@ -39,6 +39,9 @@ pub(super) fn sessions(args: &SearchArgs, context: &Context) -> Result<String, F
         time_to: checked_ms(&args.event_time_to)?,
         event_types: args.event_types.clone(),
         surfaces: args.event_surfaces.clone(),
+        // Subagents' sessions are the workspace's too (the model may
+        // recall what a child did).
+        ..Filter::default()
     };
     let query = Query {
         text: args.query.clone(),
