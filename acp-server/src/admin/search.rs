@@ -17,7 +17,6 @@ use serde_json::{json, Value};
 
 use crate::agent::Agent;
 use crate::search::{Filter, Hit, Query, Scope, SearchError, SearchIndex, MAX_LIMIT};
-use crate::store::SessionStore;
 
 /// How many sessions a search shows unless told.
 pub const DEFAULT_LIMIT: usize = 20;
@@ -37,36 +36,31 @@ pub fn workspace(dir: &Path) -> Scope {
     Scope::Workspaces(dirs)
 }
 
-/// The query a person's search makes: the sessions of `scope`, the best
-/// event of each, best first. It asks for [`MAX_LIMIT`] hits: [`search`]
-/// leaves out subagents' logs (forks stay: they are a person's sessions,
-/// as `sessions list` shows them) and keeps `limit` (1 to [`MAX_LIMIT`]).
-pub fn query(text: &str, scope: Scope) -> Query {
+/// The query a person's search makes: the sessions of `scope` but
+/// subagents' logs (forks stay: they are a person's sessions, as
+/// `sessions list` shows them), the best event of each, best first, at
+/// most `limit` (1 to [`MAX_LIMIT`]).
+pub fn query(text: &str, scope: Scope, limit: usize) -> Query {
     Query {
         text: text.to_owned(),
         scope,
-        filter: Filter::default(),
+        filter: Filter {
+            no_subagents: true,
+            ..Filter::default()
+        },
         best_per_session: true,
-        limit: MAX_LIMIT,
+        limit: limit.clamp(1, MAX_LIMIT),
     }
 }
 
-/// Runs `query` on the index off the runtime's threads; at most `limit`
-/// hits, none from a subagent's log.
+/// Runs `query` on the index off the runtime's threads.
 ///
 /// # Errors
 /// The index failed, or the query has no word.
-pub async fn search(
-    index: Arc<SearchIndex>,
-    query: Query,
-    limit: usize,
-) -> Result<Vec<Hit>, SearchError> {
-    let mut hits = tokio::task::spawn_blocking(move || index.search(&query))
+pub async fn search(index: Arc<SearchIndex>, query: Query) -> Result<Vec<Hit>, SearchError> {
+    tokio::task::spawn_blocking(move || index.search(&query))
         .await
-        .map_err(|err| SearchError::Index(err.to_string()))??;
-    hits.retain(|hit| hit.session.subagent_of.is_none());
-    hits.truncate(limit.clamp(1, MAX_LIMIT));
-    Ok(hits)
+        .map_err(|err| SearchError::Index(err.to_string()))?
 }
 
 /// A hit as JSON: `id, cwd, title, created_at, seq, event_type, time,
@@ -116,9 +110,8 @@ pub async fn run(agent: &Arc<Agent>, args: &SearchArgs, out: &mut dyn Write) -> 
             }
         }
     };
-    let store = SessionStore::new(agent.config().sessions_dir());
-    let query = query(&args.query, scope);
-    let hits = match search(Arc::clone(store.search()), query, args.limit).await {
+    let query = query(&args.query, scope, args.limit);
+    let hits = match search(Arc::clone(agent.search_index()), query).await {
         Ok(hits) => hits,
         Err(err) => {
             let _ = writeln!(out, "dsh sessions search: {err}");
@@ -221,9 +214,9 @@ mod tests {
 
     #[test]
     fn the_query_asks_for_the_best_event_of_each_session() {
-        let query = query("parser", Scope::All);
-        assert_eq!(query.limit, MAX_LIMIT);
-        assert_eq!(query.filter, Filter::default());
+        let query = query("parser", Scope::All, 7);
+        assert_eq!(query.limit, 7);
+        assert!(query.filter.no_subagents && query.filter.parents.is_none());
         assert!(query.best_per_session);
     }
 }

@@ -156,6 +156,12 @@ impl Agent {
         })
     }
 
+    /// The full-text index of the stored sessions (the one the live
+    /// sessions keep up to date).
+    pub fn search_index(&self) -> &Arc<crate::search::SearchIndex> {
+        self.store.search()
+    }
+
     /// The configuration (with the served model, once asked).
     pub fn config(&self) -> &Config {
         self.served.get().map_or(&self.config, |served| served)

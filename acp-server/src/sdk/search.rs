@@ -4,8 +4,8 @@
 //! workspace (`cwd`) or every one (`all`); no subagent's log; each session
 //! once with its best event, best first.
 
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::path::PathBuf;
+use std::sync::Arc;
 
 use jsonrpsee::types::ErrorObjectOwned;
 use jsonrpsee::RpcModule;
@@ -16,8 +16,7 @@ use super::hub::Hub;
 use super::{invalid, parse, rpc_error};
 use crate::admin::search::{query, search, workspace, DEFAULT_LIMIT};
 use crate::error::AgentError;
-use crate::search::{Hit, Scope, SearchError, SearchIndex, MAX_LIMIT};
-use crate::store::SessionStore;
+use crate::search::{Hit, Scope, SearchError, MAX_LIMIT};
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -29,19 +28,6 @@ struct SearchParams {
     all: bool,
     #[serde(default)]
     limit: Option<usize>,
-}
-
-/// The process's handle on the index of `dir`: one for every call, so the
-/// index is opened and brought up to date once, then only caught up.
-fn index(dir: &Path) -> Arc<SearchIndex> {
-    static INDEXES: Mutex<Vec<(PathBuf, Arc<SearchIndex>)>> = Mutex::new(Vec::new());
-    let mut indexes = INDEXES.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((_, index)) = indexes.iter().find(|(known, _)| known == dir) {
-        return Arc::clone(index);
-    }
-    let index = Arc::clone(SessionStore::new(dir.to_path_buf()).search());
-    indexes.push((dir.to_path_buf(), Arc::clone(&index)));
-    index
 }
 
 /// A hit as the SDK shows it (camelCase, times in epoch ms, the snippet
@@ -81,8 +67,8 @@ pub(super) fn register(
         if !(1..=MAX_LIMIT).contains(&limit) {
             return Err(invalid(format!("limit {limit}: give 1 to {MAX_LIMIT}")));
         }
-        let index = index(&hub.agent.config().sessions_dir());
-        let hits = search(index, query(&params.query, scope), limit)
+        let index = Arc::clone(hub.agent.search_index());
+        let hits = search(index, query(&params.query, scope, limit))
             .await
             .map_err(|err| match err {
                 SearchError::EmptyQuery => invalid(err.to_string()),

@@ -70,8 +70,10 @@ pub struct Filter {
     /// was forked from)...
     pub parents: Option<Vec<String>>,
     /// ...or that have no parent (with `parents`: `Some(vec![])` and this
-    /// set keeps the top-level sessions alone).
+    /// set keeps the top-level sessions alone; alone, it keeps them too).
     pub include_roots: bool,
+    /// Leave out subagents' logs (forks stay): what a person searches.
+    pub no_subagents: bool,
     /// Events at or after this seq.
     pub seq_from: Option<u64>,
     /// Events at or before this seq.

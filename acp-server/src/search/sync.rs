@@ -328,6 +328,9 @@ fn search_sql(query: &Query, expression: &str) -> (String, Vec<rusqlite::types::
         }
         sql.push(')');
     }
+    if filter.no_subagents {
+        sql.push_str(" AND s.subagent_of IS NULL");
+    }
     if let Some(types) = &filter.event_types {
         sql.push_str(" AND e.type IN (");
         push_list(&mut sql, &mut args, types.iter().cloned().map(Value::from));

@@ -170,6 +170,13 @@ fn filters_and_shadowed_events() {
         .unwrap()
         .iter()
         .all(|h| h.session.id == "p"));
+    let mut people = all.clone();
+    people.filter.no_subagents = true;
+    assert!(index
+        .search(&people)
+        .unwrap()
+        .iter()
+        .all(|h| h.session.id == "p"));
     let mut children = all.clone();
     children.filter.parents = Some(vec!["p".to_owned()]);
     assert_eq!(ids(&index.search(&children).unwrap()), ["k"]);
