@@ -284,28 +284,37 @@ pub async fn run(call: &SessionQueryCall, env: &ToolEnv<'_>) -> ToolOutcome {
     };
     let owned = call.clone();
     let work = tokio::task::spawn_blocking(move || execute(&owned, &context));
-    let result = tokio::select! {
-        biased;
-        () = env.cancel.cancelled() => {
-            return ToolOutcome::failed(ErrorCode::ToolAborted, "Cancelled: the user cancelled the turn.");
-        }
-        () = tokio::time::sleep(TIMEOUT) => {
-            return ToolOutcome::failed(
-                ErrorCode::ToolAborted,
-                format!("The query took longer than {} s and was abandoned; narrow it (fewer words, filters) and try again.", TIMEOUT.as_secs()),
-            );
-        }
-        joined = work => joined,
-    };
-    let outcome = match result {
+    let outcome = match wait(work, env.cancel, TIMEOUT).await {
         Ok(Ok(output)) => ToolOutcome::ok(output, ToolView::default()),
         Ok(Err(failure)) => ToolOutcome::failed(failure.code, failure.message),
-        Err(err) => ToolOutcome::failed(
-            ErrorCode::Internal,
-            format!("the session query failed: {err}"),
-        ),
+        Err(outcome) => outcome,
     };
     super::spill::cap_output(outcome, INLINE_BYTES, env).await
+}
+
+/// Waits for blocking work until it ends, the turn is cancelled or
+/// `timeout` passes (the work is then left to finish on its own: nothing
+/// waits for it).
+async fn wait<T>(
+    work: tokio::task::JoinHandle<T>,
+    cancel: &tokio_util::sync::CancellationToken,
+    timeout: Duration,
+) -> Result<T, ToolOutcome> {
+    tokio::select! {
+        biased;
+        () = cancel.cancelled() => Err(ToolOutcome::failed(
+            ErrorCode::ToolAborted,
+            "Cancelled: the user cancelled the turn.",
+        )),
+        () = tokio::time::sleep(timeout) => Err(ToolOutcome::failed(
+            ErrorCode::ToolAborted,
+            format!("The query took longer than {} s and was abandoned; narrow it (fewer words, filters) and try again.", timeout.as_secs()),
+        )),
+        joined = work => joined.map_err(|err| ToolOutcome::failed(
+            ErrorCode::Internal,
+            format!("the session query failed: {err}"),
+        )),
+    }
 }
 
 /// The blocking part: the output text.

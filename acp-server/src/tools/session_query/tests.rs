@@ -68,3 +68,38 @@ fn results_are_json_under_the_preface() {
     );
     assert_eq!(lines.next(), None);
 }
+
+#[tokio::test]
+async fn a_slow_query_never_holds_up_the_cancel_or_the_deadline() {
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let slow = tokio::task::spawn_blocking(move || held.recv().is_ok());
+    let stop = cancel.clone();
+    tokio::spawn(async move { stop.cancel() });
+    let cancelled = wait(slow, &cancel, Duration::from_secs(3600))
+        .await
+        .unwrap_err();
+    assert_eq!(cancelled.error.unwrap().code, ErrorCode::ToolAborted);
+
+    let (keep, held) = std::sync::mpsc::channel::<()>();
+    let slow = tokio::task::spawn_blocking(move || held.recv().is_ok());
+    let late = wait(
+        slow,
+        &tokio_util::sync::CancellationToken::new(),
+        Duration::from_millis(50),
+    )
+    .await
+    .unwrap_err();
+    assert!(late.output.contains("longer than"), "{}", late.output);
+    // The blocked threads end (the runtime waits for them).
+    drop((release, keep));
+
+    let quick = tokio::task::spawn_blocking(|| 7);
+    let done = wait(
+        quick,
+        &tokio_util::sync::CancellationToken::new(),
+        Duration::from_secs(3600),
+    )
+    .await;
+    assert_eq!(done.ok(), Some(7));
+}
