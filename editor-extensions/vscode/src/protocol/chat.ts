@@ -226,9 +226,10 @@ export class Chat {
   }
 
   /** The stored sessions of this workspace holding every word of `query`
-   * (`dsh sessions search --json`: ACP has no search), best first. */
-  search(query: string): Promise<SessionHit[]> {
-    return searchSessions(this.options.start, this.options.cwd, query);
+   * (`dsh sessions search --json`: ACP has no search), best first;
+   * `signal` aborts it (see `searchSessions`). */
+  search(query: string, signal?: AbortSignal): Promise<SessionHit[]> {
+    return searchSessions(this.options.start, this.options.cwd, query, 20, signal);
   }
 
   /** Opens a stored session: its history is replayed into a fresh chat. */

@@ -24,7 +24,7 @@ import {
   type Question,
 } from "../protocol/questions";
 import { launchSettings } from "../protocol/settings";
-import { hitItems, type SessionItem } from "../protocol/sessionSearch";
+import { failedItem, hitItems, LatestSearch, shown, type SessionItem } from "../protocol/sessionSearch";
 import type { Terminal } from "../protocol/terminals";
 import type { ChatState, DiffView } from "../protocol/viewModel";
 import { chatHtml, nonce } from "../protocol/webviewHtml";
@@ -399,7 +399,7 @@ export function activate(context: vscode.ExtensionContext) {
    * list the sessions holding them, each with its matching line. */
   const pickSession = async (current: Chat): Promise<string | undefined> => {
     const listed: SessionItem[] = (await current.sessions()).map((s) => ({
-      label: s.title ?? s.sessionId,
+      label: shown(s.title ?? s.sessionId),
       description: s.updatedAt ?? "",
       id: s.sessionId,
     }));
@@ -409,12 +409,15 @@ export function activate(context: vscode.ExtensionContext) {
     picker.matchOnDescription = true;
     picker.matchOnDetail = true;
     picker.items = listed;
-    let asked = 0;
+    // One `dsh sessions search` at a time: typing aborts the one under way
+    // (its process killed); a search aborted or superseded says nothing,
+    // and the latest one's failure shows in the list, not as a popup.
+    const searches = new LatestSearch((query, signal) => current.search(query, signal));
     let timer: ReturnType<typeof setTimeout> | undefined;
     picker.onDidChangeValue((value) => {
       const query = value.trim();
-      const mine = ++asked;
       clearTimeout(timer);
+      searches.cancel();
       if (!query) {
         picker.busy = false;
         picker.items = listed;
@@ -422,24 +425,30 @@ export function activate(context: vscode.ExtensionContext) {
       }
       timer = setTimeout(() => {
         picker.busy = true;
-        current
-          .search(query)
-          .then((hits) => {
-            if (mine === asked) picker.items = hitItems(hits);
-          })
-          .catch((error) => ui.error(error instanceof Error ? error.message : String(error)))
-          .finally(() => {
-            if (mine === asked) picker.busy = false;
-          });
+        searches.run(query).then(
+          (hits) => {
+            if (hits === undefined) return;
+            picker.items = hitItems(hits);
+            picker.busy = false;
+          },
+          (error) => {
+            picker.items = [failedItem(error instanceof Error ? error.message : String(error))];
+            picker.busy = false;
+          },
+        );
       }, 250);
     });
     return new Promise((resolve) => {
       picker.onDidAccept(() => {
-        resolve(picker.selectedItems[0]?.id);
+        const chosen = picker.selectedItems[0];
+        // The failure's line opens nothing: the picker stays.
+        if (chosen && !chosen.id) return;
+        resolve(chosen?.id);
         picker.hide();
       });
       picker.onDidHide(() => {
         clearTimeout(timer);
+        searches.cancel();
         resolve(undefined);
         picker.dispose();
       });
