@@ -108,6 +108,36 @@ impl World {
     }
 }
 
+impl World {
+    /// `dsh run TASK` in the workspace, the model replying `reply`: a
+    /// stored session for the specs to find.
+    async fn dsh_run(&self, task: &str, reply: &str) {
+        let replay = self.home.path().join("dsh-run-model.jsonl");
+        let line = serde_json::json!({ "chunks": [{ "text": reply }], "finish": "stop" });
+        std::fs::write(&replay, format!("{line}\n")).unwrap();
+        let output = tokio::process::Command::new(DSH)
+            .args(["run", task])
+            .current_dir(self.cwd())
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", self.home.path())
+            .env("DSH_HOME", self.home.path().join("dsh"))
+            .env("DSH_PROVIDER", "replay")
+            .env("DSH_REPLAY_FILE", &replay)
+            .env("DSH_LOG", "warn")
+            .kill_on_drop(true)
+            .output()
+            .await
+            .expect("dsh starts");
+        assert!(
+            output.status.success(),
+            "dsh run failed\nstdout:\n{}\nstderr:\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
 async fn no_process_left(cwd: &Path) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     loop {
@@ -155,6 +185,14 @@ async fn dsh_nvim_searches_sessions_and_loads_the_one_picked() {
     let world = World::new(nvim);
     let session = world.run("chat_spec.lua", CHAT_SCRIPT, &[]).await;
     assert!(!session.is_empty(), "the chat spec names its session");
+    // A session whose title and reply hold an escape sequence, a bell and
+    // bidirectional controls: the picker shows them escaped.
+    world
+        .dsh_run(
+            "Where is the \u{1b}[31mocelot \u{202e}gpj.exe\u{202c}",
+            "The ocelot \u{1b}]0;pwned\u{7} hid in \u{2066}the tree\u{2069}.",
+        )
+        .await;
     world
         .run("search_spec.lua", "", &[("DSH_TEST_SESSION", &session)])
         .await;

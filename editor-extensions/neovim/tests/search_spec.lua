@@ -1,6 +1,7 @@
 -- A fresh Neovim finds the earlier session by a word of its reply with
 -- :DshSearch (`dsh sessions search --json` as a child), picks it and gets
--- its transcript back; words no session holds say so.
+-- its transcript back; words no session holds say so; a hostile title and
+-- line are shown escaped, in the search's picker and :DshSessions'.
 local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h") .. "/helpers.lua")
 local wanted = assert(os.getenv("DSH_TEST_SESSION"), "DSH_TEST_SESSION")
 
@@ -44,4 +45,45 @@ H.eq(offered, 1, "hits offered")
 H.contains(line, "write a note", "the title")
 H.contains(line, "Refused, as you asked.", "the matching line")
 H.contains(H.chat(), "✓ Edit a.txt", "the transcript")
+-- A title and a line holding an escape sequence, a bell and bidirectional
+-- controls (an override that would show "gpj.exe" as "exe.jpg"): written
+-- out, nothing raw reaches the picker.
+local raw = { "\27", "\7", "\226\128\174", "\226\128\172", "\226\129\166", "\226\129\169" }
+local hostile
+H.answer_selects(function(items, opts)
+  hostile = { count = #items, line = opts.format_item(items[1]) }
+end)
+vim.cmd("DshSearch ocelot")
+H.wait("the ocelot's hit", function()
+  return hostile ~= nil
+end)
+H.eq(hostile.count, 1, "hits offered")
+H.contains(
+  hostile.line,
+  [[  Where is the \x1b[31mocelot \u{202e}gpj.exe\u{202c} — The ocelot \x1b]0;pwned\x07 hid in \u{2066}the tree\u{2069}.]],
+  "the escaped title and line"
+)
+for _, c in ipairs(raw) do
+  H.eq(hostile.line:find(c, 1, true), nil, ("raw %q in the hit"):format(c))
+end
+
+-- :DshSessions shows the title so too.
+local listed
+H.answer_selects(function(items, opts)
+  H.eq(opts.kind, "dsh.session", "select kind")
+  listed = {}
+  for _, item in ipairs(items) do
+    listed[#listed + 1] = opts.format_item(item)
+  end
+end)
+vim.cmd("DshSessions")
+H.wait("the session list", function()
+  return listed ~= nil
+end)
+H.eq(#listed, 2, "sessions listed")
+local all = table.concat(listed, "\n")
+H.contains(all, [[  Where is the \x1b[31mocelot \u{202e}gpj.exe\u{202c}]], "the escaped title")
+for _, c in ipairs(raw) do
+  H.eq(all:find(c, 1, true), nil, ("raw %q in the list"):format(c))
+end
 print("search_spec ok")

@@ -65,8 +65,11 @@ pub struct Caller<'a> {
     pub live: &'a (dyn Fn() -> Vec<String> + Send + Sync),
 }
 
-/// `session_search`'s arguments.
+/// `session_search`'s arguments. Every args struct refuses an unknown
+/// name (a misspelt filter would otherwise be dropped unsaid), naming the
+/// valid ones.
 #[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SearchArgs {
     pub query: String,
     #[serde(default)]
@@ -107,6 +110,7 @@ pub enum Availability {
 
 /// `session_event_search`'s arguments.
 #[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct EventSearchArgs {
     #[serde(default)]
     pub session_id: Option<String>,
@@ -127,6 +131,7 @@ pub struct EventSearchArgs {
 
 /// `session_event_read`'s arguments.
 #[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct EventReadArgs {
     #[serde(default)]
     pub session_id: Option<String>,
@@ -139,6 +144,7 @@ pub struct EventReadArgs {
 
 /// `session_event_trace`'s arguments.
 #[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct EventTraceArgs {
     #[serde(default)]
     pub session_id: Option<String>,
@@ -147,6 +153,7 @@ pub struct EventTraceArgs {
 
 /// `session_trace`'s arguments.
 #[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct TraceArgs {
     #[serde(default)]
     pub session_id: Option<String>,

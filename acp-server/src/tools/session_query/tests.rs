@@ -53,6 +53,39 @@ fn plan_refuses_bad_times_and_too_many_neighbours() {
 }
 
 #[test]
+fn an_unknown_argument_is_refused_naming_the_valid_ones() {
+    let refused = plan(
+        Tool::SessionSearch,
+        Tool::SessionSearch.name(),
+        r#"{"query":"x","surfaces":["current"]}"#,
+    )
+    .unwrap_err();
+    assert_eq!(refused.code, ErrorCode::InvalidToolArgs);
+    assert!(
+        refused.message.contains("unknown field `surfaces`")
+            && refused.message.contains("`event_surfaces`"),
+        "{}",
+        refused.message
+    );
+    for (tool, arguments) in [
+        (
+            Tool::SessionEventSearch,
+            r#"{"query":"x","event_surfaces":[]}"#,
+        ),
+        (Tool::SessionEventRead, r#"{"seq":1,"id":"s"}"#),
+        (Tool::SessionTrace, r#"{"session":"s"}"#),
+        (Tool::SessionEventTrace, r#"{"seq":1,"depth":2}"#),
+    ] {
+        let refused = plan(tool, tool.name(), arguments).unwrap_err();
+        assert!(
+            refused.message.contains("unknown field"),
+            "{arguments}: {}",
+            refused.message
+        );
+    }
+}
+
+#[test]
 fn results_are_json_under_the_preface() {
     let text = render(
         "1 thing:",

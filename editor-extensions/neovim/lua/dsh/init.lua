@@ -484,6 +484,30 @@ function M.load(session_id, callback)
   end
 end
 
+--- Text from a session log made safe to show: control characters (an
+--- escape sequence, a carriage return; C1 controls too) written out as
+--- `\xNN`, and the bidirectional controls (U+061C, U+200E–U+200F,
+--- U+202A–U+202E, U+2066–U+2069), which could make a hostile title read
+--- as another, as `\u{XXXX}`. The text is UTF-8 (decoded JSON).
+---@param text string
+---@return string
+local function shown(text)
+  local out = tostring(text or "")
+    :gsub("%c", function(c)
+      return ("\\x%02x"):format(c:byte())
+    end)
+    :gsub("\194[\128-\159]", function(c)
+      return ("\\x%02x"):format(c:byte(2))
+    end)
+  -- The code point of a two- or three-byte UTF-8 sequence.
+  local function codepoint(c)
+    local b1, b2, b3 = c:byte(1, 3)
+    local n = b3 and ((b1 - 224) * 4096 + (b2 - 128) * 64 + (b3 - 128)) or ((b1 - 192) * 64 + (b2 - 128))
+    return ("\\u{%04x}"):format(n)
+  end
+  return (out:gsub("\216\156", codepoint):gsub("\226\128[\142\143\170-\174]", codepoint):gsub("\226\129[\166-\169]", codepoint))
+end
+
 --- Picks a stored session of this directory and loads it.
 function M.sessions()
   local function list()
@@ -500,7 +524,7 @@ function M.sessions()
       vim.ui.select(sessions, {
         prompt = "dsh sessions",
         format_item = function(s)
-          return string.format("%s  %s", s.updatedAt or "", s.title or s.sessionId)
+          return string.format("%s  %s", s.updatedAt or "", shown(s.title or s.sessionId))
         end,
         kind = "dsh.session",
       }, function(choice)
@@ -529,16 +553,6 @@ local function dsh_command(args)
     table.remove(cmd)
   end
   return vim.list_extend(cmd, args)
-end
-
---- Text from a session log made safe to show: control characters (an
---- escape sequence, a carriage return) written out as `\xNN`.
----@param text string
----@return string
-local function shown(text)
-  return (tostring(text or ""):gsub("%c", function(c)
-    return ("\\x%02x"):format(c:byte())
-  end))
 end
 
 --- Searches the stored sessions of this directory for every word of
