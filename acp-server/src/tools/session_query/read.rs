@@ -50,8 +50,7 @@ pub(super) fn event(args: &EventReadArgs, context: &Context) -> Result<String, F
             format!("Session {} has no event {}.", json!(id), args.seq),
         ));
     };
-    let whole = serde_json::to_value(&found)
-        .map_err(|err| Failure::new(ErrorCode::Internal, err.to_string()))?;
+    let whole = shown(&found)?;
     let what = format!(
         "Event {} of session {}: the summaries of {} event(s) before it and {} after it, then the event whole.",
         found.seq,
@@ -67,6 +66,24 @@ pub(super) fn event(args: &EventReadArgs, context: &Context) -> Result<String, F
             json!({"session_id": id, "event": whole}),
         ],
     ))
+}
+
+/// An event as the log holds it, less what only means something to a
+/// provider or a connection: a call's `provider_id` (the model's own id,
+/// when dsh changed it) and a result's `live_terminal` (a client's
+/// terminal id). Everything else stays whole.
+pub(super) fn shown(event: &Event) -> Result<serde_json::Value, Failure> {
+    let mut whole = serde_json::to_value(event)
+        .map_err(|err| Failure::new(ErrorCode::Internal, err.to_string()))?;
+    if let Some(data) = whole.get_mut("data").and_then(|data| data.as_object_mut()) {
+        data.remove("live_terminal");
+        if let Some(calls) = data.get_mut("tool_calls").and_then(|c| c.as_array_mut()) {
+            for call in calls.iter_mut().filter_map(|call| call.as_object_mut()) {
+                call.remove("provider_id");
+            }
+        }
+    }
+    Ok(whole)
 }
 
 /// One line about an event: seq, type, time and the start of its text.

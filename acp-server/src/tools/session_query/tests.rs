@@ -136,3 +136,35 @@ async fn a_slow_query_never_holds_up_the_cancel_or_the_deadline() {
     .await;
     assert_eq!(done.ok(), Some(7));
 }
+
+#[test]
+fn a_whole_event_shows_no_provider_id_or_live_terminal() {
+    let reply: dsh_protocol::log::Event = serde_json::from_value(serde_json::json!({
+        "seq": 2, "time": 1_780_000_001_000u64, "type": "assistant/message",
+        "data": {"turn": 1, "step": 1, "text": "", "reasoning": "", "finish": "tool_calls",
+            "tool_calls": [{"id": "c1-2", "name": "read", "arguments": "{}", "provider_id": "toolu_secret"}]}
+    }))
+    .unwrap();
+    let result: dsh_protocol::log::Event = serde_json::from_value(serde_json::json!({
+        "seq": 3, "time": 1_780_000_002_000u64, "type": "tool/result",
+        "data": {"turn": 1, "call_id": "c1-2", "status": "completed", "output": "done", "live_terminal": "term-7"}
+    }))
+    .unwrap();
+    // The log holds them...
+    let raw = serde_json::to_string(&[&reply, &result]).unwrap();
+    assert!(
+        raw.contains("toolu_secret") && raw.contains("term-7"),
+        "{raw}"
+    );
+    // ...the tool does not show them, and shows the rest.
+    let reply = read::shown(&reply).unwrap_or_else(|f| panic!("{}", f.message));
+    assert_eq!(
+        reply["data"]["tool_calls"],
+        serde_json::json!([{"id": "c1-2", "name": "read", "arguments": "{}"}])
+    );
+    assert_eq!(reply["data"]["finish"], "tool_calls");
+    let result = read::shown(&result).unwrap_or_else(|f| panic!("{}", f.message));
+    assert!(result["data"].get("live_terminal").is_none(), "{result}");
+    assert_eq!(result["data"]["output"], "done");
+    assert_eq!(result["data"]["call_id"], "c1-2");
+}
