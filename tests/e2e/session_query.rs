@@ -494,3 +494,116 @@ async fn compactions_are_traced_and_what_they_replaced_is_shadowed() {
     assert_eq!(later[0]["seq"], 4);
     conn.finish().await;
 }
+
+/// `session/fork` of `parent` into a session of `cwd`.
+async fn fork(conn: &Conn, parent: &SessionId, cwd: &Path) -> SessionId {
+    conn.cx
+        .send_request(agent_client_protocol::v1::schema::ForkSessionRequest::new(
+            parent.clone(),
+            cwd,
+        ))
+        .block_task()
+        .await
+        .expect("session/fork")
+        .session_id
+}
+
+#[tokio::test]
+async fn a_fork_from_another_workspace_shows_no_parent() {
+    let env = TestEnv::with_config(ENABLE).await;
+    let elsewhere = tempfile::tempdir().unwrap();
+    for answer in ["Noted there.", "Noted here.", "Noted again."] {
+        env.mock.push_json(reply(answer));
+    }
+    let conn = env.connect().await;
+    conn.initialize().await;
+    // Another workspace's session, forked into this one, forked again.
+    let foreign = session_with(&conn, elsewhere.path(), "the alpha plan").await;
+    let forked = fork(&conn, &foreign, &env.cwd()).await;
+    conn.prompt(&forked, "the xylophonequux rollout, first")
+        .await
+        .unwrap();
+    let refork = fork(&conn, &forked, &env.cwd()).await;
+    conn.prompt(&refork, "the xylophonequux rollout, second")
+        .await
+        .unwrap();
+    let refork_header: Value = serde_json::from_str(
+        std::fs::read_to_string(env.log_path(&refork))
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(refork_header["forked_from"]["session"], forked.0.as_ref());
+    let forked_header: Value = serde_json::from_str(
+        std::fs::read_to_string(env.log_path(&forked))
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        forked_header["forked_from"]["session"],
+        foreign.0.as_ref(),
+        "the log names the other workspace's parent"
+    );
+
+    env.mock.push_json(calls(&[
+        ("q1", "session_search", json!({"query": "xylophonequux"})),
+        (
+            "t1",
+            "session_trace",
+            json!({"session_id": refork.0.as_ref()}),
+        ),
+        (
+            "t2",
+            "session_trace",
+            json!({"session_id": forked.0.as_ref()}),
+        ),
+    ]));
+    env.mock.push_json(reply("Found."));
+    let current = conn.new_session(&env.cwd()).await.session_id;
+    conn.prompt(&current, "where was the rollout?")
+        .await
+        .unwrap();
+
+    for call in ["q1", "t1", "t2"] {
+        let result = tool_result(&env, call);
+        assert!(!result.contains(foreign.0.as_ref()), "{call}: {result}");
+    }
+    // The search: the fork of this workspace's session names it; the fork
+    // of another's names none, and says it is no fork.
+    let found = records(&tool_result(&env, "q1"));
+    let session = |id: &SessionId| {
+        found
+            .iter()
+            .find(|hit| hit["session"]["id"] == id.0.as_ref())
+            .unwrap_or_else(|| panic!("{id:?} in {found:?}"))["session"]
+            .clone()
+    };
+    assert_eq!(session(&refork)["parent"], forked.0.as_ref());
+    assert_eq!(session(&refork)["relation"], "fork");
+    assert_eq!(session(&forked)["parent"], Value::Null);
+    assert_eq!(session(&forked)["relation"], Value::Null);
+
+    // The lineage from the second fork: its parent is an ancestor, whose
+    // own parent is not shown; the same from the first fork itself.
+    let lineage = records(&tool_result(&env, "t1"));
+    assert_eq!(lineage[0]["parent"], forked.0.as_ref(), "{lineage:?}");
+    assert_eq!(lineage[0]["relation"], "fork");
+    assert_eq!(lineage[1]["role"], "ancestor");
+    assert_eq!(lineage[1]["id"], forked.0.as_ref());
+    assert_eq!(lineage[1]["parent"], Value::Null);
+    assert_eq!(lineage[1]["relation"], Value::Null);
+    assert!(lineage[2].get("compactions").is_some(), "{lineage:?}");
+    let lineage = records(&tool_result(&env, "t2"));
+    assert_eq!(lineage[0]["id"], forked.0.as_ref());
+    assert_eq!(lineage[0]["parent"], Value::Null, "{lineage:?}");
+    assert_eq!(lineage[0]["relation"], Value::Null);
+    assert_eq!(lineage[1]["role"], "descendant");
+    assert_eq!(lineage[1]["id"], refork.0.as_ref());
+    assert_eq!(lineage[1]["parent"], forked.0.as_ref());
+    conn.finish().await;
+}

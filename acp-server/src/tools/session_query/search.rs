@@ -115,10 +115,16 @@ fn present_sessions(query: &str, hits: &[Hit], context: &Context) -> String {
         hits.len(),
         json!(query)
     );
+    let mut parents = std::collections::HashMap::new();
     render(
         &what,
         hits.iter().map(|hit| {
             let info = &hit.session;
+            let (parent, relation) = lineage_of(info, |id| {
+                *parents
+                    .entry(id.to_owned())
+                    .or_insert_with(|| auth::open(context, Some(id)).is_ok())
+            });
             let mut availability = vec!["persisted"];
             if context.live.contains(&info.id) {
                 availability.insert(0, "live");
@@ -128,8 +134,8 @@ fn present_sessions(query: &str, hits: &[Hit], context: &Context) -> String {
                     "id": info.id,
                     "created_at": iso(info.created_at),
                     "title": info.title,
-                    "parent": info.parent(),
-                    "relation": relation(info),
+                    "parent": parent,
+                    "relation": relation,
                     "availability": availability,
                 },
                 "event": event_json(hit),
@@ -148,14 +154,23 @@ pub(super) enum Relation {
     Fork,
 }
 
-/// How a session relates to its parent, if it has one.
-pub(super) fn relation(info: &crate::search::SessionInfo) -> Option<Relation> {
-    if info.subagent_of.is_some() {
-        Some(Relation::Subagent)
-    } else if info.forked_from.is_some() {
-        Some(Relation::Fork)
+/// A session's parent and how it came from it, shown only when the caller
+/// may see that parent (`visible`: of this workspace, not deleted). A
+/// fork's parent may be another workspace's session: its id is not shown,
+/// nor that there is one (both `None`, as for a session without one).
+pub(super) fn lineage_of(
+    info: &crate::search::SessionInfo,
+    visible: impl FnOnce(&str) -> bool,
+) -> (Option<String>, Option<Relation>) {
+    let (parent, relation) = match (&info.subagent_of, &info.forked_from) {
+        (Some(parent), _) => (parent, Relation::Subagent),
+        (None, Some(parent)) => (parent, Relation::Fork),
+        (None, None) => return (None, None),
+    };
+    if visible(parent) {
+        (Some(parent.clone()), Some(relation))
     } else {
-        None
+        (None, None)
     }
 }
 

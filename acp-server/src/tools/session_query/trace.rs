@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::auth;
 use super::read::summary;
-use super::search::{relation, Relation};
+use super::search::{lineage_of, Relation};
 use super::{iso, render, Context, EventTraceArgs, Failure, TraceArgs};
 use crate::search::{Scope, SessionInfo, MAX_LIMIT};
 
@@ -63,16 +63,23 @@ pub(super) fn lineage(args: &TraceArgs, context: &Context) -> Result<String, Fai
                 .as_ref()
                 .map(|origin| origin.session.as_str().to_owned())
         });
-    let own_relation = if header.subagent_of.is_some() {
-        Some(Relation::Subagent)
-    } else if header.forked_from.is_some() {
-        Some(Relation::Fork)
-    } else {
-        None
+    // A parent is shown when it is one of this workspace's sessions (a
+    // fork's may be another workspace's: neither its id nor that there is
+    // one is shown).
+    let (shown_parent, own_relation) = match &parent_of_self {
+        Some(parent) if infos.contains_key(parent) => (
+            Some(parent.clone()),
+            Some(if header.subagent_of.is_some() {
+                Relation::Subagent
+            } else {
+                Relation::Fork
+            }),
+        ),
+        _ => (None, None),
     };
     let mut lines = vec![json!({
         "role": "self", "generation": 0, "id": id,
-        "parent": parent_of_self, "relation": own_relation,
+        "parent": shown_parent, "relation": own_relation,
         "title": infos.get(&id).and_then(|info| info.title.clone()),
         "created_at": iso(header.created_at),
     })];
@@ -88,7 +95,7 @@ pub(super) fn lineage(args: &TraceArgs, context: &Context) -> Result<String, Fai
             break;
         }
         generation -= 1;
-        lines.push(entry("ancestor", generation, info));
+        lines.push(entry("ancestor", generation, info, &infos));
         next = info.parent().map(str::to_owned);
     }
     // Descendants: breadth first.
@@ -112,7 +119,7 @@ pub(super) fn lineage(args: &TraceArgs, context: &Context) -> Result<String, Fai
                 more_sessions = true;
                 break;
             }
-            lines.push(entry("descendant", generation + 1, child));
+            lines.push(entry("descendant", generation + 1, child, &infos));
             queue.push_back((child.id.clone(), generation + 1));
         }
     }
@@ -128,10 +135,18 @@ pub(super) fn lineage(args: &TraceArgs, context: &Context) -> Result<String, Fai
     Ok(render(&what, lines))
 }
 
-fn entry(role: &str, generation: i64, info: &SessionInfo) -> serde_json::Value {
+/// A line of the lineage; its parent shown when it is one of `infos` (this
+/// workspace's sessions).
+fn entry(
+    role: &str,
+    generation: i64,
+    info: &SessionInfo,
+    infos: &HashMap<String, SessionInfo>,
+) -> serde_json::Value {
+    let (parent, relation) = lineage_of(info, |id| infos.contains_key(id));
     json!({
         "role": role, "generation": generation, "id": info.id,
-        "parent": info.parent(), "relation": relation(info),
+        "parent": parent, "relation": relation,
         "title": info.title, "created_at": iso(info.created_at),
     })
 }
