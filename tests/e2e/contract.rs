@@ -29,6 +29,11 @@ const VARIANTS: &[(&str, &str)] = &[
 const OPT_IN: &[&str] = &[
     "dsh_lsp",
     "pwsh",
+    "session_event_read",
+    "session_event_search",
+    "session_event_trace",
+    "session_search",
+    "session_trace",
     "str_replace_editor",
     "terminal_close",
     "terminal_list",

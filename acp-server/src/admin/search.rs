@@ -49,6 +49,7 @@ pub fn query(text: &str, scope: Scope, limit: usize) -> Query {
             ..Filter::default()
         },
         best_per_session: true,
+        by_relevance: true,
         limit: limit.clamp(1, MAX_LIMIT),
     }
 }

@@ -72,7 +72,9 @@ pub(super) fn register(
             .await
             .map_err(|err| match err {
                 SearchError::EmptyQuery => invalid(err.to_string()),
-                SearchError::Index(_) => rpc_error(&AgentError::Internal(err.to_string())),
+                SearchError::Index(_) | SearchError::Stopped => {
+                    rpc_error(&AgentError::Internal(err.to_string()))
+                }
             })?;
         let hits: Vec<Value> = hits.iter().map(hit_json).collect();
         Ok::<_, ErrorObjectOwned>(json!({ "hits": hits }))

@@ -72,63 +72,88 @@ pub(super) fn open(file: &Path) -> Result<Connection, String> {
             remove(file);
         }
     }
-    match open_existing(file) {
+    match open_checked(file) {
         Ok(conn) => Ok(conn),
-        Err(err) => {
+        Err(OpenError::Unusable(err)) => {
             tracing::info!(%err, file = %file.display(), "the search index is built anew");
             remove(file);
-            open_existing(file).map_err(|err| format!("{}: {err}", file.display()))
+            open_checked(file).map_err(|err| format!("{}: {}", file.display(), err.message()))
+        }
+        // Busy, no space, no access: this open failed; the file may be
+        // fine and is kept.
+        Err(OpenError::Failed(err)) => Err(format!("{}: {err}", file.display())),
+    }
+}
+
+/// Why an index file could not be opened.
+enum OpenError {
+    /// Not a database, damaged, or not this version's: built anew.
+    Unusable(String),
+    /// Anything else.
+    Failed(String),
+}
+
+impl OpenError {
+    fn message(&self) -> &str {
+        match self {
+            OpenError::Unusable(message) | OpenError::Failed(message) => message,
+        }
+    }
+}
+
+impl From<rusqlite::Error> for OpenError {
+    fn from(err: rusqlite::Error) -> OpenError {
+        if is_corrupt(&err) {
+            OpenError::Unusable(err.to_string())
+        } else {
+            OpenError::Failed(err.to_string())
         }
     }
 }
 
 /// Opens (or creates) the file and checks or creates the schema.
-fn open_existing(file: &Path) -> Result<Connection, String> {
+fn open_checked(file: &Path) -> Result<Connection, OpenError> {
     // Created here, 0600, before SQLite opens it (its journal files take
     // the database's permissions).
-    let created = crate::private::options()
+    crate::private::options()
         .write(true)
         .create(true)
         .truncate(false)
-        .open(file);
-    drop(created.map_err(|err| err.to_string())?);
+        .open(file)
+        .map_err(|err| OpenError::Failed(err.to_string()))?;
     let conn = Connection::open_with_flags(
         file,
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .map_err(|err| err.to_string())?;
-    conn.busy_timeout(std::time::Duration::from_secs(10))
-        .map_err(|err| err.to_string())?;
-    conn.pragma_update(None, "journal_mode", "wal")
-        .map_err(|err| err.to_string())?;
-    conn.pragma_update(None, "synchronous", "normal")
-        .map_err(|err| err.to_string())?;
-    let version: i64 = conn
-        .pragma_query_value(None, "user_version", |row| row.get(0))
-        .map_err(|err| err.to_string())?;
+    )?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    conn.pragma_update(None, "journal_mode", "wal")?;
+    conn.pragma_update(None, "synchronous", "normal")?;
+    // What is deleted (a forgotten session's words) is overwritten, not
+    // left in free pages.
+    conn.pragma_update(None, "secure_delete", "on")?;
+    let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
     match version {
         VERSION => {
             // A file of this version has every table.
-            let tables: i64 = conn
-                .query_row(
-                    "SELECT count(*) FROM sqlite_master WHERE name IN ('sessions', 'events', 'replaced', 'words')",
-                    [],
-                    |row| row.get(0),
-                )
-                .map_err(|err| err.to_string())?;
+            let tables: i64 = conn.query_row(
+                "SELECT count(*) FROM sqlite_master WHERE name IN ('sessions', 'events', 'replaced', 'words')",
+                [],
+                |row| row.get(0),
+            )?;
             if tables != 4 {
-                return Err("tables are missing".to_owned());
+                return Err(OpenError::Unusable("tables are missing".to_owned()));
             }
         }
         // New (or being created by another process at the same time: the
         // schema's statements are idempotent).
-        0 => {
-            conn.execute_batch(&format!(
-                "BEGIN IMMEDIATE; {SCHEMA} PRAGMA user_version = {VERSION}; COMMIT;"
-            ))
-            .map_err(|err| err.to_string())?;
+        0 => conn.execute_batch(&format!(
+            "BEGIN IMMEDIATE; {SCHEMA} PRAGMA user_version = {VERSION}; COMMIT;"
+        ))?,
+        other => {
+            return Err(OpenError::Unusable(format!(
+                "version {other}, not {VERSION}"
+            )))
         }
-        other => return Err(format!("version {other}, not {VERSION}")),
     }
     Ok(conn)
 }

@@ -19,7 +19,8 @@ pub(super) struct Indexed {
     pub time: u64,
     pub kind: String,
     /// A model-visible event (`user/message`, `assistant/message`,
-    /// `tool/result`, `compaction/summary`).
+    /// `tool/result`, `compaction/summary`, and what the model is told of
+    /// a `job/end` or an `undo`).
     pub surface: bool,
     /// Its searchable text (empty: nothing to index).
     pub text: String,
@@ -41,7 +42,12 @@ pub(super) fn event(line: &[u8]) -> Option<Indexed> {
     let mut title = None;
     let surface = matches!(
         kind.as_str(),
-        "user/message" | "assistant/message" | "tool/result" | "compaction/summary"
+        "user/message"
+            | "assistant/message"
+            | "tool/result"
+            | "compaction/summary"
+            | "job/end"
+            | "undo"
     );
     match kind.as_str() {
         "user/message" => {
@@ -85,6 +91,7 @@ pub(super) fn event(line: &[u8]) -> Option<Indexed> {
             replaces = start.zip(end);
         }
         "agent/notice" => text.field(data, "text"),
+        "undo" => text.field(data, "summary"),
         "goal/change" => {
             if let Some(goal) = data.get("goal") {
                 text.field(goal, "objective");
@@ -182,10 +189,38 @@ impl Text {
 /// Terms with no letter or digit (`--`) find nothing and are dropped.
 pub(super) fn words(query: &str) -> Vec<String> {
     query
-        .split_whitespace()
+        .split(|c: char| c.is_whitespace() || c.is_control())
         .filter(|word| word.chars().any(char::is_alphanumeric))
         .map(str::to_lowercase)
         .collect()
+}
+
+/// Whether `text` still holds any of the terms (compared as the index
+/// tokenizes: letters and digits, case folded, the rest a separator).
+pub(super) fn holds_any(text: &str, words: &[String]) -> bool {
+    let text = tokens(text);
+    words.iter().any(|word| {
+        let word = tokens(word);
+        word.len() > 2 && text.contains(&word)
+    })
+}
+
+/// `text`'s letters and digits, lower-cased, runs of anything else one
+/// space, with a space on each side.
+fn tokens(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push(' ');
+    for c in text.chars() {
+        if c.is_alphanumeric() {
+            out.extend(c.to_lowercase());
+        } else if !out.ends_with(' ') {
+            out.push(' ');
+        }
+    }
+    if !out.ends_with(' ') {
+        out.push(' ');
+    }
+    out
 }
 
 /// The FTS5 expression of a literal query: each term a quoted string (a
@@ -207,14 +242,21 @@ pub(super) fn snippet(text: &str, words: &[String], max: usize) -> String {
         .chars()
         .map(|c| if c.is_whitespace() { ' ' } else { c })
         .collect();
-    let lower = flat.to_lowercase();
-    // Where the first word occurs, in characters (lower-casing may change
-    // byte lengths, never the order).
+    // Lower-cased, with the character of `flat` each byte comes from
+    // (lower-casing may make one character several).
+    let mut lower = String::with_capacity(flat.len());
+    let mut origin = Vec::with_capacity(flat.len());
+    for (index, c) in flat.chars().enumerate() {
+        for low in c.to_lowercase() {
+            lower.push(low);
+            origin.resize(lower.len(), index);
+        }
+    }
     let at = words
         .iter()
         .filter_map(|word| lower.find(word.as_str()))
         .min()
-        .map_or(0, |byte| lower[..byte].chars().count());
+        .map_or(0, |byte| origin[byte]);
     let total = flat.chars().count();
     let start = at.saturating_sub(max / 3).min(total.saturating_sub(max));
     let mut out = String::new();
@@ -262,10 +304,18 @@ mod tests {
 
     #[test]
     fn queries_are_literal() {
-        let words = words(r#"NEAR(a b) "x" OR col:* -- parse_header"#);
+        let words = words("NEAR(a b) \"x\" OR col:* -- parse_header\u{0}\u{1b}[31m");
         assert_eq!(
             words,
-            ["near(a", "b)", "\"x\"", "or", "col:*", "parse_header"]
+            [
+                "near(a",
+                "b)",
+                "\"x\"",
+                "or",
+                "col:*",
+                "parse_header",
+                "[31m"
+            ]
         );
         assert_eq!(fts_expression(&words[2..4]), r#""""x""" AND "or""#);
         assert!(super::words(" -- ").is_empty());
@@ -284,5 +334,17 @@ mod tests {
             snippet("short\ntext", &["zzz".to_owned()], 60),
             "short text"
         );
+        // `İ` lower-cases to two characters: the window stays on the match.
+        let text = format!("{}needle{}", "İ".repeat(200), "x".repeat(200));
+        assert!(snippet(&text, &["needle".to_owned()], 30).contains("needle"));
+    }
+
+    #[test]
+    fn hits_are_checked_against_the_text() {
+        let words = words("parse_header sk-live");
+        assert!(holds_any("fn Parse(header)", &words));
+        assert!(holds_any("key sk live 123", &words));
+        assert!(!holds_any("key ******* 123", &words));
+        assert!(!holds_any("parser headers", &words[..1]));
     }
 }

@@ -17,6 +17,7 @@ mod extract;
 mod sync;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
@@ -103,6 +104,13 @@ pub struct Query {
     pub best_per_session: bool,
     /// At most this many hits.
     pub limit: usize,
+    /// Best match first (FTS5's BM25), for a person's search; otherwise
+    /// newest first (a session's newest matching event as its best). BM25
+    /// weighs a word by how rare it is in the whole index — every
+    /// workspace's sessions — so the order it gives would tell a search
+    /// scoped to one workspace something of the others: the model's tools
+    /// never ask for it.
+    pub by_relevance: bool,
 }
 
 /// What the index knows of a session (from its header and title).
@@ -164,6 +172,9 @@ pub enum SearchError {
     /// The index could not be opened, built or read.
     #[error("the session index failed: {0}")]
     Index(String),
+    /// Given up: its `stop` was set.
+    #[error("the search was stopped")]
+    Stopped,
 }
 
 /// The process's handle on the index of one sessions directory. Nothing is
@@ -185,7 +196,25 @@ pub struct SearchIndex {
 pub const FILE: &str = "index/search.v1.sqlite";
 
 impl SearchIndex {
-    /// The index of the logs in `dir`.
+    /// The process's index of the logs in `dir`: every store of the same
+    /// directory shares one (one connection, one thread catching up).
+    pub fn shared(dir: &Path) -> Arc<SearchIndex> {
+        static SHARED: Mutex<Vec<(PathBuf, std::sync::Weak<SearchIndex>)>> = Mutex::new(Vec::new());
+        let mut shared = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+        shared.retain(|(_, index)| index.strong_count() > 0);
+        if let Some(index) = shared
+            .iter()
+            .find(|(known, _)| known == dir)
+            .and_then(|(_, index)| index.upgrade())
+        {
+            return index;
+        }
+        let index = SearchIndex::new(dir);
+        shared.push((dir.to_path_buf(), Arc::downgrade(&index)));
+        index
+    }
+
+    /// An index of the logs in `dir` of its own (see [`Self::shared`]).
     pub fn new(dir: &Path) -> Arc<SearchIndex> {
         Arc::new(SearchIndex {
             dir: dir.to_path_buf(),
@@ -207,13 +236,23 @@ impl SearchIndex {
     /// # Errors
     /// [`SearchError`].
     pub fn search(&self, query: &Query) -> Result<Vec<Hit>, SearchError> {
+        self.search_until(query, &AtomicBool::new(false))
+    }
+
+    /// [`Self::search`], given up soon after `stop` is set (a cancelled
+    /// turn, a deadline): [`SearchError::Stopped`]. What was read by then
+    /// stays in the index.
+    ///
+    /// # Errors
+    /// [`SearchError`].
+    pub fn search_until(&self, query: &Query, stop: &AtomicBool) -> Result<Vec<Hit>, SearchError> {
         if extract::words(&query.text).is_empty() {
             return Err(SearchError::EmptyQuery);
         }
         self.with(|synced| {
-            synced.catch_up_all()?;
-            Ok(synced.search(query))
-        })?
+            synced.catch_up_all(stop)?;
+            synced.search(query)
+        })
     }
 
     /// Every indexed session of `scope` (for lineage), after bringing the
@@ -222,8 +261,20 @@ impl SearchIndex {
     /// # Errors
     /// [`SearchError::Index`].
     pub fn sessions(&self, scope: &Scope) -> Result<Vec<SessionInfo>, SearchError> {
+        self.sessions_until(scope, &AtomicBool::new(false))
+    }
+
+    /// [`Self::sessions`], given up soon after `stop` is set.
+    ///
+    /// # Errors
+    /// [`SearchError`].
+    pub fn sessions_until(
+        &self,
+        scope: &Scope,
+        stop: &AtomicBool,
+    ) -> Result<Vec<SessionInfo>, SearchError> {
         self.with(|synced| {
-            synced.catch_up_all()?;
+            synced.catch_up_all(stop)?;
             synced.sessions(scope)
         })
     }
@@ -280,7 +331,8 @@ impl SearchIndex {
                 }
                 std::mem::take(&mut pending.0)
             };
-            if let Err(err) = self.with(|synced| synced.catch_up(&ids)) {
+            let never = AtomicBool::new(false);
+            if let Err(err) = self.with(|synced| synced.catch_up(&ids, &never)) {
                 tracing::warn!(%err, "could not update the search index");
             }
         }
@@ -294,14 +346,27 @@ impl SearchIndex {
         work: impl Fn(&mut sync::Synced) -> Result<T, sync::Failure>,
     ) -> Result<T, SearchError> {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        // The file was removed (or replaced) under the open connection:
+        // built anew, not written to a file no one will read.
+        if inner
+            .as_ref()
+            .is_some_and(|synced| !synced.is_at(&self.file))
+        {
+            *inner = None;
+        }
         for attempt in 0..2 {
-            if inner.is_none() {
-                *inner = Some(sync::Synced::open(&self.dir, &self.file)?);
-            }
-            match work(inner.as_mut().expect("opened")) {
+            let done = match inner.as_mut() {
+                Some(synced) => work(synced),
+                None => sync::Synced::open(&self.dir, &self.file).and_then(|mut synced| {
+                    let done = work(&mut synced);
+                    *inner = Some(synced);
+                    done
+                }),
+            };
+            match done {
                 Ok(value) => return Ok(value),
-                Err(failure) if failure.corrupt && attempt == 0 => {
-                    tracing::warn!(error = %failure.message, "the search index is damaged: built anew");
+                Err(sync::Failure::Corrupt(message)) if attempt == 0 => {
+                    tracing::warn!(error = %message, "the search index is damaged: built anew");
                     *inner = None;
                     db::remove(&self.file);
                 }

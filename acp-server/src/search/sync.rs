@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rusqlite::{params, params_from_iter, Connection, Transaction};
 use sha2::{Digest, Sha256};
@@ -34,6 +35,8 @@ pub(super) struct Synced {
     /// Each indexed log's stamp as last read (by this process or, when it
     /// opened the index, any).
     known: HashMap<String, Stamp>,
+    /// The index file's inode when opened (0 where there are none).
+    ino: u64,
 }
 
 impl std::fmt::Debug for Synced {
@@ -45,24 +48,45 @@ impl std::fmt::Debug for Synced {
     }
 }
 
-/// A failure, and whether it means the file is damaged.
-pub(super) struct Failure {
-    pub corrupt: bool,
-    pub message: String,
+/// Why work on the index failed.
+pub(super) enum Failure {
+    /// The file is damaged: it is built anew.
+    Corrupt(String),
+    /// Anything else.
+    Other(SearchError),
 }
 
 impl From<rusqlite::Error> for Failure {
     fn from(err: rusqlite::Error) -> Failure {
-        Failure {
-            corrupt: super::db::is_corrupt(&err),
-            message: err.to_string(),
+        if super::db::is_corrupt(&err) {
+            Failure::Corrupt(err.to_string())
+        } else {
+            Failure::Other(SearchError::Index(err.to_string()))
         }
+    }
+}
+
+impl From<SearchError> for Failure {
+    fn from(err: SearchError) -> Failure {
+        Failure::Other(err)
     }
 }
 
 impl From<Failure> for SearchError {
     fn from(failure: Failure) -> SearchError {
-        SearchError::Index(failure.message)
+        match failure {
+            Failure::Corrupt(message) => SearchError::Index(message),
+            Failure::Other(err) => err,
+        }
+    }
+}
+
+/// [`SearchError::Stopped`] once `stop` is set.
+fn check(stop: &AtomicBool) -> Result<()> {
+    if stop.load(Ordering::Relaxed) {
+        Err(Failure::Other(SearchError::Stopped))
+    } else {
+        Ok(())
     }
 }
 
@@ -75,19 +99,28 @@ struct Row {
     head: Vec<u8>,
     tail_at: u64,
     tail: Vec<u8>,
+    file_len: u64,
+    mtime: i64,
     ino: u64,
 }
 
 impl Synced {
-    pub(super) fn open(dir: &Path, file: &Path) -> std::result::Result<Synced, SearchError> {
-        let conn = super::db::open(file).map_err(SearchError::Index)?;
+    pub(super) fn open(dir: &Path, file: &Path) -> Result<Synced> {
+        let conn = super::db::open(file).map_err(|err| Failure::Other(SearchError::Index(err)))?;
+        let ino = std::fs::metadata(file).map_or(0, |meta| stamp(&meta).2);
         let mut synced = Synced {
             conn,
             dir: dir.to_path_buf(),
             known: HashMap::new(),
+            ino,
         };
-        synced.load_known().map_err(SearchError::from)?;
+        synced.load_known()?;
         Ok(synced)
+    }
+
+    /// Whether `file` is still the file it opened.
+    pub(super) fn is_at(&self, file: &Path) -> bool {
+        std::fs::metadata(file).is_ok_and(|meta| stamp(&meta).2 == self.ino)
     }
 
     fn load_known(&mut self) -> Result<()> {
@@ -112,30 +145,30 @@ impl Synced {
     }
 
     /// Reads what changed in every log of the directory; forgets the
-    /// sessions whose logs are gone.
-    pub(super) fn catch_up_all(&mut self) -> Result<()> {
+    /// sessions whose logs are gone (whoever indexed them).
+    pub(super) fn catch_up_all(&mut self, stop: &AtomicBool) -> Result<()> {
         let logs = list_logs(&self.dir);
-        let gone: Vec<String> = self
-            .known
-            .keys()
-            .filter(|id| !logs.contains_key(*id))
-            .cloned()
-            .collect();
-        for id in gone {
-            self.forget(&id)?;
+        let indexed: Vec<String> = {
+            let mut statement = self.conn.prepare("SELECT id FROM sessions")?;
+            let ids = statement.query_map([], |row| row.get(0))?;
+            ids.collect::<rusqlite::Result<_>>()?
+        };
+        for id in indexed.iter().filter(|id| !logs.contains_key(*id)) {
+            self.forget(id)?;
         }
         let changed: Vec<String> = logs
             .iter()
             .filter(|(id, stamp)| self.known.get(*id) != Some(stamp))
             .map(|(id, _)| id.clone())
             .collect();
-        self.catch_up(&changed)
+        self.catch_up(&changed, stop)
     }
 
     /// Reads what changed in these sessions' logs.
-    pub(super) fn catch_up(&mut self, ids: &[String]) -> Result<()> {
+    pub(super) fn catch_up(&mut self, ids: &[String], stop: &AtomicBool) -> Result<()> {
         let mut rest = ids;
         while !rest.is_empty() {
+            check(stop)?;
             let tx = self
                 .conn
                 .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
@@ -143,17 +176,18 @@ impl Synced {
             let mut read = Vec::new();
             while let Some((id, more)) = rest.split_first() {
                 rest = more;
-                if let Some(stamp) = read_log(&tx, &self.dir, id, &mut written)? {
+                if let Some(stamp) = read_log(&tx, &self.dir, id, &mut written, stop)? {
                     read.push((id.clone(), stamp));
                 }
-                if written >= BATCH_EVENTS {
+                if written >= BATCH_EVENTS || stop.load(Ordering::Relaxed) {
                     break;
                 }
             }
+            // What was read stays, stopped or not.
             tx.commit()?;
             self.known.extend(read);
         }
-        Ok(())
+        check(stop)
     }
 
     /// Removes a session's rows.
@@ -194,13 +228,13 @@ impl Synced {
     }
 
     /// Runs a query (the index is up to date).
-    pub(super) fn search(&mut self, query: &Query) -> std::result::Result<Vec<Hit>, SearchError> {
+    pub(super) fn search(&mut self, query: &Query) -> Result<Vec<Hit>> {
         let words = extract::words(&query.text);
         if words.is_empty() {
-            return Err(SearchError::EmptyQuery);
+            return Err(SearchError::EmptyQuery.into());
         }
         let (sql, args) = search_sql(query, &extract::fts_expression(&words));
-        let mut statement = self.conn.prepare(&sql).map_err(Failure::from)?;
+        let mut statement = self.conn.prepare(&sql)?;
         let found = statement
             .query_map(params_from_iter(args), |row| {
                 let session = session_info(row, 0)?;
@@ -221,10 +255,8 @@ impl Synced {
                     row.get::<_, i64>(10)? as u64,
                     row.get::<_, i64>(11)? as u64,
                 ))
-            })
-            .map_err(Failure::from)?
-            .collect::<rusqlite::Result<Vec<_>>>()
-            .map_err(Failure::from)?;
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
         let mut hits = Vec::with_capacity(found.len());
         for (mut hit, at, len) in found {
             // The log is the truth: a hit whose line is no longer there (a
@@ -232,6 +264,11 @@ impl Synced {
             let Some(text) = read_event_text(&self.dir, &hit.session.id, at, len, hit.seq) else {
                 continue;
             };
+            // Nor one whose line no longer holds any of the words (edited
+            // in place by hand since it was read).
+            if !extract::holds_any(&text, &words) {
+                continue;
+            }
             hit.snippet = extract::snippet(&text, &words, SNIPPET_CHARS);
             hits.push(hit);
         }
@@ -286,10 +323,15 @@ fn search_sql(query: &Query, expression: &str) -> (String, Vec<rusqlite::types::
     use rusqlite::types::Value;
     let filter = &query.filter;
     let mut args: Vec<Value> = vec![expression.to_owned().into()];
+    let rank = if query.by_relevance {
+        "bm25(words)"
+    } else {
+        "0"
+    };
     // Matches in scope, with their rank and surface; the session filters
     // inside, so a common word's matches elsewhere are dropped early.
     let mut sql = format!(
-        "WITH m AS (SELECT {SESSION_COLUMNS}, e.seq, e.time, e.type, e.at, e.len, bm25(words) AS rank, \
+        "WITH m AS (SELECT {SESSION_COLUMNS}, e.seq, e.time, e.type, e.at, e.len, {rank} AS rank, \
          CASE WHEN e.surface = 0 THEN 2 \
               WHEN EXISTS (SELECT 1 FROM replaced r WHERE r.sid = e.sid AND e.seq BETWEEN r.first AND r.last AND r.by > e.seq) THEN 1 \
               ELSE 0 END AS surf \
@@ -355,14 +397,24 @@ fn search_sql(query: &Query, expression: &str) -> (String, Vec<rusqlite::types::
         outer.push(')');
     }
     let columns = "id, cwd, title, created_at, subagent_of, forked_from, sid, seq, time, type, at, len, rank, surf";
+    let order = if query.by_relevance {
+        "rank, created_at DESC, seq"
+    } else {
+        "time DESC, created_at DESC, seq DESC"
+    };
+    let within = if query.by_relevance {
+        "rank, seq"
+    } else {
+        "time DESC, seq DESC"
+    };
     if query.best_per_session {
         sql.push_str(&format!(
-            " SELECT {columns} FROM (SELECT *, row_number() OVER (PARTITION BY sid ORDER BY rank, seq) AS n FROM m{outer}) WHERE n = 1"
+            " SELECT {columns} FROM (SELECT *, row_number() OVER (PARTITION BY sid ORDER BY {within}) AS n FROM m{outer}) WHERE n = 1"
         ));
     } else {
         sql.push_str(&format!(" SELECT {columns} FROM m{outer}"));
     }
-    sql.push_str(" ORDER BY rank, created_at DESC, seq LIMIT ?");
+    sql.push_str(&format!(" ORDER BY {order} LIMIT ?"));
     args.push(Value::Integer(query.limit.clamp(1, MAX_LIMIT) as i64));
     (sql, args)
 }
@@ -413,6 +465,7 @@ fn read_log(
     dir: &Path,
     id: &str,
     written: &mut usize,
+    stop: &AtomicBool,
 ) -> Result<Option<Stamp>> {
     let path = dir.join(format!("{id}.jsonl"));
     let Ok(file) = crate::private::open_no_follow(std::fs::OpenOptions::new().read(true), &path)
@@ -425,8 +478,15 @@ fn read_log(
     let stamp = stamp(&meta);
     let mut reader = BufReader::with_capacity(64 * 1024, file);
     let mut header = Vec::new();
-    if reader.read_until(b'\n', &mut header).is_err() || header.last() != Some(&b'\n') {
-        return Ok(None);
+    match (&mut reader)
+        .take(MAX_HEADER)
+        .read_until(b'\n', &mut header)
+    {
+        // No header line (yet, or ever: a file that is not a log): not read
+        // again until it changes.
+        Ok(_) if header.last() != Some(&b'\n') => return Ok(Some(stamp)),
+        Ok(_) => {}
+        Err(_) => return Ok(None),
     }
     let Ok(parsed) = serde_json::from_slice::<dsh_protocol::log::SessionHeader>(&header) else {
         // Not a log (or a newer format's header): left out, and not read
@@ -436,7 +496,7 @@ fn read_log(
     let head = digest(&header);
     let row: Option<Row> = tx
         .query_row(
-            "SELECT sid, read_to, head, tail_at, tail, ino FROM sessions WHERE id = ?1",
+            "SELECT sid, read_to, head, tail_at, tail, file_len, mtime, ino FROM sessions WHERE id = ?1",
             [id],
             |row| {
                 Ok(Row {
@@ -445,7 +505,9 @@ fn read_log(
                     head: row.get(2)?,
                     tail_at: row.get::<_, i64>(3)? as u64,
                     tail: row.get(4)?,
-                    ino: row.get::<_, i64>(5)? as u64,
+                    file_len: row.get::<_, i64>(5)? as u64,
+                    mtime: row.get(6)?,
+                    ino: row.get::<_, i64>(7)? as u64,
                 })
             },
         )
@@ -458,6 +520,9 @@ fn read_log(
             if row.ino == stamp.2
                 && row.head == head
                 && row.read_to <= stamp.0
+                // A writer only appends: the same size written again is
+                // an edit in place.
+                && !(row.file_len == stamp.0 && row.mtime != stamp.1)
                 && tail_holds(&mut file, &row) =>
         {
             (row.sid, row.read_to, row.tail_at, row.tail)
@@ -512,11 +577,25 @@ fn read_log(
     let mut title = None;
     let mut reader = BufReader::with_capacity(64 * 1024, file);
     let mut line = Vec::new();
+    let mut whole = true;
+    let mut lines = 0u32;
     loop {
         line.clear();
-        let Some(consumed) = read_line(&mut reader, &mut line) else {
-            // Being written: read next time.
+        lines = lines.wrapping_add(1);
+        if lines % 1024 == 0 && stop.load(Ordering::Relaxed) {
+            whole = false;
             break;
+        }
+        let consumed = match read_line(&mut reader, &mut line) {
+            Ok(Some(consumed)) => consumed,
+            // Being written: read next time.
+            Ok(None) => break,
+            // What was read stays; the log is read again from there.
+            Err(err) => {
+                tracing::debug!(%err, session = id, "a log could not be read to its end");
+                whole = false;
+                break;
+            }
         };
         let at = read_to;
         read_to += consumed;
@@ -562,7 +641,9 @@ fn read_log(
             title,
         ],
     )?;
-    Ok(Some(stamp))
+    // A log read only in part is read again (from where this stopped)
+    // however it looks next time.
+    Ok(whole.then_some(stamp))
 }
 
 /// The session a log's header says started it, and the one it was forked
@@ -582,6 +663,10 @@ const MAX_LINE: u64 = if cfg!(test) {
     32 * 1024 * 1024
 };
 
+/// The longest header line read (a file with none in this much is not a
+/// log).
+const MAX_HEADER: u64 = 64 * 1024;
+
 /// How much of the last line read is compared to tell that it is still
 /// there.
 const TAIL_BYTES: usize = 64 * 1024;
@@ -589,13 +674,13 @@ const TAIL_BYTES: usize = 64 * 1024;
 /// Reads one whole line into `line` (only its first [`TAIL_BYTES`] when it
 /// was longer than [`MAX_LINE`]); the bytes it took, or `None` at the end
 /// of what is written (a line without its newline is being written).
-fn read_line(reader: &mut impl BufRead, line: &mut Vec<u8>) -> Option<u64> {
+fn read_line(reader: &mut impl BufRead, line: &mut Vec<u8>) -> std::io::Result<Option<u64>> {
     let mut consumed = 0;
     loop {
         let (done, used) = {
-            let buffer = reader.fill_buf().ok()?;
+            let buffer = reader.fill_buf()?;
             if buffer.is_empty() {
-                return None;
+                return Ok(None);
             }
             match memchr::memchr(b'\n', buffer) {
                 Some(end) => (true, end + 1),
@@ -604,13 +689,13 @@ fn read_line(reader: &mut impl BufRead, line: &mut Vec<u8>) -> Option<u64> {
         };
         consumed += used as u64;
         if consumed <= MAX_LINE {
-            line.extend_from_slice(&reader.fill_buf().ok()?[..used]);
+            line.extend_from_slice(&reader.fill_buf()?[..used]);
         } else {
             line.truncate(TAIL_BYTES);
         }
         reader.consume(used);
         if done {
-            return Some(consumed);
+            return Ok(Some(consumed));
         }
     }
 }

@@ -43,6 +43,7 @@ fn query(text: &str, cwd: &str) -> Query {
         filter: Filter::default(),
         best_per_session: true,
         limit: 20,
+        by_relevance: true,
     }
 }
 
@@ -108,8 +109,17 @@ fn finds_appends_rewrites_and_forgets() {
     assert!(index.search(&query("parser", "/w")).unwrap().is_empty());
     assert_eq!(ids(&index.search(&query("giraffes", "/w")).unwrap()), ["a"]);
 
-    // Deleted: gone at once (forget), and found gone by a listing.
+    // Deleted: gone at once (forget: searched while the log is still
+    // there, nothing but the forget can hide it), and found gone by a
+    // search of another handle.
     index.forget("a");
+    let rows: i64 = rusqlite::Connection::open(dir.join(FILE))
+        .unwrap()
+        .query_row("SELECT count(*) FROM sessions WHERE id = 'a'", [], |row| {
+            row.get(0)
+        })
+        .unwrap();
+    assert_eq!(rows, 0);
     std::fs::remove_file(dir.join("a.jsonl")).unwrap();
     assert!(index.search(&query("giraffes", "/w")).unwrap().is_empty());
     std::fs::remove_file(dir.join("b.jsonl")).unwrap();
@@ -165,18 +175,12 @@ fn filters_and_shadowed_events() {
     let mut roots = all.clone();
     roots.filter.parents = Some(vec![]);
     roots.filter.include_roots = true;
-    assert!(index
-        .search(&roots)
-        .unwrap()
-        .iter()
-        .all(|h| h.session.id == "p"));
+    let found = index.search(&roots).unwrap();
+    assert_eq!((found.len(), ids(&found)[0]), (3, "p"));
+    assert!(found.iter().all(|h| h.session.id == "p"));
     let mut people = all.clone();
     people.filter.no_subagents = true;
-    assert!(index
-        .search(&people)
-        .unwrap()
-        .iter()
-        .all(|h| h.session.id == "p"));
+    assert_eq!(index.search(&people).unwrap(), found);
     let mut children = all.clone();
     children.filter.parents = Some(vec!["p".to_owned()]);
     assert_eq!(ids(&index.search(&children).unwrap()), ["k"]);
@@ -207,11 +211,13 @@ fn a_damaged_or_older_index_is_built_again() {
     append(dir, "a", &(header("a", "/w", 1) + &prompt(1, "walrus")));
     let file = dir.join(FILE);
     std::fs::create_dir_all(file.parent().unwrap()).unwrap();
-    std::fs::write(
-        &file,
-        b"this is not a database, just text that is long enough",
-    )
-    .unwrap();
+    // This user's, 0600: rebuilt because it is not a database.
+    crate::private::options()
+        .write(true)
+        .create(true)
+        .open(&file)
+        .and_then(|mut f| f.write_all(&[b'x'; 8192]))
+        .unwrap();
     assert_eq!(
         SearchIndex::new(dir)
             .search(&query("walrus", "/w"))
@@ -269,4 +275,89 @@ fn an_oversized_line_is_skipped_not_held() {
     let mut seqs = hits.iter().map(|h| h.seq).collect::<Vec<_>>();
     seqs.sort_unstable();
     assert_eq!(seqs, [2, 4]);
+}
+
+#[test]
+fn damage_found_while_searching_rebuilds_once() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path();
+    for n in 0..40 {
+        let id = format!("s{n}");
+        let mut log = header(&id, "/w", n);
+        for seq in 1..=50 {
+            log += &prompt(
+                seq,
+                &format!("heron number {n} {seq} {}", "filler ".repeat(20)),
+            );
+        }
+        append(dir, &id, &log);
+    }
+    let index = SearchIndex::new(dir);
+    assert_eq!(index.search(&query("heron", "/w")).unwrap().len(), 20);
+    drop(index);
+    // Scribble over the file past its first quarter (the schema's pages
+    // stay): the words' and events' pages go bad.
+    let file = dir.join(FILE);
+    let len = std::fs::metadata(&file).unwrap().len();
+    {
+        use std::io::{Seek, SeekFrom};
+        let mut f = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
+        f.seek(SeekFrom::Start(len / 4)).unwrap();
+        f.write_all(&vec![0xA5; usize::try_from(len - len / 4).unwrap()])
+            .unwrap();
+    }
+    let index = SearchIndex::new(dir);
+    let hits = index.search(&query("heron", "/w")).unwrap();
+    assert_eq!(hits.len(), 20);
+    // Built anew: the scribbles are gone.
+    let bytes = std::fs::read(&file).unwrap();
+    assert!(!bytes.windows(4096).any(|w| w.iter().all(|b| *b == 0xA5)));
+}
+
+#[test]
+fn an_edit_in_place_is_read_again_and_newest_comes_first() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path();
+    append(
+        dir,
+        "a",
+        &(header("a", "/w", 1) + &prompt(1, "key sk-live-abc123 leaked")),
+    );
+    append(
+        dir,
+        "b",
+        &(header("b", "/w", 2) + &prompt(5, "the key sk-live-abc123 again sk-live-abc123")),
+    );
+    let index = SearchIndex::new(dir);
+    let mut newest = query("sk-live-abc123", "/w");
+    newest.by_relevance = false;
+    let hits = index.search(&newest).unwrap();
+    // b's event is newer (time 1005 > 1001).
+    assert_eq!(ids(&hits), ["b", "a"]);
+    // Redacted in place, same length, same inode.
+    let path = dir.join("a.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let redacted = text.replace("sk-live-abc123", "**************");
+    assert_eq!(redacted.len(), text.len());
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let mut file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    file.write_all(redacted.as_bytes()).unwrap();
+    file.set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(5))
+        .unwrap();
+    drop(file);
+    assert_eq!(ids(&index.search(&newest).unwrap()), ["b"]);
+}
+
+#[test]
+fn a_stopped_search_keeps_what_it_read() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path();
+    append(dir, "a", &(header("a", "/w", 1) + &prompt(1, "puffin")));
+    let index = SearchIndex::new(dir);
+    let stop = AtomicBool::new(true);
+    assert!(matches!(
+        index.search_until(&query("puffin", "/w"), &stop),
+        Err(SearchError::Stopped)
+    ));
+    assert_eq!(index.search(&query("puffin", "/w")).unwrap().len(), 1);
 }

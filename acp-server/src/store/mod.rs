@@ -70,7 +70,7 @@ impl SessionStore {
     pub fn new(dir: PathBuf) -> Self {
         SessionStore {
             index: std::sync::Arc::new(index::Index::new(dir.join(index::FILE))),
-            search: crate::search::SearchIndex::new(&dir),
+            search: crate::search::SearchIndex::shared(&dir),
             dir,
         }
     }

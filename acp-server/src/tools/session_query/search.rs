@@ -48,6 +48,7 @@ pub(super) fn sessions(args: &SearchArgs, context: &Context) -> Result<String, F
         scope: Scope::Workspaces(vec![context.cwd.clone()]),
         filter,
         best_per_session: true,
+        by_relevance: false,
         // One more: the caller's own session may be among them.
         limit: limit + 1,
     };
@@ -85,6 +86,7 @@ pub(super) fn events(args: &EventSearchArgs, context: &Context) -> Result<String
         scope: Scope::Workspaces(vec![context.cwd.clone()]),
         filter,
         best_per_session: false,
+        by_relevance: false,
         limit,
     };
     let mut hits = if seq_to == Some(0) {
