@@ -11,6 +11,9 @@
 //! ./target/release/dsh-bench checkpoint # the workspace scan and file copies of /undo
 //! ./target/release/dsh-bench sandbox    # what the kernel sandbox adds to starting a command
 //! ./target/release/dsh-bench sdk        # dsh sdk latency and cost, dsh run start to exit
+//! ./target/release/dsh-bench search [--sessions N] [--events-per-session M]
+//!                                       # the session search index, default 10,000 × 100
+//!                                       # (about 30 s, 450 MB of scratch files)
 //! ```
 //!
 //! It spawns the `dsh` binary next to itself, talks raw ACP frames over its
@@ -27,6 +30,7 @@ mod proc;
 mod sandbox;
 mod scale;
 mod sdk;
+mod search;
 mod soak;
 mod stream;
 
@@ -79,6 +83,12 @@ impl Bench {
 
 #[tokio::main]
 async fn main() {
+    // The `search` rows' helper processes (a search without `dsh
+    // sessions search`, a child's peak RSS).
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().is_some_and(|mode| mode.starts_with("search-")) {
+        return search::helper(&args);
+    }
     let dsh: PathBuf = std::env::current_exe().unwrap().with_file_name("dsh");
     assert!(dsh.exists(), "build dsh first: cargo build --release");
     let scratch = proc::tempdir();
@@ -90,7 +100,6 @@ async fn main() {
         scratch,
     };
     std::fs::create_dir_all(&bench.cwd).unwrap();
-    let args: Vec<String> = std::env::args().skip(1).collect();
     let mode = args.first().map(String::as_str).unwrap_or("all");
 
     println!(
@@ -131,6 +140,7 @@ async fn main() {
             "sdk" => sdk::rows(&bench).await,
             "checkpoint" => checkpoint::rows(&bench).await,
             "sandbox" => sandbox::rows(&bench).await,
+            "search" => search::rows(&bench, &args[1..]).await,
             "all" => {
                 start_rows(&bench).await;
                 stream::rows(&bench).await;
@@ -140,9 +150,10 @@ async fn main() {
                 checkpoint::rows(&bench).await;
                 sandbox::rows(&bench).await;
                 lsp::lsp_rows(&bench.scratch).await;
+                search::rows(&bench, &[]).await;
             }
             other => {
-                panic!("unknown mode {other:?}: all, start, stream, stream-cost, scale, list, load, evict, context, sdk, checkpoint, sandbox, soak, lsp")
+                panic!("unknown mode {other:?}: all, start, stream, stream-cost, scale, list, load, evict, context, sdk, checkpoint, sandbox, search, soak, lsp")
             }
         }
     }
