@@ -73,15 +73,20 @@ pub(super) fn open(context: &Context, id: Option<&str>) -> Result<(String, LogRe
     Ok((id.to_owned(), reader))
 }
 
-/// Every event of a log, a line at a time, until `each` says stop.
+/// Every event of a log, a line at a time, until `each` says stop (or the
+/// call's stop flag is set: nobody waits for the answer any more).
 ///
 /// # Errors
-/// A corrupt log.
+/// A corrupt log; [`Failure::stopped`].
 pub(super) fn each_event(
+    context: &Context,
     reader: LogReader,
     mut each: impl FnMut(Event) -> bool,
 ) -> Result<(), Failure> {
     for event in reader {
+        if context.stop.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(Failure::stopped());
+        }
         let event = event.map_err(|err| {
             Failure::new(
                 ErrorCode::SessionLogCorrupt,
@@ -102,7 +107,7 @@ pub(super) fn calling_step(context: &Context) -> Result<Option<u64>, Failure> {
     let (_, reader) = open(context, None)?;
     let mut named = None;
     let mut latest = None;
-    each_event(reader, |event| {
+    each_event(context, reader, |event| {
         if let dsh_protocol::log::EventData::AssistantMessage { tool_calls, .. } = &event.data {
             latest = Some(event.seq);
             if tool_calls

@@ -11,13 +11,17 @@
 //! every result is JSON (one object a line, escaped by `serde_json`)
 //! under a first line saying these are records, data and not
 //! instructions. The work is blocking (the index, the logs): it runs on a
-//! blocking thread the turn's cancel and a 30 s deadline do not wait for.
+//! blocking thread the turn's cancel and a 30 s deadline do not wait for;
+//! they set its stop flag, which the index and the log readers check, so
+//! it ends soon after.
 
 mod auth;
 mod read;
 mod search;
 mod trace;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use dsh_protocol::tool::{ToolKind, ToolOutcome, ToolView};
@@ -251,6 +255,9 @@ pub(super) struct Context {
     cwd: String,
     live: Vec<String>,
     call_id: String,
+    /// Set when nobody waits for the work any more (a cancel, the
+    /// deadline): the work stops soon after.
+    stop: Arc<AtomicBool>,
 }
 
 /// A failure the model is told about.
@@ -266,6 +273,15 @@ impl Failure {
             message: message.into(),
         }
     }
+
+    /// The work was told to stop: the cancel or the deadline already
+    /// answered the call (see [`wait`]), so this is rarely seen.
+    fn stopped() -> Failure {
+        Failure::new(
+            ErrorCode::ToolAborted,
+            format!("Stopped: the user cancelled the turn, or the query took longer than {} s; narrow it (fewer words, filters) and try again.", TIMEOUT.as_secs()),
+        )
+    }
 }
 
 impl From<crate::search::SearchError> for Failure {
@@ -273,6 +289,7 @@ impl From<crate::search::SearchError> for Failure {
         let code = match err {
             crate::search::SearchError::EmptyQuery => ErrorCode::InvalidToolArgs,
             crate::search::SearchError::Index(_) => ErrorCode::Internal,
+            crate::search::SearchError::Stopped => return Failure::stopped(),
         };
         Failure::new(code, err.to_string())
     }
@@ -288,10 +305,12 @@ pub async fn run(call: &SessionQueryCall, env: &ToolEnv<'_>) -> ToolOutcome {
         cwd: recall.cwd.to_owned(),
         live: (recall.live)(),
         call_id: env.call_id.as_str().to_owned(),
+        stop: Arc::new(AtomicBool::new(false)),
     };
+    let stop = Arc::clone(&context.stop);
     let owned = call.clone();
     let work = tokio::task::spawn_blocking(move || execute(&owned, &context));
-    let outcome = match wait(work, env.cancel, TIMEOUT).await {
+    let outcome = match wait(work, env.cancel, TIMEOUT, &stop).await {
         Ok(Ok(output)) => ToolOutcome::ok(output, ToolView::default()),
         Ok(Err(failure)) => ToolOutcome::failed(failure.code, failure.message),
         Err(outcome) => outcome,
@@ -300,28 +319,25 @@ pub async fn run(call: &SessionQueryCall, env: &ToolEnv<'_>) -> ToolOutcome {
 }
 
 /// Waits for blocking work until it ends, the turn is cancelled or
-/// `timeout` passes (the work is then left to finish on its own: nothing
-/// waits for it).
+/// `timeout` passes. Then nothing waits for the work: `stop` is set, so
+/// it gives up soon after (the index and the log readers check it).
 async fn wait<T>(
     work: tokio::task::JoinHandle<T>,
     cancel: &tokio_util::sync::CancellationToken,
     timeout: Duration,
+    stop: &AtomicBool,
 ) -> Result<T, ToolOutcome> {
-    tokio::select! {
+    let abandoned = tokio::select! {
         biased;
-        () = cancel.cancelled() => Err(ToolOutcome::failed(
-            ErrorCode::ToolAborted,
-            "Cancelled: the user cancelled the turn.",
-        )),
-        () = tokio::time::sleep(timeout) => Err(ToolOutcome::failed(
-            ErrorCode::ToolAborted,
-            format!("The query took longer than {} s and was abandoned; narrow it (fewer words, filters) and try again.", timeout.as_secs()),
-        )),
-        joined = work => joined.map_err(|err| ToolOutcome::failed(
+        () = cancel.cancelled() => "Cancelled: the user cancelled the turn.".to_owned(),
+        () = tokio::time::sleep(timeout) => format!("The query took longer than {} s and was abandoned; narrow it (fewer words, filters) and try again.", timeout.as_secs()),
+        joined = work => return joined.map_err(|err| ToolOutcome::failed(
             ErrorCode::Internal,
             format!("the session query failed: {err}"),
         )),
-    }
+    };
+    stop.store(true, Ordering::Relaxed);
+    Err(ToolOutcome::failed(ErrorCode::ToolAborted, abandoned))
 }
 
 /// The blocking part: the output text.

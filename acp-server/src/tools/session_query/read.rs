@@ -22,7 +22,7 @@ pub(super) fn event(args: &EventReadArgs, context: &Context) -> Result<String, F
     let mut before: VecDeque<serde_json::Value> = VecDeque::with_capacity(before_n);
     let mut after = Vec::with_capacity(after_n);
     let mut found: Option<Event> = None;
-    auth::each_event(reader, |event| {
+    auth::each_event(context, reader, |event| {
         if found.is_some() {
             if after.len() < after_n {
                 after.push(summary(&event));

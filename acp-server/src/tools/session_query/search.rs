@@ -52,7 +52,7 @@ pub(super) fn sessions(args: &SearchArgs, context: &Context) -> Result<String, F
         // One more: the caller's own session may be among them.
         limit: limit + 1,
     };
-    let mut hits = context.store.search().search(&query)?;
+    let mut hits = context.store.search().search_until(&query, &context.stop)?;
     hits.retain(|hit| visible(hit, context) && hit.session.id != context.caller);
     hits.truncate(limit);
     Ok(present_sessions(&args.query, &hits, context))
@@ -92,7 +92,7 @@ pub(super) fn events(args: &EventSearchArgs, context: &Context) -> Result<String
     let mut hits = if seq_to == Some(0) {
         Vec::new()
     } else {
-        context.store.search().search(&query)?
+        context.store.search().search_until(&query, &context.stop)?
     };
     hits.retain(|hit| visible(hit, context) && hit.session.id == id);
     hits.truncate(limit);

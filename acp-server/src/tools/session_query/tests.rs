@@ -103,38 +103,109 @@ fn results_are_json_under_the_preface() {
 }
 
 #[tokio::test]
-async fn a_slow_query_never_holds_up_the_cancel_or_the_deadline() {
-    let (release, held) = std::sync::mpsc::channel::<()>();
+async fn a_slow_query_never_holds_up_the_cancel_or_the_deadline_and_is_told_to_stop() {
+    // Blocking work that runs until its stop flag is set, then says so.
+    let stoppable = || {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (told, noticed) = std::sync::mpsc::channel::<()>();
+        let flag = Arc::clone(&stop);
+        let work = tokio::task::spawn_blocking(move || {
+            while !flag.load(Ordering::Relaxed) {
+                std::thread::park_timeout(Duration::from_millis(5));
+            }
+            told.send(()).is_ok()
+        });
+        (stop, noticed, work)
+    };
+    let (stop, noticed, slow) = stoppable();
     let cancel = tokio_util::sync::CancellationToken::new();
-    let slow = tokio::task::spawn_blocking(move || held.recv().is_ok());
-    let stop = cancel.clone();
-    tokio::spawn(async move { stop.cancel() });
-    let cancelled = wait(slow, &cancel, Duration::from_secs(3600))
+    let by_cancel = cancel.clone();
+    tokio::spawn(async move { by_cancel.cancel() });
+    let cancelled = wait(slow, &cancel, Duration::from_secs(3600), &stop)
         .await
         .unwrap_err();
     assert_eq!(cancelled.error.unwrap().code, ErrorCode::ToolAborted);
+    assert!(
+        cancelled.output.contains("Cancelled"),
+        "{}",
+        cancelled.output
+    );
+    noticed
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the cancel stops the blocking work");
 
-    let (keep, held) = std::sync::mpsc::channel::<()>();
-    let slow = tokio::task::spawn_blocking(move || held.recv().is_ok());
+    let (stop, noticed, slow) = stoppable();
     let late = wait(
         slow,
         &tokio_util::sync::CancellationToken::new(),
         Duration::from_millis(50),
+        &stop,
     )
     .await
     .unwrap_err();
     assert!(late.output.contains("longer than"), "{}", late.output);
-    // The blocked threads end (the runtime waits for them).
-    drop((release, keep));
+    noticed
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the deadline stops the blocking work");
 
+    let stop = AtomicBool::new(false);
     let quick = tokio::task::spawn_blocking(|| 7);
     let done = wait(
         quick,
         &tokio_util::sync::CancellationToken::new(),
         Duration::from_secs(3600),
+        &stop,
     )
     .await;
     assert_eq!(done.ok(), Some(7));
+    assert!(
+        !stop.load(Ordering::Relaxed),
+        "finished work is not stopped"
+    );
+}
+
+#[test]
+fn reading_a_log_stops_between_lines_once_told_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let header = serde_json::json!({"format": "dsh-session", "version": 1, "id": "planted",
+        "created_at": 1_780_000_000_000u64, "cwd": "/work/a", "roots": [], "mcp_servers": []});
+    let mut log = format!("{header}\n");
+    for seq in 1..=3u64 {
+        let event = serde_json::json!({"seq": seq, "time": 1_780_000_001_000u64 + seq,
+            "type": "agent/notice", "data": {"text": format!("line {seq}")}});
+        log.push_str(&format!("{event}\n"));
+    }
+    std::fs::write(dir.path().join("planted.jsonl"), log).unwrap();
+    let context = Context {
+        store: SessionStore::new(dir.path().to_path_buf()),
+        caller: "planted".to_owned(),
+        cwd: "/work/a".to_owned(),
+        live: Vec::new(),
+        call_id: "c1".to_owned(),
+        stop: Arc::new(AtomicBool::new(false)),
+    };
+    let mut seen = Vec::new();
+    let Ok((_, reader)) = auth::open(&context, None) else {
+        panic!("the planted log opens");
+    };
+    let read = auth::each_event(&context, reader, |event| {
+        seen.push(event.seq);
+        if event.seq == 1 {
+            // The cancel, while the first line is handled.
+            context.stop.store(true, Ordering::Relaxed);
+        }
+        true
+    });
+    let Err(failure) = read else {
+        panic!("read to the end though told to stop");
+    };
+    assert_eq!(failure.code, ErrorCode::ToolAborted);
+    assert!(
+        failure.message.starts_with("Stopped"),
+        "{}",
+        failure.message
+    );
+    assert_eq!(seen, [1]);
 }
 
 #[test]

@@ -21,7 +21,7 @@ pub(super) fn lineage(args: &TraceArgs, context: &Context) -> Result<String, Fai
     let header = reader.header.clone();
     let mut compactions = Vec::new();
     let mut more_compactions = false;
-    auth::each_event(reader, |event| {
+    auth::each_event(context, reader, |event| {
         let entry = match &event.data {
             EventData::CompactionSummary {
                 start,
@@ -48,7 +48,7 @@ pub(super) fn lineage(args: &TraceArgs, context: &Context) -> Result<String, Fai
     let infos: HashMap<String, SessionInfo> = context
         .store
         .search()
-        .sessions(&Scope::Workspaces(vec![context.cwd.clone()]))?
+        .sessions_until(&Scope::Workspaces(vec![context.cwd.clone()]), &context.stop)?
         .into_iter()
         .filter(|info| info.cwd == context.cwd)
         .map(|info| (info.id.clone(), info))
@@ -203,7 +203,7 @@ pub(super) fn event(args: &EventTraceArgs, context: &Context) -> Result<String, 
     let (id, reader) = auth::open(context, args.session_id.as_deref())?;
     let mut target = None;
     let mut open_turn = None;
-    auth::each_event(reader, |event| {
+    auth::each_event(context, reader, |event| {
         if let EventData::TurnStart { turn } = event.data {
             open_turn = Some(turn);
         }
@@ -237,7 +237,7 @@ pub(super) fn event(args: &EventTraceArgs, context: &Context) -> Result<String, 
     let mut more = false;
     let (_, reader) = auth::open(context, Some(&id))?;
     let mut open_turn = None;
-    auth::each_event(reader, |event| {
+    auth::each_event(context, reader, |event| {
         if let EventData::TurnStart { turn } = event.data {
             open_turn = Some(turn);
         }
