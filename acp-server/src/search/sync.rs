@@ -582,7 +582,7 @@ fn read_log(
     loop {
         line.clear();
         lines = lines.wrapping_add(1);
-        if lines % 1024 == 0 && stop.load(Ordering::Relaxed) {
+        if lines.is_multiple_of(1024) && stop.load(Ordering::Relaxed) {
             whole = false;
             break;
         }
