@@ -553,6 +553,16 @@ async fn a_fork_from_another_workspace_shows_no_parent() {
     env.mock.push_json(calls(&[
         ("q1", "session_search", json!({"query": "xylophonequux"})),
         (
+            "p1",
+            "session_search",
+            json!({"query": "xylophonequux", "parent_session_ids": [foreign.0.as_ref()]}),
+        ),
+        (
+            "p2",
+            "session_search",
+            json!({"query": "xylophonequux", "parent_session_ids": [forked.0.as_ref()]}),
+        ),
+        (
             "t1",
             "session_trace",
             json!({"session_id": refork.0.as_ref()}),
@@ -569,7 +579,7 @@ async fn a_fork_from_another_workspace_shows_no_parent() {
         .await
         .unwrap();
 
-    for call in ["q1", "t1", "t2"] {
+    for call in ["q1", "p1", "p2", "t1", "t2"] {
         let result = tool_result(&env, call);
         assert!(!result.contains(foreign.0.as_ref()), "{call}: {result}");
     }
@@ -587,6 +597,15 @@ async fn a_fork_from_another_workspace_shows_no_parent() {
     assert_eq!(session(&refork)["relation"], "fork");
     assert_eq!(session(&forked)["parent"], Value::Null);
     assert_eq!(session(&forked)["relation"], Value::Null);
+    // Nor does the parent filter answer to the other workspace's id.
+    assert_eq!(
+        found_sessions(&tool_result(&env, "p1")),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        found_sessions(&tool_result(&env, "p2")),
+        [refork.0.to_string()]
+    );
 
     // The lineage from the second fork: its parent is an ancestor, whose
     // own parent is not shown; the same from the first fork itself.

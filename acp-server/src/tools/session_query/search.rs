@@ -26,7 +26,15 @@ pub(super) fn sessions(args: &SearchArgs, context: &Context) -> Result<String, F
     if session_ids.as_ref().is_some_and(Vec::is_empty) {
         return Ok(present_sessions(&args.query, &[], context));
     }
-    let parents = args.parent_session_ids.clone();
+    // Only a visible session is a parent to ask for: a fork of another
+    // workspace's session does not answer to that session's id (which
+    // would tell that it exists).
+    let parents = args.parent_session_ids.as_ref().map(|ids| {
+        ids.iter()
+            .filter(|id| auth::open(context, Some(id)).is_ok())
+            .cloned()
+            .collect::<Vec<_>>()
+    });
     let filter = Filter {
         session_ids,
         created_from: checked_ms(&args.created_at_from)?,
