@@ -365,8 +365,18 @@ fn search_sql(query: &Query, expression: &str) -> (String, Vec<rusqlite::types::
         let parents = filter.parents.iter().flatten().cloned().map(Value::from);
         push_list(&mut sql, &mut args, parents);
         sql.push(')');
+        // A root: no parent, or one the scope does not show (another
+        // workspace's, deleted) — nothing tells that it has one.
         if filter.include_roots {
-            sql.push_str(" OR s.parent IS NULL");
+            sql.push_str(
+                " OR s.parent IS NULL OR NOT EXISTS (SELECT 1 FROM sessions p WHERE p.id = s.parent",
+            );
+            if let Scope::Workspaces(cwds) = &query.scope {
+                sql.push_str(" AND p.cwd IN (");
+                push_list(&mut sql, &mut args, cwds.iter().cloned().map(Value::from));
+                sql.push(')');
+            }
+            sql.push(')');
         }
         sql.push(')');
     }

@@ -178,6 +178,27 @@ fn filters_and_shadowed_events() {
     let found = index.search(&roots).unwrap();
     assert_eq!((found.len(), ids(&found)[0]), (3, "p"));
     assert!(found.iter().all(|h| h.session.id == "p"));
+    // A fork of another workspace's session is a root here.
+    let mut fork = SessionHeader::new(SessionId::new("f".to_owned()), 30, "/w".to_owned(), vec![]);
+    fork.forked_from = Some(dsh_protocol::log::ForkOrigin {
+        session: SessionId::new("elsewhere".to_owned()),
+        seq: 1,
+    });
+    append(
+        dir,
+        "f",
+        &(serde_json::to_string(&fork).unwrap() + "\n" + &prompt(1, "otters forked")),
+    );
+    append(
+        dir,
+        "elsewhere",
+        &(header("elsewhere", "/x", 1) + &prompt(1, "no")),
+    );
+    let found = index.search(&roots).unwrap();
+    assert_eq!(ids(&found).iter().filter(|id| **id == "f").count(), 1);
+    assert!(ids(&found).iter().all(|id| ["p", "f"].contains(id)));
+    std::fs::remove_file(dir.join("f.jsonl")).unwrap();
+    let found = index.search(&roots).unwrap();
     let mut people = all.clone();
     people.filter.no_subagents = true;
     assert_eq!(index.search(&people).unwrap(), found);
