@@ -196,7 +196,12 @@ fn run(dsh: &Path, scratch: &Path, sizes: &Sizes) {
         let (med, p95) = (median(samples.clone()), p95(samples));
         row(
             &format!("warm, one workspace, best event per session, limit 20: {label}"),
-            "≤ 50 ms",
+            // The target is `session_search`'s (newest first).
+            if by_relevance || expected == Some(0) {
+                "—"
+            } else {
+                "≤ 50 ms"
+            },
             format!("median {med:.1} ms, p95 {p95:.1} ms ({found} hits)"),
         );
     }
