@@ -105,7 +105,9 @@ pub struct Query {
     /// At most this many hits.
     pub limit: usize,
     /// Best match first (FTS5's BM25), for a person's search; otherwise
-    /// newest first (a session's newest matching event as its best). BM25
+    /// newest first: the order the index took the events in, which is
+    /// the order their logs were written in (a session's newest matching
+    /// event is its best; a common word costs what the first hits do). BM25
     /// weighs a word by how rare it is in the whole index — every
     /// workspace's sessions — so the order it gives would tell a search
     /// scoped to one workspace something of the others: the model's tools

@@ -156,11 +156,14 @@ impl Synced {
         for id in indexed.iter().filter(|id| !logs.contains_key(*id)) {
             self.forget(id)?;
         }
-        let changed: Vec<String> = logs
+        // Oldest written first: the index's order (its rowids) is then the
+        // order the logs were written in, which a newest-first search walks.
+        let mut changed: Vec<(&String, &Stamp)> = logs
             .iter()
-            .filter(|(id, stamp)| self.known.get(*id) != Some(stamp))
-            .map(|(id, _)| id.clone())
+            .filter(|(id, stamp)| self.known.get(*id) != Some(*stamp))
             .collect();
+        changed.sort_by_key(|(id, stamp)| (stamp.1, *id));
+        let changed: Vec<String> = changed.into_iter().map(|(id, _)| id.clone()).collect();
         self.catch_up(&changed, stop)
     }
 
@@ -234,43 +237,44 @@ impl Synced {
             return Err(SearchError::EmptyQuery.into());
         }
         let (sql, args) = search_sql(query, &extract::fts_expression(&words));
+        let limit = query.limit.clamp(1, MAX_LIMIT);
         let mut statement = self.conn.prepare(&sql)?;
-        let found = statement
-            .query_map(params_from_iter(args), |row| {
-                let session = session_info(row, 0)?;
-                let surface = match row.get::<_, i64>(13)? {
-                    0 => Surface::Current,
-                    1 => Surface::Shadowed,
-                    _ => Surface::LogOnly,
-                };
-                Ok((
-                    Hit {
-                        session,
-                        seq: row.get::<_, i64>(7)? as u64,
-                        time: row.get::<_, i64>(8)? as u64,
-                        event_type: row.get(9)?,
-                        surface,
-                        snippet: String::new(),
-                    },
-                    row.get::<_, i64>(10)? as u64,
-                    row.get::<_, i64>(11)? as u64,
-                ))
-            })?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        let mut hits = Vec::with_capacity(found.len());
-        for (mut hit, at, len) in found {
+        let mut rows = statement.query(params_from_iter(args))?;
+        let mut hits: Vec<Hit> = Vec::with_capacity(limit);
+        let mut sessions = std::collections::HashSet::new();
+        while hits.len() < limit {
+            let Some(row) = rows.next()? else {
+                break;
+            };
+            let session = session_info(row, 0)?;
+            if query.best_per_session && sessions.contains(&session.id) {
+                continue;
+            }
+            let surface = match row.get::<_, i64>(13)? {
+                0 => Surface::Current,
+                1 => Surface::Shadowed,
+                _ => Surface::LogOnly,
+            };
+            let seq = row.get::<_, i64>(7)? as u64;
+            let (at, len) = (row.get::<_, i64>(10)? as u64, row.get::<_, i64>(11)? as u64);
             // The log is the truth: a hit whose line is no longer there (a
-            // log deleted or rewritten since) is left out.
-            let Some(text) = read_event_text(&self.dir, &hit.session.id, at, len, hit.seq) else {
+            // log deleted or rewritten since), or no longer holds any of
+            // the words (edited in place by hand), is left out.
+            let Some(text) = read_event_text(&self.dir, &session.id, at, len, seq) else {
                 continue;
             };
-            // Nor one whose line no longer holds any of the words (edited
-            // in place by hand since it was read).
             if !extract::holds_any(&text, &words) {
                 continue;
             }
-            hit.snippet = extract::snippet(&text, &words, SNIPPET_CHARS);
-            hits.push(hit);
+            sessions.insert(session.id.clone());
+            hits.push(Hit {
+                session,
+                seq,
+                time: row.get::<_, i64>(8)? as u64,
+                event_type: row.get(9)?,
+                surface,
+                snippet: extract::snippet(&text, &words, SNIPPET_CHARS),
+            });
         }
         Ok(hits)
     }
@@ -318,7 +322,21 @@ fn push_list(
     }
 }
 
-/// The SQL of a search and its arguments.
+/// Whether an event is on the model's surface (0), shadowed (1) or
+/// log-only (2).
+const SURFACE: &str = "CASE WHEN e.surface = 0 THEN 2 \
+     WHEN EXISTS (SELECT 1 FROM replaced r WHERE r.sid = e.sid AND e.seq BETWEEN r.first AND r.last AND r.by > e.seq) THEN 1 \
+     ELSE 0 END";
+
+/// The SQL of a search and its arguments. Its rows: the session's columns,
+/// then seq, time, type, the line's place and length, the rank, the
+/// surface code.
+///
+/// Best first: every match in scope is ranked (BM25), one per session when
+/// asked, limited here. Newest first: the matches come in the index's
+/// order, newest written first (FTS5 walks its rowids backwards, so a
+/// common word costs what the first hits cost), and the caller stops at
+/// its limit and keeps a session's first.
 fn search_sql(query: &Query, expression: &str) -> (String, Vec<rusqlite::types::Value>) {
     use rusqlite::types::Value;
     let filter = &query.filter;
@@ -328,13 +346,8 @@ fn search_sql(query: &Query, expression: &str) -> (String, Vec<rusqlite::types::
     } else {
         "0"
     };
-    // Matches in scope, with their rank and surface; the session filters
-    // inside, so a common word's matches elsewhere are dropped early.
     let mut sql = format!(
-        "WITH m AS (SELECT {SESSION_COLUMNS}, e.seq, e.time, e.type, e.at, e.len, {rank} AS rank, \
-         CASE WHEN e.surface = 0 THEN 2 \
-              WHEN EXISTS (SELECT 1 FROM replaced r WHERE r.sid = e.sid AND e.seq BETWEEN r.first AND r.last AND r.by > e.seq) THEN 1 \
-              ELSE 0 END AS surf \
+        "SELECT {SESSION_COLUMNS}, e.seq, e.time, e.type, e.at, e.len, {rank} AS rank, {SURFACE} AS surf \
          FROM words JOIN events e ON e.rowid = words.rowid JOIN sessions s ON s.sid = e.sid \
          WHERE words MATCH ?"
     );
@@ -388,12 +401,8 @@ fn search_sql(query: &Query, expression: &str) -> (String, Vec<rusqlite::types::
         push_list(&mut sql, &mut args, types.iter().cloned().map(Value::from));
         sql.push(')');
     }
-    sql.push(')');
-    // Then the surfaces, one best event per session when asked, best
-    // first (bm25: lower is better; ties by newer session, then seq).
-    let mut outer = String::from(" WHERE 1");
     if let Some(surfaces) = &filter.surfaces {
-        outer.push_str(" AND surf IN (");
+        sql.push_str(&format!(" AND ({SURFACE}) IN ("));
         let codes = surfaces.iter().map(|surface| {
             Value::Integer(match surface {
                 Surface::Current => 0,
@@ -401,31 +410,27 @@ fn search_sql(query: &Query, expression: &str) -> (String, Vec<rusqlite::types::
                 Surface::LogOnly => 2,
             })
         });
-        let mut codes_sql = String::new();
-        push_list(&mut codes_sql, &mut args, codes);
-        outer.push_str(&codes_sql);
-        outer.push(')');
+        push_list(&mut sql, &mut args, codes);
+        sql.push(')');
     }
+    if !query.by_relevance {
+        sql.push_str(" ORDER BY words.rowid DESC");
+        return (sql, args);
+    }
+    // Best first (BM25: lower is better; ties by newer session, then
+    // seq), one per session when asked. A hit the log no longer bears out
+    // is dropped after this limit: a few more are asked for.
     let columns = "id, cwd, title, created_at, subagent_of, forked_from, sid, seq, time, type, at, len, rank, surf";
-    let order = if query.by_relevance {
-        "rank, created_at DESC, seq"
+    let sql = if query.best_per_session {
+        format!(
+            "SELECT {columns} FROM (SELECT *, row_number() OVER (PARTITION BY sid ORDER BY rank, seq) AS n FROM ({sql})) WHERE n = 1"
+        )
     } else {
-        "time DESC, created_at DESC, seq DESC"
+        format!("SELECT {columns} FROM ({sql})")
     };
-    let within = if query.by_relevance {
-        "rank, seq"
-    } else {
-        "time DESC, seq DESC"
-    };
-    if query.best_per_session {
-        sql.push_str(&format!(
-            " SELECT {columns} FROM (SELECT *, row_number() OVER (PARTITION BY sid ORDER BY {within}) AS n FROM m{outer}) WHERE n = 1"
-        ));
-    } else {
-        sql.push_str(&format!(" SELECT {columns} FROM m{outer}"));
-    }
-    sql.push_str(&format!(" ORDER BY {order} LIMIT ?"));
-    args.push(Value::Integer(query.limit.clamp(1, MAX_LIMIT) as i64));
+    let mut sql = sql;
+    sql.push_str(" ORDER BY rank, created_at DESC, seq LIMIT ?");
+    args.push(Value::Integer((query.limit.clamp(1, MAX_LIMIT) + 8) as i64));
     (sql, args)
 }
 
