@@ -195,34 +195,6 @@ pub(super) fn words(query: &str) -> Vec<String> {
         .collect()
 }
 
-/// Whether `text` still holds any of the terms (compared as the index
-/// tokenizes: letters and digits, case folded, the rest a separator).
-pub(super) fn holds_any(text: &str, words: &[String]) -> bool {
-    let text = tokens(text);
-    words.iter().any(|word| {
-        let word = tokens(word);
-        word.len() > 2 && text.contains(&word)
-    })
-}
-
-/// `text`'s letters and digits, lower-cased, runs of anything else one
-/// space, with a space on each side.
-fn tokens(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push(' ');
-    for c in text.chars() {
-        if c.is_alphanumeric() {
-            out.extend(c.to_lowercase());
-        } else if !out.ends_with(' ') {
-            out.push(' ');
-        }
-    }
-    if !out.ends_with(' ') {
-        out.push(' ');
-    }
-    out
-}
-
 /// The FTS5 expression of a literal query: each term a quoted string (a
 /// phrase of its tokens: `parse_header` is `parse` then `header`; no
 /// operator, column filter or prefix is ever read from the user's text),
@@ -337,14 +309,5 @@ mod tests {
         // `İ` lower-cases to two characters: the window stays on the match.
         let text = format!("{}needle{}", "İ".repeat(200), "x".repeat(200));
         assert!(snippet(&text, &["needle".to_owned()], 30).contains("needle"));
-    }
-
-    #[test]
-    fn hits_are_checked_against_the_text() {
-        let words = words("parse_header sk-live");
-        assert!(holds_any("fn Parse(header)", &words));
-        assert!(holds_any("key sk live 123", &words));
-        assert!(!holds_any("key ******* 123", &words));
-        assert!(!holds_any("parser headers", &words[..1]));
     }
 }

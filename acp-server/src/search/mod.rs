@@ -253,7 +253,7 @@ impl SearchIndex {
         }
         self.with(|synced| {
             synced.catch_up_all(stop)?;
-            synced.search(query)
+            synced.search(query, stop)
         })
     }
 

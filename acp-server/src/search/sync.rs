@@ -147,14 +147,23 @@ impl Synced {
     /// Reads what changed in every log of the directory; forgets the
     /// sessions whose logs are gone (whoever indexed them).
     pub(super) fn catch_up_all(&mut self, stop: &AtomicBool) -> Result<()> {
-        let logs = list_logs(&self.dir);
+        let mut logs = list_logs(&self.dir)?;
+        // Logs a stat could not see: neither gone nor read now.
+        logs.retain(|_, stamp| stamp.0 != u64::MAX);
         let indexed: Vec<String> = {
             let mut statement = self.conn.prepare("SELECT id FROM sessions")?;
             let ids = statement.query_map([], |row| row.get(0))?;
             ids.collect::<rusqlite::Result<_>>()?
         };
         for id in indexed.iter().filter(|id| !logs.contains_key(*id)) {
-            self.forget(id)?;
+            check(stop)?;
+            // Gone only when its file is (not a log another process made
+            // since the directory was read, nor one a stat failed on).
+            let path = self.dir.join(format!("{id}.jsonl"));
+            if matches!(std::fs::symlink_metadata(&path), Err(err) if err.kind() == std::io::ErrorKind::NotFound)
+            {
+                self.forget(id)?;
+            }
         }
         // Oldest written first: the index's order (its rowids) is then the
         // order the logs were written in, which a newest-first search walks.
@@ -171,7 +180,6 @@ impl Synced {
     pub(super) fn catch_up(&mut self, ids: &[String], stop: &AtomicBool) -> Result<()> {
         let mut rest = ids;
         while !rest.is_empty() {
-            check(stop)?;
             let tx = self
                 .conn
                 .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
@@ -189,8 +197,9 @@ impl Synced {
             // What was read stays, stopped or not.
             tx.commit()?;
             self.known.extend(read);
+            check(stop)?;
         }
-        check(stop)
+        Ok(())
     }
 
     /// Removes a session's rows.
@@ -231,7 +240,7 @@ impl Synced {
     }
 
     /// Runs a query (the index is up to date).
-    pub(super) fn search(&mut self, query: &Query) -> Result<Vec<Hit>> {
+    pub(super) fn search(&mut self, query: &Query, stop: &AtomicBool) -> Result<Vec<Hit>> {
         let words = extract::words(&query.text);
         if words.is_empty() {
             return Err(SearchError::EmptyQuery.into());
@@ -242,7 +251,12 @@ impl Synced {
         let mut rows = statement.query(params_from_iter(args))?;
         let mut hits: Vec<Hit> = Vec::with_capacity(limit);
         let mut sessions = std::collections::HashSet::new();
+        let mut examined = 0u32;
         while hits.len() < limit {
+            examined = examined.wrapping_add(1);
+            if examined.is_multiple_of(256) {
+                check(stop)?;
+            }
             let Some(row) = rows.next()? else {
                 break;
             };
@@ -258,14 +272,11 @@ impl Synced {
             let seq = row.get::<_, i64>(7)? as u64;
             let (at, len) = (row.get::<_, i64>(10)? as u64, row.get::<_, i64>(11)? as u64);
             // The log is the truth: a hit whose line is no longer there (a
-            // log deleted or rewritten since), or no longer holds any of
-            // the words (edited in place by hand), is left out.
+            // log deleted or rewritten since) is left out. (A log edited in
+            // place was read again before this search.)
             let Some(text) = read_event_text(&self.dir, &session.id, at, len, seq) else {
                 continue;
             };
-            if !extract::holds_any(&text, &words) {
-                continue;
-            }
             sessions.insert(session.id.clone());
             hits.push(Hit {
                 session,
@@ -435,23 +446,44 @@ fn search_sql(query: &Query, expression: &str) -> (String, Vec<rusqlite::types::
 }
 
 /// The logs in `dir` and their stamps.
-fn list_logs(dir: &Path) -> HashMap<String, Stamp> {
+/// The logs in `dir` and their stamps; an error when the directory
+/// cannot be read (nothing is taken to be gone then). A directory not made
+/// yet has no logs.
+fn list_logs(dir: &Path) -> Result<HashMap<String, Stamp>> {
     let mut logs = HashMap::new();
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return logs;
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(logs),
+        Err(err) => {
+            return Err(Failure::Other(SearchError::Index(format!(
+                "{}: {err}",
+                dir.display()
+            ))))
+        }
     };
     for entry in entries.flatten() {
         let name = entry.file_name();
         let Some(id) = name.to_str().and_then(|name| name.strip_suffix(".jsonl")) else {
             continue;
         };
-        if let Ok(meta) = entry.metadata() {
-            if meta.is_file() {
+        // Windows: the directory's entry has a growing file's size and
+        // time only lazily; the file's own handle has them now.
+        #[cfg(windows)]
+        let meta = std::fs::metadata(entry.path());
+        #[cfg(not(windows))]
+        let meta = entry.metadata();
+        match meta {
+            Ok(meta) if meta.is_file() => {
                 logs.insert(id.to_owned(), stamp(&meta));
+            }
+            Ok(_) => {}
+            // Not known to be gone: kept as it was.
+            Err(_) => {
+                logs.insert(id.to_owned(), (u64::MAX, i64::MAX, u64::MAX));
             }
         }
     }
-    logs
+    Ok(logs)
 }
 
 fn stamp(meta: &std::fs::Metadata) -> Stamp {
@@ -503,7 +535,11 @@ fn read_log(
         Ok(_) => {}
         Err(_) => return Ok(None),
     }
-    let Ok(parsed) = serde_json::from_slice::<dsh_protocol::log::SessionHeader>(&header) else {
+    let parsed = serde_json::from_slice::<dsh_protocol::log::SessionHeader>(&header)
+        .ok()
+        // A copy under another name (`a.bak.jsonl`) is not that session.
+        .filter(|parsed| parsed.id.as_str() == id);
+    let Some(parsed) = parsed else {
         // Not a log (or a newer format's header): left out, and not read
         // again until it changes.
         return Ok(Some(stamp));
@@ -597,7 +633,7 @@ fn read_log(
     loop {
         line.clear();
         lines = lines.wrapping_add(1);
-        if lines.is_multiple_of(1024) && stop.load(Ordering::Relaxed) {
+        if lines.is_multiple_of(STOP_EVERY) && stop.load(Ordering::Relaxed) {
             whole = false;
             break;
         }
@@ -677,6 +713,9 @@ const MAX_LINE: u64 = if cfg!(test) {
 } else {
     32 * 1024 * 1024
 };
+
+/// How many lines a catch-up reads between looks at its stop flag.
+const STOP_EVERY: u32 = if cfg!(test) { 4 } else { 1024 };
 
 /// The longest header line read (a file with none in this much is not a
 /// log).

@@ -382,3 +382,54 @@ fn a_stopped_search_keeps_what_it_read() {
     ));
     assert_eq!(index.search(&query("puffin", "/w")).unwrap().len(), 1);
 }
+
+#[test]
+fn a_catch_up_stopped_midway_reads_on_from_there_once() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path();
+    let mut log = header("a", "/w", 1);
+    for seq in 1..=21 {
+        log += &prompt(seq, &format!("kestrel {seq}"));
+    }
+    append(dir, "a", &log);
+    let index = SearchIndex::new(dir);
+    // Set before it starts: the catch-up looks at it every 4 lines in
+    // tests, so a part is read, committed and kept.
+    let stop = AtomicBool::new(true);
+    let mut every = query("kestrel", "/w");
+    every.best_per_session = false;
+    every.limit = 100;
+    assert!(matches!(
+        index.search_until(&every, &stop),
+        Err(SearchError::Stopped)
+    ));
+    let read: i64 = rusqlite::Connection::open(dir.join(FILE))
+        .unwrap()
+        .query_row("SELECT count(*) FROM events", [], |row| row.get(0))
+        .unwrap();
+    assert!(
+        (1..21).contains(&read),
+        "{read} events read before the stop"
+    );
+    let mut seqs: Vec<u64> = index
+        .search(&every)
+        .unwrap()
+        .iter()
+        .map(|h| h.seq)
+        .collect();
+    seqs.sort_unstable();
+    assert_eq!(seqs, (1..=21).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_copy_under_another_name_is_not_a_session() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path();
+    append(dir, "a", &(header("a", "/w", 1) + &prompt(1, "albatross")));
+    std::fs::copy(dir.join("a.jsonl"), dir.join("a.bak.jsonl")).unwrap();
+    let index = SearchIndex::new(dir);
+    assert_eq!(
+        ids(&index.search(&query("albatross", "/w")).unwrap()),
+        ["a"]
+    );
+}

@@ -105,7 +105,7 @@ pub(super) fn events(args: &EventSearchArgs, context: &Context) -> Result<String
     hits.retain(|hit| visible(hit, context) && hit.session.id == id);
     hits.truncate(limit);
     let what = format!(
-        "{} matching event(s) of session {} for {}, best first (at most {limit}):",
+        "{} matching event(s) of session {} for {}, newest first (at most {limit}):",
         hits.len(),
         json!(id),
         json!(args.query)
@@ -121,7 +121,7 @@ fn visible(hit: &Hit, context: &Context) -> bool {
 
 fn present_sessions(query: &str, hits: &[Hit], context: &Context) -> String {
     let what = format!(
-        "{} earlier session(s) of this workspace match {}, best first, each with its best event:",
+        "{} earlier session(s) of this workspace match {}, the most recently written first, each with its newest matching event:",
         hits.len(),
         json!(query)
     );
