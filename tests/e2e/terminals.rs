@@ -48,6 +48,23 @@ fn send(id: &str, text: &str) -> serde_json::Value {
     )
 }
 
+/// A line for the shell that starts a background `sleep` and writes the
+/// shell's and the sleeper's pids to `path`.
+fn record_pids(path: &Path) -> String {
+    format!("sleep 300 & echo $$ $! > {}", path.display())
+}
+
+/// The shell's and the sleeper's pids [`record_pids`] wrote.
+fn shell_and_sleeper(path: &Path) -> [u32; 2] {
+    let text = std::fs::read_to_string(path).unwrap();
+    let pids: Vec<u32> = text
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    assert_eq!(pids.len(), 2, "{text}");
+    [pids[0], pids[1]]
+}
+
 #[tokio::test]
 async fn a_terminal_keeps_its_state_across_sends_and_close_leaves_nothing() {
     let env = TestEnv::with_config(ENABLE).await;
@@ -60,10 +77,8 @@ async fn a_terminal_keeps_its_state_across_sends_and_close_leaves_nothing() {
     ));
     env.mock
         .push_json(send("s1", "GREETING=persisted; mkdir -p sub && cd sub"));
-    env.mock.push_json(send(
-        "s2",
-        &format!("sleep 300 & echo $$ $! > {}; echo started", pids.display()),
-    ));
+    env.mock
+        .push_json(send("s2", &format!("{}; echo started", record_pids(&pids))));
     env.mock
         .push_json(send("s3", "echo \"$GREETING in ${PWD##*/}\""));
     env.mock.push_json(call(
@@ -108,13 +123,7 @@ async fn a_terminal_keeps_its_state_across_sends_and_close_leaves_nothing() {
     );
     let started = tool_result(&env, "s2");
     assert!(started.contains("started"), "{started}");
-    let text = std::fs::read_to_string(&pids).unwrap();
-    let [shell, sleeper]: [u32; 2] = text
-        .split_whitespace()
-        .map(|p| p.parse().unwrap())
-        .collect::<Vec<_>>()
-        .try_into()
-        .unwrap();
+    let [shell, sleeper] = shell_and_sleeper(&pids);
     // The variable set by the first send and the directory it entered are
     // still there at the third.
     let third = tool_result(&env, "s3");
@@ -195,10 +204,7 @@ async fn closing_the_session_reaps_an_open_terminal() {
     let pids = cwd.join("pids");
     env.mock
         .push_json(call("o1", "terminal_open", json!({"type": "shell"})));
-    env.mock.push_json(send(
-        "s1",
-        &format!("sleep 300 & echo $$ $! > {}", pids.display()),
-    ));
+    env.mock.push_json(send("s1", &record_pids(&pids)));
     env.mock
         .push_json(send("s2", "echo \"history in $HISTFILE\""));
     env.mock.push_json(reply("left open"));
@@ -209,12 +215,7 @@ async fn closing_the_session_reaps_an_open_terminal() {
     // The user's ~/.bash_history is neither read nor written.
     let history = tool_result(&env, "s2");
     assert!(history.contains("history in /dev/null"), "{history}");
-    let text = std::fs::read_to_string(&pids).unwrap();
-    let all: Vec<u32> = text
-        .split_whitespace()
-        .map(|p| p.parse().unwrap())
-        .collect();
-    assert_eq!(all.len(), 2, "{text}");
+    let all = shell_and_sleeper(&pids);
     assert!(all.iter().all(|pid| pid_alive(*pid)));
     conn.finish().await;
     assert!(all_gone(&all).await, "a terminal outlived its session");
@@ -376,10 +377,7 @@ async fn a_stricter_mode_closes_the_terminals_opened_in_a_looser_one() {
     let pids = env.cwd().join("pids");
     env.mock
         .push_json(call("o1", "terminal_open", json!({"type": "shell"})));
-    env.mock.push_json(send(
-        "s1",
-        &format!("sleep 300 & echo $$ $! > {}", pids.display()),
-    ));
+    env.mock.push_json(send("s1", &record_pids(&pids)));
     env.mock.push_json(reply("open"));
     env.mock.push_json(send("s2", "echo hi"));
     env.mock.push_json(reply("refused"));
@@ -389,12 +387,7 @@ async fn a_stricter_mode_closes_the_terminals_opened_in_a_looser_one() {
     let session = conn.start(&env.cwd()).await;
     conn.set_mode(&session, "full-access").await;
     conn.prompt(&session, "open").await.unwrap();
-    let text = std::fs::read_to_string(&pids).unwrap();
-    let all: Vec<u32> = text
-        .split_whitespace()
-        .map(|p| p.parse().unwrap())
-        .collect();
-    assert_eq!(all.len(), 2, "{text}");
+    let all = shell_and_sleeper(&pids);
     // Full-access → accept-edits: the terminal (no sandbox, the agent's
     // environment) and what runs in it are gone, and that is said.
     conn.set_mode(&session, "accept-edits").await;
@@ -422,21 +415,13 @@ async fn a_terminal_dies_with_a_killed_dsh() {
     let pids = env.cwd().join("pids");
     env.mock
         .push_json(call("o1", "terminal_open", json!({"type": "shell"})));
-    env.mock.push_json(send(
-        "s1",
-        &format!("sleep 300 & echo $$ $! > {}", pids.display()),
-    ));
+    env.mock.push_json(send("s1", &record_pids(&pids)));
     env.mock.push_json(reply("left open"));
     let mut conn = env.connect().await;
     let session = conn.start(&env.cwd()).await;
     conn.set_mode(&session, "full-access").await;
     conn.prompt(&session, "open one").await.unwrap();
-    let text = std::fs::read_to_string(&pids).unwrap();
-    let all: Vec<u32> = text
-        .split_whitespace()
-        .map(|p| p.parse().unwrap())
-        .collect();
-    assert_eq!(all.len(), 2, "{text}");
+    let all = shell_and_sleeper(&pids);
     // dsh is killed outright: the guard's death signal sweeps the tree.
     conn.child.start_kill().unwrap();
     conn.child.wait().await.unwrap();
