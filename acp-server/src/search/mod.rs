@@ -258,15 +258,7 @@ impl SearchIndex {
     }
 
     /// Every indexed session of `scope` (for lineage), after bringing the
-    /// index up to date. Blocking.
-    ///
-    /// # Errors
-    /// [`SearchError::Index`].
-    pub fn sessions(&self, scope: &Scope) -> Result<Vec<SessionInfo>, SearchError> {
-        self.sessions_until(scope, &AtomicBool::new(false))
-    }
-
-    /// [`Self::sessions`], given up soon after `stop` is set.
+    /// index up to date; given up soon after `stop` is set. Blocking.
     ///
     /// # Errors
     /// [`SearchError`].

@@ -220,7 +220,10 @@ fn filters_and_shadowed_events() {
     timed.filter.session_ids = Some(vec!["p".to_owned()]);
     assert_eq!(index.search(&timed).unwrap().len(), 1);
     let lineage = index
-        .sessions(&Scope::Workspaces(vec!["/w".to_owned()]))
+        .sessions_until(
+            &Scope::Workspaces(vec!["/w".to_owned()]),
+            &AtomicBool::new(false),
+        )
         .unwrap();
     assert_eq!(lineage[1].parent(), Some("p"));
 }
