@@ -134,18 +134,9 @@ fn hook_results(env: &TestEnv, session: &SessionId) -> usize {
 
 /// The subagent sessions in the store.
 fn child_sessions(env: &TestEnv) -> Vec<SessionId> {
-    std::fs::read_dir(env.sessions_dir())
-        .unwrap()
-        .filter_map(|entry| {
-            let path = entry.unwrap().path();
-            if path.extension()? != "jsonl" {
-                return None;
-            }
-            let text = std::fs::read_to_string(&path).ok()?;
-            let header: Value = serde_json::from_str(text.lines().next()?).ok()?;
-            header.get("subagent_of")?;
-            Some(SessionId::new(header["id"].as_str()?.to_owned()))
-        })
+    env.subagent_logs()
+        .into_iter()
+        .map(|(id, _)| SessionId::new(id))
         .collect()
 }
 
