@@ -142,7 +142,7 @@ pub struct TerminalCommand {
 
 /// What the core tells a front end: one closed vocabulary, so a front end
 /// sees every kind of output in one `match` ([`Frontend::emit`]).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum Output<'a> {
     /// A fact was recorded in the session log, with the updates it projects
     /// to (live): front ends that show the log itself (`dsh run --json`,

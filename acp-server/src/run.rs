@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use dsh_protocol::log::{Event, EventData, StopReason};
 use dsh_protocol::model::Usage;
 use dsh_protocol::tool::ToolStatus;
-use dsh_protocol::UserContent;
+use dsh_protocol::{SessionId, UserContent};
 use futures::future::BoxFuture;
 
 use crate::agent::Agent;
@@ -590,26 +590,30 @@ async fn turn(
         .await
         .map_err(|error| (None, error))?;
     let opened = match &args.session {
-        Some(id) => agent.resume_session(id, Vec::new()).await,
+        Some(id) => {
+            agent
+                .resume_session(&SessionId::new(id.as_str()), Vec::new())
+                .await
+        }
         None => agent.new_session(&args.cwd, &[], Vec::new()).await,
     }
     .map_err(|error| (None, error))?;
-    let id = opened.session.id.to_string();
+    let id = opened.session.id.clone();
     // Said once, as soon as there is one: a later step continues it with
     // --session (and a run killed on the way still named it).
     frontend.line(&format!("session: {id}"));
     match in_session(agent, args, frontend, &id, &settings, content).await {
-        Ok(finished) => Ok((id, finished)),
+        Ok(finished) => Ok((id.to_string(), finished)),
         // Nothing of the turn was recorded: the session this run opened
         // goes again (an empty "(untitled)" one helps no one).
         Err(error) if args.session.is_none() => match agent.delete_session(&id).await {
             Ok(()) => Err((None, error)),
             Err(err) => {
                 tracing::warn!(session = %id, %err, "the failed run's session was not removed");
-                Err((Some(id), error))
+                Err((Some(id.to_string()), error))
             }
         },
-        Err(error) => Err((Some(id), error)),
+        Err(error) => Err((Some(id.to_string()), error)),
     }
 }
 
@@ -652,7 +656,7 @@ async fn in_session(
     agent: &Arc<Agent>,
     args: &RunArgs,
     frontend: &Arc<RunFrontend>,
-    id: &str,
+    id: &SessionId,
     settings: &[(&str, &str)],
     content: Vec<UserContent>,
 ) -> Result<Finished, AgentError> {
@@ -660,8 +664,12 @@ async fn in_session(
         agent.set_config_option(id, key, value, frontend.as_ref())?;
     }
     let waking = wakeups::RunWakeups::install(agent, id, frontend, args)?;
-    let ticket = agent.begin_prompt(id)?;
-    let prompt = agent.prompt(ticket, content, frontend.clone());
+    let ticket = agent.begin_prompt(id).await?;
+    let prompt = agent.prompt(
+        ticket,
+        content,
+        crate::session::Subscriber::new(frontend.clone()),
+    );
     tokio::pin!(prompt);
     let deadline = async {
         match args.timeout {

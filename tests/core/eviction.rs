@@ -123,7 +123,7 @@ async fn a_turn_after_eviction_sends_the_model_the_same_request() {
         let out = Recorder::default();
         let before = bodies(&requests).len();
         if evict {
-            assert!(world.agent.evict_idle(Duration::ZERO) >= 1);
+            assert!(world.agent.evict_idle(Duration::ZERO).await >= 1);
             assert!(live.history_evicted());
         }
         world
@@ -133,7 +133,7 @@ async fn a_turn_after_eviction_sends_the_model_the_same_request() {
         let mut stops = Vec::new();
         for (prompt, _) in turns() {
             if evict {
-                world.agent.evict_idle(Duration::ZERO);
+                world.agent.evict_idle(Duration::ZERO).await;
                 assert!(live.history_evicted(), "evicted before {prompt:?}");
             }
             stops.push(world.prompt(&session, prompt, &out).await);
@@ -182,24 +182,34 @@ async fn a_crash_repaired_on_load_is_repaired_at_the_same_place_after_eviction()
         let sessions = world.home.path().join("sessions");
         std::fs::create_dir_all(&sessions).unwrap();
         std::fs::write(sessions.join(format!("{id}.jsonl")), &text).unwrap();
-        let opened = world.agent.resume_session(id, Vec::new()).await.unwrap();
+        let opened = world
+            .agent
+            .resume_session(&id.into(), Vec::new())
+            .await
+            .unwrap();
         let out = Recorder::default();
         let evicted = |world: &World| {
-            if evict {
-                assert_eq!(world.agent.evict_idle(Duration::ZERO), 1);
-                assert!(opened.session.history_evicted());
+            let (agent, session) = (world.agent.clone(), opened.session.clone());
+            async move {
+                if evict {
+                    assert_eq!(agent.evict_idle(Duration::ZERO).await, 1);
+                    assert!(session.history_evicted());
+                }
             }
         };
-        evicted(&world);
+        evicted(&world).await;
         world
             .agent
-            .set_config_option(id, "thought_level", "max", &out)
+            .set_config_option(&id.into(), "thought_level", "max", &out)
             .unwrap();
         assert_eq!(world.prompt(id, "Go on", &out).await, "EndTurn");
-        evicted(&world);
+        evicted(&world).await;
         assert_eq!(world.prompt(id, "Read it", &out).await, "EndTurn");
-        evicted(&world);
-        histories.push(format!("{:?}", world.agent.history(id).await.unwrap()));
+        evicted(&world).await;
+        histories.push(format!(
+            "{:?}",
+            world.agent.history(&id.into()).await.unwrap()
+        ));
         sent.push(bodies(&requests));
     }
     assert_eq!(sent[0].len(), 3);
@@ -271,7 +281,7 @@ async fn a_session_with_a_running_turn_or_job_keeps_its_history() {
     let turn = {
         let (agent, session, out) = (world.agent.clone(), session.clone(), out.clone());
         tokio::spawn(async move {
-            let ticket = agent.begin_prompt(&session).unwrap();
+            let ticket = agent.begin_prompt(&session).await.unwrap();
             agent
                 .prompt(
                     ticket,
@@ -294,14 +304,14 @@ async fn a_session_with_a_running_turn_or_job_keeps_its_history() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert!(live.is_busy());
-    assert_eq!(world.agent.evict_idle(Duration::ZERO), 0);
+    assert_eq!(world.agent.evict_idle(Duration::ZERO).await, 0);
     turn.await.unwrap().unwrap();
     // A background job runs after its turn: never evicted until it ends.
     assert_eq!(world.prompt(&session, "Start a job", &out).await, "EndTurn");
-    assert_eq!(world.agent.evict_idle(Duration::ZERO), 0);
+    assert_eq!(world.agent.evict_idle(Duration::ZERO).await, 0);
     assert!(!live.history_evicted());
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while world.agent.evict_idle(Duration::ZERO) == 0 {
+    while world.agent.evict_idle(Duration::ZERO).await == 0 {
         assert!(std::time::Instant::now() < deadline, "the job never ended");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -322,7 +332,7 @@ async fn load_and_the_log_readers_work_on_an_evicted_session() {
     let out = Recorder::default();
     assert_eq!(world.prompt(&session, "Read it", &out).await, "EndTurn");
     let (_, before) = world.load(&session).await;
-    assert_eq!(world.agent.evict_idle(Duration::ZERO), 1);
+    assert_eq!(world.agent.evict_idle(Duration::ZERO).await, 1);
     // session/load of the live, evicted session replays the same view and
     // leaves the history out of memory.
     let (opened, after) = world.load(&session).await;

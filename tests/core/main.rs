@@ -30,6 +30,7 @@ use dsh_acp_server::permission::{Answer, Question};
 use dsh_acp_server::update::AgentUpdate;
 use dsh_protocol::log::PermissionOutcome;
 use dsh_protocol::tool::{ToolContent, ToolStatus};
+use dsh_protocol::SessionId;
 use futures::future::BoxFuture;
 
 /// An agent on the scripted model, with a scratch home and workspace.
@@ -100,19 +101,25 @@ impl World {
     }
 
     /// A new session's id.
-    pub async fn session(&self) -> String {
+    pub async fn session(&self) -> SessionId {
         self.agent
             .new_session(&self.cwd(), &[], Vec::new())
             .await
             .unwrap()
             .session
             .id
-            .to_string()
+            .clone()
     }
 
     /// Runs one text prompt; the stop reason's name, or the error's code.
-    pub async fn prompt(&self, session: &str, text: &str, frontend: &Recorder) -> String {
-        let ticket = self.agent.begin_prompt(session).unwrap();
+    pub async fn prompt(
+        &self,
+        session: impl AsRef<str>,
+        text: &str,
+        frontend: &Recorder,
+    ) -> String {
+        let session = SessionId::new(session.as_ref());
+        let ticket = self.agent.begin_prompt(&session).await.unwrap();
         match self
             .agent
             .prompt(
@@ -129,18 +136,22 @@ impl World {
 
     /// Loads a session (stored or live) as `session/load` does: what it
     /// opened and the replay it was shown.
-    pub async fn load(&self, session: &str) -> (Opened, Vec<AgentUpdate>) {
+    pub async fn load(&self, session: impl AsRef<str>) -> (Opened, Vec<AgentUpdate>) {
         let recorder = Arc::new(Recorder::default());
         let opened = self
             .agent
-            .load_session(session, Vec::new(), recorder.clone())
+            .load_session(
+                &SessionId::new(session.as_ref()),
+                Vec::new(),
+                recorder.clone(),
+            )
             .await
             .unwrap();
         (opened, recorder.take())
     }
 
     /// The session log's event types, in order.
-    pub fn log_types(&self, session: &str) -> Vec<String> {
+    pub fn log_types(&self, session: impl std::fmt::Display) -> Vec<String> {
         let text = std::fs::read_to_string(
             self.home
                 .path()

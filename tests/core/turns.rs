@@ -176,7 +176,7 @@ async fn replay_equals_live() {
 
     // A turn cancelled while the model streams.
     live.push(AgentUpdate::UserChunk(UserContent::text("Tell a story")));
-    let ticket = world.agent.begin_prompt(&session).unwrap();
+    let ticket = world.agent.begin_prompt(&session).await.unwrap();
     let cancel = ticket.cancel_token();
     let turn = world.agent.prompt(
         ticket,
@@ -232,7 +232,7 @@ async fn a_closed_session_can_be_loaded_again_in_the_same_process() {
     world.prompt(&session, "hi", &Recorder::default()).await;
     world.agent.close_session(&session).await.unwrap();
     let (opened, replay) = world.load(&session).await;
-    assert_eq!(opened.session.id.as_str(), session);
+    assert_eq!(opened.session.id, session);
     expect![[r#"
         user "Text { text: \"hi\" }"
         title "hi"
@@ -315,7 +315,7 @@ async fn a_turn_holds_and_merges_deltas_while_the_editor_is_behind() {
     let world = World::new(&[json!({"chunks": chunks, "delay_ms": 2, "finish": "stop"})]);
     let session = world.session().await;
     let frontend = std::sync::Arc::new(Lagging::default());
-    let ticket = world.agent.begin_prompt(&session).unwrap();
+    let ticket = world.agent.begin_prompt(&session).await.unwrap();
     let turn = world
         .agent
         .prompt(ticket, vec![UserContent::text("count")], frontend.clone());
@@ -405,7 +405,7 @@ async fn a_cancel_is_answered_while_the_editor_never_reads() {
     frontend
         .behind
         .store(true, std::sync::atomic::Ordering::SeqCst);
-    let ticket = world.agent.begin_prompt(&session).unwrap();
+    let ticket = world.agent.begin_prompt(&session).await.unwrap();
     let cancel = ticket.cancel_token();
     let turn = world
         .agent

@@ -11,6 +11,11 @@ use crate::mcp::{McpServerConfig, McpTransport};
 use crate::update::{AgentUpdate, ConfigOption};
 use dsh_protocol::Mode;
 
+/// The session an ACP request names, as the core's id.
+pub fn session_id(id: &acp::SessionId) -> dsh_protocol::SessionId {
+    dsh_protocol::SessionId::new(&*id.0)
+}
+
 /// Prompt blocks → user content.
 ///
 /// # Errors

@@ -291,7 +291,7 @@ pub(super) fn fork_session(
         let opened = spawned(async move {
             agent
                 .fork_session(
-                    &request.session_id.0,
+                    &convert::session_id(&request.session_id),
                     &request.cwd,
                     &request.additional_directories,
                     mcp,
@@ -321,7 +321,7 @@ pub(super) fn load_session(
     let opening = ctx.opening(&cx);
     let sink: Arc<dyn Frontend> = Arc::new(ctx.sink(&cx, &request.session_id));
     cx.spawn(async move {
-        let id = request.session_id.0.to_string();
+        let id = convert::session_id(&request.session_id);
         let loaded = spawned(async move { agent.load_session(&id, mcp, sink).await }).await;
         answer_opened(loaded, responder, &opening, |_, modes, options| {
             LoadSessionResponse::new()
@@ -344,7 +344,7 @@ pub(super) fn resume_session(
     let agent = ctx.agent.clone();
     let opening = ctx.opening(&cx);
     cx.spawn(async move {
-        let id = request.session_id.0.to_string();
+        let id = convert::session_id(&request.session_id);
         let resumed = spawned(async move { agent.resume_session(&id, mcp).await }).await;
         answer_opened(resumed, responder, &opening, |_, modes, options| {
             ResumeSessionResponse::new()
@@ -404,7 +404,7 @@ pub(super) fn close_session(
 ) -> Result<(), Error> {
     let agent = ctx.agent.clone();
     cx.spawn(async move {
-        let id = request.session_id.0.to_string();
+        let id = convert::session_id(&request.session_id);
         match spawned(async move { agent.close_session(&id).await }).await {
             Ok(()) => responder.respond(CloseSessionResponse::new()),
             Err(error) => responder.respond_with_error(to_acp(&error)),
@@ -420,7 +420,7 @@ pub(super) fn delete_session(
 ) -> Result<(), Error> {
     let agent = ctx.agent.clone();
     cx.spawn(async move {
-        let id = request.session_id.0.to_string();
+        let id = convert::session_id(&request.session_id);
         match spawned(async move { agent.delete_session(&id).await }).await {
             Ok(()) => responder.respond(DeleteSessionResponse::new()),
             Err(error) => responder.respond_with_error(to_acp(&error)),
@@ -448,8 +448,12 @@ pub(super) fn set_config_option(
     };
     let sink = ctx.sink(&cx, &request.session_id);
     match guard(|| {
-        ctx.agent
-            .set_config_option(&request.session_id.0, &request.config_id.0, &value, &sink)
+        ctx.agent.set_config_option(
+            &convert::session_id(&request.session_id),
+            &request.config_id.0,
+            &value,
+            &sink,
+        )
     }) {
         Ok(options) => responder.respond(SetSessionConfigOptionResponse::new(
             convert::config_options(options, ctx.caps().boolean_config),
@@ -466,8 +470,12 @@ pub(super) fn set_mode(
 ) -> Result<(), Error> {
     let sink = ctx.sink(&cx, &request.session_id);
     match guard(|| {
-        ctx.agent
-            .set_config_option(&request.session_id.0, "mode", &request.mode_id.0, &sink)
+        ctx.agent.set_config_option(
+            &convert::session_id(&request.session_id),
+            "mode",
+            &request.mode_id.0,
+            &sink,
+        )
     }) {
         Ok(_) => responder.respond(SetSessionModeResponse::new()),
         Err(error) => responder.respond_with_error(to_acp(&error)),
@@ -492,18 +500,18 @@ pub(super) fn prompt(
     // behind this request finds it (running, queued or steered).
     let sink = ctx.sink(&cx, &request.session_id);
     let submitted = match ctx.agent.submit(
-        &request.session_id.0,
+        &convert::session_id(&request.session_id),
         content,
         delivery,
-        std::sync::Arc::new(sink),
+        crate::session::Subscriber::new(std::sync::Arc::new(sink)),
         Box::new(|| {}),
     ) {
         Ok(submitted) => submitted,
         Err(error) => return responder.respond_with_error(to_acp(&error)),
     };
-    let cancel = submitted.cancel;
+    let cancel = submitted.cancel.clone();
     let request_cancelled = responder.cancellation();
-    let mut work = tokio::spawn(submitted.done);
+    let mut work = tokio::spawn(submitted.run());
     cx.spawn(async move {
         let joined = tokio::select! {
             joined = &mut work => joined,
@@ -523,6 +531,7 @@ pub(super) fn prompt(
 }
 
 pub(super) fn cancel(ctx: &Ctx, notification: CancelNotification) -> Result<(), Error> {
-    ctx.agent.cancel(&notification.session_id.0);
+    ctx.agent
+        .cancel(&convert::session_id(&notification.session_id));
     Ok(())
 }

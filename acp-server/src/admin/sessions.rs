@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use dsh_protocol::log::EventData;
 use dsh_protocol::tool::ToolStatus;
-use dsh_protocol::UserContent;
+use dsh_protocol::{SessionId, UserContent};
 
 use crate::agent::Agent;
 use crate::store::SessionStore;
@@ -248,7 +248,7 @@ pub async fn delete(agent: &Arc<Agent>, given: &str, out: &mut dyn Write) -> u8 
             return 1;
         }
     };
-    match agent.delete_session(&id).await {
+    match agent.delete_session(&SessionId::new(id.as_str())).await {
         Ok(()) => {
             let _ = writeln!(out, "deleted session {id}");
             0

@@ -22,7 +22,7 @@ impl Agent {
     /// credential, unwritable store.
     pub async fn fork_session(
         &self,
-        parent: &str,
+        parent: &SessionId,
         cwd: &Path,
         extra_roots: &[PathBuf],
         mcp: Vec<McpServerConfig>,
@@ -31,7 +31,7 @@ impl Agent {
         let mut header = crate::session::new_header(cwd, roots);
         header.mcp_servers = crate::mcp::recorded(&mcp);
         let live = self.live(parent);
-        let (store, parent) = (self.store.clone(), SessionId::new(parent.to_owned()));
+        let (store, parent) = (self.store.clone(), parent.clone());
         let id = blocking(move || match live {
             Some(session) => session.fork_into(header),
             None => {
@@ -49,7 +49,7 @@ impl Agent {
         .await?;
         // Opened as any stored session is: folded from its log (a fork that
         // cannot be opened is removed).
-        let session = match self.open(id.as_str(), None).await {
+        let session = match self.open(&id, None).await {
             Ok(session) => session,
             Err(error) => {
                 let store = self.store.clone();
@@ -64,11 +64,11 @@ impl Agent {
     ///
     /// # Errors
     /// Unknown or unreadable session.
-    pub async fn stored_cwd(&self, id: &str) -> Result<PathBuf, AgentError> {
+    pub async fn stored_cwd(&self, id: &SessionId) -> Result<PathBuf, AgentError> {
         if let Some(session) = self.live(id) {
             return Ok(PathBuf::from(&session.header.cwd));
         }
-        let (store, key) = (self.store.clone(), id.to_owned());
+        let (store, key) = (self.store.clone(), id.to_string());
         blocking(move || Ok(PathBuf::from(&store.read(&key, None)?.header.cwd))).await
     }
 }

@@ -55,7 +55,10 @@ pub(super) async fn run(
                 _ => return Ok(stop),
             }
         };
-        if stop == StopReason::EndTurn && !ticket.cancel.is_cancelled() && session.has_waiting() {
+        if stop == StopReason::EndTurn
+            && !ticket.cancel.is_cancelled()
+            && session.has_waiting().await
+        {
             tracing::info!(goal = %goal.id, "goal rounds give way to a waiting prompt");
             return Ok(stop);
         }

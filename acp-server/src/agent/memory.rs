@@ -7,6 +7,7 @@ use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
 use dsh_protocol::model::ChatMessage;
+use dsh_protocol::SessionId;
 
 use super::Agent;
 use crate::error::AgentError;
@@ -42,7 +43,7 @@ impl Agent {
                 let Some(agent) = agent.upgrade() else {
                     return;
                 };
-                agent.evict_idle(idle);
+                agent.evict_idle(idle).await;
             }
         });
     }
@@ -54,7 +55,7 @@ impl Agent {
     /// their table) are swept too. The
     /// eviction task calls it every `idle / 4` (1–15 s); tests call it to
     /// force an eviction. How many histories were dropped.
-    pub fn evict_idle(&self, idle: Duration) -> usize {
+    pub async fn evict_idle(&self, idle: Duration) -> usize {
         let mut sessions: Vec<Arc<Session>> = self.sessions().values().cloned().collect();
         let mut below = 0;
         while below < sessions.len() {
@@ -62,10 +63,10 @@ impl Agent {
             sessions.extend(kept);
             below += 1;
         }
-        let evicted = sessions
-            .iter()
-            .filter(|session| session.evict_idle_history(idle))
-            .count();
+        let mut evicted = 0;
+        for session in &sessions {
+            evicted += usize::from(session.evict_idle_history(idle).await);
+        }
         if evicted > 0 {
             tracing::debug!(evicted, "idle sessions' histories evicted");
             self.give_back_memory(true);
@@ -95,7 +96,7 @@ impl Agent {
     ///
     /// # Errors
     /// The session is not open, or its log cannot be read.
-    pub async fn history(&self, id: &str) -> Result<Vec<ChatMessage>, AgentError> {
+    pub async fn history(&self, id: &SessionId) -> Result<Vec<ChatMessage>, AgentError> {
         self.session(id)?.history().await
     }
 }

@@ -12,9 +12,11 @@ mod fork;
 mod goal_rounds;
 mod listing;
 mod memory;
+mod prompts;
 pub(crate) mod wakeups;
 
 pub use listing::{SessionListing, SessionPage};
+pub use prompts::{Admitted, Submitted};
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -22,7 +24,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use dsh_protocol::log::{EventData, StopReason};
+use dsh_protocol::log::EventData;
 use dsh_protocol::{SessionId, UserContent};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -33,7 +35,7 @@ use crate::frontend::Frontend;
 use crate::mcp::{McpHub, McpServerConfig};
 use crate::model::Provider;
 use crate::session::state::SessionState;
-use crate::session::{Admission, PromptDelivery, Session, TurnTicket, Waited};
+use crate::session::Session;
 use crate::settings::Settings;
 use crate::store::SessionStore;
 use crate::update::ConfigOption;
@@ -43,16 +45,6 @@ use dsh_protocol::Mode;
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
 /// How long shutdown waits for every session, all together.
 const SHUTDOWN_BUDGET: Duration = Duration::from_secs(2);
-
-/// A submitted prompt ([`Agent::submit`]).
-pub struct Submitted {
-    /// Cancels it, waiting or running (the request's own cancel).
-    pub cancel: CancellationToken,
-    /// It waits behind a running turn (queued, or steered into it).
-    pub waiting: bool,
-    /// Waits for its turn and runs it: the stop reason.
-    pub done: futures::future::BoxFuture<'static, Result<StopReason, AgentError>>,
-}
 
 /// A session a front end opened.
 pub struct Opened {
@@ -257,8 +249,13 @@ impl Agent {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn live(&self, id: &str) -> Option<Arc<Session>> {
+    fn live(&self, id: &SessionId) -> Option<Arc<Session>> {
         self.sessions().get(id).cloned()
+    }
+
+    /// Every session open here (subagents aside), in no order.
+    pub fn live_sessions(&self) -> Vec<Arc<Session>> {
+        self.sessions().values().cloned().collect()
     }
 
     /// `logout`: removes the key `dsh login` stored.
@@ -279,9 +276,9 @@ impl Agent {
     ///
     /// # Errors
     /// `session.not_found` when the session is not open in this process.
-    pub fn session(&self, id: &str) -> Result<Arc<Session>, AgentError> {
+    pub fn session(&self, id: &SessionId) -> Result<Arc<Session>, AgentError> {
         self.live(id)
-            .ok_or_else(|| AgentError::SessionNotFound(id.to_owned()))
+            .ok_or_else(|| AgentError::SessionNotFound(id.to_string()))
     }
 
     /// `session/new`: creates the session's log, then starts its MCP
@@ -345,7 +342,7 @@ impl Agent {
     /// first, read from its log a line at a time as they are sent.
     async fn open(
         &self,
-        id: &str,
+        id: &SessionId,
         replay: Option<Arc<dyn Frontend>>,
     ) -> Result<Arc<Session>, AgentError> {
         let config = self.ready().await?;
@@ -353,7 +350,7 @@ impl Agent {
             return self.reopen(session, replay).await;
         }
         let store = self.store.clone();
-        let key = id.to_owned();
+        let key = id.to_string();
         let out = replay.clone();
         let restored = config.clone();
         let opened = blocking(move || {
@@ -430,7 +427,7 @@ impl Agent {
     /// Unknown session, unreadable or locked log, a prompt already running.
     pub async fn load_session(
         &self,
-        id: &str,
+        id: &SessionId,
         mcp: Vec<McpServerConfig>,
         out: Arc<dyn Frontend>,
     ) -> Result<Opened, AgentError> {
@@ -449,7 +446,7 @@ impl Agent {
     /// Unknown session, unreadable or locked log.
     pub async fn resume_session(
         &self,
-        id: &str,
+        id: &SessionId,
         mcp: Vec<McpServerConfig>,
     ) -> Result<Opened, AgentError> {
         async {
@@ -469,7 +466,7 @@ impl Agent {
     /// The session is not open, or its log cannot be read.
     pub async fn read_events(
         &self,
-        id: &str,
+        id: &SessionId,
         from: u64,
         out: tokio::sync::mpsc::Sender<dsh_protocol::log::Event>,
     ) -> Result<(), AgentError> {
@@ -486,11 +483,11 @@ impl Agent {
     ///
     /// # Errors
     /// The session is not open.
-    pub async fn close_session(&self, id: &str) -> Result<(), AgentError> {
+    pub async fn close_session(&self, id: &SessionId) -> Result<(), AgentError> {
         let session = self
             .sessions()
             .remove(id)
-            .ok_or_else(|| AgentError::SessionNotFound(id.to_owned()))?;
+            .ok_or_else(|| AgentError::SessionNotFound(id.to_string()))?;
         session
             .close(CLOSE_GRACE)
             .instrument(tracing::info_span!("session", session = %id))
@@ -506,13 +503,13 @@ impl Agent {
     ///
     /// # Errors
     /// Unknown or locked session, or the file cannot be removed.
-    pub async fn delete_session(&self, id: &str) -> Result<(), AgentError> {
-        self.store.path(id)?;
+    pub async fn delete_session(&self, id: &SessionId) -> Result<(), AgentError> {
+        self.store.path(id.as_str())?;
         if self.live(id).is_some() {
             self.close_session(id).await?;
         }
         let (store, home) = (self.store.clone(), self.config.home.clone());
-        let id = id.to_owned();
+        let id = id.to_string();
         blocking(move || {
             store.delete(&id)?;
             crate::checkpoint::Store::new(&home, &id).remove();
@@ -556,7 +553,7 @@ impl Agent {
     /// Unknown session, option or value.
     pub fn set_config_option(
         &self,
-        id: &str,
+        id: &SessionId,
         key: &str,
         value: &str,
         out: &dyn Frontend,
@@ -572,120 +569,6 @@ impl Agent {
             out,
         )?;
         Ok(session.options())
-    }
-
-    /// Reserves the session for one prompt. Call this before spawning the
-    /// turn so a `session/cancel` that follows at once finds the token.
-    ///
-    /// # Errors
-    /// Unknown or busy session.
-    pub fn begin_prompt(&self, id: &str) -> Result<TurnTicket, AgentError> {
-        self.check_config()?;
-        let session = self.session(id)?;
-        let ticket = session.begin_turn()?;
-        // Only a prompt that runs is the user's input (a refused one is not).
-        session.wakeups.user_input();
-        Ok(ticket)
-    }
-
-    /// Submits a prompt the way every front end that queues does: it runs
-    /// now, waits in line behind the running turn, or (`Steer`) joins that
-    /// turn ([`crate::session::inbox`]). The admission happens here, inside
-    /// the caller's dispatch loop (so a `session/cancel` right behind the
-    /// request finds it); the returned future waits and runs, and resolves
-    /// to the prompt's stop reason (a steer: its turn's). `on_start` is
-    /// called when the prompt's own turn starts (never for a steer the
-    /// running turn takes in, nor for a prompt cancelled in line).
-    ///
-    /// # Errors
-    /// Unknown session, bad content, or a full line (`session.busy`).
-    pub fn submit(
-        self: &Arc<Self>,
-        id: &str,
-        content: Vec<UserContent>,
-        delivery: PromptDelivery,
-        frontend: Arc<dyn Frontend>,
-        on_start: Box<dyn FnOnce() + Send>,
-    ) -> Result<Submitted, AgentError> {
-        self.check_config()?;
-        self.check_prompt(&content)?;
-        let session = self.session(id)?;
-        session.wakeups.user_input();
-        // A slash command is never steered: it is a turn of its own.
-        let steer = (delivery == PromptDelivery::Steer
-            && crate::context::commands::parse(&content).is_none())
-        .then(|| content.clone());
-        let agent = self.clone();
-        Ok(match session.admit(steer)? {
-            Admission::Now(ticket) => Submitted {
-                cancel: ticket.cancel_token(),
-                waiting: false,
-                done: Box::pin(async move {
-                    on_start();
-                    agent.prompt(ticket, content, frontend).await
-                }),
-            },
-            Admission::Waiting(waiting) => Submitted {
-                cancel: waiting.cancel_token(),
-                waiting: true,
-                done: Box::pin(async move {
-                    match waiting.wait().await {
-                        // Cancelled as the turn came: it passes on.
-                        Waited::Turn(ticket) if ticket.cancel.is_cancelled() => {
-                            goal_rounds::stop_before(&ticket, "the turn was cancelled", &*frontend);
-                            Ok(StopReason::Cancelled)
-                        }
-                        Waited::Turn(ticket) => {
-                            on_start();
-                            agent.prompt(ticket, content, frontend).await
-                        }
-                        Waited::Joined(outcome) => outcome.map_err(AgentError::Joined),
-                        Waited::Cancelled => Ok(StopReason::Cancelled),
-                    }
-                }),
-            },
-        })
-    }
-
-    /// Runs one prompt to completion. The ticket's token cancels it.
-    ///
-    /// # Errors
-    /// Invalid content, no credential, a log write failure, or a model
-    /// failure (after the partial reply was logged and `turn/end`
-    /// recorded).
-    pub async fn prompt(
-        &self,
-        ticket: TurnTicket,
-        content: Vec<UserContent>,
-        frontend: Arc<dyn Frontend>,
-    ) -> Result<StopReason, AgentError> {
-        if let Err(error) = self.check_prompt(&content) {
-            goal_rounds::stop_before(&ticket, "the prompt was refused", &*frontend);
-            return Err(error);
-        }
-        ticket.session.set_outlet(frontend.clone());
-        let frontend = &*frontend;
-        if let Err(error) = self.require_credential().await {
-            goal_rounds::stop_before(&ticket, "no model credential", frontend);
-            return Err(error);
-        }
-        let provider = self
-            .provider
-            .clone()
-            .ok_or_else(|| AgentError::Internal("no model provider".to_owned()))?;
-        let stop = crate::turn::run(&ticket, provider.clone(), content, frontend).await;
-        // An active goal goes on in rounds, inside this prompt.
-        let stop = goal_rounds::run(&ticket, &provider, stop, frontend).await;
-        self.give_back_memory(false);
-        stop
-    }
-
-    /// `session/cancel`: cancels the running turn, if any. Idempotent; an
-    /// idle or unknown session is a no-op.
-    pub fn cancel(&self, id: &str) {
-        if let Some(session) = self.live(id) {
-            session.cancel_turn();
-        }
     }
 
     /// Validates prompt content (image types and sizes).

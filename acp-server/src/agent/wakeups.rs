@@ -4,19 +4,16 @@
 //! (the SDK's `sdk/hub/wakeup.rs`, `dsh run`'s `run/wakeups.rs`), which
 //! runs the turn with [`Agent::wake`].
 
-use std::sync::Arc;
-
 use dsh_protocol::log::StopReason;
 use dsh_protocol::UserContent;
 
 use super::Agent;
 use crate::error::AgentError;
-use crate::frontend::Frontend;
-use crate::session::TurnTicket;
+use crate::session::{Subscriber, TurnTicket};
 
 impl Agent {
     /// Runs a wake-up turn (its `user/message` has source `wakeup`)
-    /// reporting to `frontend`, which becomes the session's outlet.
+    /// reporting to `frontend`, which becomes the session's prompter.
     ///
     /// # Errors
     /// As [`Agent::prompt`]'s.
@@ -24,9 +21,10 @@ impl Agent {
         &self,
         ticket: TurnTicket,
         content: Vec<UserContent>,
-        frontend: Arc<dyn Frontend>,
+        frontend: Subscriber,
     ) -> Result<StopReason, AgentError> {
-        ticket.session.set_outlet(frontend.clone());
+        ticket.session.set_prompter(frontend.clone());
+        let frontend = frontend.frontend();
         self.require_credential().await?;
         let provider = self
             .provider
@@ -36,7 +34,7 @@ impl Agent {
             &ticket,
             provider,
             content,
-            &*frontend,
+            &**frontend,
             dsh_protocol::log::MessageSource::Wakeup,
         )
         .await;

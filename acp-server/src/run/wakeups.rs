@@ -46,7 +46,7 @@ impl RunWakeups {
     /// The session is not open.
     pub(super) fn install(
         agent: &Agent,
-        id: &str,
+        id: &dsh_protocol::SessionId,
         frontend: &Arc<RunFrontend>,
         args: &RunArgs,
     ) -> Result<RunWakeups, AgentError> {
@@ -125,7 +125,11 @@ pub(super) async fn go_on(
             }
         };
         let cancel = wake.ticket.cancel_token();
-        let turn = agent.wake(wake.ticket, wake.content, run.frontend.clone());
+        let turn = agent.wake(
+            wake.ticket,
+            wake.content,
+            crate::session::Subscriber::new(run.frontend.clone()),
+        );
         tokio::pin!(turn);
         outcome = tokio::select! {
             outcome = &mut turn => outcome,

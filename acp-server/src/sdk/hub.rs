@@ -17,20 +17,19 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use dsh_protocol::log::StopReason;
 use dsh_protocol::question::QuestionAnswer;
-use dsh_protocol::UserContent;
-use futures::future::BoxFuture;
+use dsh_protocol::{SessionId, UserContent};
 use serde_json::value::RawValue;
 use tokio::sync::{broadcast, oneshot};
 
 use crate::agent::Agent;
 use crate::error::AgentError;
-use crate::frontend::{CommandLive, Delta, Frontend, Output, Transient};
 use crate::mcp::McpServerConfig;
 use crate::permission::{Answer, Approvals, Question};
-use crate::update::AgentUpdate;
+use crate::session::Subscriber;
 
 pub use super::item::{AskedCall, Item, OfferedOption, WakeMark};
 
+mod frontend;
 mod wakeup;
 
 /// A connection: 0 is stdio; WebSocket connections count from 1.
@@ -110,7 +109,9 @@ pub struct Snapshot {
 /// settings report to.
 pub struct SdkSession {
     /// Its id.
-    pub id: String,
+    pub id: SessionId,
+    /// The hub let it go (closed, deleted, orphaned): once.
+    forgotten: std::sync::atomic::AtomicBool,
     approvals: Mutex<Approvals>,
     tx: broadcast::Sender<Arc<Notice>>,
     last_seq: AtomicU64,
@@ -122,9 +123,10 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl SdkSession {
-    fn new(id: String, last_seq: u64) -> Arc<SdkSession> {
+    fn new(id: SessionId, last_seq: u64) -> Arc<SdkSession> {
         Arc::new(SdkSession {
             id,
+            forgotten: std::sync::atomic::AtomicBool::new(false),
             approvals: Mutex::new(Approvals::Never),
             tx: broadcast::channel(BROADCAST_CAPACITY).0,
             last_seq: AtomicU64::new(last_seq),
@@ -349,132 +351,6 @@ impl SdkSession {
     }
 }
 
-/// Removes an ask that was not answered when its turn stopped waiting.
-struct AskGuard<'a> {
-    session: &'a SdkSession,
-    id: String,
-}
-
-impl Drop for AskGuard<'_> {
-    fn drop(&mut self) {
-        lock(&self.session.live).asks.remove(&self.id);
-    }
-}
-
-impl Frontend for SdkSession {
-    fn emit(&self, output: Output<'_>) {
-        let (channel, text, call_id) = match output {
-            // Everything durable reaches subscribers as its logged event.
-            Output::Recorded { event, updates } => {
-                let mut live = lock(&self.live);
-                for update in updates {
-                    if let AgentUpdate::Usage {
-                        cost: Some(cost), ..
-                    } = update
-                    {
-                        live.cost = Some(cost);
-                    }
-                }
-                self.last_seq.fetch_max(event.seq, Ordering::AcqRel);
-                self.notify(&live, NoticeKind::Event(event.seq), &Item::Event { event });
-                // A goal's status: a goal round starts, or the goal changed.
-                if let dsh_protocol::log::EventData::GoalChange { change, goal } = &event.data {
-                    let item = Item::Goal {
-                        change: *change,
-                        goal,
-                    };
-                    self.notify(&live, NoticeKind::Goal(event.seq), &item);
-                }
-                return;
-            }
-            Output::Delta(Delta::Message(text, _)) => ("text", text, None),
-            Output::Delta(Delta::Thought(text, _)) => ("thought", text, None),
-            // A command's output as it comes (its result keeps the tail).
-            Output::Transient(Transient::Command {
-                call_id,
-                live: CommandLive::Output { delta, .. },
-            }) => ("output", delta, Some(call_id)),
-            // Subscribers replay from the log themselves, and see a call
-            // run from its events.
-            Output::Replayed(_) | Output::Transient(_) => return,
-        };
-        let live = lock(&self.live);
-        self.notify(
-            &live,
-            NoticeKind::Delta,
-            &Item::Delta {
-                channel,
-                text: &text,
-                call_id: call_id.as_ref(),
-            },
-        );
-    }
-
-    fn ask(&self, ask: crate::frontend::Ask) -> BoxFuture<'_, Answer> {
-        let approvals = *lock(&self.approvals);
-        if let Some(answer) = ask.standing_answer(approvals) {
-            tracing::info!(session = %self.id, call = %ask.call_id, answer = answer.id(), approvals = approvals.name(), "question answered by the session's approvals");
-            return Box::pin(std::future::ready(answer));
-        }
-        let (answer, answered) = oneshot::channel();
-        let id = {
-            let mut live = lock(&self.live);
-            live.next_ask += 1;
-            let id = match ask.question {
-                Question::User(_) => format!("question-{}", live.next_ask),
-                Question::Permission(_) | Question::Plan => format!("perm-{}", live.next_ask),
-            };
-            let tool_call = AskedCall {
-                call_id: &ask.call_id,
-                title: &ask.title,
-                kind: ask.kind,
-                raw_input: &ask.raw_input,
-                locations: &ask.locations,
-                content: &ask.content,
-            };
-            let item = match &ask.question {
-                Question::User(questions) => Item::Question {
-                    request_id: &id,
-                    tool_call,
-                    questions,
-                },
-                Question::Permission(_) | Question::Plan => Item::Permission {
-                    request_id: &id,
-                    question: ask.question.kind(),
-                    tool_call,
-                    options: ask
-                        .question
-                        .options()
-                        .into_iter()
-                        .map(|option| OfferedOption {
-                            option_id: option.id,
-                            label: option.label,
-                            kind: option.hint.as_str(),
-                        })
-                        .collect(),
-                },
-            };
-            let notice = self.notify(&live, NoticeKind::Ask(id.clone()), &item);
-            let conn = live.running.as_ref().map_or(0, |run| run.conn);
-            live.asks.insert(
-                id.clone(),
-                Ask {
-                    conn,
-                    question: ask.question,
-                    notice,
-                    answer,
-                },
-            );
-            id
-        };
-        Box::pin(async move {
-            let _guard = AskGuard { session: self, id };
-            // A dropped sender (session closed) is no answer: denied.
-            answered.await.unwrap_or(Answer::Unavailable)
-        })
-    }
-}
-
 /// `session/new`'s and `session/resume`'s settings.
 #[derive(Debug, Default)]
 pub struct Opening {
@@ -490,11 +366,11 @@ pub struct Opening {
     pub mcp_servers: Vec<McpServerConfig>,
 }
 
-/// Every live SDK session.
+/// What the SDK serves: the agent's live sessions, each with its SDK
+/// subscriber ([`SdkSession`], kept by the session itself).
 pub struct Hub {
     /// The agent core.
     pub agent: Arc<Agent>,
-    sessions: Mutex<HashMap<String, Arc<SdkSession>>>,
     /// Cancelled by `shutdown`.
     pub stop: tokio_util::sync::CancellationToken,
     /// The running prompts.
@@ -506,27 +382,45 @@ impl Hub {
     pub fn new(agent: Arc<Agent>) -> Arc<Hub> {
         Arc::new(Hub {
             agent,
-            sessions: Mutex::new(HashMap::new()),
             stop: tokio_util::sync::CancellationToken::new(),
             tasks: tokio_util::task::TaskTracker::new(),
         })
     }
 
-    fn live(&self, id: &str) -> Option<Arc<SdkSession>> {
-        lock(&self.sessions).get(id).cloned()
+    /// The live session's SDK subscriber, if the SDK serves it.
+    async fn live(&self, id: &SessionId) -> Option<Arc<SdkSession>> {
+        let core = self.agent.session(id).ok()?;
+        core.subscriber::<SdkSession>().await
     }
 
-    fn adopt(&self, id: &str, conn: ConnId) -> Result<Arc<SdkSession>, AgentError> {
+    /// Every live session's SDK subscriber.
+    async fn every_live(&self) -> Vec<Arc<SdkSession>> {
+        let mut all = Vec::new();
+        for core in self.agent.live_sessions() {
+            all.extend(core.subscriber::<SdkSession>().await);
+        }
+        all
+    }
+
+    /// The session's SDK subscriber, made (with its waker) the first time.
+    async fn adopt(&self, id: &SessionId, conn: ConnId) -> Result<Arc<SdkSession>, AgentError> {
         let core = self.agent.session(id)?;
-        let last_seq = core.last_seq();
-        let session = lock(&self.sessions)
-            .entry(id.to_owned())
-            .or_insert_with(|| {
-                let session = SdkSession::new(id.to_owned(), last_seq);
-                wakeup::install(self, &core, &session);
+        let made = {
+            let (core, agent, tasks) = (
+                core.clone(),
+                Arc::downgrade(&self.agent),
+                self.tasks.clone(),
+            );
+            move || {
+                let session = SdkSession::new(core.id.clone(), core.last_seq());
+                wakeup::install(agent, tasks, &core, &session);
                 session
-            })
-            .clone();
+            }
+        };
+        let session = core
+            .attach(made)
+            .await
+            .ok_or_else(|| AgentError::SessionClosed(id.to_string()))?;
         lock(&session.live).holders.insert(conn);
         Ok(session)
     }
@@ -548,6 +442,7 @@ impl Hub {
             .new_session(&cwd, &[], opening.mcp_servers)
             .await?;
         self.settle(opened, opening.approvals, &settings, conn)
+            .await
     }
 
     /// `session/resume`: opens a stored session (or finds the live one)
@@ -557,13 +452,14 @@ impl Hub {
     /// As the agent's, and bad settings.
     pub async fn resume(
         &self,
-        id: &str,
+        id: &SessionId,
         opening: Opening,
         conn: ConnId,
     ) -> Result<Arc<SdkSession>, AgentError> {
         let settings = self.check(&opening).await?;
         let opened = self.agent.resume_session(id, opening.mcp_servers).await?;
         self.settle(opened, opening.approvals, &settings, conn)
+            .await
     }
 
     /// `session/fork`: a new session with `parent`'s history up to its
@@ -573,7 +469,7 @@ impl Hub {
     /// As the agent's, and bad settings.
     pub async fn fork(
         &self,
-        parent: &str,
+        parent: &SessionId,
         cwd: Option<PathBuf>,
         opening: Opening,
         conn: ConnId,
@@ -588,6 +484,7 @@ impl Hub {
             .fork_session(parent, &cwd, &[], opening.mcp_servers)
             .await?;
         self.settle(opened, opening.approvals, &settings, conn)
+            .await
     }
 
     /// The settings to record, validated.
@@ -609,7 +506,7 @@ impl Hub {
         Ok(settings)
     }
 
-    fn settle(
+    async fn settle(
         &self,
         opened: crate::agent::Opened,
         approvals: Approvals,
@@ -619,8 +516,8 @@ impl Hub {
         for notice in &opened.notices {
             tracing::warn!(session = %opened.session.id, "{notice}");
         }
-        let id = opened.session.id.to_string();
-        let session = self.adopt(&id, conn)?;
+        let id = opened.session.id.clone();
+        let session = self.adopt(&id, conn).await?;
         session.set_approvals(approvals);
         for (key, value) in settings {
             self.agent.set_config_option(&id, key, value, &*session)?;
@@ -633,10 +530,9 @@ impl Hub {
     ///
     /// # Errors
     /// Unknown, unreadable or locked session.
-    pub async fn open(&self, id: &str, conn: ConnId) -> Result<Arc<SdkSession>, AgentError> {
-        if let Some(session) = self.live(id) {
-            lock(&session.live).holders.insert(conn);
-            return Ok(session);
+    pub async fn open(&self, id: &SessionId, conn: ConnId) -> Result<Arc<SdkSession>, AgentError> {
+        if self.agent.session(id).is_ok() {
+            return self.adopt(id, conn).await;
         }
         self.resume(id, Opening::default(), conn).await
     }
@@ -653,7 +549,7 @@ impl Hub {
     /// Unknown session, bad content, a full line.
     pub async fn prompt(
         self: &Arc<Self>,
-        id: &str,
+        id: &SessionId,
         content: Vec<UserContent>,
         delivery: crate::session::PromptDelivery,
         conn: ConnId,
@@ -672,7 +568,15 @@ impl Hub {
         };
         let submitted = self
             .agent
-            .submit(id, content, delivery, session.clone(), on_start)?;
+            .submit(
+                id,
+                content,
+                delivery,
+                Subscriber::new(session.clone()),
+                on_start,
+            )?
+            .admitted()
+            .await?;
         if submitted.waiting {
             session.waiting(&message_id, delivery);
         }
@@ -698,9 +602,9 @@ impl Hub {
     }
 
     /// `session/interrupt`: cancels the turn; its open asks are cancelled.
-    pub fn interrupt(&self, id: &str) {
+    pub async fn interrupt(&self, id: &SessionId) {
         self.agent.cancel(id);
-        if let Some(session) = self.live(id) {
+        if let Some(session) = self.live(id).await {
             session.deny_asks(None, Answer::Cancelled);
         }
     }
@@ -709,9 +613,15 @@ impl Hub {
     ///
     /// # Errors
     /// Unknown session or ask, or an option that was not offered.
-    pub fn respond(&self, id: &str, request_id: &str, option_id: &str) -> Result<(), AgentError> {
+    pub async fn respond(
+        &self,
+        id: &SessionId,
+        request_id: &str,
+        option_id: &str,
+    ) -> Result<(), AgentError> {
         self.live(id)
-            .ok_or_else(|| AgentError::SessionNotFound(id.to_owned()))?
+            .await
+            .ok_or_else(|| AgentError::SessionNotFound(id.to_string()))?
             .respond(request_id, option_id)
     }
 
@@ -719,14 +629,15 @@ impl Hub {
     ///
     /// # Errors
     /// Unknown session or question, or answers that fit no question.
-    pub fn answer(
+    pub async fn answer(
         &self,
-        id: &str,
+        id: &SessionId,
         request_id: &str,
         answers: Vec<QuestionAnswer>,
     ) -> Result<(), AgentError> {
         self.live(id)
-            .ok_or_else(|| AgentError::SessionNotFound(id.to_owned()))?
+            .await
+            .ok_or_else(|| AgentError::SessionNotFound(id.to_string()))?
             .answer(request_id, answers)
     }
 
@@ -734,14 +645,13 @@ impl Hub {
     ///
     /// # Errors
     /// The session is not open.
-    pub async fn close(&self, id: &str) -> Result<(), AgentError> {
-        let known = self.live(id).is_some();
-        let closed = self.agent.close_session(id).await;
-        self.forget(id).await;
-        if known {
-            Ok(())
-        } else {
-            closed
+    pub async fn close(&self, id: &SessionId) -> Result<(), AgentError> {
+        match self.live(id).await {
+            Some(session) => {
+                self.forget(&session).await;
+                Ok(())
+            }
+            None => self.agent.close_session(id).await,
         }
     }
 
@@ -749,29 +659,28 @@ impl Hub {
     ///
     /// # Errors
     /// As the agent's.
-    pub async fn delete(&self, id: &str) -> Result<(), AgentError> {
-        self.forget(id).await;
+    pub async fn delete(&self, id: &SessionId) -> Result<(), AgentError> {
+        if let Some(session) = self.live(id).await {
+            self.forget(&session).await;
+        }
         self.agent.delete_session(id).await
     }
 
-    /// Drops the SDK's side of a session (after the agent closed it, or
-    /// to close it): asks denied, subscribers told and let go.
-    async fn forget(&self, id: &str) {
-        let removed = lock(&self.sessions).remove(id);
-        if let Some(session) = removed {
-            session.deny_asks(None, Answer::Unavailable);
-            if self.agent.session(id).is_ok() {
-                let _ = self.agent.close_session(id).await;
-            }
-            session.closed();
+    /// Lets a session go (to close it): asks denied, the core session
+    /// closed (its subscriber goes with it), subscribers told. Once.
+    async fn forget(&self, session: &Arc<SdkSession>) {
+        if session.forgotten.swap(true, Ordering::AcqRel) {
+            return;
         }
+        session.deny_asks(None, Answer::Unavailable);
+        let _ = self.agent.close_session(&session.id).await;
+        session.closed();
     }
 
     /// A connection went away: the asks of prompts it sent are denied, and
     /// sessions nobody holds any more are closed (they stay resumable).
     pub async fn disconnected(&self, conn: ConnId) {
-        let sessions: Vec<Arc<SdkSession>> = lock(&self.sessions).values().cloned().collect();
-        for session in sessions {
+        for session in self.every_live().await {
             session.deny_asks(Some(conn), Answer::Unavailable);
             let orphaned = {
                 let mut live = lock(&session.live);
@@ -779,15 +688,16 @@ impl Hub {
             };
             if orphaned {
                 tracing::info!(session = %session.id, conn, "closing a session no connection holds");
-                self.forget(&session.id).await;
+                self.forget(&session).await;
             }
         }
     }
 
     /// Stops every session (shutdown, stdin's end).
     pub async fn shutdown(&self) {
-        let sessions: Vec<Arc<SdkSession>> = lock(&self.sessions).drain().map(|(_, s)| s).collect();
+        let sessions = self.every_live().await;
         for session in &sessions {
+            session.forgotten.store(true, Ordering::Release);
             session.deny_asks(None, Answer::Unavailable);
         }
         self.agent.shutdown().await;

@@ -16,7 +16,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use dsh_protocol::UserContent;
+use dsh_protocol::{SessionId, UserContent};
 use jsonrpsee::server::ConnectionId;
 use jsonrpsee::types::{ErrorObjectOwned, Params};
 use jsonrpsee::{Extensions, RpcModule};
@@ -141,7 +141,7 @@ struct OpenParams {
     #[serde(default)]
     cwd: Option<PathBuf>,
     #[serde(default)]
-    session_id: Option<String>,
+    session_id: Option<SessionId>,
     #[serde(default)]
     model: Option<String>,
     #[serde(default)]
@@ -228,13 +228,13 @@ impl OpenParams {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct SessionParams {
-    session_id: String,
+    session_id: SessionId,
 }
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct SubscribeParams {
-    session_id: String,
+    session_id: SessionId,
     #[serde(default)]
     from_seq: Option<u64>,
 }
@@ -242,7 +242,7 @@ struct SubscribeParams {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct PromptParams {
-    session_id: String,
+    session_id: SessionId,
     #[serde(default)]
     text: Option<String>,
     #[serde(default)]
@@ -255,7 +255,7 @@ struct PromptParams {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct RespondParams {
-    session_id: String,
+    session_id: SessionId,
     request_id: String,
     option_id: String,
 }
@@ -263,7 +263,7 @@ struct RespondParams {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct AnswerParams {
-    session_id: String,
+    session_id: SessionId,
     request_id: String,
     answers: Vec<AnswerItem>,
 }
@@ -414,23 +414,25 @@ fn register(module: &mut RpcModule<Hub>) -> Result<(), jsonrpsee::core::Register
                 .map(|message_id| json!({ "messageId": message_id })),
         )
     })?;
-    module.register_method("session/interrupt", |params, hub, _ext| -> Answer {
+    module.register_async_method("session/interrupt", |params, hub, _ext| async move {
         let params: SessionParams = parse(&params)?;
-        hub.interrupt(&params.session_id);
-        Ok(json!({}))
+        hub.interrupt(&params.session_id).await;
+        Ok::<_, ErrorObjectOwned>(json!({}))
     })?;
-    module.register_method("session/respond", |params, hub, _ext| -> Answer {
+    module.register_async_method("session/respond", |params, hub, _ext| async move {
         let params: RespondParams = parse(&params)?;
         answer(
             hub.respond(&params.session_id, &params.request_id, &params.option_id)
+                .await
                 .map(|()| json!({})),
         )
     })?;
-    module.register_method("session/answer", |params, hub, _ext| -> Answer {
+    module.register_async_method("session/answer", |params, hub, _ext| async move {
         let params: AnswerParams = parse(&params)?;
         let answers = params.answers.into_iter().map(Into::into).collect();
         answer(
             hub.answer(&params.session_id, &params.request_id, answers)
+                .await
                 .map(|()| json!({})),
         )
     })?;

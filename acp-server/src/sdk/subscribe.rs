@@ -14,6 +14,7 @@
 
 use std::sync::Arc;
 
+use dsh_protocol::SessionId;
 use jsonrpsee::{PendingSubscriptionSink, SubscriptionSink};
 use tokio::sync::broadcast::error::RecvError;
 
@@ -111,7 +112,7 @@ impl Feed {
 /// away, or the session closes.
 pub(super) async fn serve(
     hub: Arc<Hub>,
-    session_id: String,
+    session_id: SessionId,
     from_seq: Option<u64>,
     pending: PendingSubscriptionSink,
     conn: ConnId,

@@ -226,15 +226,11 @@ impl Session {
     /// Cancels the running turn of `target`, leaving the prompts waiting
     /// for it in line (`interrupt_agent`; [`Session::cancel_turn`] empties
     /// the line too). Whether a turn ran.
-    pub(crate) fn interrupt_turn(&self) -> bool {
-        let _inbox = lock(&self.inbox);
-        match lock(&self.turn_cancel).as_ref() {
-            Some(token) if !token.is_cancelled() => {
-                token.cancel();
-                true
-            }
-            _ => false,
-        }
+    pub(crate) async fn interrupt_turn(&self) -> bool {
+        self.mailbox
+            .ask(super::owner::Command::Interrupt)
+            .await
+            .unwrap_or(false)
     }
 
     /// Stops the session and its continuable children's trees: each
@@ -281,8 +277,8 @@ mod tests {
     use super::super::scratch::Scratch;
     use super::*;
 
-    #[test]
-    fn a_continuable_childs_record_keeps_its_answer_and_held_messages() {
+    #[tokio::test]
+    async fn a_continuable_childs_record_keeps_its_answer_and_held_messages() {
         let (parent, child) = (Scratch::new("", |_| {}), Scratch::new("", |_| {}));
         let (parent, child) = (&parent.session, &child.session);
         let id = child.id.to_string();
@@ -306,21 +302,21 @@ mod tests {
         assert_eq!(parent.take_held(&id), ["one", "two"]);
         assert!(parent.take_held(&id).is_empty());
         // No turn runs: nothing to interrupt, no job.
-        assert!(!child.interrupt_turn());
+        assert!(!child.interrupt_turn().await);
         assert!(parent.agent_job(&id).is_none());
         parent.forget_agent(&id);
         assert!(!parent.is_agent(child));
     }
 
-    #[test]
-    fn past_max_kept_the_oldest_idle_child_leaves_or_none_is_added() {
+    #[tokio::test]
+    async fn past_max_kept_the_oldest_idle_child_leaves_or_none_is_added() {
         let scratches: Vec<Scratch> = (0..3).map(|_| Scratch::new("", |_| {})).collect();
         let [parent, first, second] = [0, 1, 2].map(|n| scratches[n].session.clone());
         assert!(matches!(parent.make_room_for_agent(2), Ok(None)));
         parent.keep_agent(first.clone());
         parent.keep_agent(second.clone());
         // The first works: the second, idle, leaves.
-        let _turn = first.begin_turn().unwrap();
+        let _turn = first.begin_turn().await.unwrap();
         match parent.make_room_for_agent(2) {
             Ok(Some(child)) => assert_eq!(child.id, second.id),
             _ => panic!("the idle child should leave"),
@@ -343,7 +339,7 @@ mod tests {
         child.keep_agent(grandchild.clone());
         let asked = Arc::new(tokio::sync::Semaphore::new(0));
         for session in [&parent, &child, &grandchild] {
-            let ticket = session.begin_turn().unwrap();
+            let ticket = session.begin_turn().await.unwrap();
             let asked = asked.clone();
             tokio::spawn(async move {
                 ticket.cancel_token().cancelled().await;

@@ -7,6 +7,8 @@ mod children;
 pub(crate) mod extensions;
 pub(crate) mod fork;
 mod inbox;
+mod mailbox;
+mod owner;
 mod residency;
 #[cfg(test)]
 pub(crate) mod scratch;
@@ -15,6 +17,9 @@ pub(crate) mod wakeups;
 
 pub(crate) use inbox::Joined;
 pub use inbox::{Admission, PromptDelivery, Waited, Waiting, LIMIT as QUEUE_LIMIT};
+pub use mailbox::Admitting;
+pub(crate) use owner::Boundary;
+pub use owner::Subscriber;
 pub(crate) use residency::Residency;
 
 use std::path::{Path, PathBuf};
@@ -70,11 +75,8 @@ pub struct Session {
     pub terminals: crate::tools::Terminals,
     /// Whether a job's end starts a turn of its own ([`wakeups`]).
     pub(crate) wakeups: wakeups::Wakeups,
-    /// Where updates go that happen between turns (a job's end): the
-    /// front end of the latest prompt.
-    outlet: Mutex<Option<Arc<dyn Frontend>>>,
-    /// Itself, for what outlives a call (a job's end).
-    me: std::sync::Weak<Session>,
+    /// Its owner, which decides what runs next ([`owner`]).
+    mailbox: mailbox::Mailbox,
     config: Arc<Config>,
     /// The session's language servers, created on first use.
     bridge: std::sync::OnceLock<Arc<dsh_lsp_bridge::Bridge>>,
@@ -87,12 +89,6 @@ pub struct Session {
     /// Where its requests are sent from ([`Session::spool`]).
     spool: Arc<crate::model::spool::SpoolSlot>,
     locked: Mutex<Locked>,
-    turn_lock: Arc<tokio::sync::Mutex<()>>,
-    turn_cancel: Mutex<Option<CancellationToken>>,
-    /// Prompts waiting for the turn ([`inbox`]).
-    inbox: Mutex<inbox::Inbox>,
-    /// Late answers to timed questions, for the next step (any turn's).
-    late: Mutex<Vec<String>>,
     /// The slash commands the editor was last offered ([`extensions`]).
     offered: Mutex<Option<Vec<crate::context::commands::Offered>>>,
     /// Its skills and custom commands as last found, and their files'
@@ -113,12 +109,13 @@ pub struct Session {
     home_readable: Vec<PathBuf>,
 }
 
-/// A prompt that holds its session's turn lock.
+/// A prompt that holds its session's turn (its owner made it).
 pub struct TurnTicket {
     pub(crate) session: Arc<Session>,
     pub(crate) cancel: CancellationToken,
-    /// `None` only for a ticket whose hand-off failed (see `hand_on`).
-    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
+    /// False only for a ticket whose hand-off failed (the owner took the
+    /// turn back).
+    armed: bool,
 }
 
 impl TurnTicket {
@@ -130,11 +127,10 @@ impl TurnTicket {
 
 impl Drop for TurnTicket {
     fn drop(&mut self) {
-        let Some(guard) = self.guard.take() else {
-            return;
-        };
-        self.session.turn_over();
-        self.session.hand_on(guard);
+        if self.armed {
+            self.session.turn_over();
+        }
+        self.session.mailbox.ticket_dropped(self.armed);
     }
 }
 
@@ -170,8 +166,7 @@ impl Session {
             jobs: crate::jobs::Jobs::new(config.jobs.clone(), spill_dir.clone()),
             terminals: crate::tools::Terminals::default(),
             wakeups: Default::default(),
-            outlet: Mutex::new(None),
-            me: me.clone(),
+            mailbox: mailbox::Mailbox::start(me.clone()),
             spill_dir,
             config,
             bridge: std::sync::OnceLock::new(),
@@ -185,10 +180,6 @@ impl Session {
                 state,
                 active_at: std::time::Instant::now(),
             }),
-            turn_lock: Arc::new(tokio::sync::Mutex::new(())),
-            turn_cancel: Mutex::new(None),
-            inbox: Mutex::default(),
-            late: Mutex::default(),
             offered: Mutex::default(),
             discovery: Arc::default(),
             closed: parent.child_token(),
@@ -419,17 +410,9 @@ impl Session {
         true
     }
 
-    /// Drops the session's model history from memory if the session has
-    /// been idle for `idle`: no turn runs (none can start meanwhile: the
-    /// turn lock is held), no background job runs, nothing was recorded
-    /// since. The log stays the truth; [`Self::resident`] folds
-    /// it again. Whether it was dropped now.
-    pub(crate) fn evict_idle_history(&self, idle: std::time::Duration) -> bool {
-        // No turn starts while the inbox is held.
-        let inbox = lock(&self.inbox);
-        if inbox.running {
-            return false;
-        }
+    /// [`Self::evict_idle_history`]'s check, by the owner with no turn
+    /// running.
+    fn evict_if_idle(&self, idle: std::time::Duration) -> bool {
         if self.jobs.list().iter().any(|job| !job.has_ended()) {
             return false;
         }
@@ -505,38 +488,6 @@ impl Session {
         }
     }
 
-    /// Reserves the session for one prompt, now or not at all (`dsh run`,
-    /// the tests; front ends that queue call [`Self::admit`]). Call it
-    /// before the turn is spawned, so a `session/cancel` that follows at
-    /// once finds the token.
-    ///
-    /// # Errors
-    /// `session.busy` when a turn runs or prompts wait.
-    pub fn begin_turn(self: &Arc<Self>) -> Result<TurnTicket, AgentError> {
-        let mut inbox = lock(&self.inbox);
-        if inbox.running || !inbox.waiting_is_empty() {
-            return Err(AgentError::SessionBusy(format!(
-                "session {} is running a prompt; wait for it to finish or cancel it first",
-                self.id
-            )));
-        }
-        self.take_turn(&mut inbox)
-    }
-
-    /// The turn, held by `guard`, for a prompt cancelled by `cancel`.
-    fn ticket(
-        self: &Arc<Self>,
-        guard: tokio::sync::OwnedMutexGuard<()>,
-        cancel: CancellationToken,
-    ) -> TurnTicket {
-        *lock(&self.turn_cancel) = Some(cancel.clone());
-        TurnTicket {
-            session: self.clone(),
-            cancel,
-            guard: Some(guard),
-        }
-    }
-
     /// True the first time it is called: the session's first command
     /// without a sandbox.
     pub(crate) fn first_unsandboxed_command(&self) -> bool {
@@ -545,111 +496,9 @@ impl Session {
             .swap(true, std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Brings a late answer (`text`, a context block) to the model
-    /// before its next step: recorded now when no turn runs (it opens the
-    /// next prompt: the log keeps it), else at the running turn's next
-    /// step boundary ([`Self::take_late`]).
-    ///
-    /// # Errors
-    /// The log cannot be written.
-    pub(crate) fn deliver_late(&self, text: String, out: &dyn Frontend) -> Result<(), AgentError> {
-        // No turn starts while the inbox is held.
-        let inbox = lock(&self.inbox);
-        if inbox.running {
-            lock(&self.late).push(text);
-            return Ok(());
-        }
-        self.record(
-            EventData::Instructions {
-                text,
-                files: Vec::new(),
-            },
-            out,
-        )
-        .map(drop)
-    }
-
-    /// The late answers waiting for the running turn's next step.
-    pub(crate) fn take_late(&self) -> Vec<String> {
-        std::mem::take(&mut *lock(&self.late))
-    }
-
-    /// The front end of the latest prompt (what outlives a turn reports to).
-    pub(crate) fn outlet(&self) -> Option<Arc<dyn Frontend>> {
-        lock(&self.outlet).clone()
-    }
-
     /// Cancelled when the session closes.
     pub(crate) fn closing(&self) -> CancellationToken {
         self.closed.clone()
-    }
-
-    /// Records `data` shown to the latest prompt's front end (to no one
-    /// when none has prompted yet): what happens between turns.
-    pub(crate) fn record_between_turns(&self, data: EventData) -> Result<Event, AgentError> {
-        match self.outlet() {
-            Some(out) => self.record(data, &*out),
-            None => self.record(data, &crate::frontend::Nobody),
-        }
-    }
-
-    /// Makes `frontend` the one that sees what happens between turns.
-    pub(crate) fn set_outlet(&self, frontend: Arc<dyn Frontend>) {
-        *lock(&self.outlet) = Some(frontend);
-    }
-
-    /// What a background job calls when it ends: `job/end` is recorded
-    /// and shown to the latest prompt's front end.
-    pub(crate) fn on_job_end(&self) -> crate::jobs::OnEnd {
-        let me = self.me.clone();
-        Box::new(move |report: crate::jobs::JobReport| {
-            let Some(session) = me.upgrade() else {
-                return;
-            };
-            let ended = wakeups::Ended::of(&session, &report);
-            let data = EventData::JobEnd {
-                job_id: report.job_id,
-                call_id: report.call_id,
-                status: report.status,
-                failed: report.failed,
-                summary: report.summary,
-                view: report.view,
-                usage: report.usage,
-            };
-            if let Err(err) = session.record_between_turns(data) {
-                tracing::debug!(session = %session.id, %err, "job/end not recorded");
-            }
-            session.wakeups.job_ended(&session, ended);
-        })
-    }
-
-    /// Where a command job's output goes as it comes: shown on its call
-    /// by the front end of the latest prompt (transient: `job/end` keeps
-    /// its tail).
-    pub(crate) fn on_job_live(&self, call_id: &dsh_protocol::ToolCallId) -> crate::jobs::OnLive {
-        let (me, call_id) = (self.me.clone(), call_id.clone());
-        Box::new(move |live| {
-            let Some(out) = me.upgrade().and_then(|session| session.outlet()) else {
-                return;
-            };
-            out.emit(crate::frontend::Output::Transient(
-                crate::frontend::Transient::Command {
-                    call_id: call_id.clone(),
-                    live,
-                },
-            ));
-        })
-    }
-
-    /// Whether a turn runs now.
-    pub fn is_busy(&self) -> bool {
-        lock(&self.inbox).running
-    }
-
-    /// Cancels the running turn, if any, and every prompt waiting for
-    /// the turn.
-    pub fn cancel_turn(&self) {
-        self.cancel_all();
     }
 
     /// What the permission policy says of a call now (mode and rules are
@@ -755,11 +604,8 @@ impl Session {
     async fn close_one(&self, grace: std::time::Duration) {
         self.closed.cancel();
         self.cancel_turn();
-        let turn = self.turn_lock.clone();
-        if tokio::time::timeout(grace, turn.lock_owned())
-            .await
-            .is_err()
-        {
+        let idle = self.mailbox.ask(owner::Command::Idle);
+        if tokio::time::timeout(grace, idle).await.is_err() {
             tracing::warn!(session = %self.id, "the turn did not stop in time; its log is closed under it");
         }
         self.jobs.shutdown("the session closed").await;

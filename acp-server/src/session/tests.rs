@@ -254,16 +254,16 @@ async fn one_turn_at_a_time() {
     let fixture = fixture();
     let session = &fixture.session;
     assert!(!session.is_busy());
-    let ticket = session.begin_turn().unwrap();
+    let ticket = session.begin_turn().await.unwrap();
     assert!(session.is_busy());
-    let Err(error) = session.begin_turn() else {
+    let Err(error) = session.begin_turn().await else {
         panic!("a second turn began");
     };
     assert!(matches!(error, AgentError::SessionBusy(_)), "{error:?}");
     assert_eq!(error.code().as_str(), "session.busy");
     drop(ticket);
     assert!(!session.is_busy());
-    assert!(session.begin_turn().is_ok());
+    assert!(session.begin_turn().await.is_ok());
 }
 
 /// The turn passes from ticket to ticket in arrival order, skipping a
@@ -273,7 +273,7 @@ async fn the_turn_is_handed_on_in_arrival_order() {
     use super::{Admission, Waited};
     let fixture = fixture();
     let session = &fixture.session;
-    let Ok(Admission::Now(first)) = session.admit(None) else {
+    let Ok(Admission::Now(first)) = session.admit(None).admitted().await else {
         panic!("an idle session admits at once");
     };
     let wait = |admission| match admission {
@@ -281,9 +281,9 @@ async fn the_turn_is_handed_on_in_arrival_order() {
         _ => panic!("a busy session queues"),
     };
     let (second, third, fourth) = (
-        wait(session.admit(None)),
-        wait(session.admit(None)),
-        wait(session.admit(None)),
+        wait(session.admit(None).admitted().await),
+        wait(session.admit(None).admitted().await),
+        wait(session.admit(None).admitted().await),
     );
     third.cancel_token().cancel();
     let second = tokio::spawn(second.wait());
@@ -295,7 +295,7 @@ async fn the_turn_is_handed_on_in_arrival_order() {
     };
     // The line is not empty: a newcomer waits behind it.
     assert!(matches!(
-        session.begin_turn(),
+        session.begin_turn().await,
         Err(AgentError::SessionBusy(_))
     ));
     drop(ticket);
@@ -313,22 +313,22 @@ async fn only_a_prompt_that_will_run_counts_as_waiting() {
     use super::Admission;
     let fixture = fixture();
     let session = &fixture.session;
-    let Ok(Admission::Now(_running)) = session.admit(None) else {
+    let Ok(Admission::Now(_running)) = session.admit(None).admitted().await else {
         panic!("an idle session admits at once");
     };
-    assert!(!session.has_waiting());
-    let Ok(Admission::Waiting(cancelled)) = session.admit(None) else {
+    assert!(!session.has_waiting().await);
+    let Ok(Admission::Waiting(cancelled)) = session.admit(None).admitted().await else {
         panic!("a busy session queues");
     };
-    assert!(session.has_waiting());
+    assert!(session.has_waiting().await);
     cancelled.cancel_token().cancel();
-    assert!(!session.has_waiting());
-    let Ok(Admission::Waiting(gone)) = session.admit(None) else {
+    assert!(!session.has_waiting().await);
+    let Ok(Admission::Waiting(gone)) = session.admit(None).admitted().await else {
         panic!("a busy session queues");
     };
-    assert!(session.has_waiting());
+    assert!(session.has_waiting().await);
     drop(gone);
-    assert!(!session.has_waiting());
+    assert!(!session.has_waiting().await);
 }
 
 /// A steer is taken out of line by the running turn and answered with the
@@ -339,14 +339,17 @@ async fn a_steer_joins_the_running_turn_or_runs_as_its_own() {
     use dsh_protocol::log::StopReason;
     let fixture = fixture();
     let session = &fixture.session;
-    let Ok(Admission::Now(running)) = session.admit(None) else {
+    let Ok(Admission::Now(running)) = session.admit(None).admitted().await else {
         panic!("an idle session admits at once");
     };
-    let Ok(Admission::Waiting(steer)) = session.admit(Some(vec![UserContent::text("faster")]))
+    let Ok(Admission::Waiting(steer)) = session
+        .admit(Some(vec![UserContent::text("faster")]))
+        .admitted()
+        .await
     else {
         panic!("a busy session takes the steer in line");
     };
-    let taken = session.take_steered();
+    let taken = session.boundary().await.steered;
     assert_eq!(taken.len(), 1);
     assert_eq!(taken[0].0, [UserContent::text("faster")]);
     for (_, joined) in taken {
@@ -356,7 +359,11 @@ async fn a_steer_joins_the_running_turn_or_runs_as_its_own() {
         steer.wait().await,
         Waited::Joined(Ok(StopReason::EndTurn))
     ));
-    let Ok(Admission::Waiting(late)) = session.admit(Some(vec![UserContent::text("late")])) else {
+    let Ok(Admission::Waiting(late)) = session
+        .admit(Some(vec![UserContent::text("late")]))
+        .admitted()
+        .await
+    else {
         panic!("queued behind the running turn");
     };
     drop(running);
@@ -369,20 +376,24 @@ async fn cancel_ends_every_wait() {
     use super::{Admission, Waited};
     let fixture = fixture();
     let session = &fixture.session;
-    let Ok(Admission::Now(running)) = session.admit(None) else {
+    let Ok(Admission::Now(running)) = session.admit(None).admitted().await else {
         panic!("an idle session admits at once");
     };
-    let waits: Vec<_> = (0..super::QUEUE_LIMIT)
-        .map(|_| match session.admit(None) {
-            Ok(Admission::Waiting(waiting)) => waiting,
+    let mut waits = Vec::new();
+    for _ in 0..super::QUEUE_LIMIT {
+        match session.admit(None).admitted().await {
+            Ok(Admission::Waiting(waiting)) => waits.push(waiting),
             _ => panic!("room in line"),
-        })
-        .collect();
+        }
+    }
     assert!(matches!(
-        session.admit(None),
+        session.admit(None).admitted().await,
         Err(AgentError::SessionBusy(_))
     ));
     session.cancel_turn();
+    // Commands are taken in the order they were sent: this answer comes
+    // after the cancel was carried out.
+    assert!(!session.has_waiting().await);
     assert!(running.cancel_token().is_cancelled());
     for waiting in waits {
         assert!(matches!(waiting.wait().await, Waited::Cancelled));
@@ -397,21 +408,22 @@ async fn cancel_reaches_the_running_turn_only() {
     let session = &fixture.session;
     // No turn: nothing to cancel, nothing breaks.
     session.cancel_turn();
-    let first = session.begin_turn().unwrap();
+    let first = session.begin_turn().await.unwrap();
     let token = first.cancel_token();
     assert!(!token.is_cancelled());
     session.cancel_turn();
+    session.has_waiting().await;
     assert!(token.is_cancelled());
     drop(first);
     // The next turn starts with a fresh token.
-    let second = session.begin_turn().unwrap();
+    let second = session.begin_turn().await.unwrap();
     assert!(!second.cancel_token().is_cancelled());
 }
 
 #[tokio::test]
 async fn closing_cancels_the_running_turn() {
     let fixture = fixture();
-    let ticket = fixture.session.begin_turn().unwrap();
+    let ticket = fixture.session.begin_turn().await.unwrap();
     // The ticket is never dropped: close waits its grace, then closes the
     // log under the turn.
     fixture.session.close(Duration::from_millis(20)).await;
@@ -552,7 +564,7 @@ async fn a_background_job_ends_in_the_log_and_before_the_latest_front_end() {
         session.record(data, &turn_out).unwrap();
     }
     let later = Arc::new(Recorder::default());
-    session.set_outlet(later.clone());
+    session.set_prompter(later.clone().into());
     (session.on_job_end())(crate::jobs::JobReport {
         job_id: "job-1".to_owned(),
         call_id: ToolCallId::new("j1"),
@@ -562,6 +574,8 @@ async fn a_background_job_ends_in_the_log_and_before_the_latest_front_end() {
         view: text_view("Run", "tail"),
         usage: None,
     });
+    // Its owner records it: this answer comes after.
+    session.has_waiting().await;
     assert_eq!(
         later.take(),
         [

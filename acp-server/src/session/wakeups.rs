@@ -133,7 +133,7 @@ impl Wakeups {
             return;
         };
         // Held from here: no turn starts while this is decided.
-        let Ok(ticket) = session.begin_turn() else {
+        let Ok(ticket) = session.begin_turn().await else {
             return;
         };
         if session.closing().is_cancelled() {

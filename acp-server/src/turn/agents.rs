@@ -42,8 +42,8 @@ pub(super) struct Resume {
 
 impl Turn<'_> {
     /// What a child's turn started by this turn takes.
-    pub(super) fn resume(&self) -> Result<Resume, Box<ToolOutcome>> {
-        let Some(outlet) = self.session.outlet() else {
+    pub(super) async fn resume(&self) -> Result<Resume, Box<ToolOutcome>> {
+        let Some(outlet) = self.session.prompter().await else {
             return Err(Box::new(ToolOutcome::failed(
                 ErrorCode::Internal,
                 "no front end to report a background subagent to",
@@ -51,7 +51,7 @@ impl Turn<'_> {
         };
         Ok(Resume {
             parent: self.session.clone(),
-            outlet,
+            outlet: outlet.frontend().clone(),
             provider: self.provider.clone(),
             // Without its one-time answer (the child outlives the turn).
             project_hooks: self.hooks.for_child(true),
@@ -61,8 +61,8 @@ impl Turn<'_> {
     /// Runs a continuable children's tool's call.
     pub(super) async fn agents(&self, call: &ToolCallRequest, agents: &AgentsCall) -> ToolOutcome {
         match agents {
-            AgentsCall::Send(args) => self.send_message(call, &args.agent_id, &args.message),
-            AgentsCall::Interrupt(args) => interrupt(self.session, args.agent_id.trim()),
+            AgentsCall::Send(args) => self.send_message(call, &args.agent_id, &args.message).await,
+            AgentsCall::Interrupt(args) => interrupt(self.session, args.agent_id.trim()).await,
             AgentsCall::List(args) => {
                 let scope = match Scope::of(args.scope.as_deref()) {
                     Ok(scope) => scope,
@@ -99,7 +99,12 @@ impl Turn<'_> {
     /// `send_message`: the message steers the child's running turn at its
     /// next step, or starts a turn (a job) when it is idle. Messages an
     /// interrupt held open it.
-    fn send_message(&self, call: &ToolCallRequest, agent_id: &str, message: &str) -> ToolOutcome {
+    async fn send_message(
+        &self,
+        call: &ToolCallRequest,
+        agent_id: &str,
+        message: &str,
+    ) -> ToolOutcome {
         let agent_id = agent_id.trim();
         let Some(child) = self.session.agent(agent_id) else {
             return agents::unknown_agent(
@@ -109,7 +114,7 @@ impl Turn<'_> {
             )
             .into();
         };
-        let resume = match self.resume() {
+        let resume = match self.resume().await {
             Ok(resume) => resume,
             Err(outcome) => return *outcome,
         };
@@ -123,7 +128,10 @@ impl Turn<'_> {
         // Read before the message is in line: an interrupt after this
         // holds it.
         let interrupts = self.session.agent_interrupts(agent_id);
-        let admitted = child.admit(Some(vec![UserContent::text(&words)]));
+        let admitted = child
+            .admit(Some(vec![UserContent::text(&words)]))
+            .admitted()
+            .await;
         let with_held = match held.len() {
             0 => String::new(),
             1 => " (after the message held since its interrupt)".to_owned(),
@@ -279,7 +287,7 @@ pub(super) fn start_turn(
 /// `interrupt_agent`: stops the current turn of a live agent below the
 /// caller (a continuable child's job is killed, named as interrupted; a
 /// deeper agent's turn is cancelled); the agent stays.
-fn interrupt(session: &Arc<Session>, agent_id: &str) -> ToolOutcome {
+async fn interrupt(session: &Arc<Session>, agent_id: &str) -> ToolOutcome {
     let mut found = None;
     walk(session, 1, &mut |parent, child, _| {
         if found.is_none() && child.id.as_str() == agent_id {
@@ -301,7 +309,7 @@ fn interrupt(session: &Arc<Session>, agent_id: &str) -> ToolOutcome {
             job.kill(Some("interrupted with interrupt_agent".to_owned()));
             Some(format!(" (job {})", job.id))
         }
-        None => child.interrupt_turn().then(String::new),
+        None => child.interrupt_turn().await.then(String::new),
     };
     text(match stopped {
         Some(job) => format!(

@@ -313,8 +313,10 @@ impl Turn<'_> {
             steered: false,
             source: self.source,
         })?;
-        // Late answers to timed questions that came as the turn started.
-        for text in self.session.take_late() {
+        // Late answers to timed questions that came as the turn started
+        // (prompts steered meanwhile stay in line for the first step's
+        // boundary).
+        for text in self.session.late_answers().await {
             self.record(EventData::Instructions {
                 text,
                 files: Vec::new(),
@@ -438,14 +440,14 @@ impl Turn<'_> {
             match self.step(step).await {
                 // A prompt steered in meanwhile keeps the turn going.
                 Ok(Next::Stop(StopReason::EndTurn)) => {
-                    if !room || (!self.take_steered()? && !self.stop_hooks().await?) {
+                    if !room || (!self.take_steered().await? && !self.stop_hooks().await?) {
                         return Ok(StopReason::EndTurn);
                     }
                 }
                 Ok(Next::Stop(stop)) => return Ok(stop),
                 Ok(Next::Continue) => {
                     if room {
-                        self.take_steered()?;
+                        self.take_steered().await?;
                     }
                 }
                 // The provider says the conversation is too long: compact
@@ -472,17 +474,17 @@ impl Turn<'_> {
     /// Takes in the prompts steered into this turn since the last step
     /// (recorded after the step's tool results, shown where they land).
     /// Whether there were any.
-    fn take_steered(&self) -> Result<bool, AgentError> {
+    async fn take_steered(&self) -> Result<bool, AgentError> {
+        let crate::session::Boundary { late, steered } = self.session.boundary().await;
         // Late answers to timed questions first (they answer what the
         // model asked before): after the step's tool results, or, after a
         // finished reply, with the next prompt (they keep no turn going).
-        for text in self.session.take_late() {
+        for text in late {
             self.record(EventData::Instructions {
                 text,
                 files: Vec::new(),
             })?;
         }
-        let steered = self.session.take_steered();
         let any = !steered.is_empty();
         // Each is answered with the turn's outcome, recorded or not (a
         // failed write fails the turn).

@@ -50,7 +50,7 @@ impl Turn<'_> {
                 )
             }
         };
-        let ticket = match child.begin_turn() {
+        let ticket = match child.begin_turn().await {
             Ok(ticket) => ticket,
             Err(error) => {
                 child.close(CLOSE_GRACE).await;
@@ -96,7 +96,7 @@ impl Turn<'_> {
         args: &SubagentArgs,
         description: String,
     ) -> ToolOutcome {
-        let resume = match self.resume() {
+        let resume = match self.resume().await {
             Ok(resume) => resume,
             Err(outcome) => return *outcome,
         };
@@ -147,6 +147,7 @@ impl Turn<'_> {
         self.session.keep_agent(child.clone());
         let started = child
             .begin_turn()
+            .await
             .map_err(|error| error.to_string())
             .and_then(|ticket| {
                 super::agents::start_turn(

@@ -104,7 +104,7 @@ impl World {
 
     /// Runs one text prompt.
     async fn prompt(&self, text: &str, out: &Recorder) -> Result<StopReason, AgentError> {
-        let ticket = self.session.begin_turn().unwrap();
+        let ticket = self.session.begin_turn().await.unwrap();
         super::run(
             &ticket,
             self.provider.clone(),
@@ -539,7 +539,7 @@ async fn a_cancel_mid_stream_keeps_the_delivered_prefix_and_ends_the_turn_cancel
         cancel_on_text: Some(cancel.clone()),
         ..Recorder::default()
     };
-    let ticket = world.session.begin_turn().unwrap();
+    let ticket = world.session.begin_turn().await.unwrap();
     // The frontend cancels the ticket's token when the first text comes.
     let token = ticket.cancel_token();
     tokio::spawn(async move {
@@ -578,7 +578,7 @@ async fn a_cancel_mid_stream_keeps_the_delivered_prefix_and_ends_the_turn_cancel
 #[tokio::test]
 async fn a_turn_cancelled_before_its_first_step_calls_no_model() {
     let world = World::new(&[reply("Kept for later.")]);
-    let ticket = world.session.begin_turn().unwrap();
+    let ticket = world.session.begin_turn().await.unwrap();
     ticket.cancel_token().cancel();
     let stop = super::run(
         &ticket,

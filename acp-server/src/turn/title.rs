@@ -2,8 +2,8 @@
 //! beside the first turn's steps. It outlives the turn — a quick answer,
 //! an error or a cancel does not drop it — for at most [`WAIT`], and ends
 //! when the session closes (`session/close`, `session/delete`, shutdown).
-//! The title is recorded whenever it comes, and shown to the front end of
-//! the latest prompt ([`Session::outlet`]); without an answer that fits,
+//! The title is recorded whenever it comes, and shown to every subscriber
+//! ([`Session::record_between_turns`]); without an answer that fits,
 //! the first prompt's line stays the title.
 
 use std::sync::{Arc, Weak};
@@ -57,9 +57,7 @@ fn record(
         return;
     };
     let data = EventData::Title { title, usage };
-    if let Err(error) = session.record_between_turns(data) {
-        tracing::warn!(%error, "the model's title was not recorded");
-    }
+    session.record_between_turns(data);
 }
 
 /// A title from the model for a session that starts with `prompt`; `None`

@@ -495,7 +495,11 @@ impl Turn<'_> {
             unattended: permission::Unattended::Covered,
         };
         let wait = planned.question_wait(self.config.question_timeout);
-        let answer = match (wait, self.session.outlet()) {
+        let prompter = match wait {
+            Some(_) => self.session.prompter().await,
+            None => None,
+        };
+        let answer = match (wait, prompter.map(|prompter| prompter.frontend().clone())) {
             (Some(wait), Some(outlet)) => {
                 match self.ask_timed(call, questions, ask, wait, outlet).await {
                     Ok(answer) => answer,
@@ -591,9 +595,7 @@ impl Turn<'_> {
                     dsh_protocol::history::CONTEXT_OPEN,
                     tools::late_answer(call_id.as_str(), &result)
                 );
-                if let Err(error) = session.deliver_late(text, &*outlet) {
-                    tracing::warn!(%error, "a late answer was not recorded");
-                }
+                session.deliver_late(text);
             }
         });
         let timer = tokio::time::sleep(wait);

@@ -8,9 +8,9 @@ use std::sync::{Arc, Weak};
 
 use crate::agent::Agent;
 use crate::session::wakeups::{Wake, Waker};
-use crate::session::Session;
+use crate::session::{Session, Subscriber};
 
-use super::{Hub, SdkSession, WakeMark};
+use super::{SdkSession, WakeMark};
 
 /// Runs an SDK session's wake-up turns.
 struct SdkWaker {
@@ -20,11 +20,16 @@ struct SdkWaker {
 }
 
 /// Installs the waker of the SDK's `session` in its core session.
-pub(super) fn install(hub: &Hub, core: &Session, session: &Arc<SdkSession>) {
+pub(super) fn install(
+    agent: Weak<Agent>,
+    tasks: tokio_util::task::TaskTracker,
+    core: &Session,
+    session: &Arc<SdkSession>,
+) {
     core.wakeups.install(Arc::new(SdkWaker {
-        agent: Arc::downgrade(&hub.agent),
+        agent,
         session: Arc::downgrade(session),
-        tasks: hub.tasks.clone(),
+        tasks,
     }));
 }
 
@@ -42,7 +47,9 @@ impl Waker for SdkWaker {
         session.started(&message_id, 0, Some(mark.clone()));
         self.tasks.spawn(async move {
             let core = wake.ticket.session.clone();
-            let outcome = agent.wake(wake.ticket, wake.content, session.clone()).await;
+            let outcome = agent
+                .wake(wake.ticket, wake.content, Subscriber::new(session.clone()))
+                .await;
             if let Err(error) = &outcome {
                 tracing::warn!(session = %session.id, code = error.code().as_str(), "wake-up turn failed: {error}");
             }

@@ -69,7 +69,7 @@ async fn an_idle_session_is_woken_and_a_busy_one_when_its_turn_ends() {
 
     // Busy: nothing now; the turn's end wakes it (the model was not given
     // the end: it waits in the next prompt's context).
-    let turn = session.begin_turn().unwrap();
+    let turn = session.begin_turn().await.unwrap();
     end(&scratch, "j2").await;
     assert!(woken.try_recv().is_err());
     drop(turn);
