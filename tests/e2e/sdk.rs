@@ -356,6 +356,32 @@ async fn a_client_answers_permission_asks_with_respond() {
     assert!(sdk.exit().await.success());
 }
 
+/// A prompt and an interrupt written back to back, neither waiting for
+/// the other's answer: the prompt reaches the session's owner first, so the
+/// interrupt cancels it (it does not run to its end).
+#[tokio::test]
+async fn an_interrupt_right_behind_a_prompt_cancels_it() {
+    let env = TestEnv::new().await;
+    env.mock
+        .push_json(json!({"repeat":{"text":"slow ","count":400},"finish":"stop","delay_ms":25}));
+    let sdk = SdkProcess::stdio(&env);
+    let client = &sdk.client;
+    let session = new_session(client, &env, json!({})).await;
+    let sub = client.subscribe(&session, None).await;
+    let prompt = client.send(
+        "session/prompt",
+        json!({"sessionId": session, "text": "talk"}),
+    );
+    let interrupt = client.send("session/interrupt", json!({"sessionId": session}));
+    let receipt = prompt.await.unwrap();
+    assert!(receipt["result"]["messageId"].is_string(), "{receipt}");
+    let interrupted = interrupt.await.unwrap();
+    assert!(interrupted.get("error").is_none(), "{interrupted}");
+    let idle = client.wait_idle(&sub).await;
+    assert_eq!(idle["stopReason"], "cancelled", "{idle}");
+    assert_eq!(idle["messageId"], receipt["result"]["messageId"], "{idle}");
+}
+
 #[tokio::test]
 async fn interrupt_cancels_the_turn_and_denies_its_open_ask() {
     let env = TestEnv::new().await;

@@ -496,8 +496,9 @@ pub(super) fn prompt(
         Ok(delivery) => delivery,
         Err(error) => return responder.respond_with_error(to_acp(&error)),
     };
-    // Admitted now, inside the dispatch loop, so a session/cancel right
-    // behind this request finds it (running, queued or steered).
+    // Sent to the session's owner now, inside the dispatch loop, so a
+    // session/cancel right behind this request finds it (running, queued
+    // or steered).
     let sink = ctx.sink(&cx, &request.session_id);
     let submitted = match ctx.agent.submit(
         &convert::session_id(&request.session_id),

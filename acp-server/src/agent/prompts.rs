@@ -65,15 +65,17 @@ impl Agent {
 
     /// Submits a prompt the way every front end that queues does: it runs
     /// now, waits in line behind the running turn, or (`Steer`) joins that
-    /// turn ([`crate::session::inbox`]). The admission happens here, inside
-    /// the caller's dispatch loop (so a `session/cancel` right behind the
-    /// request finds it); the returned future waits and runs, and resolves
-    /// to the prompt's stop reason (a steer: its turn's). `on_start` is
+    /// turn ([`crate::session::inbox`]). It is sent to the session's owner
+    /// here, inside the caller's dispatch loop (so a `session/cancel` sent
+    /// right behind the request is handled after it); [`Submitted`] awaits
+    /// its admission, then its turn, and resolves to the prompt's stop
+    /// reason (a steer: its turn's). `on_start` is
     /// called when the prompt's own turn starts (never for a steer the
     /// running turn takes in, nor for a prompt cancelled in line).
     ///
     /// # Errors
-    /// Unknown session, bad content, or a full line (`session.busy`).
+    /// Unknown session or bad content (a full line, `session.busy`, comes
+    /// with the admission).
     pub fn submit(
         self: &Arc<Self>,
         id: &SessionId,
@@ -138,6 +140,10 @@ impl Agent {
                         Waited::Cancelled => Ok(StopReason::Cancelled),
                     }
                 }),
+            },
+            Admission::Cancelled => Admitted {
+                waiting: false,
+                done: Box::pin(std::future::ready(Ok(StopReason::Cancelled))),
             },
         }
     }

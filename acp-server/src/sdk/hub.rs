@@ -387,23 +387,31 @@ impl Hub {
         })
     }
 
-    /// The live session's SDK subscriber, if the SDK serves it.
-    async fn live(&self, id: &SessionId) -> Option<Arc<SdkSession>> {
+    /// The live session's SDK subscriber, if the SDK serves it (read
+    /// without waiting: nothing is awaited between finding a session and
+    /// sending it a prompt or noting who holds it).
+    fn live(&self, id: &SessionId) -> Option<Arc<SdkSession>> {
         let core = self.agent.session(id).ok()?;
-        core.subscriber::<SdkSession>().await
+        core.subscriber::<SdkSession>()
+            .filter(|session| !session.forgotten.load(Ordering::Acquire))
     }
 
     /// Every live session's SDK subscriber.
-    async fn every_live(&self) -> Vec<Arc<SdkSession>> {
-        let mut all = Vec::new();
-        for core in self.agent.live_sessions() {
-            all.extend(core.subscriber::<SdkSession>().await);
-        }
-        all
+    fn every_live(&self) -> Vec<Arc<SdkSession>> {
+        self.agent
+            .live_sessions()
+            .iter()
+            .filter_map(|core| core.subscriber::<SdkSession>())
+            .filter(|session| !session.forgotten.load(Ordering::Acquire))
+            .collect()
     }
 
     /// The session's SDK subscriber, made (with its waker) the first time.
     async fn adopt(&self, id: &SessionId, conn: ConnId) -> Result<Arc<SdkSession>, AgentError> {
+        if let Some(session) = self.live(id) {
+            lock(&session.live).holders.insert(conn);
+            return Ok(session);
+        }
         let core = self.agent.session(id)?;
         let made = {
             let (core, agent, tasks) = (
@@ -420,6 +428,7 @@ impl Hub {
         let session = core
             .attach(made)
             .await
+            .filter(|session| !session.forgotten.load(Ordering::Acquire))
             .ok_or_else(|| AgentError::SessionClosed(id.to_string()))?;
         lock(&session.live).holders.insert(conn);
         Ok(session)
@@ -531,6 +540,10 @@ impl Hub {
     /// # Errors
     /// Unknown, unreadable or locked session.
     pub async fn open(&self, id: &SessionId, conn: ConnId) -> Result<Arc<SdkSession>, AgentError> {
+        if let Some(session) = self.live(id) {
+            lock(&session.live).holders.insert(conn);
+            return Ok(session);
+        }
         if self.agent.session(id).is_ok() {
             return self.adopt(id, conn).await;
         }
@@ -540,8 +553,9 @@ impl Hub {
     /// `session/prompt`: submits the prompt (it runs now, waits in line,
     /// or is steered into the running turn) and returns its receipt.
     ///
-    /// It is admitted before anything is awaited when the session is live,
-    /// so prompts sent back to back line up in the order they came; a
+    /// It is sent to the session's owner before anything is awaited when
+    /// the session is live, so prompts sent back to back line up in the
+    /// order they came and a `session/interrupt` right behind finds it; a
     /// missing credential fails the prompt's turn (its `idle` status says
     /// so).
     ///
@@ -556,6 +570,7 @@ impl Hub {
     ) -> Result<String, AgentError> {
         self.agent.check_prompt(&content)?;
         let session = self.open(id, conn).await?;
+        let core = self.agent.session(id)?;
         let message_id = uuid::Uuid::new_v4().to_string();
         let own_turn = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let on_start = {
@@ -581,7 +596,6 @@ impl Hub {
             session.waiting(&message_id, delivery);
         }
         let receipt = message_id.clone();
-        let core = self.agent.session(id)?;
         self.tasks.spawn(async move {
             let outcome = submitted.done.await;
             if let Err(error) = &outcome {
@@ -602,9 +616,9 @@ impl Hub {
     }
 
     /// `session/interrupt`: cancels the turn; its open asks are cancelled.
-    pub async fn interrupt(&self, id: &SessionId) {
+    pub fn interrupt(&self, id: &SessionId) {
         self.agent.cancel(id);
-        if let Some(session) = self.live(id).await {
+        if let Some(session) = self.live(id) {
             session.deny_asks(None, Answer::Cancelled);
         }
     }
@@ -613,14 +627,13 @@ impl Hub {
     ///
     /// # Errors
     /// Unknown session or ask, or an option that was not offered.
-    pub async fn respond(
+    pub fn respond(
         &self,
         id: &SessionId,
         request_id: &str,
         option_id: &str,
     ) -> Result<(), AgentError> {
         self.live(id)
-            .await
             .ok_or_else(|| AgentError::SessionNotFound(id.to_string()))?
             .respond(request_id, option_id)
     }
@@ -629,14 +642,13 @@ impl Hub {
     ///
     /// # Errors
     /// Unknown session or question, or answers that fit no question.
-    pub async fn answer(
+    pub fn answer(
         &self,
         id: &SessionId,
         request_id: &str,
         answers: Vec<QuestionAnswer>,
     ) -> Result<(), AgentError> {
         self.live(id)
-            .await
             .ok_or_else(|| AgentError::SessionNotFound(id.to_string()))?
             .answer(request_id, answers)
     }
@@ -646,7 +658,7 @@ impl Hub {
     /// # Errors
     /// The session is not open.
     pub async fn close(&self, id: &SessionId) -> Result<(), AgentError> {
-        match self.live(id).await {
+        match self.live(id) {
             Some(session) => {
                 self.forget(&session).await;
                 Ok(())
@@ -660,7 +672,7 @@ impl Hub {
     /// # Errors
     /// As the agent's.
     pub async fn delete(&self, id: &SessionId) -> Result<(), AgentError> {
-        if let Some(session) = self.live(id).await {
+        if let Some(session) = self.live(id) {
             self.forget(&session).await;
         }
         self.agent.delete_session(id).await
@@ -680,7 +692,7 @@ impl Hub {
     /// A connection went away: the asks of prompts it sent are denied, and
     /// sessions nobody holds any more are closed (they stay resumable).
     pub async fn disconnected(&self, conn: ConnId) {
-        for session in self.every_live().await {
+        for session in self.every_live() {
             session.deny_asks(Some(conn), Answer::Unavailable);
             let orphaned = {
                 let mut live = lock(&session.live);
@@ -695,7 +707,7 @@ impl Hub {
 
     /// Stops every session (shutdown, stdin's end).
     pub async fn shutdown(&self) {
-        let sessions = self.every_live().await;
+        let sessions = self.every_live();
         for session in &sessions {
             session.forgotten.store(true, Ordering::Release);
             session.deny_asks(None, Answer::Unavailable);

@@ -414,25 +414,23 @@ fn register(module: &mut RpcModule<Hub>) -> Result<(), jsonrpsee::core::Register
                 .map(|message_id| json!({ "messageId": message_id })),
         )
     })?;
-    module.register_async_method("session/interrupt", |params, hub, _ext| async move {
+    module.register_method("session/interrupt", |params, hub, _ext| -> Answer {
         let params: SessionParams = parse(&params)?;
-        hub.interrupt(&params.session_id).await;
-        Ok::<_, ErrorObjectOwned>(json!({}))
+        hub.interrupt(&params.session_id);
+        Ok(json!({}))
     })?;
-    module.register_async_method("session/respond", |params, hub, _ext| async move {
+    module.register_method("session/respond", |params, hub, _ext| -> Answer {
         let params: RespondParams = parse(&params)?;
         answer(
             hub.respond(&params.session_id, &params.request_id, &params.option_id)
-                .await
                 .map(|()| json!({})),
         )
     })?;
-    module.register_async_method("session/answer", |params, hub, _ext| async move {
+    module.register_method("session/answer", |params, hub, _ext| -> Answer {
         let params: AnswerParams = parse(&params)?;
         let answers = params.answers.into_iter().map(Into::into).collect();
         answer(
             hub.answer(&params.session_id, &params.request_id, answers)
-                .await
                 .map(|()| json!({})),
         )
     })?;

@@ -80,6 +80,9 @@ pub enum Admission {
     Now(TurnTicket),
     /// A turn runs: the prompt waits.
     Waiting(Waiting),
+    /// Cancelled between being sent and being read (the session closed,
+    /// the request's own cancel): it never runs.
+    Cancelled,
 }
 
 /// A place in the inbox.

@@ -4,7 +4,7 @@
 //! sending is the order of handling.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, PoisonError, RwLock, Weak};
+use std::sync::{Arc, PoisonError, Weak};
 
 use dsh_protocol::log::EventData;
 use dsh_protocol::{SessionId, UserContent};
@@ -12,34 +12,48 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::inbox::Admission;
-use super::owner::{self, Boundary, Command, Subscriber};
+use super::owner::{self, Boundary, Command, Shared, Subscriber};
 use super::{Session, TurnTicket};
 use crate::error::AgentError;
 use crate::frontend::Frontend;
 
 /// How the session reaches its owner; also what any thread may read
-/// without asking: whether it holds a turn or prompts in line.
+/// without asking: whether it holds a turn or prompts, and who shows it.
 pub(super) struct Mailbox {
     tx: mpsc::UnboundedSender<Command>,
     /// Tickets alive (each counts itself in and out).
     tickets: AtomicUsize,
-    /// Prompts in line (the owner writes it).
-    waiting: Arc<AtomicUsize>,
-    /// The subscribers now (the owner writes it).
-    shown: Arc<RwLock<Arc<[Subscriber]>>>,
+    /// What the owner writes for every thread to read.
+    shared: Arc<Shared>,
 }
 
 impl Mailbox {
     /// A mailbox whose owner runs on the current runtime for `session`.
     pub(super) fn start(session: Weak<Session>) -> Mailbox {
-        let waiting = Arc::new(AtomicUsize::new(0));
-        let shown: Arc<RwLock<Arc<[Subscriber]>>> = Arc::new(RwLock::new(Arc::new([])));
+        let shared = Arc::new(Shared::default());
         Mailbox {
-            tx: owner::spawn(session, waiting.clone(), shown.clone()),
+            tx: owner::spawn(session, shared.clone()),
             tickets: AtomicUsize::new(0),
-            waiting,
-            shown,
+            shared,
         }
+    }
+
+    /// Sends a prompt: counted as busy from now until the owner has read
+    /// it (a child that was just messaged is not idle).
+    fn send_prompt(&self, command: Command) {
+        self.shared.sent.fetch_add(1, Ordering::AcqRel);
+        if self.tx.send(command).is_err() {
+            self.shared.sent.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    /// The subscribers now, without asking the owner.
+    pub(super) fn shown(&self) -> Arc<[Subscriber]> {
+        self.shared
+            .shown
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Sends `command`; a session whose owner is gone (the runtime is
@@ -59,11 +73,15 @@ impl Mailbox {
         answer.await.ok()
     }
 
-    /// Whether a ticket is alive or a prompt waits in line. Never idle
-    /// while a turn is being handed on: the next ticket counts itself in
-    /// before the line counts its prompt out.
+    /// Whether a prompt was sent and not yet read, waits in line, or holds
+    /// a ticket. Never idle on the way from one to the next: the owner
+    /// counts a prompt into the line or a ticket before out of `sent`, and
+    /// a ticket in before out of the line, and these are read in the
+    /// opposite order.
     pub(super) fn busy(&self) -> bool {
-        self.tickets.load(Ordering::Acquire) > 0 || self.waiting.load(Ordering::Acquire) > 0
+        self.shared.sent.load(Ordering::Acquire) > 0
+            || self.shared.waiting.load(Ordering::Acquire) > 0
+            || self.tickets.load(Ordering::Acquire) > 0
     }
 
     /// A ticket came into being (the owner made it).
@@ -110,22 +128,20 @@ impl Session {
     /// `session.busy` when a turn runs or prompts wait; the session closed.
     pub async fn begin_turn(self: &Arc<Self>) -> Result<TurnTicket, AgentError> {
         let cancel = self.closed.child_token();
-        let admission = self
-            .mailbox
-            .ask(|reply| Command::Prompt {
-                steer: None,
-                cancel,
-                alone: true,
-                reply,
-            })
-            .await;
-        match admission {
-            Some(Ok(Admission::Now(ticket))) => Ok(ticket),
-            Some(Ok(Admission::Waiting(_))) => Err(AgentError::Internal(
+        let (reply, answer) = oneshot::channel();
+        self.mailbox.send_prompt(Command::Prompt {
+            steer: None,
+            cancel,
+            alone: true,
+            reply,
+        });
+        match answer.await {
+            Ok(Ok(Admission::Now(ticket))) => Ok(ticket),
+            Ok(Ok(Admission::Waiting(_) | Admission::Cancelled)) => Err(AgentError::Internal(
                 "a turn taken alone was put in line".to_owned(),
             )),
-            Some(Err(error)) => Err(error),
-            None => Err(AgentError::SessionClosed(self.id.to_string())),
+            Ok(Err(error)) => Err(error),
+            Err(_) => Err(AgentError::SessionClosed(self.id.to_string())),
         }
     }
 
@@ -145,7 +161,7 @@ impl Session {
                 id: self.id.clone(),
             };
         }
-        self.mailbox.send(Command::Prompt {
+        self.mailbox.send_prompt(Command::Prompt {
             steer,
             cancel: cancel.clone(),
             alone: false,
@@ -226,25 +242,21 @@ impl Session {
         self.mailbox
             .ask(|reply| Command::Attach {
                 kind: std::any::TypeId::of::<T>(),
-                make: Some(make),
+                make,
                 reply,
             })
             .await
-            .flatten()
             .and_then(|subscriber| subscriber.downcast::<T>())
     }
 
-    /// The subscriber of type `T`, if one subscribed.
-    pub async fn subscriber<T: Frontend + 'static>(&self) -> Option<Arc<T>> {
+    /// The subscriber of type `T`, if one subscribed, read without asking
+    /// the owner (a subscription shows here once the owner has handled it:
+    /// when `attach` returns).
+    pub fn subscriber<T: Frontend + 'static>(&self) -> Option<Arc<T>> {
         self.mailbox
-            .ask(|reply| Command::Attach {
-                kind: std::any::TypeId::of::<T>(),
-                make: None,
-                reply,
-            })
-            .await
-            .flatten()
-            .and_then(|subscriber| subscriber.downcast::<T>())
+            .shown()
+            .iter()
+            .find_map(|subscriber| subscriber.downcast::<T>())
     }
 
     /// Records `data` between turns, shown to every subscriber (a title);
@@ -285,12 +297,7 @@ impl Session {
             let Some(session) = me.upgrade() else {
                 return;
             };
-            let shown = session
-                .mailbox
-                .shown
-                .read()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clone();
+            let shown = session.mailbox.shown();
             owner::Fanout(&shown).emit(crate::frontend::Output::Transient(
                 crate::frontend::Transient::Command {
                     call_id: call_id.clone(),
@@ -322,6 +329,11 @@ impl Session {
             .ask(|reply| Command::EvictIdle(idle, reply))
             .await
             .unwrap_or(false)
+    }
+
+    /// Returns once every command sent before it has been handled.
+    pub(crate) async fn flush(&self) {
+        self.mailbox.ask(Command::Flush).await;
     }
 
     /// A prompt cancelled while waiting leaves the line (unless it was

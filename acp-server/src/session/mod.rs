@@ -610,6 +610,8 @@ impl Session {
         }
         self.jobs.shutdown("the session closed").await;
         self.terminals.shutdown().await;
+        // The jobs' ends are recorded by the owner: before the log closes.
+        self.flush().await;
         let id = self.id.to_string();
         let _ = tokio::task::spawn_blocking(move || crate::sandbox::remove_private_tmp(&id)).await;
         let hub = lock(&self.mcp).take();

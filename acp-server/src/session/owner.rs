@@ -66,6 +66,28 @@ impl<T: Frontend + 'static> From<Arc<T>> for Subscriber {
     }
 }
 
+/// The owner's state as readers outside it see it, written by the owner
+/// alone (and `sent` counted in by senders).
+pub(super) struct Shared {
+    /// Prompts sent and not yet read by the owner.
+    pub(super) sent: AtomicUsize,
+    /// Prompts in line.
+    pub(super) waiting: AtomicUsize,
+    /// The subscribers now: a job's live output is shown from the job's
+    /// task, in order with the turn's own output.
+    pub(super) shown: RwLock<Arc<[Subscriber]>>,
+}
+
+impl Default for Shared {
+    fn default() -> Shared {
+        Shared {
+            sent: AtomicUsize::new(0),
+            waiting: AtomicUsize::new(0),
+            shown: RwLock::new(Arc::new([])),
+        }
+    }
+}
+
 /// What a running turn takes in at a step boundary.
 pub(crate) struct Boundary {
     /// Late answers to timed questions, oldest first.
@@ -116,8 +138,8 @@ pub(crate) enum Command {
     /// The subscriber of this kind, made by `make` if there is none.
     Attach {
         kind: TypeId,
-        make: Option<Box<dyn FnOnce() -> Subscriber + Send>>,
-        reply: oneshot::Sender<Option<Subscriber>>,
+        make: Box<dyn FnOnce() -> Subscriber + Send>,
+        reply: oneshot::Sender<Subscriber>,
     },
     /// The latest prompt's front end.
     Prompter(oneshot::Sender<Option<Subscriber>>),
@@ -130,26 +152,23 @@ pub(crate) enum Command {
     JobEnded(crate::jobs::JobReport),
     /// Answered when no turn runs (closing waits for it).
     Idle(oneshot::Sender<()>),
+    /// Answered at once: every command sent before it has been handled.
+    Flush(oneshot::Sender<()>),
 }
 
 /// Starts the owner of `session` on the current runtime: its commands
-/// are sent on the returned channel; it writes the line's length to
-/// `waiting_len`.
-pub(super) fn spawn(
-    session: Weak<Session>,
-    waiting_len: Arc<AtomicUsize>,
-    shown: Arc<RwLock<Arc<[Subscriber]>>>,
-) -> mpsc::UnboundedSender<Command> {
+/// are sent on the returned channel; it writes what others may read
+/// without asking to `shared`.
+pub(super) fn spawn(session: Weak<Session>, shared: Arc<Shared>) -> mpsc::UnboundedSender<Command> {
     let (tx, rx) = mpsc::unbounded_channel();
     let owner = Owner {
         session,
-        waiting_len,
+        shared,
         running: None,
         waiting: VecDeque::new(),
         next_id: 0,
         late: Vec::new(),
         subscribers: Vec::new(),
-        shown,
         prompter: None,
         idle: Vec::new(),
     };
@@ -162,16 +181,13 @@ pub(super) fn spawn(
 
 struct Owner {
     session: Weak<Session>,
-    waiting_len: Arc<AtomicUsize>,
+    shared: Arc<Shared>,
     /// The running turn's cancel token.
     running: Option<CancellationToken>,
     waiting: VecDeque<Entry>,
     next_id: u64,
     late: Vec<String>,
     subscribers: Vec<Subscriber>,
-    /// The subscribers as every thread may read them (a job's live output
-    /// is shown from the job's task, in order with the turn's output).
-    shown: Arc<RwLock<Arc<[Subscriber]>>>,
     prompter: Option<Subscriber>,
     /// Who waits for no turn to run.
     idle: Vec<oneshot::Sender<()>>,
@@ -183,7 +199,14 @@ impl Owner {
             let Some(session) = self.session.upgrade() else {
                 break;
             };
-            self.handle(&session, command);
+            // A bug in one command (a subscriber's `emit`, a record) is
+            // logged; the session keeps its owner.
+            let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                self.handle(&session, command);
+            }));
+            if let Err(payload) = handled {
+                tracing::error!(session = %session.id, panic = %AgentError::panic_message(payload.as_ref()), "the session's owner failed a command");
+            }
         }
         // The session is gone: whoever waits is let go (their replies drop).
     }
@@ -196,7 +219,10 @@ impl Owner {
                 alone,
                 reply,
             } => {
-                let _ = reply.send(self.admit(session, steer, cancel, alone));
+                let admission = self.admit(session, steer, cancel, alone);
+                // Counted into the line or a ticket first (see `busy`).
+                self.shared.sent.fetch_sub(1, Ordering::AcqRel);
+                let _ = reply.send(admission);
             }
             Command::Leave(id) => {
                 // Dropping the entry drops its hand-off: the waiter sees
@@ -273,15 +299,11 @@ impl Owner {
             }
             Command::Attach { kind, make, reply } => {
                 let found = self.subscribers.iter().find(|s| s.kind == kind).cloned();
-                let found = match (found, make) {
-                    (Some(found), _) => Some(found),
-                    (None, Some(make)) => {
-                        let made = make();
-                        self.subscribe(made.clone());
-                        Some(made)
-                    }
-                    (None, None) => None,
-                };
+                let found = found.unwrap_or_else(|| {
+                    let made = make();
+                    self.subscribe(made.clone());
+                    made
+                });
                 let _ = reply.send(found);
             }
             Command::Prompter(reply) => {
@@ -314,6 +336,9 @@ impl Owner {
                 }
                 session.wakeups.job_ended(session, ended);
             }
+            Command::Flush(reply) => {
+                let _ = reply.send(());
+            }
             Command::Idle(reply) => {
                 if self.running.is_none() {
                     let _ = reply.send(());
@@ -333,13 +358,17 @@ impl Owner {
             Some(slot) => *slot = subscriber,
             None => self.subscribers.push(subscriber),
         }
-        *self.shown.write().unwrap_or_else(PoisonError::into_inner) =
-            self.subscribers.clone().into();
+        *self
+            .shared
+            .shown
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = self.subscribers.clone().into();
     }
 
     /// The line's length every reader sees (tickets count themselves).
     fn settle_load(&self) {
-        self.waiting_len
+        self.shared
+            .waiting
             .store(self.waiting.len(), Ordering::Release);
     }
 
@@ -354,13 +383,7 @@ impl Owner {
         // prompt before it is read; closing does): answered `cancelled`,
         // as in line.
         if !alone && cancel.is_cancelled() {
-            let (_, gone) = oneshot::channel();
-            return Ok(Admission::Waiting(Waiting::new(
-                session.clone(),
-                0,
-                cancel,
-                gone,
-            )));
+            return Ok(Admission::Cancelled);
         }
         if session.closed.is_cancelled() {
             return Err(AgentError::SessionClosed(session.id.to_string()));

@@ -139,6 +139,7 @@ impl Turn<'_> {
         };
         let outcome = match admitted {
             Err(error) => Err(format!("{error}")),
+            Ok(Admission::Cancelled) => Err(format!("agent {agent_id} closed")),
             Ok(Admission::Now(ticket)) => {
                 start_turn(&resume, &child, ticket, words.clone(), &call.id, Tool::SendMessage)
                     .map(|job| {

@@ -59,7 +59,8 @@ async fn commands_are_handled_in_the_order_they_were_sent() {
         panic!("both wait behind the running turn");
     };
     assert!(running.cancel_token().is_cancelled());
-    assert!(matches!(first.wait().await, Waited::Cancelled));
+    let first = tokio::time::timeout(Duration::from_secs(10), first.wait());
+    assert!(matches!(first.await, Ok(Waited::Cancelled)));
     assert!(!second.cancel_token().is_cancelled());
     drop(running);
     let Waited::Turn(turn) = second.wait().await else {
@@ -98,11 +99,21 @@ async fn closing_while_busy_cancels_the_turn_and_the_line_waits_for_the_turn_and
         let session = session.clone();
         async move { session.close(Duration::from_secs(30)).await }
     });
-    // The turn sees its cancel and ends; close waits for that, not its
-    // grace.
+    // Close's first steps (cancel, then "tell me when idle") are sent by
+    // the time the turn sees its cancel; once the owner has handled them,
+    // close still waits for the turn, not its grace, and the log is open.
     cancel.cancelled().await;
-    assert!(matches!(queued.wait().await, Waited::Cancelled));
+    session.flush().await;
     assert!(!closing.is_finished());
+    assert!(matches!(queued.wait().await, Waited::Cancelled));
+    session
+        .record(
+            EventData::Notice {
+                text: "the turn's last word".to_owned(),
+            },
+            &crate::frontend::Nobody,
+        )
+        .expect("the log stays open while the turn runs");
     drop(running);
     tokio::time::timeout(Duration::from_secs(10), closing)
         .await
@@ -116,6 +127,51 @@ async fn closing_while_busy_cancels_the_turn_and_the_line_waits_for_the_turn_and
         session.begin_turn().await,
         Err(AgentError::SessionClosed(_))
     ));
+}
+
+#[tokio::test]
+async fn a_prompt_cancelled_before_it_is_read_never_runs() {
+    let scratch = Scratch::new("", |_| {});
+    let session = &scratch.session;
+    // Sent, and the session closes before its owner reads it (stdin's end
+    // right behind a prompt).
+    let sent = session.admit(None);
+    session.closing().cancel();
+    assert!(matches!(sent.admitted().await, Ok(Admission::Cancelled)));
+    assert!(!session.is_busy());
+}
+
+#[tokio::test]
+async fn a_prompt_counts_as_busy_from_the_moment_it_is_sent() {
+    let scratch = Scratch::new("", |_| {});
+    let session = &scratch.session;
+    let sent = session.admit(None);
+    // Not read yet: a parent looking for an idle child passes this one.
+    assert!(session.is_busy());
+    let Ok(Admission::Now(turn)) = sent.admitted().await else {
+        panic!("an idle session admits at once");
+    };
+    assert!(session.is_busy());
+    drop(turn);
+    assert!(!session.is_busy());
+}
+
+#[tokio::test]
+async fn idle_is_answered_when_the_turn_ends() {
+    let scratch = Scratch::new("", |_| {});
+    let session = &scratch.session;
+    let running = session.begin_turn().await.unwrap();
+    let mut idle = Box::pin(session.mailbox.ask(super::Command::Idle));
+    assert!(futures::poll!(&mut idle).is_pending());
+    session.flush().await;
+    assert!(futures::poll!(&mut idle).is_pending());
+    drop(running);
+    tokio::time::timeout(Duration::from_secs(10), idle)
+        .await
+        .expect("answered when the turn is over")
+        .expect("the owner answered");
+    // With no turn, at once.
+    session.mailbox.ask(super::Command::Idle).await.unwrap();
 }
 
 #[tokio::test]
@@ -166,7 +222,7 @@ async fn what_happens_between_turns_reaches_every_subscriber_once() {
 async fn attach_makes_one_subscriber_however_many_ask_at_once() {
     let scratch = Scratch::new("", |_| {});
     let session = &scratch.session;
-    assert!(session.subscriber::<Seen>().await.is_none());
+    assert!(session.subscriber::<Seen>().is_none());
     let made = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let attach = |made: Arc<std::sync::atomic::AtomicUsize>| {
         session.attach(move || {
@@ -178,9 +234,9 @@ async fn attach_makes_one_subscriber_however_many_ask_at_once() {
     let (a, b) = (a.unwrap(), b.unwrap());
     assert!(Arc::ptr_eq(&a, &b));
     assert_eq!(made.load(std::sync::atomic::Ordering::SeqCst), 1);
-    let found = session.subscriber::<Seen>().await.unwrap();
+    let found = session.subscriber::<Seen>().unwrap();
     assert!(Arc::ptr_eq(&a, &found));
-    assert!(session.subscriber::<Other>().await.is_none());
+    assert!(session.subscriber::<Other>().is_none());
 }
 
 #[tokio::test]
