@@ -23,7 +23,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use dsh_protocol::log::{Event, EventData, StopReason};
+use dsh_protocol::log::{ConfigKey, Event, EventData, StopReason};
 use dsh_protocol::model::Usage;
 use dsh_protocol::tool::ToolStatus;
 use dsh_protocol::{SessionId, UserContent};
@@ -625,11 +625,11 @@ async fn settings<'a>(
     agent: &Agent,
     args: &'a RunArgs,
     content: &[UserContent],
-) -> Result<Vec<(&'static str, &'a str)>, AgentError> {
-    let settings: Vec<(&'static str, &'a str)> = [
-        ("mode", args.approve.mode()),
-        ("model", args.model.as_deref()),
-        ("thought_level", args.thought_level.as_deref()),
+) -> Result<Vec<(ConfigKey, &'a str)>, AgentError> {
+    let settings: Vec<(ConfigKey, &'a str)> = [
+        (ConfigKey::Mode, args.approve.mode()),
+        (ConfigKey::Model, args.model.as_deref()),
+        (ConfigKey::ThoughtLevel, args.thought_level.as_deref()),
     ]
     .into_iter()
     .filter_map(|(key, value)| Some((key, value?)))
@@ -638,7 +638,7 @@ async fn settings<'a>(
         Some(Invocation::Set { key, value }) => Some((key, value)),
         _ => None,
     };
-    let checked: Vec<(&str, &str)> = settings
+    let checked: Vec<(ConfigKey, &str)> = settings
         .iter()
         .copied()
         .chain(task.as_ref().map(|(key, value)| (*key, value.as_str())))
@@ -657,11 +657,11 @@ async fn in_session(
     args: &RunArgs,
     frontend: &Arc<RunFrontend>,
     id: &SessionId,
-    settings: &[(&str, &str)],
+    settings: &[(ConfigKey, &str)],
     content: Vec<UserContent>,
 ) -> Result<Finished, AgentError> {
     for (key, value) in settings {
-        agent.set_config_option(id, key, value, frontend.as_ref())?;
+        agent.set_config_option(id, *key, value, frontend.as_ref())?;
     }
     let waking = wakeups::RunWakeups::install(agent, id, frontend, args)?;
     let ticket = agent.begin_prompt(id).await?;

@@ -122,8 +122,18 @@ impl Settings {
     /// # Errors
     /// An unknown option or value, with the choices in the message.
     pub fn validate(choices: &Choices, key: &str, value: &str) -> Result<ConfigKey, AgentError> {
-        let key = ConfigKey::parse(key)
-            .filter(|key| *key != ConfigKey::Web || choices.web)
+        let key = Self::key(choices, key)?;
+        Self::check(choices, key, value)?;
+        Ok(key)
+    }
+
+    /// The option a client names, if sessions have it.
+    ///
+    /// # Errors
+    /// An unknown option, answered with the session's options.
+    pub fn key(choices: &Choices, name: &str) -> Result<ConfigKey, AgentError> {
+        ConfigKey::parse(name)
+            .filter(|key| Self::offers(choices, *key))
             .ok_or_else(|| {
                 let ids: Vec<&str> = Self::defaults(choices)
                     .options(choices)
@@ -131,10 +141,26 @@ impl Settings {
                     .map(|option| option.key.as_str())
                     .collect();
                 AgentError::InvalidParams(format!(
-                    "unknown config option {key:?}; this session has {}",
+                    "unknown config option {name:?}; this session has {}",
                     ids.join(", ")
                 ))
-            })?;
+            })
+    }
+
+    /// Whether sessions offer `key` (the web switch only where the web is).
+    fn offers(choices: &Choices, key: ConfigKey) -> bool {
+        key != ConfigKey::Unknown && (key != ConfigKey::Web || choices.web)
+    }
+
+    /// Whether `value` is one of `key`'s values.
+    ///
+    /// # Errors
+    /// An option sessions do not offer, or an unknown value (answered with
+    /// the option's values).
+    pub fn check(choices: &Choices, key: ConfigKey, value: &str) -> Result<(), AgentError> {
+        if !Self::offers(choices, key) {
+            return Self::key(choices, key.as_str()).map(drop);
+        }
         let known = match key {
             ConfigKey::Model => choices.model(value).is_some(),
             ConfigKey::ThoughtLevel => ThoughtLevel::parse(value).is_some(),
@@ -143,7 +169,7 @@ impl Settings {
             ConfigKey::Unknown => false,
         };
         if known {
-            return Ok(key);
+            return Ok(());
         }
         let choices: Vec<String> = Self::defaults(choices)
             .options(choices)

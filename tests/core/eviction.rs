@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use dsh_acp_server::model::replay::Requests;
 use dsh_acp_server::session::Session;
+use dsh_protocol::log::ConfigKey;
 use serde_json::json;
 
 use crate::{settled, Recorder, World};
@@ -128,7 +129,7 @@ async fn a_turn_after_eviction_sends_the_model_the_same_request() {
         }
         world
             .agent
-            .set_config_option(&session, "mode", "full-access", &out)
+            .set_config_option(&session, ConfigKey::Mode, "full-access", &out)
             .unwrap();
         let mut stops = Vec::new();
         for (prompt, _) in turns() {
@@ -200,7 +201,7 @@ async fn a_crash_repaired_on_load_is_repaired_at_the_same_place_after_eviction()
         evicted(&world).await;
         world
             .agent
-            .set_config_option(&id.into(), "thought_level", "max", &out)
+            .set_config_option(&id.into(), ConfigKey::ThoughtLevel, "max", &out)
             .unwrap();
         assert_eq!(world.prompt(id, "Go on", &out).await, "EndTurn");
         evicted(&world).await;
@@ -275,7 +276,7 @@ async fn a_session_with_a_running_turn_or_job_keeps_its_history() {
     let out = Recorder::default();
     world
         .agent
-        .set_config_option(&session, "mode", "full-access", &out)
+        .set_config_option(&session, ConfigKey::Mode, "full-access", &out)
         .unwrap();
     // A turn runs: never evicted.
     let turn = {
@@ -375,7 +376,7 @@ async fn a_history_evicted_mid_turn_is_rebuilt_for_the_next_request() {
         let out = Recorder::default();
         world
             .agent
-            .set_config_option(&session, "mode", "full-access", &out)
+            .set_config_option(&session, ConfigKey::Mode, "full-access", &out)
             .unwrap();
         for (prompt, _) in turns() {
             world.prompt(&session, prompt, &out).await;

@@ -2,7 +2,7 @@
 //! what the editor is shown and what the log holds.
 
 use dsh_acp_server::update::AgentUpdate;
-use dsh_protocol::log::PermissionOutcome;
+use dsh_protocol::log::{ConfigKey, PermissionOutcome};
 use dsh_protocol::UserContent;
 use expect_test::expect;
 use serde_json::json;
@@ -170,7 +170,7 @@ async fn replay_equals_live() {
 
     world
         .agent
-        .set_config_option(&session, "mode", "accept-edits", &recorder)
+        .set_config_option(&session, ConfigKey::Mode, "accept-edits", &recorder)
         .unwrap();
     live.extend(recorder.take());
 

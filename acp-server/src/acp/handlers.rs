@@ -18,6 +18,7 @@ use agent_client_protocol::v1::schema::{
 };
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::{Client, Error, Responder, V1};
+use dsh_protocol::log::ConfigKey;
 
 use super::error::{invalid_params, to_acp};
 use super::sink::AcpSink;
@@ -448,9 +449,10 @@ pub(super) fn set_config_option(
     };
     let sink = ctx.sink(&cx, &request.session_id);
     match guard(|| {
+        let key = ctx.agent.config_key(&request.config_id.0)?;
         ctx.agent.set_config_option(
             &convert::session_id(&request.session_id),
-            &request.config_id.0,
+            key,
             &value,
             &sink,
         )
@@ -472,7 +474,7 @@ pub(super) fn set_mode(
     match guard(|| {
         ctx.agent.set_config_option(
             &convert::session_id(&request.session_id),
-            "mode",
+            ConfigKey::Mode,
             &request.mode_id.0,
             &sink,
         )

@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use dsh_protocol::log::EventData;
+use dsh_protocol::log::{ConfigKey, EventData};
 use dsh_protocol::{SessionId, UserContent};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -198,12 +198,21 @@ impl Agent {
     /// # Errors
     /// What [`Agent::ready`] or [`crate::settings::Settings::validate`]
     /// says.
-    pub async fn validate_settings(&self, given: &[(&str, &str)]) -> Result<(), AgentError> {
+    pub async fn validate_settings(&self, given: &[(ConfigKey, &str)]) -> Result<(), AgentError> {
         let config = self.ready().await?;
         for (key, value) in given {
-            crate::settings::Settings::validate(&config.choices, key, value)?;
+            Settings::check(&config.choices, *key, value)?;
         }
         Ok(())
+    }
+
+    /// The config option a client names (`session/set_config_option`'s
+    /// id).
+    ///
+    /// # Errors
+    /// An option sessions do not have, answered with those they have.
+    pub fn config_key(&self, name: &str) -> Result<ConfigKey, AgentError> {
+        Settings::key(&self.config().choices, name)
     }
 
     fn check_config(&self) -> Result<(), AgentError> {
@@ -554,12 +563,12 @@ impl Agent {
     pub fn set_config_option(
         &self,
         id: &SessionId,
-        key: &str,
+        key: ConfigKey,
         value: &str,
         out: &dyn Frontend,
     ) -> Result<Vec<ConfigOption>, AgentError> {
         let session = self.session(id)?;
-        let key = Settings::validate(&self.config().choices, key, value)?;
+        Settings::check(&self.config().choices, key, value)?;
         tracing::info!(session = %id, key = key.as_str(), value, "setting changed");
         session.record(
             EventData::Config {

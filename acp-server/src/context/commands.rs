@@ -5,6 +5,7 @@
 //! `available_commands_update` when a session opens, and again when the
 //! files behind it changed.
 
+use dsh_protocol::log::ConfigKey;
 use dsh_protocol::UserContent;
 
 /// A command the editor can offer.
@@ -93,7 +94,7 @@ pub enum Invocation {
     /// `/mode <name>` or `/model <id>`: a setting.
     Set {
         /// `mode` or `model`.
-        key: &'static str,
+        key: ConfigKey,
         /// The value asked for (empty: show the choices).
         value: String,
     },
@@ -226,7 +227,11 @@ pub fn parse(content: &[UserContent]) -> Option<Invocation> {
             Some(Invocation::Plan { task })
         }
         "mode" | "model" => Some(Invocation::Set {
-            key: if name == "mode" { "mode" } else { "model" },
+            key: if name == "mode" {
+                ConfigKey::Mode
+            } else {
+                ConfigKey::Model
+            },
             value: args.to_owned(),
         }),
         "goal" => Some(Invocation::Goal {
@@ -275,7 +280,7 @@ mod tests {
         assert_eq!(
             parse(&[UserContent::text("/mode accept-edits")]),
             Some(Invocation::Set {
-                key: "mode",
+                key: ConfigKey::Mode,
                 value: "accept-edits".to_owned()
             })
         );

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use dsh_protocol::log::StopReason;
+use dsh_protocol::log::{ConfigKey, StopReason};
 use dsh_protocol::question::QuestionAnswer;
 use dsh_protocol::{SessionId, UserContent};
 use serde_json::value::RawValue;
@@ -497,17 +497,17 @@ impl Hub {
     }
 
     /// The settings to record, validated.
-    async fn check(&self, opening: &Opening) -> Result<Vec<(&'static str, String)>, AgentError> {
+    async fn check(&self, opening: &Opening) -> Result<Vec<(ConfigKey, String)>, AgentError> {
         let mode = opening.mode.as_deref().or(opening.approvals.mode());
-        let settings: Vec<(&'static str, String)> = [
-            ("mode", mode),
-            ("model", opening.model.as_deref()),
-            ("thought_level", opening.thought_level.as_deref()),
+        let settings: Vec<(ConfigKey, String)> = [
+            (ConfigKey::Mode, mode),
+            (ConfigKey::Model, opening.model.as_deref()),
+            (ConfigKey::ThoughtLevel, opening.thought_level.as_deref()),
         ]
         .into_iter()
         .filter_map(|(key, value)| Some((key, value?.to_owned())))
         .collect();
-        let given: Vec<(&str, &str)> = settings
+        let given: Vec<(ConfigKey, &str)> = settings
             .iter()
             .map(|(key, value)| (*key, value.as_str()))
             .collect();
@@ -519,7 +519,7 @@ impl Hub {
         &self,
         opened: crate::agent::Opened,
         approvals: Approvals,
-        settings: &[(&'static str, String)],
+        settings: &[(ConfigKey, String)],
         conn: ConnId,
     ) -> Result<Arc<SdkSession>, AgentError> {
         for notice in &opened.notices {
@@ -529,7 +529,7 @@ impl Hub {
         let session = self.adopt(&id, conn).await?;
         session.set_approvals(approvals);
         for (key, value) in settings {
-            self.agent.set_config_option(&id, key, value, &*session)?;
+            self.agent.set_config_option(&id, *key, value, &*session)?;
         }
         Ok(session)
     }

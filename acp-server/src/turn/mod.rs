@@ -24,7 +24,7 @@ mod undo;
 use std::sync::Arc;
 
 use dsh_protocol::error::ErrorInfo;
-use dsh_protocol::log::{EventData, StopReason};
+use dsh_protocol::log::{ConfigKey, EventData, StopReason};
 use dsh_protocol::ErrorCode;
 use dsh_protocol::UserContent;
 use tracing::Instrument;
@@ -208,7 +208,7 @@ async fn run_as(
         // The title is what the user typed ("/init"), not the prompt.
         Some(Invocation::Init { prompt }) => turn.run(prompt, title).instrument(span).await,
         Some(Invocation::Plan { task }) => {
-            turn.set("mode", dsh_protocol::Mode::Plan.as_str())?;
+            turn.set(ConfigKey::Mode, dsh_protocol::Mode::Plan.as_str())?;
             if task.is_empty() {
                 turn.notice("Plan mode is on: I will study the code and propose a plan for you to approve before changing anything. Tell me the task.")?;
                 return Ok(StopReason::EndTurn);
@@ -266,16 +266,16 @@ impl Turn<'_> {
     /// `/mode` and `/model` (and `/plan`'s mode): validated as the config
     /// options are; an unknown or missing value is answered with the
     /// choices, not an error.
-    fn set(&self, key: &str, value: &str) -> Result<(), AgentError> {
-        match crate::settings::Settings::validate(&self.config.choices, key, value) {
-            Ok(key) => {
+    fn set(&self, key: ConfigKey, value: &str) -> Result<(), AgentError> {
+        match crate::settings::Settings::check(&self.config.choices, key, value) {
+            Ok(()) => {
                 self.record(EventData::Config {
                     key,
                     value: value.to_owned(),
                 })?;
                 self.notice(&format!(
                     "{} is now `{value}`.",
-                    if key == dsh_protocol::log::ConfigKey::Mode {
+                    if key == ConfigKey::Mode {
                         "The mode"
                     } else {
                         "The model"
