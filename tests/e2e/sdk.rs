@@ -368,11 +368,16 @@ async fn an_interrupt_right_behind_a_prompt_cancels_it() {
     let client = &sdk.client;
     let session = new_session(client, &env, json!({})).await;
     let sub = client.subscribe(&session, None).await;
-    let prompt = client.send(
-        "session/prompt",
-        json!({"sessionId": session, "text": "talk"}),
-    );
-    let interrupt = client.send("session/interrupt", json!({"sessionId": session}));
+    let mut answers = client
+        .send_together(&[
+            (
+                "session/prompt",
+                json!({"sessionId": session, "text": "talk"}),
+            ),
+            ("session/interrupt", json!({"sessionId": session})),
+        ])
+        .into_iter();
+    let (prompt, interrupt) = (answers.next().unwrap(), answers.next().unwrap());
     let receipt = prompt.await.unwrap();
     assert!(receipt["result"]["messageId"].is_string(), "{receipt}");
     let interrupted = interrupt.await.unwrap();

@@ -88,6 +88,7 @@ async fn spawned<T: Send + 'static>(
 /// What answering a request that opens a session (new, fork, load,
 /// resume) needs of the connection.
 struct Opening {
+    ctx: Ctx,
     cx: ConnectionTo<Client>,
     backlog: Arc<super::transport::Backlog>,
     /// The client shows boolean config options.
@@ -97,6 +98,7 @@ struct Opening {
 impl Ctx {
     fn opening(&self, cx: &ConnectionTo<Client>) -> Opening {
         Opening {
+            ctx: self.clone(),
             cx: cx.clone(),
             backlog: self.backlog.clone(),
             booleans: self.caps().boolean_config,
@@ -262,6 +264,10 @@ fn answer_opened<T: agent_client_protocol::JsonRpcResponse>(
             commands,
         }) => {
             let id = SessionId::new(session.id.as_str());
+            // This connection shows the session from now on: what happens
+            // between its turns comes here too.
+            let sink = opening.ctx.sink(&opening.cx, &id);
+            session.subscribe(crate::session::Subscriber::new(Arc::new(sink)));
             responder.respond(answer(
                 id.clone(),
                 convert::mode_state(mode),
@@ -449,13 +455,11 @@ pub(super) fn set_config_option(
     };
     let sink = ctx.sink(&cx, &request.session_id);
     match guard(|| {
+        // An unknown session is said first, whatever the option.
+        let id = convert::session_id(&request.session_id);
+        ctx.agent.session(&id)?;
         let key = ctx.agent.config_key(&request.config_id.0)?;
-        ctx.agent.set_config_option(
-            &convert::session_id(&request.session_id),
-            key,
-            &value,
-            &sink,
-        )
+        ctx.agent.set_config_option(&id, key, &value, &sink)
     }) {
         Ok(options) => responder.respond(SetSessionConfigOptionResponse::new(
             convert::config_options(options, ctx.caps().boolean_config),

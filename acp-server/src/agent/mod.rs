@@ -196,7 +196,7 @@ impl Agent {
     /// the catalog sessions get, the served one where that is the catalog.
     ///
     /// # Errors
-    /// What [`Agent::ready`] or [`crate::settings::Settings::validate`]
+    /// What [`Agent::ready`] or [`crate::settings::Settings::check`]
     /// says.
     pub async fn validate_settings(&self, given: &[(ConfigKey, &str)]) -> Result<(), AgentError> {
         let config = self.ready().await?;

@@ -555,7 +555,9 @@ impl Hub {
     ///
     /// It is sent to the session's owner before anything is awaited when
     /// the session is live, so prompts sent back to back line up in the
-    /// order they came and a `session/interrupt` right behind finds it; a
+    /// order they came and a `session/interrupt` right behind finds it
+    /// (each line's call is a task of its own, and the current-thread
+    /// runtime starts them in the order they were read); a
     /// missing credential fails the prompt's turn (its `idle` status says
     /// so).
     ///

@@ -307,7 +307,8 @@ impl Session {
         })
     }
 
-    /// Whether a turn runs now (or is being handed to a prompt in line).
+    /// Whether a turn runs, is being handed on, or a prompt was sent and
+    /// not yet read or waits in line.
     pub fn is_busy(&self) -> bool {
         self.mailbox.busy()
     }

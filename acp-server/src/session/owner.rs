@@ -4,10 +4,10 @@
 //! It alone holds whether a turn runs and the turn's cancel token, the
 //! prompts waiting for the turn ([`super::inbox`] says how they wait), the
 //! late answers for the next step, and the session's subscribers: every
-//! front end that shows the session (ACP, the SDK, `dsh run`, a subagent's
-//! parent) subscribes, and what happens between turns — a job's end, its
-//! live output, a title, a late answer — is recorded once and shown to
-//! each. Anyone may send a command without waiting (`session/cancel` in
+//! front end that shows the session (ACP, the SDK, `dsh run`) subscribes,
+//! and what happens between turns — a job's end, a title, a late answer —
+//! is recorded once and shown to each (a job's live output too, from the
+//! job's task, through the snapshot the owner publishes). Anyone may send a command without waiting (`session/cancel` in
 //! the ACP dispatch loop sends and returns); one that needs an answer
 //! awaits it, and its place in line was fixed when it was sent, so two
 //! prompts sent back to back are admitted in that order.
@@ -199,13 +199,19 @@ impl Owner {
             let Some(session) = self.session.upgrade() else {
                 break;
             };
-            // A bug in one command (a subscriber's `emit`, a record) is
-            // logged; the session keeps its owner.
+            let prompt = matches!(command, Command::Prompt { .. });
+            // A bug in one command (a record) is logged; the session keeps
+            // its owner.
             let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 self.handle(&session, command);
             }));
             if let Err(payload) = handled {
                 tracing::error!(session = %session.id, panic = %AgentError::panic_message(payload.as_ref()), "the session's owner failed a command");
+            }
+            if prompt {
+                // Read: counted into the line or a ticket first (see
+                // `Mailbox::busy`), or refused; panicked or not.
+                self.shared.sent.fetch_sub(1, Ordering::AcqRel);
             }
         }
         // The session is gone: whoever waits is let go (their replies drop).
@@ -219,10 +225,7 @@ impl Owner {
                 alone,
                 reply,
             } => {
-                let admission = self.admit(session, steer, cancel, alone);
-                // Counted into the line or a ticket first (see `busy`).
-                self.shared.sent.fetch_sub(1, Ordering::AcqRel);
-                let _ = reply.send(admission);
+                let _ = reply.send(self.admit(session, steer, cancel, alone));
             }
             Command::Leave(id) => {
                 // Dropping the entry drops its hand-off: the waiter sees
@@ -487,9 +490,21 @@ impl Frontend for Fanout<'_> {
             return;
         };
         for subscriber in rest {
-            subscriber.frontend.emit(output.clone());
+            emit_to(subscriber, output.clone());
         }
-        last.frontend.emit(output);
+        emit_to(last, output);
+    }
+}
+
+/// A subscriber's `emit` that panics (a bug) costs that subscriber this
+/// output, not the others theirs nor the caller its work (a job's end is
+/// still counted for wake-ups).
+fn emit_to(subscriber: &Subscriber, output: Output<'_>) {
+    let emitted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        subscriber.frontend.emit(output);
+    }));
+    if let Err(payload) = emitted {
+        tracing::error!(panic = %AgentError::panic_message(payload.as_ref()), "a front end failed to show an update");
     }
 }
 

@@ -201,6 +201,28 @@ impl SdkClient {
         rx
     }
 
+    /// Sends requests in one write (they reach dsh together), without
+    /// waiting for their answers.
+    pub fn send_together(&self, calls: &[(&str, Value)]) -> Vec<oneshot::Receiver<Value>> {
+        let mut lines = Vec::new();
+        let mut answers = Vec::new();
+        for (method, params) in calls {
+            let id = {
+                let mut next = self.next_id.lock().unwrap();
+                *next += 1;
+                *next
+            };
+            let (tx, rx) = oneshot::channel();
+            self.shared.lock().unwrap().pending.insert(id, tx);
+            answers.push(rx);
+            lines.push(
+                json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string(),
+            );
+        }
+        self.send_raw(&lines.join("\n"));
+        answers
+    }
+
     /// A request's whole answer (`result` or `error`).
     pub async fn call(&self, method: &str, params: Value) -> Value {
         let rx = self.send(method, params);
