@@ -412,7 +412,7 @@ async fn cancel_reaches_the_running_turn_only() {
     let token = first.cancel_token();
     assert!(!token.is_cancelled());
     session.cancel_turn();
-    session.has_waiting().await;
+    session.flush().await;
     assert!(token.is_cancelled());
     drop(first);
     // The next turn starts with a fresh token.
@@ -575,7 +575,7 @@ async fn a_background_job_ends_in_the_log_and_before_the_latest_front_end() {
         usage: None,
     });
     // Its owner records it: this answer comes after.
-    session.has_waiting().await;
+    session.flush().await;
     assert_eq!(
         later.take(),
         [

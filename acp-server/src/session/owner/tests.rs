@@ -218,7 +218,7 @@ async fn what_happens_between_turns_reaches_every_subscriber_once() {
     session.record_between_turns(EventData::Notice {
         text: "between".to_owned(),
     });
-    session.has_waiting().await;
+    session.flush().await;
     let seq = session.last_seq();
     assert_eq!(replaced.seqs(), [seq]);
     assert_eq!(two.0.seqs(), [seq]);
@@ -259,7 +259,7 @@ async fn a_late_answer_waits_for_the_step_while_a_turn_runs_else_is_recorded() {
     assert_eq!(session.last_seq(), before);
     drop(running);
     session.deliver_late("late two".to_owned());
-    session.has_waiting().await;
+    session.flush().await;
     assert_eq!(session.last_seq(), before + 1);
     assert!(session.boundary().await.late.is_empty());
 }
