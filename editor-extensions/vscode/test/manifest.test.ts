@@ -8,9 +8,8 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
-import Module from "node:module";
 
-const root = resolve(__dirname, "..", "..");
+import { root, withExtension } from "./stubbedVscode";
 
 test("activation registers what package.json contributes", async () => {
   const manifest = JSON.parse(readFileSync(resolve(root, "package.json"), "utf8"));
@@ -41,14 +40,7 @@ test("activation registers what package.json contributes", async () => {
       },
     },
   };
-  type Loader = { _load: (request: string, ...rest: unknown[]) => unknown };
-  const loader = Module as unknown as Loader;
-  const original = loader._load;
-  loader._load = (request: string, ...rest: unknown[]) =>
-    request === "vscode" ? stub : original.call(Module, request, ...rest);
-  try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded as VS Code loads it, under the stub
-    const extension = require(resolve(root, manifest.main));
+  await withExtension(stub, async (extension) => {
     const context = { subscriptions: [] as unknown[], extensionUri: {}, secrets: { get: async () => undefined } };
     extension.activate(context);
     assert.deepEqual(
@@ -59,7 +51,5 @@ test("activation registers what package.json contributes", async () => {
     assert.deepEqual(registered.schemes, ["dsh-diff"]);
     assert.ok(context.subscriptions.length >= registered.commands.length + 3);
     await extension.deactivate();
-  } finally {
-    loader._load = original;
-  }
+  });
 });

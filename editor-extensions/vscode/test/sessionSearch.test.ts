@@ -9,13 +9,12 @@ import { execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import Module from "node:module";
 
 import { failedItem, hitItems, LatestSearch, searchSessions, shown, when } from "../src/protocol/sessionSearch";
+import { withExtension } from "./stubbedVscode";
 
 const here = resolve(__dirname, "..", "..");
 const dsh = process.env.DSH_BIN ?? resolve(here, "..", "..", "target", "debug", "dsh");
-const manifest = JSON.parse(readFileSync(resolve(here, "package.json"), "utf8"));
 
 /** `dsh run TASK` in `cwd`, the model replying `reply`; the session id. */
 function run(env: Record<string, string>, cwd: string, task: string, reply: string): string {
@@ -306,14 +305,7 @@ test("the open-session picker lists the sessions, searches as words are typed, o
       },
     },
   };
-  type Loader = { _load: (request: string, ...rest: unknown[]) => unknown };
-  const loader = Module as unknown as Loader;
-  const original = loader._load;
-  loader._load = (request: string, ...rest: unknown[]) =>
-    request === "vscode" ? stub : original.call(Module, request, ...rest);
-  try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded as VS Code loads it, under the stub
-    const extension = require(resolve(here, manifest.main));
+  await withExtension(stub, async (extension) => {
     extension.activate({ subscriptions: [] as unknown[], extensionUri: {}, secrets: { get: async () => undefined } });
     try {
       const opened = commands.get("dsh.openSession")!() as Promise<void>;
@@ -362,7 +354,5 @@ test("the open-session picker lists the sessions, searches as words are typed, o
     } finally {
       await extension.deactivate();
     }
-  } finally {
-    loader._load = original;
-  }
+  });
 });

@@ -11,11 +11,10 @@ import assert from "node:assert/strict";
 import { chmodSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import Module from "node:module";
 
 import { MACHINE_SETTINGS, launchSettings, userSetting, type Inspectable } from "../src/protocol/settings";
+import { root, withExtension } from "./stubbedVscode";
 
-const root = resolve(__dirname, "..", "..");
 const manifest = JSON.parse(readFileSync(resolve(root, "package.json"), "utf8"));
 const dsh = process.env.DSH_BIN ?? resolve(root, "..", "..", "target", "debug", "dsh");
 
@@ -123,15 +122,8 @@ test("activation starts the user's dsh with the user's environment, whatever the
       },
     },
   };
-  type Loader = { _load: (request: string, ...rest: unknown[]) => unknown };
-  const loader = Module as unknown as Loader;
-  const original = loader._load;
-  loader._load = (request: string, ...rest: unknown[]) =>
-    request === "vscode" ? stub : original.call(Module, request, ...rest);
   let failed: unknown;
-  try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded as VS Code loads it, under the stub
-    const extension = require(resolve(root, manifest.main));
+  await withExtension(stub, async (extension) => {
     extension.activate({ subscriptions: [] as unknown[], extensionUri: {}, secrets: { get: async () => undefined } });
     try {
       await commands.get("dsh.newSession")!();
@@ -140,9 +132,7 @@ test("activation starts the user's dsh with the user's environment, whatever the
     } finally {
       await extension.deactivate();
     }
-  } finally {
-    loader._load = original;
-  }
+  });
   assert.ok(!existsSync(join(dir, "evil-ran")), "the workspace's dsh.path did not run");
   assert.ok(!existsSync(join(dir, "workspace-record")), "the workspace's dsh.env was not used");
   assert.equal(failed, undefined, "a session started with the user's dsh");
