@@ -188,7 +188,9 @@ struct Owner {
     next_id: u64,
     late: Vec<String>,
     subscribers: Vec<Subscriber>,
-    prompter: Option<Subscriber>,
+    /// The kind of the latest prompt's front end (its subscriber is the
+    /// one of that kind).
+    prompter: Option<TypeId>,
     /// Who waits for no turn to run.
     idle: Vec<oneshot::Sender<()>>,
 }
@@ -296,7 +298,7 @@ impl Owner {
                 prompter,
             } => {
                 if prompter {
-                    self.prompter = Some(subscriber.clone());
+                    self.prompter = Some(subscriber.kind);
                 }
                 self.subscribe(subscriber);
             }
@@ -310,7 +312,11 @@ impl Owner {
                 let _ = reply.send(found);
             }
             Command::Prompter(reply) => {
-                let _ = reply.send(self.prompter.clone());
+                let prompter = self
+                    .prompter
+                    .and_then(|kind| self.subscribers.iter().find(|s| s.kind == kind))
+                    .cloned();
+                let _ = reply.send(prompter);
             }
             Command::Record { data, reply } => {
                 let recorded = session.record(data, &Fanout(&self.subscribers));
